@@ -1,0 +1,91 @@
+import { initContract } from '@ts-rest/core';
+import { z } from 'zod';
+
+export const c = initContract();
+
+/** A UUID (the service issues UUIDv7). Malformed ids in paths are 400, unknown ones 404. */
+export const IdSchema = z.string().uuid();
+/** RFC 3339 timestamp; the service answers in UTC with milliseconds. */
+export const TimestampSchema = z.string().datetime({ offset: true, precision: 3 });
+/** Accepted on input: any RFC 3339 timestamp, with or without fractional seconds. */
+export const TimestampInputSchema = z.string().datetime({ offset: true });
+
+export const ValidationIssueSchema = z.object({
+  path: z.string(),
+  code: z.string(),
+  message: z.string(),
+});
+export type ValidationIssue = z.infer<typeof ValidationIssueSchema>;
+
+export const ProblemCodeSchema = z.enum([
+  'validation_failed',
+  'malformed_json',
+  'unauthenticated',
+  'invalid_credentials',
+  'forbidden',
+  'not_found',
+  'method_not_allowed',
+  'email_taken',
+  'tag_name_taken',
+  'last_admin',
+  'conflict',
+  'precondition_failed',
+  'payload_too_large',
+  'unsupported_media_type',
+  'rate_limited',
+  'internal',
+  'unavailable',
+]);
+export type ProblemCode = z.infer<typeof ProblemCodeSchema>;
+
+/** RFC 9457 problem details, the body of every 4xx and 5xx answer. */
+export const ProblemSchema = z.object({
+  type: z.string(),
+  title: z.string(),
+  status: z.number().int(),
+  code: ProblemCodeSchema,
+  detail: z.string(),
+  instance: z.string(),
+  requestId: z.string(),
+  errors: z.array(ValidationIssueSchema).optional(),
+});
+export type Problem = z.infer<typeof ProblemSchema>;
+
+/** The error answers every authenticated operation may give. */
+export const commonErrors = {
+  400: ProblemSchema,
+  401: ProblemSchema,
+  415: ProblemSchema,
+  429: ProblemSchema,
+  500: ProblemSchema,
+  503: ProblemSchema,
+} as const;
+
+export const PaginationQuerySchema = z.object({
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  /** Opaque; from a previous page's `nextCursor`. */
+  cursor: z.string().min(1).max(512).optional(),
+});
+
+export function pageOf<T extends z.ZodTypeAny>(item: T) {
+  return z.object({ items: z.array(item), nextCursor: z.string().nullable() });
+}
+
+export function listOf<T extends z.ZodTypeAny>(item: T) {
+  return z.object({ items: z.array(item) });
+}
+
+/** A comma-separated query value (`a,b,c`) parsed as a non-empty set of `item`. */
+export function commaList<T extends z.ZodTypeAny>(item: T) {
+  return z
+    .string()
+    .transform((value) => value.split(',').map((part) => part.trim()))
+    .pipe(z.array(item).min(1).max(50));
+}
+
+export const IfMatchHeaders = z.object({ 'if-match': z.string().max(200).optional() });
+export const IfNoneMatchHeaders = z.object({ 'if-none-match': z.string().max(200).optional() });
+
+export const EmailSchema = z.string().trim().toLowerCase().email().max(254);
+export const PasswordSchema = z.string().min(8).max(128);
+export const PersonNameSchema = z.string().trim().min(1).max(100);

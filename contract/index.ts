@@ -1,0 +1,27 @@
+// The interface of the task service: the server implements it, the OpenAPI document is generated
+// from it, and clients import it. Depends only on @ts-rest/core and zod.
+import { c } from './common.js';
+import { attachmentsContract } from './attachments.js';
+import { authContract } from './auth.js';
+import { serviceContract } from './service.js';
+import { tagsContract } from './tags.js';
+import { tasksContract } from './tasks.js';
+import { usersContract } from './users.js';
+
+export const contract = c.router({
+  auth: authContract,
+  users: usersContract,
+  tasks: tasksContract,
+  tags: tagsContract,
+  attachments: attachmentsContract,
+  service: serviceContract,
+});
+export type Contract = typeof contract;
+
+export * from './common.js';
+export * from './attachments.js';
+export * from './auth.js';
+export * from './service.js';
+export * from './tags.js';
+export * from './tasks.js';
+export * from './users.js';

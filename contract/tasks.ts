@@ -1,0 +1,144 @@
+import { z } from 'zod';
+import { c, commaList, commonErrors, IdSchema, IfMatchHeaders, IfNoneMatchHeaders, PaginationQuerySchema, pageOf, ProblemSchema, TimestampInputSchema, TimestampSchema } from './common.js';
+
+export const TaskStatusSchema = z.enum(['todo', 'in_progress', 'done']);
+export type TaskStatus = z.infer<typeof TaskStatusSchema>;
+/** Listed from lowest to highest; `sort=priority` follows this order. */
+export const TaskPrioritySchema = z.enum(['low', 'medium', 'high', 'urgent']);
+export type TaskPriority = z.infer<typeof TaskPrioritySchema>;
+
+export const TagColorSchema = z.string().regex(/^#[0-9a-f]{6}$/i, 'expected a colour as #rrggbb');
+export const TagRefSchema = z.object({ id: IdSchema, name: z.string(), color: z.string() });
+
+export const TaskSchema = z.object({
+  id: IdSchema,
+  ownerId: IdSchema,
+  assigneeId: IdSchema.nullable(),
+  title: z.string(),
+  description: z.string(),
+  status: TaskStatusSchema,
+  priority: TaskPrioritySchema,
+  dueAt: TimestampSchema.nullable(),
+  completedAt: TimestampSchema.nullable(),
+  /** The task's tags, ordered by name. */
+  tags: z.array(TagRefSchema),
+  attachmentCount: z.number().int(),
+  /** Starts at 1 and grows by one with every change; the ETag is `"<version>"`. */
+  version: z.number().int(),
+  createdAt: TimestampSchema,
+  updatedAt: TimestampSchema,
+});
+export type Task = z.infer<typeof TaskSchema>;
+
+const TitleSchema = z.string().trim().min(1).max(200);
+const DescriptionSchema = z.string().max(10_000);
+
+export const TaskCreateSchema = z
+  .object({
+    title: TitleSchema,
+    description: DescriptionSchema.default(''),
+    status: TaskStatusSchema.default('todo'),
+    priority: TaskPrioritySchema.default('medium'),
+    dueAt: TimestampInputSchema.nullable().default(null),
+    assigneeId: IdSchema.nullable().default(null),
+    /** Tags of the task's owner to attach at creation. */
+    tagIds: z.array(IdSchema).max(50).default([]),
+  })
+  .strict();
+export type TaskCreate = z.infer<typeof TaskCreateSchema>;
+
+/** PUT: every field required (nullable ones as explicit null), so nothing is reset by omission. */
+export const TaskReplaceSchema = z
+  .object({
+    title: TitleSchema,
+    description: DescriptionSchema,
+    status: TaskStatusSchema,
+    priority: TaskPrioritySchema,
+    dueAt: TimestampInputSchema.nullable(),
+    assigneeId: IdSchema.nullable(),
+  })
+  .strict();
+export type TaskReplace = z.infer<typeof TaskReplaceSchema>;
+
+/** PATCH (JSON merge patch): absent is unchanged, null clears a nullable field. */
+export const TaskPatchSchema = TaskReplaceSchema.partial().strict();
+export type TaskPatch = z.infer<typeof TaskPatchSchema>;
+
+export const TaskSortSchema = z.enum([
+  'createdAt', '-createdAt', 'updatedAt', '-updatedAt', 'dueAt', '-dueAt', 'priority', '-priority', 'title', '-title',
+]);
+export type TaskSort = z.infer<typeof TaskSortSchema>;
+
+export const TaskListQuerySchema = PaginationQuerySchema.extend({
+  status: commaList(TaskStatusSchema).optional(),
+  priority: commaList(TaskPrioritySchema).optional(),
+  /** A task must carry every listed tag. */
+  tagId: commaList(IdSchema).optional(),
+  assigneeId: IdSchema.optional(),
+  /** Admin only in effect: other callers see only their own tasks anyway. */
+  ownerId: IdSchema.optional(),
+  dueBefore: TimestampInputSchema.optional(),
+  dueAfter: TimestampInputSchema.optional(),
+  updatedSince: TimestampInputSchema.optional(),
+  q: z.string().trim().min(1).max(200).optional(),
+  /** Default `-createdAt`; ties are broken by id. Tasks without a due date sort after those with one. */
+  sort: TaskSortSchema.default('-createdAt'),
+}).strict();
+export type TaskListQuery = z.infer<typeof TaskListQuerySchema>;
+
+const TaskParams = z.object({ task_id: IdSchema });
+
+export const tasksContract = c.router(
+  {
+    list: {
+      method: 'GET',
+      path: '/tasks',
+      query: TaskListQuerySchema,
+      responses: { 200: pageOf(TaskSchema) },
+      summary: 'List the tasks visible to the caller',
+    },
+    get: {
+      method: 'GET',
+      path: '/tasks/:task_id',
+      pathParams: TaskParams,
+      headers: IfNoneMatchHeaders,
+      responses: { 200: TaskSchema, 304: c.noBody(), 404: ProblemSchema },
+      summary: 'Get a task (honours If-None-Match)',
+    },
+    create: {
+      method: 'POST',
+      path: '/tasks',
+      body: TaskCreateSchema,
+      responses: { 201: TaskSchema },
+      summary: 'Create a task owned by the caller (an unknown assignee or tag is a 400)',
+    },
+    replace: {
+      method: 'PUT',
+      path: '/tasks/:task_id',
+      pathParams: TaskParams,
+      headers: IfMatchHeaders,
+      body: TaskReplaceSchema,
+      responses: { 200: TaskSchema, 404: ProblemSchema, 412: ProblemSchema },
+      summary: 'Replace a task (honours If-Match)',
+    },
+    update: {
+      method: 'PATCH',
+      path: '/tasks/:task_id',
+      pathParams: TaskParams,
+      headers: IfMatchHeaders,
+      body: TaskPatchSchema,
+      responses: { 200: TaskSchema, 404: ProblemSchema, 412: ProblemSchema },
+      summary: 'Merge-patch a task (application/json or application/merge-patch+json; honours If-Match)',
+    },
+    remove: {
+      method: 'DELETE',
+      path: '/tasks/:task_id',
+      pathParams: TaskParams,
+      headers: IfMatchHeaders,
+      body: c.noBody(),
+      responses: { 204: c.noBody(), 403: ProblemSchema, 404: ProblemSchema, 412: ProblemSchema },
+      summary: 'Delete a task with its attachments and tag links (owner or admin)',
+    },
+  },
+  { commonResponses: commonErrors },
+);

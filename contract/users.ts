@@ -1,0 +1,109 @@
+import { z } from 'zod';
+import { c, commonErrors, EmailSchema, IdSchema, PaginationQuerySchema, PasswordSchema, PersonNameSchema, pageOf, ProblemSchema, TimestampSchema } from './common.js';
+import { TaskListQuerySchema, TaskSchema } from './tasks.js';
+
+export const RoleSchema = z.enum(['user', 'admin']);
+export type Role = z.infer<typeof RoleSchema>;
+
+export const UserSchema = z.object({
+  id: IdSchema,
+  email: z.string(),
+  name: z.string(),
+  role: RoleSchema,
+  createdAt: TimestampSchema,
+  updatedAt: TimestampSchema,
+});
+export type User = z.infer<typeof UserSchema>;
+
+export const UserCreateSchema = z
+  .object({ email: EmailSchema, password: PasswordSchema, name: PersonNameSchema, role: RoleSchema.optional() })
+  .strict();
+export type UserCreate = z.infer<typeof UserCreateSchema>;
+
+/** Full replacement of the editable profile; `role` is honoured for admins only (403 otherwise). */
+export const UserReplaceSchema = z
+  .object({ email: EmailSchema, name: PersonNameSchema, role: RoleSchema.optional() })
+  .strict();
+export type UserReplace = z.infer<typeof UserReplaceSchema>;
+
+export const UserPatchSchema = z
+  .object({
+    email: EmailSchema.optional(),
+    name: PersonNameSchema.optional(),
+    password: PasswordSchema.optional(),
+    /** Required when users change their own password. */
+    currentPassword: z.string().max(128).optional(),
+    role: RoleSchema.optional(),
+  })
+  .strict();
+export type UserPatch = z.infer<typeof UserPatchSchema>;
+
+export const UserListQuerySchema = PaginationQuerySchema.extend({
+  q: z.string().trim().min(1).max(200).optional(),
+  role: RoleSchema.optional(),
+}).strict();
+
+export const UserTasksQuerySchema = TaskListQuerySchema.extend({
+  relation: z.enum(['owner', 'assignee', 'any']).default('any'),
+}).strict();
+
+const UserParams = z.object({ user_id: IdSchema });
+
+export const usersContract = c.router(
+  {
+    list: {
+      method: 'GET',
+      path: '/users',
+      query: UserListQuerySchema,
+      responses: { 200: pageOf(UserSchema), 403: ProblemSchema },
+      summary: 'List users (admin), oldest first',
+    },
+    get: {
+      method: 'GET',
+      path: '/users/:user_id',
+      pathParams: UserParams,
+      responses: { 200: UserSchema, 404: ProblemSchema },
+      summary: 'Get a user (self or admin)',
+    },
+    listTasks: {
+      method: 'GET',
+      path: '/users/:user_id/tasks',
+      pathParams: UserParams,
+      query: UserTasksQuerySchema,
+      responses: { 200: pageOf(TaskSchema), 404: ProblemSchema },
+      summary: 'Tasks a user owns or is assigned to (self or admin)',
+    },
+    create: {
+      method: 'POST',
+      path: '/users',
+      body: UserCreateSchema,
+      responses: { 201: UserSchema, 403: ProblemSchema, 409: ProblemSchema },
+      summary: 'Create a user (admin)',
+    },
+    replace: {
+      method: 'PUT',
+      path: '/users/:user_id',
+      pathParams: UserParams,
+      body: UserReplaceSchema,
+      responses: { 200: UserSchema, 403: ProblemSchema, 404: ProblemSchema, 409: ProblemSchema },
+      summary: 'Replace a user profile (self or admin)',
+    },
+    update: {
+      method: 'PATCH',
+      path: '/users/:user_id',
+      pathParams: UserParams,
+      body: UserPatchSchema,
+      responses: { 200: UserSchema, 403: ProblemSchema, 404: ProblemSchema, 409: ProblemSchema },
+      summary: 'Update a user (self or admin)',
+    },
+    remove: {
+      method: 'DELETE',
+      path: '/users/:user_id',
+      pathParams: UserParams,
+      body: c.noBody(),
+      responses: { 204: c.noBody(), 404: ProblemSchema, 409: ProblemSchema },
+      summary: 'Delete a user with their tasks, tags, attachments and sessions (self or admin)',
+    },
+  },
+  { commonResponses: commonErrors },
+);

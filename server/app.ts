@@ -1,0 +1,60 @@
+import express, { type Express } from 'express';
+import { createExpressEndpoints } from '@ts-rest/express';
+import { pinoHttp } from 'pino-http';
+import { contract } from '../contract/index.js';
+import { authRouter } from './auth/router.js';
+import type { AppContext } from './context.js';
+import { errorHandler, unmatchedRoute } from './http/errors.js';
+import { noStore, rateLimit, requestId, requireAuthentication, requireMediaType } from './http/middleware.js';
+import { methodsByPath } from './http/routes.js';
+import { serviceRouter } from './service/router.js';
+import { tasksRouter } from './tasks/router.js';
+import { usersRouter } from './users/router.js';
+
+/** Builds the HTTP application from its context; no globals, so tests build as many as they like. */
+export function buildApp(ctx: AppContext): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  // Tasks carry their own ETag (the version); Express's body hash would contradict it.
+  app.set('etag', false);
+  app.set('trust proxy', ctx.config.trustProxy);
+  app.set('query parser', 'simple');
+
+  app.use(
+    pinoHttp({
+      logger: ctx.logger,
+      genReqId: requestId,
+      // One line per request: what, who asked, how it ended. Headers (tokens among them) stay out.
+      serializers: {
+        req: (req: { id: unknown; method: string; url: string; remoteAddress?: string }) => ({ id: req.id, method: req.method, url: req.url, remoteAddress: req.remoteAddress }),
+        res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
+      },
+      customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'warn' : 'info'),
+    }),
+  );
+  app.use(noStore);
+  app.use(express.json({ limit: '1mb', type: ['application/json', 'application/merge-patch+json'] }));
+
+  const routers = {
+    auth: authRouter(ctx),
+    users: usersRouter(ctx),
+    tasks: tasksRouter(ctx),
+    service: serviceRouter(ctx),
+  };
+  const implemented = {
+    auth: contract.auth,
+    users: contract.users,
+    tasks: contract.tasks,
+    service: contract.service,
+  };
+  createExpressEndpoints(implemented, routers, app, {
+    logInitialization: false,
+    responseValidation: true,
+    globalMiddleware: [requireAuthentication(ctx), rateLimit(ctx.config.rateLimitPerMinute), requireMediaType],
+    requestValidationErrorHandler: (err, _req, _res, next) => next(err),
+  });
+
+  app.use(unmatchedRoute(methodsByPath(contract)));
+  app.use(errorHandler(ctx.logger));
+  return app;
+}

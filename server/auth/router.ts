@@ -1,0 +1,47 @@
+import { initServer } from '@ts-rest/express';
+import { authContract } from '../../contract/auth.js';
+import type { AppContext } from '../context.js';
+import { AppError, notFound } from '../http/errors.js';
+import { principalOf } from '../http/principal.js';
+import { createAccount } from '../users/accounts.js';
+import { serializeUser } from '../users/serialize.js';
+import { refreshSession, revokeSession, startSession } from './sessions.js';
+
+export function authRouter(ctx: AppContext) {
+  return initServer().router(authContract, {
+    register: async ({ body, res }) => {
+      if (!ctx.config.registrationEnabled) throw new AppError('forbidden', 'Self-registration is disabled on this service');
+      const user = await createAccount(ctx, body);
+      res.setHeader('Location', `/users/${user.id}`);
+      return { status: 201, body: await startSession(ctx, user) };
+    },
+
+    login: async ({ body, req }) => {
+      const address = req.ip ?? 'unknown';
+      await ctx.loginThrottle.check(body.email, address);
+      const user = await ctx.db.prisma.user.findUnique({ where: { email: body.email } });
+      const valid = user
+        ? await ctx.passwords.verify(user.passwordHash, body.password)
+        : (await ctx.passwords.burn(body.password), false);
+      if (!user || !valid) {
+        await ctx.loginThrottle.recordFailure(body.email, address);
+        throw new AppError('invalid_credentials', 'The email or the password is wrong');
+      }
+      await ctx.loginThrottle.recordSuccess(body.email);
+      return { status: 200, body: await startSession(ctx, user) };
+    },
+
+    refresh: async ({ body }) => ({ status: 200, body: await refreshSession(ctx, body.refreshToken) }),
+
+    logout: async ({ req }) => {
+      await revokeSession(ctx, principalOf(req).sessionId);
+      return { status: 204, body: undefined };
+    },
+
+    me: async ({ req }) => {
+      const user = await ctx.db.prisma.user.findUnique({ where: { id: principalOf(req).userId } });
+      if (!user) throw notFound('user');
+      return { status: 200, body: serializeUser(user) };
+    },
+  });
+}

@@ -1,0 +1,14 @@
+// `npm run migrate`: applies pending migrations to the configured database and exits.
+// Safe to run while instances start: migrations are serialised by an advisory lock.
+import { loadConfig } from '../config.js';
+import { openDatabase } from '../db/database.js';
+import { migrate } from '../db/migrate.js';
+
+const config = loadConfig();
+const db = await openDatabase(config);
+try {
+  const applied = await migrate(db.sql);
+  console.log(applied.length ? `applied: ${applied.join(', ')}` : 'the database schema is current');
+} finally {
+  await db.close();
+}

@@ -1,0 +1,107 @@
+import path from 'node:path';
+import { z } from 'zod';
+
+const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
+const positiveInt = z.coerce.number().int().positive();
+
+// Every setting, parsed once at start-up; a bad value stops the start with a clear message.
+const EnvSchema = z
+  .object({
+    PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+    HOST: z.string().min(1).default('0.0.0.0'),
+    DATA_DIR: z.string().min(1).default('./data'),
+    DATABASE_URL: z.string().url().optional(),
+    DATABASE_POOL_SIZE: positiveInt.default(10),
+    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    PUBLIC_URL: z.string().url().optional(),
+    TRUST_PROXY: z.string().default('false'),
+    JWT_ISSUER: z.string().min(1).default('task-service'),
+    JWT_AUDIENCE: z.string().min(1).default('task-service'),
+    JWT_PRIVATE_KEY: z.string().min(1).optional(),
+    ACCESS_TOKEN_TTL_SECONDS: positiveInt.max(3600).default(900),
+    SESSION_IDLE_DAYS: positiveInt.default(30),
+    REGISTRATION_ENABLED: bool.default('true'),
+    ADMIN_EMAIL: z.string().email().optional(),
+    ADMIN_PASSWORD: z.string().min(8).max(128).optional(),
+    ADMIN_NAME: z.string().min(1).max(100).default('Administrator'),
+    RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).default(600),
+    LOGIN_MAX_FAILURES_PER_ACCOUNT: positiveInt.default(5),
+    LOGIN_MAX_FAILURES_PER_ADDRESS: positiveInt.default(30),
+    LOGIN_THROTTLE_WINDOW_SECONDS: positiveInt.default(900),
+    ARGON2_MEMORY_KIB: z.coerce.number().int().min(19456).default(19456),
+    ARGON2_TIME_COST: z.coerce.number().int().min(2).default(2),
+    ATTACHMENT_MAX_BYTES: positiveInt.default(25 * 1024 * 1024),
+    ATTACHMENTS_MAX_PER_TASK: positiveInt.default(100),
+  })
+  .refine((env) => (env.ADMIN_EMAIL === undefined) === (env.ADMIN_PASSWORD === undefined), {
+    message: 'ADMIN_EMAIL and ADMIN_PASSWORD must be set together',
+    path: ['ADMIN_PASSWORD'],
+  });
+
+export type Env = z.input<typeof EnvSchema>;
+
+export interface Config {
+  port: number;
+  host: string;
+  dataDir: string;
+  databaseUrl: string | undefined;
+  databasePoolSize: number;
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  publicUrl: string | undefined;
+  trustProxy: boolean | number | string;
+  jwt: { issuer: string; audience: string; privateKeyPem: string | undefined; accessTokenTtlSeconds: number };
+  sessionIdleMs: number;
+  registrationEnabled: boolean;
+  admin: { email: string; password: string; name: string } | undefined;
+  rateLimitPerMinute: number;
+  loginThrottle: { maxFailuresPerAccount: number; maxFailuresPerAddress: number; windowSeconds: number };
+  argon2: { memoryCost: number; timeCost: number };
+  attachments: { maxBytes: number; maxPerTask: number };
+}
+
+export class ConfigError extends Error {}
+
+function parseTrustProxy(value: string): boolean | number | string {
+  if (value === 'true' || value === 'false') return value === 'true';
+  if (/^\d+$/.test(value)) return Number(value);
+  return value; // a list of addresses or subnets, as Express takes it
+}
+
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const parsed = EnvSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.') || '(env)'}: ${i.message}`);
+    throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
+  }
+  const e = parsed.data;
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    dataDir: path.resolve(e.DATA_DIR),
+    databaseUrl: e.DATABASE_URL,
+    databasePoolSize: e.DATABASE_POOL_SIZE,
+    logLevel: e.LOG_LEVEL,
+    publicUrl: e.PUBLIC_URL?.replace(/\/+$/, ''),
+    trustProxy: parseTrustProxy(e.TRUST_PROXY),
+    jwt: {
+      issuer: e.JWT_ISSUER,
+      audience: e.JWT_AUDIENCE,
+      privateKeyPem: e.JWT_PRIVATE_KEY?.replace(/\\n/g, '\n'),
+      accessTokenTtlSeconds: e.ACCESS_TOKEN_TTL_SECONDS,
+    },
+    sessionIdleMs: e.SESSION_IDLE_DAYS * 24 * 3600 * 1000,
+    registrationEnabled: e.REGISTRATION_ENABLED,
+    admin:
+      e.ADMIN_EMAIL && e.ADMIN_PASSWORD
+        ? { email: e.ADMIN_EMAIL, password: e.ADMIN_PASSWORD, name: e.ADMIN_NAME }
+        : undefined,
+    rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
+    loginThrottle: {
+      maxFailuresPerAccount: e.LOGIN_MAX_FAILURES_PER_ACCOUNT,
+      maxFailuresPerAddress: e.LOGIN_MAX_FAILURES_PER_ADDRESS,
+      windowSeconds: e.LOGIN_THROTTLE_WINDOW_SECONDS,
+    },
+    argon2: { memoryCost: e.ARGON2_MEMORY_KIB, timeCost: e.ARGON2_TIME_COST },
+    attachments: { maxBytes: e.ATTACHMENT_MAX_BYTES, maxPerTask: e.ATTACHMENTS_MAX_PER_TASK },
+  };
+}

@@ -1,0 +1,18 @@
+import type { Logger } from 'pino';
+import type { AccessTokens } from './auth/tokens.js';
+import type { PasswordHasher } from './auth/passwords.js';
+import type { SigningKey } from './auth/keys.js';
+import type { LoginThrottle } from './auth/throttle.js';
+import type { Config } from './config.js';
+import type { Database } from './db/database.js';
+
+/** What every part of the service is built from; tests build as many as they like. */
+export interface AppContext {
+  config: Config;
+  db: Database;
+  logger: Logger;
+  signingKey: SigningKey;
+  tokens: AccessTokens;
+  passwords: PasswordHasher;
+  loginThrottle: LoginThrottle;
+}

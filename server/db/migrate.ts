@@ -1,0 +1,81 @@
+import { createHash } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { SqlDatabase, SqlSession } from './sql.js';
+
+export const MIGRATIONS_DIR = fileURLToPath(new URL('../../prisma/migrations', import.meta.url));
+
+// Any constant shared by every instance: the advisory lock that serialises migration runs.
+const MIGRATION_LOCK_KEY = 7_231_004_118;
+
+export interface Migration {
+  name: string;
+  sql: string;
+  checksum: string;
+}
+
+export async function readMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]> {
+  const entries = await readdir(dir, { withFileTypes: true });
+  const names = entries.filter((e) => e.isDirectory()).map((e) => e.name).sort();
+  return Promise.all(
+    names.map(async (name) => {
+      const sql = await readFile(path.join(dir, name, 'migration.sql'), 'utf8');
+      return { name, sql, checksum: createHash('sha256').update(sql).digest('hex') };
+    }),
+  );
+}
+
+const CREATE_HISTORY = `CREATE TABLE IF NOT EXISTS "_migrations" (
+  "name" TEXT PRIMARY KEY,
+  "checksum" TEXT NOT NULL,
+  "applied_at" TIMESTAMPTZ(3) NOT NULL DEFAULT CURRENT_TIMESTAMP
+)`;
+
+async function appliedMigrations(db: SqlSession): Promise<Map<string, string>> {
+  const exists = await db.rows<{ t: string | null }>(`SELECT to_regclass('"_migrations"')::text AS t`);
+  if (!exists[0]?.t) return new Map();
+  const rows = await db.rows<{ name: string; checksum: string }>('SELECT name, checksum FROM "_migrations"');
+  return new Map(rows.map((r) => [r.name, r.checksum]));
+}
+
+export class MigrationError extends Error {}
+
+function assertHistoryMatches(applied: Map<string, string>, migrations: Migration[]): void {
+  const known = new Map(migrations.map((m) => [m.name, m.checksum]));
+  for (const [name, checksum] of applied) {
+    const expected = known.get(name);
+    if (expected === undefined) {
+      throw new MigrationError(`The database has migration ${name}, which this version does not know: is it older than the database?`);
+    }
+    if (expected !== checksum) {
+      throw new MigrationError(`Migration ${name} was changed after it was applied`);
+    }
+  }
+}
+
+/**
+ * Applies every pending migration in one transaction, under an advisory lock, so that instances
+ * starting together apply each migration once and a failed migration leaves nothing half-done.
+ */
+export async function migrate(db: SqlDatabase, migrations?: Migration[]): Promise<string[]> {
+  const all = migrations ?? (await readMigrations());
+  return db.transaction(async (tx) => {
+    await tx.rows('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
+    await tx.exec(CREATE_HISTORY);
+    const applied = await appliedMigrations(tx);
+    assertHistoryMatches(applied, all);
+    const pending = all.filter((m) => !applied.has(m.name));
+    for (const m of pending) {
+      await tx.exec(m.sql);
+      await tx.rows('INSERT INTO "_migrations" (name, checksum) VALUES ($1, $2)', [m.name, m.checksum]);
+    }
+    return pending.map((m) => m.name);
+  });
+}
+
+/** Names of migrations this version ships that the database has not applied yet. */
+export async function pendingMigrations(db: SqlSession, migrations: Migration[]): Promise<string[]> {
+  const applied = await appliedMigrations(db);
+  return migrations.filter((m) => !applied.has(m.name)).map((m) => m.name);
+}

@@ -1,0 +1,56 @@
+import type { PGlite, Transaction } from '@electric-sql/pglite';
+import type pg from 'pg';
+
+/** The little raw SQL the service needs beside Prisma: migrations and health checks. */
+export interface SqlSession {
+  /** Runs one or more statements without parameters (simple query protocol). */
+  exec(sql: string): Promise<void>;
+  rows<T>(sql: string, params?: unknown[]): Promise<T[]>;
+}
+
+export interface SqlDatabase extends SqlSession {
+  transaction<T>(work: (tx: SqlSession) => Promise<T>): Promise<T>;
+}
+
+function pgliteSession(db: PGlite | Transaction): SqlSession {
+  return {
+    exec: async (sql) => {
+      await db.exec(sql);
+    },
+    rows: async <T>(sql: string, params: unknown[] = []) => (await db.query<T>(sql, params)).rows,
+  };
+}
+
+export function pgliteSql(db: PGlite): SqlDatabase {
+  return { ...pgliteSession(db), transaction: (work) => db.transaction((tx) => work(pgliteSession(tx))) };
+}
+
+function pgSession(client: pg.Pool | pg.PoolClient): SqlSession {
+  return {
+    exec: async (sql) => {
+      await client.query(sql);
+    },
+    rows: async <T>(sql: string, params: unknown[] = []) =>
+      (await client.query(sql, params)).rows as T[],
+  };
+}
+
+export function pgSql(pool: pg.Pool): SqlDatabase {
+  return {
+    ...pgSession(pool),
+    transaction: async (work) => {
+      const client = await pool.connect();
+      try {
+        await client.query('BEGIN');
+        const result = await work(pgSession(client));
+        await client.query('COMMIT');
+        return result;
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw error;
+      } finally {
+        client.release();
+      }
+    },
+  };
+}

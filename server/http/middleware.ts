@@ -1,0 +1,91 @@
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { TsRestRequest } from '@ts-rest/express';
+import { isAppRouteNoBody, type AppRoute } from '@ts-rest/core';
+import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
+import { v7 as uuidv7 } from 'uuid';
+import { authenticate } from '../auth/sessions.js';
+import type { AppContext } from '../context.js';
+import { AppError } from './errors.js';
+
+/** Middleware that runs for every contract route, after the route is known. */
+type RouteMiddleware = <R extends AppRoute>(req: TsRestRequest<R>, res: Response, next: NextFunction) => void;
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Echoes a well-formed incoming X-Request-Id, else makes one. */
+export function requestId(req: Request, res: Response): string {
+  const incoming = req.headers['x-request-id'];
+  const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : uuidv7();
+  res.setHeader('X-Request-Id', id);
+  return id;
+}
+
+const isPublic = (route: AppRoute): boolean => {
+  const metadata: unknown = route.metadata;
+  return typeof metadata === 'object' && metadata !== null && 'public' in metadata && metadata.public === true;
+};
+
+/** Sets req.principal on every route not marked public in the contract. */
+export function requireAuthentication(ctx: AppContext): RouteMiddleware {
+  return (req, _res, next) => {
+    if (isPublic(req.tsRestRoute)) return next();
+    authenticate(ctx, req.headers.authorization).then((principal) => {
+      req.principal = principal;
+      next();
+    }, next);
+  };
+}
+
+const JSON_TYPES = ['application/json', 'application/merge-patch+json'];
+
+const hasBody = (req: Request): boolean =>
+  req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+
+/** A body must come in the media type its operation takes (415 otherwise). */
+export const requireMediaType: RouteMiddleware = (req, _res, next) => {
+  const route = req.tsRestRoute;
+  if (route.method === 'GET' || !hasBody(req)) return next();
+  if (route.method !== 'DELETE' && route.contentType === 'multipart/form-data') {
+    return next(req.is('multipart/form-data') ? undefined : new AppError('unsupported_media_type', 'Send the file as multipart/form-data'));
+  }
+  if ('body' in route && isAppRouteNoBody(route.body)) return next();
+  if (!req.is(JSON_TYPES)) {
+    return next(new AppError('unsupported_media_type', `Send the body as ${route.method === 'PATCH' ? JSON_TYPES.join(' or ') : 'application/json'}`));
+  }
+  next();
+};
+
+/**
+ * A general request budget per user (or per address when anonymous), kept in memory: each
+ * instance counts its own traffic. Sends the RateLimit and RateLimit-Policy headers.
+ */
+export function rateLimit(perMinute: number): RouteMiddleware {
+  if (perMinute === 0) return (_req, _res, next) => next();
+  const limiter = new RateLimiterMemory({ points: perMinute, duration: 60 });
+  const policy = `"default";q=${perMinute};w=60`;
+  const setHeaders = (res: Response, result: RateLimiterRes) => {
+    res.setHeader('RateLimit-Policy', policy);
+    res.setHeader('RateLimit', `"default";r=${result.remainingPoints};t=${Math.ceil(result.msBeforeNext / 1000)}`);
+  };
+  return (req, res, next) => {
+    const key = req.principal ? `user:${req.principal.userId}` : `ip:${req.ip ?? 'unknown'}`;
+    limiter.consume(key).then(
+      (result) => {
+        setHeaders(res, result);
+        next();
+      },
+      (rejection: unknown) => {
+        if (!(rejection instanceof RateLimiterRes)) return next(rejection);
+        setHeaders(res, rejection);
+        const retryAfter = String(Math.max(1, Math.ceil(rejection.msBeforeNext / 1000)));
+        next(new AppError('rate_limited', `At most ${perMinute} requests a minute`, { headers: { 'Retry-After': retryAfter } }));
+      },
+    );
+  };
+}
+
+export const noStore: RequestHandler = (_req, res, next) => {
+  res.setHeader('Cache-Control', 'no-store');
+  res.setHeader('X-Content-Type-Options', 'nosniff');
+  next();
+};

@@ -1,0 +1,71 @@
+import type { Request, Response } from 'express';
+import { z } from 'zod';
+import { AppError } from './errors.js';
+
+/**
+ * Keyset pagination: a cursor names the last item of a page by its sort value and id, so every
+ * page costs what the first does and concurrent inserts never shift a page.
+ */
+const CursorSchema = z.object({
+  s: z.string(),
+  v: z.union([z.string(), z.number(), z.null()]),
+  id: z.string().uuid(),
+});
+export type Cursor = z.infer<typeof CursorSchema>;
+
+export function encodeCursor(cursor: Cursor): string {
+  return Buffer.from(JSON.stringify(cursor)).toString('base64url');
+}
+
+export const invalidCursor = () =>
+  new AppError('validation_failed', 'The cursor is not one this list issued', {
+    errors: [{ path: 'query.cursor', code: 'invalid_cursor', message: 'Use nextCursor from the previous page of the same list' }],
+  });
+
+/** Decodes a cursor issued for the same sort; anything else is a 400. */
+export function decodeCursor(raw: string | undefined, sort: string): Cursor | undefined {
+  if (raw === undefined) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'));
+  } catch {
+    throw invalidCursor();
+  }
+  const cursor = CursorSchema.safeParse(parsed);
+  if (!cursor.success || cursor.data.s !== sort) throw invalidCursor();
+  return cursor.data;
+}
+
+/** The parts of the HTTP exchange a list needs: the URL it was asked at, and where to put Link. */
+export interface ListExchange {
+  req: Pick<Request, 'originalUrl'>;
+  res: Pick<Response, 'setHeader'>;
+}
+
+export interface Page<T> {
+  items: T[];
+  nextCursor: string | null;
+}
+
+/**
+ * Turns `limit + 1` fetched rows into a page: the extra row only says that a next page exists.
+ * Sets the Link header for it.
+ */
+export function toPage<Row, T>(
+  { req, res }: ListExchange,
+  rows: Row[],
+  limit: number,
+  cursorOf: (row: Row) => Cursor,
+  serialize: (row: Row) => T,
+): Page<T> {
+  const more = rows.length > limit;
+  const pageRows = more ? rows.slice(0, limit) : rows;
+  const last = pageRows[pageRows.length - 1];
+  const nextCursor = more && last ? encodeCursor(cursorOf(last)) : null;
+  if (nextCursor) {
+    const url = new URL(req.originalUrl, 'http://service.invalid');
+    url.searchParams.set('cursor', nextCursor);
+    res.setHeader('Link', `<${url.pathname}${url.search}>; rel="next"`);
+  }
+  return { items: pageRows.map(serialize), nextCursor };
+}

@@ -1,0 +1,22 @@
+import type { Role } from '../../contract/users.js';
+import { AppError } from './errors.js';
+
+/** The authenticated caller of a request. */
+export interface Principal {
+  userId: string;
+  sessionId: string;
+  role: Role;
+}
+
+declare module 'express-serve-static-core' {
+  interface Request {
+    principal?: Principal;
+  }
+}
+
+export function principalOf(req: { principal?: Principal }): Principal {
+  if (!req.principal) throw new AppError('unauthenticated', 'A valid access token is required', { headers: { 'WWW-Authenticate': 'Bearer' } });
+  return req.principal;
+}
+
+export const isAdmin = (p: Principal): boolean => p.role === 'admin';

@@ -1,0 +1,43 @@
+import { initServer } from '@ts-rest/express';
+import { tasksContract } from '../../contract/tasks.js';
+import type { AppContext } from '../context.js';
+import { principalOf } from '../http/principal.js';
+import { etagOf, serializeTask } from './serialize.js';
+import { changeTask, createTask, deleteTask, findVisibleTask, listTasks, matchesVersion } from './service.js';
+
+export function tasksRouter(ctx: AppContext) {
+  return initServer().router(tasksContract, {
+    list: async ({ query, req, res }) => ({ status: 200, body: await listTasks(ctx, principalOf(req), query, {}, { req, res }) }),
+
+    get: async ({ params, headers, req, res }) => {
+      const task = await findVisibleTask(ctx, principalOf(req), params.task_id);
+      res.setHeader('ETag', etagOf(task.version));
+      if (matchesVersion(headers['if-none-match'], task.version)) return { status: 304, body: undefined };
+      return { status: 200, body: serializeTask(task) };
+    },
+
+    create: async ({ body, req, res }) => {
+      const task = await createTask(ctx, principalOf(req), body);
+      res.setHeader('Location', `/tasks/${task.id}`);
+      res.setHeader('ETag', etagOf(task.version));
+      return { status: 201, body: serializeTask(task) };
+    },
+
+    replace: async ({ params, headers, body, req, res }) => {
+      const task = await changeTask(ctx, principalOf(req), params.task_id, headers['if-match'], body);
+      res.setHeader('ETag', etagOf(task.version));
+      return { status: 200, body: serializeTask(task) };
+    },
+
+    update: async ({ params, headers, body, req, res }) => {
+      const task = await changeTask(ctx, principalOf(req), params.task_id, headers['if-match'], body);
+      res.setHeader('ETag', etagOf(task.version));
+      return { status: 200, body: serializeTask(task) };
+    },
+
+    remove: async ({ params, headers, req }) => {
+      await deleteTask(ctx, principalOf(req), params.task_id, headers['if-match']);
+      return { status: 204, body: undefined };
+    },
+  });
+}

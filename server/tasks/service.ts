@@ -1,0 +1,153 @@
+import { v7 as uuidv7 } from 'uuid';
+import type { Task, TaskCreate, TaskListQuery, TaskPatch, TaskStatus } from '../../contract/tasks.js';
+import type { AppContext } from '../context.js';
+import type { Prisma } from '../generated/prisma/client.js';
+import { AppError, notFound } from '../http/errors.js';
+import { decodeCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
+import { isAdmin, type Principal } from '../http/principal.js';
+import { taskAfter, taskCursor, taskFilters, taskOrderBy, taskVisibleTo } from './queries.js';
+import { serializeTask, taskInclude, type TaskRow } from './serialize.js';
+
+export async function listTasks(
+  ctx: AppContext,
+  principal: Principal,
+  query: TaskListQuery,
+  scope: Prisma.TaskWhereInput,
+  http: ListExchange,
+): Promise<Page<Task>> {
+  const cursor = decodeCursor(query.cursor, query.sort);
+  const rows = await ctx.db.prisma.task.findMany({
+    where: { AND: [taskVisibleTo(principal), scope, ...taskFilters(query), ...(cursor ? [taskAfter(query.sort, cursor)] : [])] },
+    orderBy: taskOrderBy(query.sort),
+    take: query.limit + 1,
+    include: taskInclude,
+  });
+  return toPage(http, rows, query.limit, (row) => taskCursor(query.sort, row), serializeTask);
+}
+
+/** A task the caller may see, or 404 (never 403: another user's task does not exist for them). */
+export async function findVisibleTask(ctx: AppContext, principal: Principal, taskId: string): Promise<TaskRow> {
+  const row = await ctx.db.prisma.task.findFirst({ where: { AND: [{ id: taskId }, taskVisibleTo(principal)] }, include: taskInclude });
+  if (!row) throw notFound('task');
+  return row;
+}
+
+/**
+ * Parses If-Match: `*`, or a list of ETags (`"3"`, `W/"3"`). Undefined when the header is absent.
+ * Answers whether `version` matches.
+ */
+export function matchesVersion(header: string | undefined, version: number): boolean | undefined {
+  if (header === undefined) return undefined;
+  if (header.trim() === '*') return true;
+  return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === `"${version}"`);
+}
+
+function invalidField(path: string, code: string, message: string): AppError {
+  return new AppError('validation_failed', `${path}: ${message}`, { errors: [{ path, code, message }] });
+}
+
+async function assertUserExists(ctx: AppContext, userId: string | null | undefined): Promise<void> {
+  if (!userId) return;
+  const user = await ctx.db.prisma.user.findUnique({ where: { id: userId }, select: { id: true } });
+  if (!user) throw invalidField('body.assigneeId', 'unknown_user', 'No user has this id');
+}
+
+/** completedAt follows status: set on entering done, kept while done, cleared on leaving it. */
+function completion(previous: { status: TaskStatus; completedAt: Date | null } | undefined, next: TaskStatus, now: Date): Date | null {
+  if (next !== 'done') return null;
+  return previous?.status === 'done' ? previous.completedAt : now;
+}
+
+export async function createTask(ctx: AppContext, principal: Principal, input: TaskCreate): Promise<TaskRow> {
+  await assertUserExists(ctx, input.assigneeId);
+  const tagIds = [...new Set(input.tagIds)];
+  if (tagIds.length > 0) {
+    const owned = await ctx.db.prisma.tag.count({ where: { id: { in: tagIds }, ownerId: principal.userId } });
+    if (owned !== tagIds.length) throw invalidField('body.tagIds', 'unknown_tag', 'Every tag must be one of your own tags');
+  }
+  const now = new Date();
+  return ctx.db.prisma.task.create({
+    data: {
+      id: uuidv7(),
+      ownerId: principal.userId,
+      assigneeId: input.assigneeId,
+      title: input.title,
+      description: input.description,
+      status: input.status,
+      priority: input.priority,
+      dueAt: input.dueAt === null ? null : new Date(input.dueAt),
+      completedAt: completion(undefined, input.status, now),
+      createdAt: now,
+      updatedAt: now,
+      tags: { create: tagIds.map((tagId) => ({ tagId, createdAt: now })) },
+    },
+    include: taskInclude,
+  });
+}
+
+const sameInstant = (a: Date | null, b: string | null) => (a === null || b === null ? a === b : a.getTime() === new Date(b).getTime());
+
+/** Whether applying `change` alters the task: a no-op write keeps the version. */
+function changesTask(current: TaskRow, change: TaskPatch): boolean {
+  return (
+    (change.title !== undefined && change.title !== current.title) ||
+    (change.description !== undefined && change.description !== current.description) ||
+    (change.status !== undefined && change.status !== current.status) ||
+    (change.priority !== undefined && change.priority !== current.priority) ||
+    (change.assigneeId !== undefined && change.assigneeId !== current.assigneeId) ||
+    (change.dueAt !== undefined && !sameInstant(current.dueAt, change.dueAt))
+  );
+}
+
+/**
+ * Applies a change to a visible task as one compare-and-set on its version, so that a concurrent
+ * change is never lost: with If-Match a stale version is 412, without it the write retries.
+ */
+export async function changeTask(
+  ctx: AppContext,
+  principal: Principal,
+  taskId: string,
+  ifMatch: string | undefined,
+  change: TaskPatch,
+): Promise<TaskRow> {
+  if (change.assigneeId !== undefined) await assertUserExists(ctx, change.assigneeId);
+  for (let attempt = 0; ; attempt++) {
+    const current = await findVisibleTask(ctx, principal, taskId);
+    if (matchesVersion(ifMatch, current.version) === false) {
+      throw new AppError('precondition_failed', `The task is at version ${current.version}`, { headers: { ETag: `"${current.version}"` } });
+    }
+    if (!changesTask(current, change)) return current;
+    const now = new Date();
+    const status = change.status ?? current.status;
+    const { count } = await ctx.db.prisma.task.updateMany({
+      where: { id: taskId, version: current.version },
+      data: {
+        ...(change.title !== undefined && { title: change.title }),
+        ...(change.description !== undefined && { description: change.description }),
+        ...(change.priority !== undefined && { priority: change.priority }),
+        ...(change.assigneeId !== undefined && { assigneeId: change.assigneeId }),
+        ...(change.dueAt !== undefined && { dueAt: change.dueAt === null ? null : new Date(change.dueAt) }),
+        status,
+        completedAt: completion(current, status, now),
+        version: { increment: 1 },
+        updatedAt: now,
+      },
+    });
+    if (count === 1) return findVisibleTask(ctx, principal, taskId);
+    if (ifMatch !== undefined || attempt >= 5) {
+      throw new AppError('precondition_failed', 'The task changed while this request was applied');
+    }
+  }
+}
+
+export async function deleteTask(ctx: AppContext, principal: Principal, taskId: string, ifMatch: string | undefined): Promise<void> {
+  const task = await findVisibleTask(ctx, principal, taskId);
+  if (task.ownerId !== principal.userId && !isAdmin(principal)) {
+    throw new AppError('forbidden', 'Only the owner of a task or an admin may delete it');
+  }
+  if (matchesVersion(ifMatch, task.version) === false) {
+    throw new AppError('precondition_failed', `The task is at version ${task.version}`, { headers: { ETag: `"${task.version}"` } });
+  }
+  const { count } = await ctx.db.prisma.task.deleteMany({ where: { id: taskId, ...(ifMatch !== undefined && { version: task.version }) } });
+  if (count === 0 && ifMatch !== undefined) throw new AppError('precondition_failed', 'The task changed while this request was applied');
+}

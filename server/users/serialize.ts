@@ -1,0 +1,13 @@
+import type { User } from '../../contract/users.js';
+import type { User as UserRow } from '../generated/prisma/client.js';
+
+export function serializeUser(row: UserRow): User {
+  return {
+    id: row.id,
+    email: row.email,
+    name: row.name,
+    role: row.role,
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+  };
+}
