@@ -1,0 +1,5 @@
+import { prepareTemplates } from './databases.js';
+
+export default async function setup(): Promise<void> {
+  await prepareTemplates();
+}

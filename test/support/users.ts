@@ -1,0 +1,31 @@
+import { randomUUID } from 'node:crypto';
+import { AuthResultSchema, type AuthResult } from '../../contract/auth.js';
+import type { TestService } from './app.js';
+
+export interface TestUser extends AuthResult {
+  email: string;
+  password: string;
+  /** The Authorization header value. */
+  auth: string;
+}
+
+export const uniqueEmail = (prefix = 'user') => `${prefix}-${randomUUID().slice(0, 8)}@example.test`;
+
+/** Registers a user over HTTP, the way a client would. */
+export async function registerUser(service: TestService, options: { email?: string; name?: string; password?: string } = {}): Promise<TestUser> {
+  const email = options.email ?? uniqueEmail();
+  const password = options.password ?? 'correct horse battery';
+  const res = await service.http
+    .post('/auth/register')
+    .send({ email, password, name: options.name ?? 'Test User' })
+    .expect(201);
+  const result = AuthResultSchema.parse(res.body);
+  return { ...result, email, password, auth: `Bearer ${result.accessToken}` };
+}
+
+/** Registers a user and makes them an admin directly in the database (the bootstrap path). */
+export async function registerAdmin(service: TestService): Promise<TestUser> {
+  const user = await registerUser(service, { email: uniqueEmail('admin') });
+  await service.ctx.db.prisma.user.update({ where: { id: user.user.id }, data: { role: 'admin' } });
+  return { ...user, user: { ...user.user, role: 'admin' } };
+}
