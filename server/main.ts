@@ -1,5 +1,4 @@
 import { once } from 'node:events';
-import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
 import { buildApp } from './app.js';
 import { createContext } from './bootstrap.js';
@@ -19,7 +18,8 @@ async function main(): Promise<void> {
     const ctx = await createContext(config, db, logger);
     const server = buildApp(ctx).listen(config.port, config.host);
     await once(server, 'listening');
-    const { port } = server.address() as AddressInfo;
+    const address = server.address();
+    const port = typeof address === 'object' && address ? address.port : config.port;
     logger.info({ port, database: db.kind, dataDir: config.dataDir }, `task service listening on http://${config.host}:${port}`);
 
     let stopping = false;

@@ -1,0 +1,85 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { PGlite } from '@electric-sql/pglite';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pgliteSql } from '../server/db/sql.js';
+import { migrate, MigrationError, pendingMigrations, readMigrations } from '../server/db/migrate.js';
+import { freshDatabase, type TestDatabase } from './support/databases.js';
+import { schemaSnapshot } from './support/catalog.js';
+
+const run = promisify(execFile);
+
+/** The SQL that creates exactly what prisma/schema.prisma describes, from Prisma's own differ. */
+async function sqlFromSchema(): Promise<string> {
+  const { stdout } = await run(
+    'npx',
+    ['--no-install', 'prisma', 'migrate', 'diff', '--from-empty', '--to-schema-datamodel', 'prisma/schema.prisma', '--script'],
+    { cwd: path.resolve(import.meta.dirname, '..'), maxBuffer: 10 * 1024 * 1024 },
+  );
+  return stdout;
+}
+
+describe('migration history', () => {
+  let migrated: TestDatabase;
+  beforeAll(async () => {
+    migrated = await freshDatabase();
+  });
+  afterAll(() => migrated.drop());
+
+  it('produces exactly the schema that prisma/schema.prisma describes', async () => {
+    const fromSchema = await PGlite.create();
+    try {
+      await fromSchema.exec(await sqlFromSchema());
+      const expected = await schemaSnapshot(pgliteSql(fromSchema));
+      const actual = await schemaSnapshot(migrated.db.sql);
+      expect(actual).toEqual(expected);
+      expect(actual.columns.length).toBeGreaterThan(40);
+    } finally {
+      await fromSchema.close();
+    }
+  }, 120_000);
+
+  it('has nothing pending on a migrated database', async () => {
+    expect(await pendingMigrations(migrated.db.sql, await readMigrations())).toEqual([]);
+  });
+
+  it('applies nothing twice', async () => {
+    expect(await migrate(migrated.db.sql)).toEqual([]);
+  });
+});
+
+describe('the migrator', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'migrations-'));
+  });
+  afterAll(() => rm(dir, { recursive: true, force: true }));
+
+  async function writeMigration(name: string, sql: string) {
+    await mkdir(path.join(dir, name), { recursive: true });
+    await writeFile(path.join(dir, name, 'migration.sql'), sql);
+  }
+
+  it('rolls back every pending migration when one fails', async () => {
+    await writeMigration('001_a', 'CREATE TABLE a (id int);');
+    await writeMigration('002_b', 'CREATE TABLE b (id int); SELECT no_such_function();');
+    const db = await PGlite.create();
+    const sql = pgliteSql(db);
+    await expect(migrate(sql, await readMigrations(dir))).rejects.toThrow();
+    expect(await sql.rows(`SELECT to_regclass('a')::text AS t`)).toEqual([{ t: null }]);
+    await db.close();
+    await rm(path.join(dir, '002_b'), { recursive: true });
+  });
+
+  it('refuses a database whose applied migration was edited afterwards', async () => {
+    const db = await PGlite.create();
+    const sql = pgliteSql(db);
+    expect(await migrate(sql, await readMigrations(dir))).toEqual(['001_a']);
+    await writeMigration('001_a', 'CREATE TABLE a (id bigint);');
+    await expect(migrate(sql, await readMigrations(dir))).rejects.toThrow(MigrationError);
+    await db.close();
+  });
+});
