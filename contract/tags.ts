@@ -5,22 +5,35 @@ import { TagColorSchema } from './tasks.js';
 export const TagSchema = z.object({
   id: IdSchema,
   ownerId: IdSchema,
+  /** Unique per owner, ignoring case. */
   name: z.string(),
-  color: z.string(),
+  /** `#rrggbb`, lower-case. */
+  color: TagColorSchema,
   createdAt: TimestampSchema,
 });
 export type Tag = z.infer<typeof TagSchema>;
 
+/** 1–50 characters after trimming. */
 const TagNameSchema = z.string().trim().min(1).max(50);
 
-export const TagCreateSchema = z.object({ name: TagNameSchema, color: TagColorSchema.optional() }).strict();
+export const TagCreateSchema = z
+  .object({
+    name: TagNameSchema,
+    /** `#rrggbb` in either case, stored lower-case. Default: picked by the server from a fixed palette, the same for the same name. */
+    color: TagColorSchema.optional(),
+  })
+  .strict();
+export type TagCreate = z.infer<typeof TagCreateSchema>;
+
 export const TagPatchSchema = z.object({ name: TagNameSchema.optional(), color: TagColorSchema.optional() }).strict();
+export type TagPatch = z.infer<typeof TagPatchSchema>;
 
 export const TagListQuerySchema = PaginationQuerySchema.extend({
   q: z.string().trim().min(1).max(50).optional(),
   /** Admin only in effect: other callers see only their own tags. */
   ownerId: IdSchema.optional(),
 }).strict();
+export type TagListQuery = z.infer<typeof TagListQuerySchema>;
 
 const TagParams = z.object({ tag_id: IdSchema });
 const TaskTagParams = z.object({ task_id: IdSchema, tag_id: IdSchema });
@@ -62,7 +75,7 @@ export const tagsContract = c.router(
       pathParams: TagParams,
       body: c.noBody(),
       responses: { 204: c.noBody(), 404: ProblemSchema },
-      summary: 'Delete a tag and remove it from every task',
+      summary: 'Delete a tag and remove it from every task (each such task gets a new version)',
     },
     listForTask: {
       method: 'GET',
@@ -77,7 +90,7 @@ export const tagsContract = c.router(
       pathParams: TaskTagParams,
       body: c.noBody(),
       responses: { 200: TagSchema, 201: TagSchema, 404: ProblemSchema },
-      summary: "Put one of the task owner's tags on a task (201 new, 200 already there)",
+      summary: "Put one of the task owner's tags on a task (201 new, 200 already there; a new link bumps the task's version)",
     },
     removeFromTask: {
       method: 'DELETE',
@@ -85,7 +98,7 @@ export const tagsContract = c.router(
       pathParams: TaskTagParams,
       body: c.noBody(),
       responses: { 204: c.noBody(), 404: ProblemSchema },
-      summary: 'Take a tag off a task',
+      summary: "Take a tag off a task (404 when it is not on it; bumps the task's version)",
     },
   },
   { commonResponses: commonErrors },

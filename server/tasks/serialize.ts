@@ -3,7 +3,7 @@ import type { Prisma } from '../generated/prisma/client.js';
 
 /** What a task row must load to become a Task: its tags (by name) and its attachment count. */
 export const taskInclude = {
-  tags: { select: { tag: { select: { id: true, name: true, color: true } } }, orderBy: { tag: { name: 'asc' } } },
+  tags: { select: { tag: { select: { id: true, name: true, color: true } } }, orderBy: [{ tag: { nameKey: 'asc' } }, { tag: { name: 'asc' } }, { tagId: 'asc' }] },
   _count: { select: { attachments: true } },
 } satisfies Prisma.TaskInclude;
 

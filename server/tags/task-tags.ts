@@ -1,0 +1,58 @@
+import type { AppContext } from '../context.js';
+import { isMissingRow } from '../db/errors.js';
+import type { Prisma } from '../generated/prisma/client.js';
+import { notFound } from '../http/errors.js';
+import type { Principal } from '../http/principal.js';
+import { findVisibleTask } from '../tasks/service.js';
+import { tagsByName } from './queries.js';
+import type { TagRow } from './serialize.js';
+
+/** A change to a task's tag set is a change to the task. */
+const bumpTask = (tx: Prisma.TransactionClient, taskId: string) =>
+  tx.task.update({ where: { id: taskId }, data: { version: { increment: 1 }, updatedAt: new Date() }, select: { id: true } });
+
+export async function listTaskTags(ctx: AppContext, principal: Principal, taskId: string): Promise<TagRow[]> {
+  const task = await findVisibleTask(ctx, principal, taskId);
+  return ctx.db.prisma.tag.findMany({ where: { tasks: { some: { taskId: task.id } } }, orderBy: tagsByName });
+}
+
+/** Links one of the task owner's tags to a task; `created` is false when it already was linked. */
+export async function addTagToTask(
+  ctx: AppContext,
+  principal: Principal,
+  taskId: string,
+  tagId: string,
+): Promise<{ tag: TagRow; created: boolean }> {
+  const task = await findVisibleTask(ctx, principal, taskId);
+  // Even an admin may only use the owner's tags: a task never carries another user's tag.
+  const tag = await ctx.db.prisma.tag.findFirst({ where: { id: tagId, ownerId: task.ownerId } });
+  if (!tag) throw notFound('tag');
+  try {
+    const created = await ctx.db.prisma.$transaction(async (tx) => {
+      // skipDuplicates: a concurrent add of the same tag finds the link there and answers 200.
+      const { count } = await tx.taskTag.createMany({ data: [{ taskId: task.id, tagId: tag.id, createdAt: new Date() }], skipDuplicates: true });
+      if (count === 0) return false;
+      await bumpTask(tx, task.id);
+      return true;
+    });
+    return { tag, created };
+  } catch (error) {
+    // The task or the tag was deleted meanwhile.
+    if (isMissingRow(error)) throw notFound('task or tag');
+    throw error;
+  }
+}
+
+export async function removeTagFromTask(ctx: AppContext, principal: Principal, taskId: string, tagId: string): Promise<void> {
+  const task = await findVisibleTask(ctx, principal, taskId);
+  try {
+    await ctx.db.prisma.$transaction(async (tx) => {
+      const { count } = await tx.taskTag.deleteMany({ where: { taskId: task.id, tagId } });
+      if (count === 0) throw notFound('tag on this task');
+      await bumpTask(tx, task.id);
+    });
+  } catch (error) {
+    if (isMissingRow(error)) throw notFound('task');
+    throw error;
+  }
+}
