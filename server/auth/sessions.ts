@@ -5,7 +5,7 @@ import type { User as UserRow } from '../generated/prisma/client.js';
 import { AppError } from '../http/errors.js';
 import type { Principal } from '../http/principal.js';
 import { serializeUser } from '../users/serialize.js';
-import { hashRefreshToken, newRefreshToken } from './tokens.js';
+import { hashRefreshToken, newRefreshToken, type AccessClaims } from './tokens.js';
 
 const unauthenticated = (detail: string) =>
   new AppError('unauthenticated', detail, { headers: { 'WWW-Authenticate': 'Bearer' } });
@@ -74,15 +74,18 @@ export async function revokeOtherSessions(ctx: AppContext, userId: string, keepS
   });
 }
 
+/** The verified claims of a bearer token (signature, algorithm, issuer, audience, type, expiry), if any. */
+export async function accessClaimsOf(ctx: AppContext, authorization: string | undefined): Promise<AccessClaims | undefined> {
+  const match = /^Bearer ([A-Za-z0-9_\-.]+)$/.exec(authorization ?? '');
+  return match?.[1] ? ctx.tokens.verify(match[1]) : undefined;
+}
+
 /**
- * Resolves a bearer token to its caller. The session is looked up on every request, so a logout
+ * Resolves verified claims to the caller. The session is looked up on every request, so a logout
  * is honoured at once by every instance; the role comes from the database, not the token.
  */
-export async function authenticate(ctx: AppContext, authorization: string | undefined): Promise<Principal> {
-  const match = /^Bearer ([A-Za-z0-9_\-.]+)$/.exec(authorization ?? '');
-  if (!match?.[1]) throw unauthenticated('A valid access token is required');
-  const claims = await ctx.tokens.verify(match[1]);
-  if (!claims) throw unauthenticated('The access token is invalid or expired');
+export async function principalFor(ctx: AppContext, claims: AccessClaims | undefined): Promise<Principal> {
+  if (!claims) throw unauthenticated('A valid access token is required');
   const session = await ctx.db.prisma.session.findUnique({
     where: { id: claims.sessionId },
     select: { userId: true, revokedAt: true, user: { select: { role: true } } },

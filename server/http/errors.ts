@@ -19,6 +19,7 @@ const TITLES: Record<ProblemCode, string> = {
   precondition_failed: 'Precondition failed',
   payload_too_large: 'Payload too large',
   unsupported_media_type: 'Unsupported media type',
+  range_not_satisfiable: 'Range not satisfiable',
   rate_limited: 'Too many requests',
   internal: 'Internal server error',
   unavailable: 'Service unavailable',
@@ -39,6 +40,7 @@ const STATUSES: Record<ProblemCode, number> = {
   precondition_failed: 412,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  range_not_satisfiable: 416,
   rate_limited: 429,
   internal: 500,
   unavailable: 503,
@@ -100,12 +102,19 @@ export function toAppError(err: unknown): AppError {
   return new AppError('internal', 'An unexpected error occurred');
 }
 
-const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', '57P01', '57P03', 'P1001', 'P1017']);
+// Network errors, PostgreSQL connection and shutdown states, Prisma's "cannot reach / timed out" codes.
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN',
+  '08000', '08001', '08003', '08006', '53300', '57P01', '57P02', '57P03',
+  'P1001', 'P1002', 'P1017', 'P2024',
+]);
+// A handle closed under a request (shutdown) gives plain errors: PGlite's and pg.Pool's.
+const UNREACHABLE_MESSAGES = /connection (terminated|refused)|Can't reach database|PGlite is closed|Cannot use a pool after calling end/i;
 function isDatabaseUnreachable(err: unknown): boolean {
   for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
-    const code = (e as { code?: unknown }).code;
+    const code = 'code' in e ? e.code : undefined;
     if (typeof code === 'string' && UNREACHABLE_CODES.has(code)) return true;
-    if (/connection (terminated|refused)|Can't reach database/i.test(e.message)) return true;
+    if (UNREACHABLE_MESSAGES.test(e.message)) return true;
   }
   return false;
 }

@@ -3,7 +3,7 @@ import type { TsRestRequest } from '@ts-rest/express';
 import { isAppRouteNoBody, type AppRoute } from '@ts-rest/core';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import { v7 as uuidv7 } from 'uuid';
-import { authenticate } from '../auth/sessions.js';
+import { accessClaimsOf, principalFor } from '../auth/sessions.js';
 import type { AppContext } from '../context.js';
 import { AppError } from './errors.js';
 
@@ -25,11 +25,21 @@ const isPublic = (route: AppRoute): boolean => {
   return typeof metadata === 'object' && metadata !== null && 'public' in metadata && metadata.public === true;
 };
 
+/** Verifies the bearer token once, for the rate limit and then for authentication. */
+export function identifyCaller(ctx: AppContext): RequestHandler {
+  return (req, _res, next) => {
+    accessClaimsOf(ctx, req.headers.authorization).then((claims) => {
+      req.accessClaims = claims;
+      next();
+    }, next);
+  };
+}
+
 /** Sets req.principal on every route not marked public in the contract. */
 export function requireAuthentication(ctx: AppContext): RouteMiddleware {
   return (req, _res, next) => {
     if (isPublic(req.tsRestRoute)) return next();
-    authenticate(ctx, req.headers.authorization).then((principal) => {
+    principalFor(ctx, req.accessClaims).then((principal) => {
       req.principal = principal;
       next();
     }, next);
@@ -56,10 +66,10 @@ export const requireMediaType: RouteMiddleware = (req, _res, next) => {
 };
 
 /**
- * A general request budget per user (or per address when anonymous), kept in memory: each
+ * A general request budget per user (or per address without a valid token), kept in memory: each
  * instance counts its own traffic. Sends the RateLimit and RateLimit-Policy headers.
  */
-export function rateLimit(perMinute: number): RouteMiddleware {
+export function rateLimit(perMinute: number): RequestHandler {
   if (perMinute === 0) return (_req, _res, next) => next();
   const limiter = new RateLimiterMemory({ points: perMinute, duration: 60 });
   const policy = `"default";q=${perMinute};w=60`;
@@ -68,7 +78,8 @@ export function rateLimit(perMinute: number): RouteMiddleware {
     res.setHeader('RateLimit', `"default";r=${result.remainingPoints};t=${Math.ceil(result.msBeforeNext / 1000)}`);
   };
   return (req, res, next) => {
-    const key = req.principal ? `user:${req.principal.userId}` : `ip:${req.ip ?? 'unknown'}`;
+    // Counted before authentication, so bad tokens and unknown paths spend the budget too.
+    const key = req.accessClaims ? `user:${req.accessClaims.userId}` : `ip:${req.ip ?? 'unknown'}`;
     limiter.consume(key).then(
       (result) => {
         setHeaders(res, result);

@@ -1,4 +1,5 @@
 import type { Role } from '../../contract/users.js';
+import type { AccessClaims } from '../auth/tokens.js';
 import { AppError } from './errors.js';
 
 /** The authenticated caller of a request. */
@@ -10,6 +11,8 @@ export interface Principal {
 
 declare module 'express-serve-static-core' {
   interface Request {
+    /** Claims of a correctly signed bearer token, before its session is checked. */
+    accessClaims?: AccessClaims;
     principal?: Principal;
   }
 }

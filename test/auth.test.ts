@@ -1,0 +1,456 @@
+import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, exportSPKI, generateKeyPair, jwtVerify, SignJWT, UnsecuredJWT } from 'jose';
+import { pino } from 'pino';
+import type { Response } from 'supertest';
+import { v7 as uuidv7 } from 'uuid';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { AuthResultSchema } from '../contract/auth.js';
+import { ProblemSchema, type ProblemCode } from '../contract/common.js';
+import { UserSchema } from '../contract/users.js';
+import { createContext } from '../server/bootstrap.js';
+import { loadConfig } from '../server/config.js';
+import { startService, type TestService } from './support/app.js';
+import { registerUser, uniqueEmail, type TestUser } from './support/users.js';
+
+const ADMIN_EMAIL = 'Root.Admin@Example.TEST';
+const ADMIN_PASSWORD = 'admin password 123';
+const PASSWORD = 'correct horse battery';
+
+let service: TestService;
+beforeAll(async () => {
+  service = await startService({ ADMIN_EMAIL, ADMIN_PASSWORD });
+});
+afterAll(() => service.close());
+
+function expectProblem(res: Response, status: number, code: ProblemCode) {
+  expect(res.status).toBe(status);
+  expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+  const problem = ProblemSchema.parse(res.body);
+  expect(problem.code).toBe(code);
+  expect(problem.status).toBe(status);
+  return problem;
+}
+
+function expectUnauthenticated(res: Response) {
+  expectProblem(res, 401, 'unauthenticated');
+  expect(res.headers['www-authenticate']).toMatch(/^Bearer\b/);
+}
+
+const me = (auth: string) => service.http.get('/auth/me').set('Authorization', auth);
+const login = (email: string, password: string, on = service) => on.http.post('/auth/login').send({ email, password });
+const refresh = (refreshToken: string) => service.http.post('/auth/refresh').send({ refreshToken });
+
+describe('POST /auth/register', () => {
+  it('creates the account and a session: 201, Location, the auth result', async () => {
+    const email = uniqueEmail();
+    const res = await service.http.post('/auth/register').send({ email, password: PASSWORD, name: 'Ada' }).expect(201);
+    const result = AuthResultSchema.parse(res.body);
+    expect(result.user).toMatchObject({ email, name: 'Ada', role: 'user' });
+    expect(result.tokenType).toBe('Bearer');
+    expect(result.expiresIn).toBe(900);
+    expect(res.headers.location).toBe(`/users/${result.user.id}`);
+    expect(res.body).not.toHaveProperty('user.passwordHash');
+    const fetched = await service.http.get(`/users/${result.user.id}`).set('Authorization', `Bearer ${result.accessToken}`).expect(200);
+    expect(UserSchema.parse(fetched.body)).toEqual(result.user);
+  });
+
+  it('gives refresh tokens of at least 256 bits, different for every session', async () => {
+    const a = await registerUser(service);
+    const b = await registerUser(service);
+    expect(Buffer.from(a.refreshToken, 'base64url').length).toBeGreaterThanOrEqual(32);
+    expect(a.refreshToken).not.toBe(b.refreshToken);
+  });
+
+  it('stores the email trimmed and in lower case, and answers 409 email_taken for it in another case', async () => {
+    const local = `Mixed.Case-${uuidv7().slice(-8)}`;
+    const res = await service.http.post('/auth/register').send({ email: `  ${local}@Example.TEST `, password: PASSWORD, name: 'Mixed' }).expect(201);
+    const email = `${local.toLowerCase()}@example.test`;
+    expect(AuthResultSchema.parse(res.body).user.email).toBe(email);
+
+    const again = await service.http.post('/auth/register').send({ email: email.toUpperCase(), password: PASSWORD, name: 'Other' });
+    expectProblem(again, 409, 'email_taken');
+    await login(`${local}@EXAMPLE.test`, PASSWORD).expect(200);
+  });
+
+  it('lists every validation issue with its path', async () => {
+    const res = await service.http.post('/auth/register').send({ email: 'not-an-email', password: 'short', name: '' });
+    const problem = expectProblem(res, 400, 'validation_failed');
+    const paths = (problem.errors ?? []).map((e) => e.path).sort();
+    expect(paths).toEqual(['body.email', 'body.name', 'body.password']);
+  });
+
+  it('lists missing fields', async () => {
+    const problem = expectProblem(await service.http.post('/auth/register').send({}), 400, 'validation_failed');
+    expect((problem.errors ?? []).map((e) => e.path).sort()).toEqual(['body.email', 'body.name', 'body.password']);
+  });
+
+  it.each([['role', 'admin'], ['id', uuidv7()], ['createdAt', '2026-01-01T00:00:00.000Z']])('rejects the server-owned field %s with 400 and creates nothing', async (field, value) => {
+    const email = uniqueEmail();
+    const res = await service.http.post('/auth/register').send({ email, password: PASSWORD, name: 'Sneaky', [field]: value });
+    const problem = expectProblem(res, 400, 'validation_failed');
+    expect(problem.errors?.some((e) => e.code === 'unrecognized_keys' && e.message.includes(field))).toBe(true);
+    const created = await service.http.post('/auth/register').send({ email, password: PASSWORD, name: 'Honest' }).expect(201);
+    expect(AuthResultSchema.parse(created.body).user.role).toBe('user');
+  });
+
+  it.each([
+    [7, 400],
+    [8, 201],
+    [128, 201],
+    [129, 400],
+  ])('takes a password of %i characters with %i', async (length, status) => {
+    const res = await service.http.post('/auth/register').send({ email: uniqueEmail(), password: 'p'.repeat(length), name: 'Pat' });
+    expect(res.status).toBe(status);
+    if (status === 400) expect(ProblemSchema.parse(res.body).errors?.map((e) => e.path)).toEqual(['body.password']);
+  });
+
+  it('accepts a password with spaces and no composition rules, and logs in with it', async () => {
+    const user = await registerUser(service, { password: 'aaaaaaaa' });
+    await login(user.email, 'aaaaaaaa').expect(200);
+  });
+
+  it('answers 403 forbidden when self-registration is disabled', async () => {
+    const closed = await startService({ REGISTRATION_ENABLED: 'false' });
+    try {
+      const email = uniqueEmail();
+      const res = await closed.http.post('/auth/register').send({ email, password: PASSWORD, name: 'Late' });
+      expectProblem(res, 403, 'forbidden');
+      expect(await closed.ctx.db.prisma.user.count({ where: { email } })).toBe(0);
+    } finally {
+      await closed.close();
+    }
+  });
+});
+
+describe('POST /auth/login', () => {
+  it('answers 200 with the auth result and a new session', async () => {
+    const user = await registerUser(service);
+    const res = await login(user.email, user.password).expect(200);
+    const result = AuthResultSchema.parse(res.body);
+    expect(result.user).toEqual(user.user);
+    expect(result.expiresIn).toBe(900);
+    expect(decodeJwt(result.accessToken).sid).not.toBe(decodeJwt(user.accessToken).sid);
+    expect(result.refreshToken).not.toBe(user.refreshToken);
+    await me(`Bearer ${result.accessToken}`).expect(200);
+  });
+
+  it('gives one answer for an unknown email and a wrong password', async () => {
+    const user = await registerUser(service);
+    const wrongPassword = await login(user.email, 'wrong password');
+    const unknownEmail = await login(uniqueEmail('nobody'), 'wrong password');
+    const a = expectProblem(wrongPassword, 401, 'invalid_credentials');
+    const b = expectProblem(unknownEmail, 401, 'invalid_credentials');
+    expect(a.requestId).not.toBe(b.requestId);
+    expect({ ...a, requestId: '' }).toEqual({ ...b, requestId: '' });
+    expect(wrongPassword.headers['www-authenticate']).toBe(unknownEmail.headers['www-authenticate']);
+  });
+
+  it('validates the body', async () => {
+    const problem = expectProblem(await service.http.post('/auth/login').send({ email: 'x', password: '', remember: true }), 400, 'validation_failed');
+    expect(problem.errors?.map((e) => e.path)).toEqual(expect.arrayContaining(['body.email', 'body.password']));
+  });
+
+  it('logs in the administrator from configuration, created with the admin role', async () => {
+    const res = await login(ADMIN_EMAIL.toLowerCase(), ADMIN_PASSWORD).expect(200);
+    const result = AuthResultSchema.parse(res.body);
+    expect(result.user.email).toBe(ADMIN_EMAIL.toLowerCase());
+    expect(result.user.role).toBe('admin');
+    expect(decodeJwt(result.accessToken).role).toBe('admin');
+    await service.http.get('/users').set('Authorization', `Bearer ${result.accessToken}`).expect(200);
+  });
+});
+
+describe('login throttling', () => {
+  it('after the allowed failures per account answers 429 with Retry-After, even to the right password', async () => {
+    const throttled = await startService({ LOGIN_MAX_FAILURES_PER_ACCOUNT: '3' });
+    try {
+      const user = await registerUser(throttled);
+      for (let i = 0; i < 3; i++) expectProblem(await login(user.email, 'wrong password', throttled), 401, 'invalid_credentials');
+      const res = await login(user.email, user.password, throttled);
+      expectProblem(res, 429, 'rate_limited');
+      expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+      // Another account from the same address is not affected.
+      const other = await registerUser(throttled);
+      await login(other.email, other.password, throttled).expect(200);
+    } finally {
+      await throttled.close();
+    }
+  });
+
+  it('throttles an address failing across different emails', async () => {
+    const throttled = await startService({ LOGIN_MAX_FAILURES_PER_ADDRESS: '3' });
+    try {
+      const user = await registerUser(throttled);
+      for (let i = 0; i < 3; i++) expectProblem(await login(uniqueEmail('guess'), 'wrong password', throttled), 401, 'invalid_credentials');
+      const res = await login(user.email, user.password, throttled);
+      expectProblem(res, 429, 'rate_limited');
+      expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+    } finally {
+      await throttled.close();
+    }
+  });
+
+  it('resets the account count after a successful login', async () => {
+    const throttled = await startService({ LOGIN_MAX_FAILURES_PER_ACCOUNT: '3' });
+    try {
+      const user = await registerUser(throttled);
+      for (let round = 0; round < 2; round++) {
+        for (let i = 0; i < 2; i++) expectProblem(await login(user.email, 'wrong password', throttled), 401, 'invalid_credentials');
+        await login(user.email, user.password, throttled).expect(200);
+      }
+      // Control: without a success in between, the third failure does lock the account.
+      for (let i = 0; i < 3; i++) await login(user.email, 'wrong password', throttled).expect(401);
+      expectProblem(await login(user.email, user.password, throttled), 429, 'rate_limited');
+    } finally {
+      await throttled.close();
+    }
+  });
+});
+
+describe('POST /auth/refresh', () => {
+  it('rotates: a new refresh token each time, and access tokens that work', async () => {
+    const user = await registerUser(service);
+    const first = AuthResultSchema.parse((await refresh(user.refreshToken).expect(200)).body);
+    const second = AuthResultSchema.parse((await refresh(first.refreshToken).expect(200)).body);
+    expect(new Set([user.refreshToken, first.refreshToken, second.refreshToken]).size).toBe(3);
+    expect(second.user).toEqual(user.user);
+    expect(decodeJwt(second.accessToken).sid).toBe(decodeJwt(user.accessToken).sid);
+    await me(`Bearer ${second.accessToken}`).expect(200);
+  });
+
+  it('treats an already-rotated token as reuse: 401, and the whole session is revoked', async () => {
+    const user = await registerUser(service);
+    const other = AuthResultSchema.parse((await login(user.email, user.password).expect(200)).body);
+    const first = AuthResultSchema.parse((await refresh(user.refreshToken).expect(200)).body);
+    const newest = AuthResultSchema.parse((await refresh(first.refreshToken).expect(200)).body);
+    await me(`Bearer ${newest.accessToken}`).expect(200);
+
+    expectUnauthenticated(await refresh(user.refreshToken));
+
+    expectUnauthenticated(await refresh(newest.refreshToken));
+    expectUnauthenticated(await me(`Bearer ${newest.accessToken}`));
+    expectUnauthenticated(await me(user.auth));
+    // The user's other session is a different one and lives on.
+    await me(`Bearer ${other.accessToken}`).expect(200);
+    await refresh(other.refreshToken).expect(200);
+  });
+
+  it('rejects an unknown refresh token', async () => {
+    expectUnauthenticated(await refresh('x'.repeat(43)));
+  });
+
+  it('validates the body', async () => {
+    const problem = expectProblem(await service.http.post('/auth/refresh').send({}), 400, 'validation_failed');
+    expect(problem.errors?.map((e) => e.path)).toEqual(['body.refreshToken']);
+  });
+});
+
+describe('POST /auth/logout', () => {
+  it('revokes that session only: its access and refresh tokens fail, other sessions work', async () => {
+    const user = await registerUser(service);
+    const other = AuthResultSchema.parse((await login(user.email, user.password).expect(200)).body);
+
+    const res = await service.http.post('/auth/logout').set('Authorization', user.auth).expect(204);
+    expect(res.text).toBe('');
+
+    expectUnauthenticated(await me(user.auth));
+    expectUnauthenticated(await refresh(user.refreshToken));
+    expectUnauthenticated(await service.http.post('/auth/logout').set('Authorization', user.auth));
+
+    await me(`Bearer ${other.accessToken}`).expect(200);
+    await refresh(other.refreshToken).expect(200);
+  });
+
+  it('needs a token', async () => {
+    expectUnauthenticated(await service.http.post('/auth/logout'));
+  });
+});
+
+describe('GET /auth/me', () => {
+  it('answers the caller', async () => {
+    const user = await registerUser(service, { name: 'Grace' });
+    const res = await me(user.auth).expect(200);
+    expect(UserSchema.strict().parse(res.body)).toEqual(user.user);
+  });
+});
+
+describe('access tokens', () => {
+  let user: TestUser;
+  beforeAll(async () => {
+    user = await registerUser(service);
+  });
+
+  const config = () => service.ctx.config.jwt;
+  /** A token like the service's own, with one thing changed by the caller. */
+  const mint = (options: { iss?: string; aud?: string; typ?: string; exp?: number; iat?: number; key?: Parameters<SignJWT['sign']>[0]; alg?: string } = {}) => {
+    const now = Math.floor(Date.now() / 1000);
+    const claims = decodeJwt(user.accessToken);
+    return new SignJWT({ sid: claims.sid, role: claims.role })
+      .setProtectedHeader({ alg: options.alg ?? 'EdDSA', typ: options.typ ?? 'at+jwt', kid: service.ctx.signingKey.kid })
+      .setIssuer(options.iss ?? config().issuer)
+      .setAudience(options.aud ?? config().audience)
+      .setSubject(user.user.id)
+      .setIssuedAt(options.iat ?? now)
+      .setExpirationTime(options.exp ?? now + 900)
+      .setJti(uuidv7())
+      .sign(options.key ?? service.ctx.signingKey.privateKey);
+  };
+
+  it('carries the claims and header the design names', async () => {
+    const header = decodeProtectedHeader(user.accessToken);
+    expect(header).toEqual({ alg: 'EdDSA', typ: 'at+jwt', kid: service.ctx.signingKey.kid });
+    const claims = decodeJwt(user.accessToken);
+    expect(claims).toEqual({
+      iss: config().issuer,
+      aud: config().audience,
+      sub: user.user.id,
+      sid: expect.any(String),
+      role: 'user',
+      iat: expect.any(Number),
+      exp: expect.any(Number),
+      jti: expect.any(String),
+    });
+    expect(claims.exp).toBe((claims.iat ?? 0) + 900);
+    expect(z.string().uuid().parse(claims.sid)).toBe(claims.sid);
+    expect(claims.jti).not.toBe(decodeJwt((await refresh(user.refreshToken).expect(200)).body.accessToken).jti);
+  });
+
+  it('accepts a token minted the way the service mints them (the control for the cases below)', async () => {
+    await me(`Bearer ${await mint()}`).expect(200);
+  });
+
+  it('rejects a missing Authorization header', async () => {
+    expectUnauthenticated(await service.http.get('/auth/me'));
+  });
+
+  it.each(['Bearer', 'Bearer ', 'Basic dXNlcjpwYXNz', 'bearer-token', 'Bearer a b', 'Token abc.def.ghi', 'Bearer not-a-jwt'])('rejects the malformed header %j', async (value) => {
+    expectUnauthenticated(await me(value));
+  });
+
+  it('rejects an unsecured token (alg none)', async () => {
+    const claims = decodeJwt(user.accessToken);
+    const token = new UnsecuredJWT({ sid: claims.sid, role: claims.role })
+      .setIssuer(config().issuer)
+      .setAudience(config().audience)
+      .setSubject(user.user.id)
+      .setIssuedAt()
+      .setExpirationTime('15m')
+      .setJti(uuidv7())
+      .encode();
+    expect(decodeProtectedHeader(token).alg).toBe('none');
+    expectUnauthenticated(await me(`Bearer ${token}`));
+    // Same again with an empty signature segment some libraries accept.
+    expectUnauthenticated(await me(`Bearer ${token.replace(/\.$/, '.e30')}`));
+  });
+
+  it('rejects HS256 tokens keyed with the public key (algorithm confusion)', async () => {
+    const spki = await exportSPKI(service.ctx.signingKey.publicKey);
+    const x = String(service.ctx.signingKey.publicJwk.x);
+    for (const secret of [new TextEncoder().encode(spki), Buffer.from(x, 'base64url'), new TextEncoder().encode(x)]) {
+      expectUnauthenticated(await me(`Bearer ${await mint({ alg: 'HS256', key: secret })}`));
+    }
+  });
+
+  it.each([
+    ['a wrong issuer', { iss: 'someone-else' }],
+    ['a wrong audience', { aud: 'another-service' }],
+    ['a plain JWT type', { typ: 'JWT' }],
+    ['an ID token type', { typ: 'id_token+jwt' }],
+  ])('rejects %s', async (_what, options) => {
+    expectUnauthenticated(await me(`Bearer ${await mint(options)}`));
+  });
+
+  it('rejects an expired token', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    expectUnauthenticated(await me(`Bearer ${await mint({ iat: now - 1000, exp: now - 100 })}`));
+  });
+
+  it('rejects a token whose payload was tampered with', async () => {
+    const [header, payload, signature] = user.accessToken.split('.');
+    const claims: unknown = JSON.parse(Buffer.from(payload ?? '', 'base64url').toString('utf8'));
+    const tampered = { ...z.record(z.unknown()).parse(claims), role: 'admin' };
+    const forged = [header, Buffer.from(JSON.stringify(tampered)).toString('base64url'), signature].join('.');
+    expectUnauthenticated(await me(`Bearer ${forged}`));
+    expectUnauthenticated(await service.http.get('/users').set('Authorization', `Bearer ${forged}`));
+  });
+
+  it('rejects a token signed by another Ed25519 key, even with the service kid', async () => {
+    const { privateKey } = await generateKeyPair('EdDSA', { crv: 'Ed25519' });
+    expectUnauthenticated(await me(`Bearer ${await mint({ key: privateKey })}`));
+  });
+
+  it('rejects a well-signed token naming a session that does not exist', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const token = await new SignJWT({ sid: uuidv7(), role: 'user' })
+      .setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: service.ctx.signingKey.kid })
+      .setIssuer(config().issuer)
+      .setAudience(config().audience)
+      .setSubject(user.user.id)
+      .setIssuedAt(now)
+      .setExpirationTime(now + 900)
+      .setJti(uuidv7())
+      .sign(service.ctx.signingKey.privateKey);
+    expectUnauthenticated(await me(`Bearer ${token}`));
+  });
+});
+
+const JwksBodySchema = z.object({
+  keys: z.array(z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: z.string(), kid: z.string(), alg: z.literal('EdDSA'), use: z.literal('sig') }).strict()),
+});
+
+describe('GET /.well-known/jwks.json', () => {
+  it('publishes the public key (and nothing private) that verifies issued tokens', async () => {
+    const res = await service.http.get('/.well-known/jwks.json').expect(200);
+    const jwks = JwksBodySchema.parse(res.body);
+    expect(jwks.keys.map((k) => k.kid)).toEqual([service.ctx.signingKey.kid]);
+    const user = await registerUser(service);
+    const { payload, protectedHeader } = await jwtVerify(user.accessToken, createLocalJWKSet(jwks), {
+      issuer: service.ctx.config.jwt.issuer,
+      audience: service.ctx.config.jwt.audience,
+      typ: 'at+jwt',
+      algorithms: ['EdDSA'],
+    });
+    expect(payload.sub).toBe(user.user.id);
+    expect(protectedHeader.kid).toBe(jwks.keys[0]?.kid);
+  });
+});
+
+describe('the signing key', () => {
+  it('is generated once and kept in the data directory, so tokens survive a restart', async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'task-service-keys-'));
+    try {
+      const config = loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent' });
+      const logger = pino({ level: 'silent' });
+      const before = await createContext(config, service.ctx.db, logger);
+      const keyFile = await stat(path.join(dataDir, 'keys', 'jwt-ed25519.pem'));
+      expect(keyFile.mode & 0o077).toBe(0);
+      const after = await createContext(config, service.ctx.db, logger);
+      expect(after.signingKey.kid).toBe(before.signingKey.kid);
+      expect(before.signingKey.kid).not.toBe(service.ctx.signingKey.kid);
+
+      const user = await registerUser(service);
+      const claims = decodeJwt(user.accessToken);
+      const token = await before.tokens.issue({ userId: user.user.id, sessionId: String(claims.sid), role: 'user' });
+      expect(await after.tokens.verify(token)).toEqual({ userId: user.user.id, sessionId: claims.sid, role: 'user' });
+      // A key from another data directory does not verify it.
+      expect(await service.ctx.tokens.verify(token)).toBeUndefined();
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a deleted user', () => {
+  it('loses every token at once', async () => {
+    const user = await registerUser(service);
+    const other = AuthResultSchema.parse((await login(user.email, user.password).expect(200)).body);
+    await service.http.delete(`/users/${user.user.id}`).set('Authorization', user.auth).expect(204);
+    expectUnauthenticated(await me(user.auth));
+    expectUnauthenticated(await me(`Bearer ${other.accessToken}`));
+    expectUnauthenticated(await refresh(other.refreshToken));
+    expectProblem(await login(user.email, user.password), 401, 'invalid_credentials');
+  });
+});

@@ -1,0 +1,258 @@
+import type { Express } from 'express';
+import request, { type Response } from 'supertest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ProblemSchema, type ProblemCode } from '../contract/common.js';
+import { HealthSchema, ReadinessSchema } from '../contract/service.js';
+import { buildApp } from '../server/app.js';
+import { createContext } from '../server/bootstrap.js';
+import { openPostgres } from '../server/db/database.js';
+import { startService, type TestService } from './support/app.js';
+import { freshDatabase } from './support/databases.js';
+import { registerUser, uniqueEmail, type TestUser } from './support/users.js';
+
+let service: TestService;
+let user: TestUser;
+beforeAll(async () => {
+  service = await startService();
+  user = await registerUser(service);
+});
+afterAll(() => service.close());
+
+const PROBLEM_KEYS = ['code', 'detail', 'instance', 'requestId', 'status', 'title', 'type'];
+
+/** Checks the RFC 9457 body every error carries, tied to the response it came in. */
+function expectProblem(res: Response, status: number, code: ProblemCode, instance: string) {
+  expect(res.status).toBe(status);
+  expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+  const problem = ProblemSchema.strict().parse(res.body);
+  expect(Object.keys(problem).filter((k) => k !== 'errors').sort()).toEqual(PROBLEM_KEYS);
+  expect(problem).toMatchObject({ type: `/problems/${code}`, status, code, instance });
+  expect(problem.title.length).toBeGreaterThan(0);
+  expect(problem.detail.length).toBeGreaterThan(0);
+  expect(problem.requestId).toBe(res.headers['x-request-id']);
+  expectNoInternals(res.text);
+  return problem;
+}
+
+/** Stack frames, file paths and SQL never reach a client. */
+function expectNoInternals(text: string) {
+  expect(text).not.toMatch(/\bat .+\(.*:\d+:\d+\)|node_modules|\/work\/|\.ts:\d+|\bSELECT\b|\bINSERT\b|prisma/i);
+}
+
+describe('problem details', () => {
+  const cases: [string, () => Promise<Response>, number, ProblemCode, string][] = [
+    ['an unknown path', () => service.http.get('/no/such/thing'), 404, 'not_found', '/no/such/thing'],
+    ['a missing token', () => service.http.get('/auth/me'), 401, 'unauthenticated', '/auth/me'],
+    ['a validation failure', () => service.http.post('/auth/login').send({}), 400, 'validation_failed', '/auth/login'],
+    ['a malformed path id', () => service.http.get('/users/not-a-uuid').set('Authorization', user.auth), 400, 'validation_failed', '/users/not-a-uuid'],
+    ['a wrong method', () => service.http.delete('/auth/me'), 405, 'method_not_allowed', '/auth/me'],
+  ];
+
+  it.each(cases)('answers %s with problem+json', async (_what, send, status, code, instance) => {
+    expectProblem(await send(), status, code, instance);
+  });
+
+  it('leaves the query string out of instance', async () => {
+    expectProblem(await service.http.get('/no/such/thing?token=secret'), 404, 'not_found', '/no/such/thing');
+  });
+
+  it('lists the issues of a validation failure with their location', async () => {
+    const res = await service.http.get('/users/not-a-uuid').set('Authorization', user.auth);
+    const problem = expectProblem(res, 400, 'validation_failed', '/users/not-a-uuid');
+    expect(problem.errors?.map((e) => e.path)).toEqual(['path.user_id']);
+  });
+});
+
+describe('X-Request-Id', () => {
+  it('echoes a well-formed incoming id, on success and on error', async () => {
+    const ok = await service.http.get('/healthz').set('X-Request-Id', 'req-123.abc:def_1').expect(200);
+    expect(ok.headers['x-request-id']).toBe('req-123.abc:def_1');
+    const failed = await service.http.get('/nowhere').set('X-Request-Id', 'req-456');
+    expect(failed.headers['x-request-id']).toBe('req-456');
+    expect(ProblemSchema.parse(failed.body).requestId).toBe('req-456');
+  });
+
+  it.each([
+    ['too long', 'a'.repeat(300)],
+    ['with spaces', 'two words'],
+    ['with a header-injection attempt', 'abc%0d%0aSet-Cookie:x'],
+  ])('replaces an id that is %s', async (_what, incoming) => {
+    const res = await service.http.get('/healthz').set('X-Request-Id', incoming).expect(200);
+    const id = res.headers['x-request-id'];
+    expect(id).not.toBe(incoming);
+    expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  });
+
+  it('generates a distinct id for every request without one', async () => {
+    const a = await service.http.get('/healthz').expect(200);
+    const b = await service.http.get('/no/such/thing');
+    expect(a.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+    expect(b.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+    expect(a.headers['x-request-id']).not.toBe(b.headers['x-request-id']);
+  });
+});
+
+describe('routing', () => {
+  it('answers 404 not_found for an unknown path, with or without a token', async () => {
+    expectProblem(await service.http.get('/nope'), 404, 'not_found', '/nope');
+    expectProblem(await service.http.post('/auth/nope').send({}), 404, 'not_found', '/auth/nope');
+    expectProblem(await service.http.get('/nope').set('Authorization', user.auth), 404, 'not_found', '/nope');
+  });
+
+  const id = '0190a6d4-0000-7000-8000-000000000001';
+  it.each([
+    ['DELETE /auth/me', () => service.http.delete('/auth/me'), '/auth/me', ['GET', 'HEAD']],
+    ['PUT /auth/login', () => service.http.put('/auth/login'), '/auth/login', ['POST']],
+    ['GET /auth/logout', () => service.http.get('/auth/logout'), '/auth/logout', ['POST']],
+    ['POST /healthz', () => service.http.post('/healthz'), '/healthz', ['GET', 'HEAD']],
+    ['PATCH /users', () => service.http.patch('/users'), '/users', ['GET', 'HEAD', 'POST']],
+    ['POST /users/{id}', () => service.http.post(`/users/${id}`), `/users/${id}`, ['DELETE', 'GET', 'HEAD', 'PATCH', 'PUT']],
+  ])('answers %s with 405 and Allow', async (_what, send, path, allowed) => {
+    const res = await send();
+    expectProblem(res, 405, 'method_not_allowed', path);
+    expect(String(res.headers.allow).split(/,\s*/).sort()).toEqual(allowed);
+  });
+});
+
+describe('request bodies', () => {
+  it('answers malformed JSON with 400 malformed_json', async () => {
+    const res = await service.http.post('/auth/login').set('Content-Type', 'application/json').send('{"email": "a@b.test",');
+    expectProblem(res, 400, 'malformed_json', '/auth/login');
+  });
+
+  it('answers a text/plain body with 415 unsupported_media_type', async () => {
+    const email = uniqueEmail();
+    const res = await service.http
+      .post('/auth/register')
+      .set('Content-Type', 'text/plain')
+      .send(JSON.stringify({ email, password: 'correct horse battery', name: 'Plain' }));
+    expectProblem(res, 415, 'unsupported_media_type', '/auth/register');
+    expect(await service.ctx.db.prisma.user.count({ where: { email } })).toBe(0);
+  });
+
+  it('answers a form-encoded body with 415', async () => {
+    const res = await service.http.post('/auth/login').type('form').send({ email: user.email, password: user.password });
+    expectProblem(res, 415, 'unsupported_media_type', '/auth/login');
+  });
+
+  it('accepts JSON with a charset parameter', async () => {
+    await service.http
+      .post('/auth/login')
+      .set('Content-Type', 'application/json; charset=utf-8')
+      .send(JSON.stringify({ email: user.email, password: user.password }))
+      .expect(200);
+  });
+
+  it('answers a JSON body over 1 MiB with 413 payload_too_large', async () => {
+    const body = (size: number) => {
+      const frame = JSON.stringify({ email: user.email, password: user.password, name: '' });
+      return frame.replace('"name":""', `"name":"${'x'.repeat(size - frame.length)}"`);
+    };
+    const over = body(1024 * 1024 + 1);
+    expect(Buffer.byteLength(over)).toBe(1024 * 1024 + 1);
+    expectProblem(await service.http.post('/auth/login').set('Content-Type', 'application/json').send(over), 413, 'payload_too_large', '/auth/login');
+    // Exactly 1 MiB is read, and then fails on its content instead.
+    const limit = body(1024 * 1024);
+    expect(Buffer.byteLength(limit)).toBe(1024 * 1024);
+    expectProblem(await service.http.post('/auth/login').set('Content-Type', 'application/json').send(limit), 400, 'validation_failed', '/auth/login');
+  });
+});
+
+describe('general rate limit', () => {
+  let limited: TestService;
+  let alice: TestUser;
+  let bob: TestUser;
+  beforeAll(async () => {
+    limited = await startService({ RATE_LIMIT_PER_MINUTE: '3' });
+    // Registration is anonymous: these two use up two of this address's three requests.
+    alice = await registerUser(limited);
+    bob = await registerUser(limited);
+  });
+  afterAll(() => limited.close());
+
+  it('counts per user, with RateLimit headers, then 429 with Retry-After', async () => {
+    for (const remaining of [2, 1, 0]) {
+      const res = await limited.http.get('/auth/me').set('Authorization', alice.auth).expect(200);
+      expect(res.headers['ratelimit-policy']).toBe('"default";q=3;w=60');
+      expect(res.headers.ratelimit).toMatch(new RegExp(`^"default";r=${remaining};t=\\d+$`));
+    }
+    const res = await limited.http.get('/auth/me').set('Authorization', alice.auth);
+    expectProblem(res, 429, 'rate_limited', '/auth/me');
+    expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+    expect(res.headers.ratelimit).toMatch(/^"default";r=0;t=\d+$/);
+    // Bob has his own budget.
+    await limited.http.get('/auth/me').set('Authorization', bob.auth).expect(200);
+  });
+
+  it('counts anonymous requests per address', async () => {
+    const first = await limited.http.get('/healthz').expect(200);
+    expect(first.headers.ratelimit).toMatch(/^"default";r=0;t=\d+$/);
+    const res = await limited.http.get('/healthz');
+    expectProblem(res, 429, 'rate_limited', '/healthz');
+    expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+  });
+
+});
+
+describe('rate limit before authentication', () => {
+  let limited: TestService;
+  beforeAll(async () => {
+    limited = await startService({ RATE_LIMIT_PER_MINUTE: '2' });
+  });
+  afterAll(() => limited.close());
+
+  it('counts requests with a bad token and unknown paths against the address', async () => {
+    await limited.http.get('/auth/me').set('Authorization', 'Bearer not.a.token').expect(401);
+    await limited.http.get('/no/such/path').expect(404);
+    const res = await limited.http.get('/auth/me').set('Authorization', 'Bearer not.a.token');
+    expectProblem(res, 429, 'rate_limited', '/auth/me');
+  });
+});
+
+describe('service endpoints', () => {
+  it('GET /healthz answers 200', async () => {
+    const res = await service.http.get('/healthz').expect(200);
+    expect(HealthSchema.parse(res.body)).toEqual({ status: 'ok' });
+  });
+
+  it('GET /readyz answers 200 with no pending migrations', async () => {
+    const res = await service.http.get('/readyz').expect(200);
+    expect(ReadinessSchema.parse(res.body)).toEqual({ status: 'ready', database: 'up', pendingMigrations: [] });
+  });
+});
+
+describe('with the database gone', () => {
+  let gone: Express;
+  let refused: Express;
+  const unreachable = openPostgres('postgresql://postgres:postgres@127.0.0.1:1/none', 1);
+  afterAll(() => unreachable.close());
+  beforeAll(async () => {
+    // The service's handles closed under it, as at shutdown (a dropped database closes its handle).
+    const closed = await freshDatabase();
+    await closed.drop();
+    gone = buildApp(await createContext(service.ctx.config, closed.db, service.ctx.logger));
+    // A PostgreSQL server that refuses connections (nothing listens on port 1).
+    refused = buildApp(await createContext(service.ctx.config, unreachable, service.ctx.logger));
+  });
+
+  it.each([
+    ['closed', () => gone],
+    ['refusing connections', () => refused],
+  ])('answers 503 unavailable with Retry-After and no internals when it is %s', async (_what, app) => {
+    const res = await request(app()).get('/auth/me').set('Authorization', user.auth);
+    expectProblem(res, 503, 'unavailable', '/auth/me');
+    expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+    const login = await request(app()).post('/auth/login').send({ email: user.email, password: user.password });
+    expectProblem(login, 503, 'unavailable', '/auth/login');
+  });
+
+  it('GET /readyz answers 503 with the database down', async () => {
+    const res = await request(gone).get('/readyz').expect(503);
+    expect(ReadinessSchema.parse(res.body)).toEqual({ status: 'unavailable', database: 'down', pendingMigrations: [] });
+    expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+  });
+
+  it('still answers GET /healthz, the process being alive', async () => {
+    await request(gone).get('/healthz').expect(200);
+  });
+});
