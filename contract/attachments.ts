@@ -4,32 +4,44 @@ import { c, commonErrors, IdSchema, listOf, ProblemSchema, TimestampSchema } fro
 export const AttachmentSchema = z.object({
   id: IdSchema,
   taskId: IdSchema,
-  filename: z.string(),
+  /** The client's name sanitised: no path, no control characters, 1 to 255 bytes of UTF-8. */
+  filename: z.string().min(1),
+  /** From the bytes where recognisable, else the declared part type, else application/octet-stream. */
   contentType: z.string(),
-  size: z.number().int(),
-  sha256: z.string(),
+  /** In bytes. */
+  size: z.number().int().nonnegative(),
+  /** Hex SHA-256 of the bytes; the download's ETag is `"<sha256>"`. */
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
   uploadedBy: IdSchema,
   createdAt: TimestampSchema,
 });
 export type Attachment = z.infer<typeof AttachmentSchema>;
 
+export const TaskAttachmentsParams = z.object({ task_id: IdSchema });
 const AttachmentParams = z.object({ attach_id: IdSchema });
+
+/** Attachment bytes: the server streams them, a client receives a Blob. */
+const BytesSchema = z.unknown().pipe(z.instanceof(Blob));
 
 export const attachmentsContract = c.router(
   {
     upload: {
       method: 'POST',
       path: '/tasks/:task_id/attachments',
-      pathParams: z.object({ task_id: IdSchema }),
+      pathParams: TaskAttachmentsParams,
       contentType: 'multipart/form-data',
       body: z.object({ file: z.custom<Blob>() }),
       responses: { 201: AttachmentSchema, 404: ProblemSchema, 409: ProblemSchema, 413: ProblemSchema },
-      summary: 'Upload a file (multipart/form-data, one part named "file")',
+      summary: 'Upload a file (multipart/form-data, exactly one part, a file named "file")',
+      description:
+        'Anyone who can see the task may upload. The size limit is ATTACHMENT_MAX_BYTES (413, at once when Content-Length ' +
+        'already exceeds it) and a task holds at most ATTACHMENTS_MAX_PER_TASK attachments (409 conflict). ' +
+        'The bytes are durable before the 201 is sent. Location names the new attachment.',
     },
     listForTask: {
       method: 'GET',
       path: '/tasks/:task_id/attachments',
-      pathParams: z.object({ task_id: IdSchema }),
+      pathParams: TaskAttachmentsParams,
       responses: { 200: listOf(AttachmentSchema), 404: ProblemSchema },
       summary: "A task's attachments, oldest first",
     },
@@ -44,15 +56,24 @@ export const attachmentsContract = c.router(
       method: 'GET',
       path: '/attachments/:attach_id/content',
       pathParams: AttachmentParams,
-      headers: z.object({ range: z.string().optional(), 'if-none-match': z.string().optional() }),
+      headers: z.object({
+        range: z.string().max(200).optional(),
+        'if-range': z.string().max(200).optional(),
+        'if-none-match': z.string().max(1000).optional(),
+      }),
       responses: {
-        200: c.otherResponse({ contentType: 'application/octet-stream', body: c.type<Blob>() }),
-        206: c.otherResponse({ contentType: 'application/octet-stream', body: c.type<Blob>() }),
+        200: c.otherResponse({ contentType: 'application/octet-stream', body: BytesSchema }),
+        206: c.otherResponse({ contentType: 'application/octet-stream', body: BytesSchema }),
         304: c.noBody(),
         404: ProblemSchema,
         416: ProblemSchema,
       },
-      summary: "An attachment's bytes (single Range requests answer 206)",
+      summary: "An attachment's bytes",
+      description:
+        'Sent with its own Content-Type, Content-Disposition: attachment (RFC 6266, with an ASCII fallback and a UTF-8 ' +
+        'filename*), ETag "<sha256>" (If-None-Match answers 304) and X-Content-Type-Options: nosniff. One `bytes=` range ' +
+        'answers 206 with Content-Range; a range past the end 416 with `Content-Range: bytes */<size>`; several ranges, ' +
+        'or an If-Range that does not match, the whole content.',
     },
     remove: {
       method: 'DELETE',
@@ -60,7 +81,7 @@ export const attachmentsContract = c.router(
       pathParams: AttachmentParams,
       body: c.noBody(),
       responses: { 204: c.noBody(), 403: ProblemSchema, 404: ProblemSchema },
-      summary: "Delete an attachment (the task's owner, the uploader or an admin)",
+      summary: "Delete an attachment (the task's owner, the uploader or an admin; others who can see it get 403)",
     },
   },
   { commonResponses: commonErrors },

@@ -7,8 +7,18 @@ export const c = initContract();
 export const IdSchema = z.string().uuid();
 /** RFC 3339 timestamp; the service answers in UTC with milliseconds. */
 export const TimestampSchema = z.string().datetime({ offset: true, precision: 3 });
-/** Accepted on input: any RFC 3339 timestamp, with or without fractional seconds. */
-export const TimestampInputSchema = z.string().datetime({ offset: true });
+/**
+ * Accepted on input: an RFC 3339 timestamp (seconds and a `Z` or `±hh:mm` offset required, fractional
+ * seconds optional) within the years 0001–9999 in UTC, the range the database and JSON dates share.
+ */
+export const TimestampInputSchema = z
+  .string()
+  .datetime({ offset: true })
+  .regex(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/, 'Expected an RFC 3339 timestamp such as 2026-11-22T15:04:05Z')
+  .refine((value) => {
+    const year = new Date(value).getUTCFullYear();
+    return year >= 1 && year <= 9999;
+  }, 'Expected a timestamp within the years 0001 to 9999 (UTC)');
 
 export const ValidationIssueSchema = z.object({
   path: z.string(),
@@ -32,6 +42,7 @@ export const ProblemCodeSchema = z.enum([
   'precondition_failed',
   'payload_too_large',
   'unsupported_media_type',
+  'range_not_satisfiable',
   'rate_limited',
   'internal',
   'unavailable',
@@ -86,6 +97,13 @@ export function commaList<T extends z.ZodTypeAny>(item: T) {
 export const IfMatchHeaders = z.object({ 'if-match': z.string().max(200).optional() });
 export const IfNoneMatchHeaders = z.object({ 'if-none-match': z.string().max(200).optional() });
 
+/** Text PostgreSQL can store and search: its text type cannot hold U+0000. */
+export const storableText = (schema: z.ZodString) =>
+  schema.refine((value) => !value.includes('\u0000'), 'Must not contain the NUL character (U+0000)');
+
+/** A search term: a case-insensitive substring. */
+export const SearchSchema = (maxLength: number) => storableText(z.string().trim().min(1).max(maxLength));
+
 export const EmailSchema = z.string().trim().toLowerCase().email().max(254);
 export const PasswordSchema = z.string().min(8).max(128);
-export const PersonNameSchema = z.string().trim().min(1).max(100);
+export const PersonNameSchema = storableText(z.string().trim().min(1).max(100));

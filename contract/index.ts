@@ -3,6 +3,7 @@
 import { c } from './common.js';
 import { attachmentsContract } from './attachments.js';
 import { authContract } from './auth.js';
+import { docsContract } from './docs.js';
 import { serviceContract } from './service.js';
 import { tagsContract } from './tags.js';
 import { tasksContract } from './tasks.js';
@@ -15,12 +16,15 @@ export const contract = c.router({
   tags: tagsContract,
   attachments: attachmentsContract,
   service: serviceContract,
+  docs: docsContract,
 });
 export type Contract = typeof contract;
 
 export * from './common.js';
 export * from './attachments.js';
 export * from './auth.js';
+export * from './client.js';
+export * from './docs.js';
 export * from './service.js';
 export * from './tags.js';
 export * from './tasks.js';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { c, commonErrors, IdSchema, listOf, PaginationQuerySchema, pageOf, ProblemSchema, TimestampSchema } from './common.js';
+import { c, commonErrors, IdSchema, listOf, PaginationQuerySchema, pageOf, ProblemSchema, SearchSchema, storableText, TimestampSchema } from './common.js';
 import { TagColorSchema } from './tasks.js';
 
 export const TagSchema = z.object({
@@ -14,7 +14,7 @@ export const TagSchema = z.object({
 export type Tag = z.infer<typeof TagSchema>;
 
 /** 1–50 characters after trimming. */
-const TagNameSchema = z.string().trim().min(1).max(50);
+const TagNameSchema = storableText(z.string().trim().min(1).max(50));
 
 export const TagCreateSchema = z
   .object({
@@ -29,7 +29,7 @@ export const TagPatchSchema = z.object({ name: TagNameSchema.optional(), color: 
 export type TagPatch = z.infer<typeof TagPatchSchema>;
 
 export const TagListQuerySchema = PaginationQuerySchema.extend({
-  q: z.string().trim().min(1).max(50).optional(),
+  q: SearchSchema(50).optional(),
   /** Admin only in effect: other callers see only their own tags. */
   ownerId: IdSchema.optional(),
 }).strict();

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { c, commaList, commonErrors, IdSchema, IfMatchHeaders, IfNoneMatchHeaders, PaginationQuerySchema, pageOf, ProblemSchema, TimestampInputSchema, TimestampSchema } from './common.js';
+import { c, commaList, commonErrors, IdSchema, IfMatchHeaders, IfNoneMatchHeaders, PaginationQuerySchema, pageOf, ProblemSchema, SearchSchema, storableText, TimestampInputSchema, TimestampSchema } from './common.js';
 
 export const TaskStatusSchema = z.enum(['todo', 'in_progress', 'done']);
 export type TaskStatus = z.infer<typeof TaskStatusSchema>;
@@ -7,7 +7,7 @@ export type TaskStatus = z.infer<typeof TaskStatusSchema>;
 export const TaskPrioritySchema = z.enum(['low', 'medium', 'high', 'urgent']);
 export type TaskPriority = z.infer<typeof TaskPrioritySchema>;
 
-export const TagColorSchema = z.string().regex(/^#[0-9a-f]{6}$/i, 'expected a colour as #rrggbb');
+export const TagColorSchema = z.string().regex(/^#[0-9a-fA-F]{6}$/, 'expected a colour as #rrggbb');
 export const TagRefSchema = z.object({ id: IdSchema, name: z.string(), color: z.string() });
 
 export const TaskSchema = z.object({
@@ -30,8 +30,9 @@ export const TaskSchema = z.object({
 });
 export type Task = z.infer<typeof TaskSchema>;
 
-const TitleSchema = z.string().trim().min(1).max(200);
-const DescriptionSchema = z.string().max(10_000);
+/** PostgreSQL text cannot hold U+0000, so it is a validation error rather than a failed write. */
+const TitleSchema = storableText(z.string().trim().min(1).max(200));
+const DescriptionSchema = storableText(z.string().max(10_000));
 
 export const TaskCreateSchema = z
   .object({
@@ -80,7 +81,7 @@ export const TaskListQuerySchema = PaginationQuerySchema.extend({
   dueBefore: TimestampInputSchema.optional(),
   dueAfter: TimestampInputSchema.optional(),
   updatedSince: TimestampInputSchema.optional(),
-  q: z.string().trim().min(1).max(200).optional(),
+  q: SearchSchema(200).optional(),
   /** Default `-createdAt`; ties are broken by id. Tasks without a due date sort after those with one. */
   sort: TaskSortSchema.default('-createdAt'),
 }).strict();

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { c, commonErrors, EmailSchema, IdSchema, PaginationQuerySchema, PasswordSchema, PersonNameSchema, pageOf, ProblemSchema, TimestampSchema } from './common.js';
+import { c, commonErrors, EmailSchema, IdSchema, PaginationQuerySchema, PasswordSchema, PersonNameSchema, pageOf, ProblemSchema, SearchSchema, TimestampSchema } from './common.js';
 import { TaskListQuerySchema, TaskSchema } from './tasks.js';
 
 export const RoleSchema = z.enum(['user', 'admin']);
@@ -31,7 +31,7 @@ export const UserPatchSchema = z
     email: EmailSchema.optional(),
     name: PersonNameSchema.optional(),
     password: PasswordSchema.optional(),
-    /** Required when users change their own password. */
+    /** Required when users change their own password; wrong guesses are throttled like failed logins (429). */
     currentPassword: z.string().max(128).optional(),
     role: RoleSchema.optional(),
   })
@@ -39,9 +39,10 @@ export const UserPatchSchema = z
 export type UserPatch = z.infer<typeof UserPatchSchema>;
 
 export const UserListQuerySchema = PaginationQuerySchema.extend({
-  q: z.string().trim().min(1).max(200).optional(),
+  q: SearchSchema(200).optional(),
   role: RoleSchema.optional(),
 }).strict();
+export type UserListQuery = z.infer<typeof UserListQuerySchema>;
 
 export const UserTasksQuerySchema = TaskListQuerySchema.extend({
   relation: z.enum(['owner', 'assignee', 'any']).default('any'),

@@ -2,12 +2,17 @@ import express, { type Express } from 'express';
 import { createExpressEndpoints } from '@ts-rest/express';
 import { pinoHttp } from 'pino-http';
 import { contract } from '../contract/index.js';
+import { attachmentsRouter } from './attachments/router.js';
 import { authRouter } from './auth/router.js';
 import type { AppContext } from './context.js';
 import { errorHandler, unmatchedRoute } from './http/errors.js';
-import { noStore, rateLimit, requestId, requireAuthentication, requireMediaType } from './http/middleware.js';
+import { identifyCaller, noStore, rateLimit, requestId, requireAuthentication, requireMediaType } from './http/middleware.js';
 import { methodsByPath } from './http/routes.js';
+import { serveMetrics } from './metrics/endpoint.js';
+import { httpMetrics } from './metrics/http-metrics.js';
+import { docsRouter, serveDocsAssets } from './openapi/router.js';
 import { serviceRouter } from './service/router.js';
+import { tagsRouter } from './tags/router.js';
 import { tasksRouter } from './tasks/router.js';
 import { usersRouter } from './users/router.js';
 
@@ -20,6 +25,8 @@ export function buildApp(ctx: AppContext): Express {
   app.set('trust proxy', ctx.config.trustProxy);
   app.set('query parser', 'simple');
 
+  const metrics = httpMetrics();
+  app.use(metrics.record);
   app.use(
     pinoHttp({
       logger: ctx.logger,
@@ -33,27 +40,37 @@ export function buildApp(ctx: AppContext): Express {
     }),
   );
   app.use(noStore);
+  app.use(identifyCaller(ctx));
+  app.use(rateLimit(ctx.config.rateLimitPerMinute));
   app.use(express.json({ limit: '1mb', type: ['application/json', 'application/merge-patch+json'] }));
 
   const routers = {
     auth: authRouter(ctx),
     users: usersRouter(ctx),
     tasks: tasksRouter(ctx),
+    attachments: attachmentsRouter(ctx),
+    tags: tagsRouter(ctx),
     service: serviceRouter(ctx),
+    docs: docsRouter(),
   };
   const implemented = {
     auth: contract.auth,
     users: contract.users,
     tasks: contract.tasks,
+    attachments: contract.attachments,
+    tags: contract.tags,
     service: contract.service,
+    docs: contract.docs,
   };
   createExpressEndpoints(implemented, routers, app, {
     logInitialization: false,
     responseValidation: true,
-    globalMiddleware: [requireAuthentication(ctx), rateLimit(ctx.config.rateLimitPerMinute), requireMediaType],
+    globalMiddleware: [requireAuthentication(ctx), requireMediaType],
     requestValidationErrorHandler: (err, _req, _res, next) => next(err),
   });
 
+  serveDocsAssets(app);
+  serveMetrics(app, ctx, metrics);
   app.use(unmatchedRoute(methodsByPath(contract)));
   app.use(errorHandler(ctx.logger));
   return app;

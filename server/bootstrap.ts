@@ -1,4 +1,6 @@
+import path from 'node:path';
 import type { Logger } from 'pino';
+import { fileSystemStorage } from './attachments/fs-storage.js';
 import { loadSigningKey } from './auth/keys.js';
 import { passwordHasher } from './auth/passwords.js';
 import { loginThrottle } from './auth/throttle.js';
@@ -19,6 +21,7 @@ export async function createContext(config: Config, db: Database, logger: Logger
     tokens: accessTokens(signingKey, config.jwt),
     passwords: passwordHasher(config.argon2),
     loginThrottle: loginThrottle(db.prisma, config.loginThrottle),
+    attachmentStorage: await fileSystemStorage(path.join(config.dataDir, 'attachments')),
   };
   if (config.admin) {
     const admin = await ensureAdmin(ctx, config.admin);

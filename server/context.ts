@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { AttachmentStorage } from './attachments/storage.js';
 import type { AccessTokens } from './auth/tokens.js';
 import type { PasswordHasher } from './auth/passwords.js';
 import type { SigningKey } from './auth/keys.js';
@@ -15,4 +16,5 @@ export interface AppContext {
   tokens: AccessTokens;
   passwords: PasswordHasher;
   loginThrottle: LoginThrottle;
+  attachmentStorage: AttachmentStorage;
 }

@@ -5,6 +5,7 @@ import { createContext } from './bootstrap.js';
 import { ConfigError, loadConfig } from './config.js';
 import { DataDirLockedError, openDatabase, type Database } from './db/database.js';
 import { migrate, MigrationError } from './db/migrate.js';
+import { startMaintenance } from './maintenance.js';
 
 const SHUTDOWN_GRACE_MS = 10_000;
 
@@ -16,6 +17,7 @@ async function main(): Promise<void> {
     const applied = await migrate(db.sql);
     logger.info({ database: db.kind, applied }, applied.length ? 'migrations applied' : 'database schema is current');
     const ctx = await createContext(config, db, logger);
+    const stopMaintenance = startMaintenance(ctx);
     const server = buildApp(ctx).listen(config.port, config.host);
     await once(server, 'listening');
     const address = server.address();
@@ -30,7 +32,7 @@ async function main(): Promise<void> {
       const force = setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
       server.close(() => {
         clearTimeout(force);
-        db.close().then(
+        stopMaintenance().then(() => db.close()).then(
           () => logger.info('stopped'),
           (error: unknown) => logger.error({ err: error }, 'error while closing the database'),
         );

@@ -10,6 +10,7 @@ import { z } from 'zod';
 import { AuthResultSchema } from '../contract/auth.js';
 import { ProblemSchema, type ProblemCode } from '../contract/common.js';
 import { UserSchema } from '../contract/users.js';
+import { purgeEndedSessions } from '../server/auth/sessions.js';
 import { createContext } from '../server/bootstrap.js';
 import { loadConfig } from '../server/config.js';
 import { startService, type TestService } from './support/app.js';
@@ -266,6 +267,27 @@ describe('POST /auth/logout', () => {
 
   it('needs a token', async () => {
     expectUnauthenticated(await service.http.post('/auth/logout'));
+  });
+});
+
+describe('ended sessions', () => {
+  it('are purged a day after they end, live ones kept', async () => {
+    const revoked = await registerUser(service);
+    await service.http.post('/auth/logout').set('Authorization', revoked.auth).expect(204);
+    const idle = await registerUser(service);
+    const live = await registerUser(service);
+    const sessionOf = async (user: TestUser) => (await service.ctx.db.prisma.session.findFirstOrThrow({ where: { userId: user.user.id } })).id;
+    const [revokedId, idleId, liveId] = await Promise.all([sessionOf(revoked), sessionOf(idle), sessionOf(live)]);
+    const day = 24 * 3600 * 1000;
+    await service.ctx.db.prisma.session.update({ where: { id: revokedId }, data: { revokedAt: new Date(Date.now() - 2 * day) } });
+    await service.ctx.db.prisma.session.update({ where: { id: idleId }, data: { lastUsedAt: new Date(Date.now() - 32 * day) } });
+
+    expect(await purgeEndedSessions(service.ctx)).toBeGreaterThanOrEqual(2);
+    const left = await service.ctx.db.prisma.session.findMany({ where: { id: { in: [revokedId, idleId, liveId] } }, select: { id: true } });
+    expect(left.map((s) => s.id)).toEqual([liveId]);
+    // A purged session's tokens are refused like a revoked one's.
+    await service.http.post('/auth/refresh').send({ refreshToken: idle.refreshToken }).expect(401);
+    await service.http.get('/auth/me').set('Authorization', live.auth).expect(200);
   });
 });
 

@@ -135,6 +135,20 @@ describe('request bodies', () => {
     expectProblem(res, 415, 'unsupported_media_type', '/auth/login');
   });
 
+  it('takes application/merge-patch+json on PATCH only', async () => {
+    const res = await service.http
+      .post('/auth/login')
+      .set('Content-Type', 'application/merge-patch+json')
+      .send(JSON.stringify({ email: user.email, password: user.password }));
+    expectProblem(res, 415, 'unsupported_media_type', '/auth/login');
+  });
+
+  it('rejects text the database cannot store (NUL) with 400, naming the field', async () => {
+    const res = await service.http.post('/auth/register').send({ email: uniqueEmail(), password: 'correct horse battery', name: 'Nul\u0000Name' });
+    expectProblem(res, 400, 'validation_failed', '/auth/register');
+    expect(ProblemSchema.parse(res.body).errors?.map((e) => e.path)).toEqual(['body.name']);
+  });
+
   it('accepts JSON with a charset parameter', async () => {
     await service.http
       .post('/auth/login')

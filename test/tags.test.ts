@@ -156,6 +156,15 @@ describe('GET /tags', () => {
     expect(TagPageSchema.parse(res.body).items.map((t) => t.name)).toEqual(['Home', 'homework', 'HOMESTEAD']);
   });
 
+  it('matches % and _ in q literally', async () => {
+    const dave = await registerUser(service, { name: 'Dave' });
+    for (const name of ['100%', '1000', 'a_b', 'axb']) await createTag(dave, { name });
+    const percent = await service.http.get('/tags?q=0%25').set('Authorization', dave.auth).expect(200);
+    expect(TagPageSchema.parse(percent.body).items.map((t) => t.name)).toEqual(['100%']);
+    const underscore = await service.http.get('/tags?q=a_').set('Authorization', dave.auth).expect(200);
+    expect(TagPageSchema.parse(underscore.body).items.map((t) => t.name)).toEqual(['a_b']);
+  });
+
   it("shows a user nothing of another user's tags, even when they ask by ownerId", async () => {
     const res = await service.http.get(`/tags?ownerId=${carol.user.id}`).set('Authorization', alice.auth).expect(200);
     expect(TagPageSchema.parse(res.body).items).toEqual([]);

@@ -95,3 +95,22 @@ export async function principalFor(ctx: AppContext, claims: AccessClaims | undef
   }
   return { userId: claims.userId, sessionId: claims.sessionId, role: session.user.role };
 }
+
+const ENDED_SESSION_RETENTION_MS = 24 * 3600 * 1000;
+
+/**
+ * Deletes sessions that ended (revoked, or unused past the idle limit) over a day ago, with their
+ * rotated refresh tokens, so the tables do not grow without bound. A token of a deleted session is
+ * refused exactly as one of a revoked session.
+ */
+export async function purgeEndedSessions(ctx: AppContext, now = new Date()): Promise<number> {
+  const { count } = await ctx.db.prisma.session.deleteMany({
+    where: {
+      OR: [
+        { revokedAt: { lt: new Date(now.getTime() - ENDED_SESSION_RETENTION_MS) } },
+        { lastUsedAt: { lt: new Date(now.getTime() - ctx.config.sessionIdleMs - ENDED_SESSION_RETENTION_MS) } },
+      ],
+    },
+  });
+  return count;
+}

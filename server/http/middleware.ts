@@ -59,8 +59,10 @@ export const requireMediaType: RouteMiddleware = (req, _res, next) => {
     return next(req.is('multipart/form-data') ? undefined : new AppError('unsupported_media_type', 'Send the file as multipart/form-data'));
   }
   if ('body' in route && isAppRouteNoBody(route.body)) return next();
-  if (!req.is(JSON_TYPES)) {
-    return next(new AppError('unsupported_media_type', `Send the body as ${route.method === 'PATCH' ? JSON_TYPES.join(' or ') : 'application/json'}`));
+  // JSON merge patch (RFC 7396) is the semantics of PATCH only.
+  const accepted = route.method === 'PATCH' ? JSON_TYPES : ['application/json'];
+  if (!req.is(accepted)) {
+    return next(new AppError('unsupported_media_type', `Send the body as ${accepted.join(' or ')}`));
   }
   next();
 };

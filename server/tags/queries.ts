@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { TagListQuery } from '../../contract/tags.js';
+import { containsText } from '../db/search.js';
 import type { Prisma } from '../generated/prisma/client.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 
@@ -11,7 +12,7 @@ export function tagVisibleTo(principal: Principal): Prisma.TagWhereInput {
 export function tagFilters(query: TagListQuery): Prisma.TagWhereInput[] {
   const where: Prisma.TagWhereInput[] = [];
   if (query.ownerId) where.push({ ownerId: query.ownerId });
-  if (query.q) where.push({ name: { contains: query.q, mode: 'insensitive' } });
+  if (query.q) where.push({ name: containsText(query.q) });
   return where;
 }
 

@@ -11,6 +11,9 @@ export function taskVisibleTo(principal: Principal): Prisma.TaskWhereInput {
   return { OR: [{ ownerId: principal.userId }, { assigneeId: principal.userId }] };
 }
 
+/** Prisma passes `contains` to LIKE unescaped: %, _ and \ in a search must match themselves. */
+const likeLiteral = (text: string): string => text.replace(/[\\%_]/g, '\\$&');
+
 /** The filters of GET /tasks as a where clause. dueAfter is inclusive, dueBefore exclusive. */
 export function taskFilters(query: TaskListQuery): Prisma.TaskWhereInput[] {
   const where: Prisma.TaskWhereInput[] = [];
@@ -23,10 +26,11 @@ export function taskFilters(query: TaskListQuery): Prisma.TaskWhereInput[] {
   if (query.dueBefore) where.push({ dueAt: { lt: new Date(query.dueBefore) } });
   if (query.updatedSince) where.push({ updatedAt: { gte: new Date(query.updatedSince) } });
   if (query.q) {
+    const q = likeLiteral(query.q);
     where.push({
       OR: [
-        { title: { contains: query.q, mode: 'insensitive' } },
-        { description: { contains: query.q, mode: 'insensitive' } },
+        { title: { contains: q, mode: 'insensitive' } },
+        { description: { contains: q, mode: 'insensitive' } },
       ],
     });
   }

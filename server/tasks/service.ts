@@ -1,5 +1,6 @@
 import { v7 as uuidv7 } from 'uuid';
 import type { Task, TaskCreate, TaskListQuery, TaskPatch, TaskStatus } from '../../contract/tasks.js';
+import { discardStoredBytes, storageKeysOf } from '../attachments/stored-bytes.js';
 import type { AppContext } from '../context.js';
 import type { Prisma } from '../generated/prisma/client.js';
 import { AppError, notFound } from '../http/errors.js';
@@ -148,6 +149,9 @@ export async function deleteTask(ctx: AppContext, principal: Principal, taskId: 
   if (matchesVersion(ifMatch, task.version) === false) {
     throw new AppError('precondition_failed', `The task is at version ${task.version}`, { headers: { ETag: `"${task.version}"` } });
   }
+  // Rows first (the cascade takes the attachments), then their bytes; later uploads are left to the orphan sweep.
+  const storageKeys = await storageKeysOf(ctx, { taskId });
   const { count } = await ctx.db.prisma.task.deleteMany({ where: { id: taskId, ...(ifMatch !== undefined && { version: task.version }) } });
   if (count === 0 && ifMatch !== undefined) throw new AppError('precondition_failed', 'The task changed while this request was applied');
+  if (count > 0) await discardStoredBytes(ctx, storageKeys);
 }

@@ -6,6 +6,7 @@ import { decodeCursor, toPage } from '../http/pagination.js';
 import { principalOf } from '../http/principal.js';
 import { listTasks } from '../tasks/service.js';
 import { createAccount } from './accounts.js';
+import { userFilters } from './queries.js';
 import { serializeUser } from './serialize.js';
 import { deleteUser, findVisibleUser, patchUser, replaceUser, requireAdmin } from './service.js';
 
@@ -17,11 +18,7 @@ export function usersRouter(ctx: AppContext) {
     list: async ({ query, req, res }) => {
       requireAdmin(principalOf(req), 'list users');
       const cursor = decodeCursor(query.cursor, USER_SORT);
-      const where: Prisma.UserWhereInput[] = [];
-      if (query.role) where.push({ role: query.role });
-      if (query.q) where.push({ OR: [{ email: { contains: query.q, mode: 'insensitive' } }, { name: { contains: query.q, mode: 'insensitive' } }] });
-      if (cursor) where.push({ id: { gt: cursor.id } });
-      const rows = await ctx.db.prisma.user.findMany({ where: { AND: where }, orderBy: { id: 'asc' }, take: query.limit + 1 });
+      const rows = await ctx.db.prisma.user.findMany({ where: { AND: userFilters(query, cursor) }, orderBy: { id: 'asc' }, take: query.limit + 1 });
       return { status: 200, body: toPage({ req, res }, rows, query.limit, (u) => ({ s: USER_SORT, v: null, id: u.id }), serializeUser) };
     },
 
@@ -46,7 +43,7 @@ export function usersRouter(ctx: AppContext) {
 
     replace: async ({ params, body, req }) => ({ status: 200, body: serializeUser(await replaceUser(ctx, principalOf(req), params.user_id, body)) }),
 
-    update: async ({ params, body, req }) => ({ status: 200, body: serializeUser(await patchUser(ctx, principalOf(req), params.user_id, body)) }),
+    update: async ({ params, body, req }) => ({ status: 200, body: serializeUser(await patchUser(ctx, principalOf(req), params.user_id, body, req.ip ?? 'unknown')) }),
 
     remove: async ({ params, req }) => {
       await deleteUser(ctx, principalOf(req), params.user_id);

@@ -1,4 +1,5 @@
 import type { Role, UserPatch, UserReplace } from '../../contract/users.js';
+import { discardStoredBytes, storageKeysOf } from '../attachments/stored-bytes.js';
 import { revokeOtherSessions } from '../auth/sessions.js';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
@@ -39,7 +40,15 @@ interface ProfileChange {
   passwordHash?: string;
 }
 
+/** Whether `change` alters the user: a no-op write keeps updatedAt. */
+const changesUser = (user: UserRow, change: ProfileChange): boolean =>
+  (change.email !== undefined && change.email !== user.email) ||
+  (change.name !== undefined && change.name !== user.name) ||
+  (change.role !== undefined && change.role !== user.role) ||
+  change.passwordHash !== undefined;
+
 async function applyProfileChange(ctx: AppContext, user: UserRow, change: ProfileChange): Promise<UserRow> {
+  if (!changesUser(user, change)) return user;
   const demotesAdmin = user.role === 'admin' && change.role === 'user';
   try {
     return await withAdminsLocked(ctx, async (tx, adminCount) => {
@@ -58,21 +67,30 @@ export async function replaceUser(ctx: AppContext, principal: Principal, userId:
   return applyProfileChange(ctx, user, { email: body.email, name: body.name, ...(body.role && { role: body.role }) });
 }
 
-export async function patchUser(ctx: AppContext, principal: Principal, userId: string, body: UserPatch): Promise<UserRow> {
+function invalidCurrentPassword(code: string, message: string): AppError {
+  return new AppError('validation_failed', `body.currentPassword: ${message}`, { errors: [{ path: 'body.currentPassword', code, message }] });
+}
+
+/** Wrong guesses count against the account and address exactly as failed logins do. */
+async function proveCurrentPassword(ctx: AppContext, user: UserRow, currentPassword: string | undefined, address: string): Promise<void> {
+  if (currentPassword === undefined) throw invalidCurrentPassword('required', 'Send currentPassword to change your own password');
+  await ctx.loginThrottle.check(user.email, address);
+  if (!(await ctx.passwords.verify(user.passwordHash, currentPassword))) {
+    await ctx.loginThrottle.recordFailure(user.email, address);
+    throw invalidCurrentPassword('invalid_current_password', 'The current password is wrong');
+  }
+  await ctx.loginThrottle.recordSuccess(user.email);
+}
+
+/** `address` is the client's, for throttling guesses of the current password as login does. */
+export async function patchUser(ctx: AppContext, principal: Principal, userId: string, body: UserPatch, address: string): Promise<UserRow> {
   const user = await findVisibleUser(ctx, principal, userId);
   if (body.role !== undefined && body.role !== user.role) requireAdmin(principal, 'change a role');
   const change: ProfileChange = { email: body.email, name: body.name, role: body.role };
   if (body.password !== undefined) {
     // Users changing their own password prove they know the current one; admins resetting
     // someone else's do not.
-    if (user.id === principal.userId) {
-      const valid = body.currentPassword !== undefined && (await ctx.passwords.verify(user.passwordHash, body.currentPassword));
-      if (!valid) {
-        throw new AppError('validation_failed', 'body.currentPassword: the current password is required and must be right', {
-          errors: [{ path: 'body.currentPassword', code: 'invalid_current_password', message: 'The current password is required and must be right' }],
-        });
-      }
-    }
+    if (user.id === principal.userId) await proveCurrentPassword(ctx, user, body.currentPassword, address);
     change.passwordHash = await ctx.passwords.hash(body.password);
   }
   const updated = await applyProfileChange(ctx, user, change);
@@ -82,11 +100,17 @@ export async function patchUser(ctx: AppContext, principal: Principal, userId: s
   return updated;
 }
 
-/** Deletes a user; their tasks, tags, attachments and sessions go with them (foreign key cascades). */
+/**
+ * Deletes a user; their tasks, tags, sessions and attachments (on their tasks or uploaded by them)
+ * go with them by foreign key cascades, then the attachments' stored bytes are discarded.
+ */
 export async function deleteUser(ctx: AppContext, principal: Principal, userId: string): Promise<void> {
   const user = await findVisibleUser(ctx, principal, userId);
+  // Bytes of attachments added after this read are left to the orphan sweep.
+  const storageKeys = await storageKeysOf(ctx, { OR: [{ task: { ownerId: user.id } }, { uploadedBy: user.id }] });
   await withAdminsLocked(ctx, async (tx, adminCount) => {
     if (user.role === 'admin' && adminCount <= 1) throw lastAdmin();
     await tx.user.delete({ where: { id: user.id } });
   });
+  await discardStoredBytes(ctx, storageKeys);
 }

@@ -5,7 +5,14 @@ import type { SqlSession } from '../../server/db/sql.js';
  * the migrator's own bookkeeping table left out. Two databases with equal snapshots have the same
  * schema for every purpose the service cares about.
  */
-export async function schemaSnapshot(db: SqlSession): Promise<Record<string, string[]>> {
+export interface SchemaSnapshot {
+  enums: string[];
+  columns: string[];
+  constraints: string[];
+  indexes: string[];
+}
+
+export async function schemaSnapshot(db: SqlSession): Promise<SchemaSnapshot> {
   const lines = async (sql: string) => (await db.rows<{ line: string }>(sql)).map((r) => r.line);
   return {
     enums: await lines(`

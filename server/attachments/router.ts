@@ -1,0 +1,75 @@
+import type { Readable } from 'node:stream';
+import type { Response } from 'express';
+import { initServer } from '@ts-rest/express';
+import { attachmentsContract } from '../../contract/attachments.js';
+import type { AppContext } from '../context.js';
+import { AppError } from '../http/errors.js';
+import { principalOf } from '../http/principal.js';
+import { etagOf, noneMatch, rangeOf } from './download.js';
+import { contentDisposition } from './filenames.js';
+import { serializeAttachment } from './serialize.js';
+import { createAttachment, deleteAttachment, findVisibleAttachment, listAttachments } from './service.js';
+import { receivedFile, uploadMiddleware } from './upload.js';
+
+/** ts-rest pipes a returned stream without watching it: a read error or a client leaving must end both sides. */
+function streamedTo(res: Response, bytes: Readable, ctx: AppContext): Readable {
+  bytes.on('error', (error) => {
+    ctx.logger.error({ err: error }, 'reading attachment bytes failed');
+    res.destroy(error);
+  });
+  res.on('close', () => bytes.destroy());
+  return bytes;
+}
+
+export function attachmentsRouter(ctx: AppContext) {
+  return initServer().router(attachmentsContract, {
+    upload: {
+      middleware: uploadMiddleware(ctx),
+      handler: async ({ params, req, res }) => {
+        const file = receivedFile(req);
+        if (!file) throw new AppError('internal', 'The upload middleware did not run');
+        const row = await createAttachment(ctx, principalOf(req), params.task_id, file);
+        res.setHeader('Location', `/attachments/${row.id}`);
+        return { status: 201, body: serializeAttachment(row) };
+      },
+    },
+
+    listForTask: async ({ params, req }) => ({
+      status: 200,
+      body: { items: (await listAttachments(ctx, principalOf(req), params.task_id)).map(serializeAttachment) },
+    }),
+
+    get: async ({ params, req }) => ({ status: 200, body: serializeAttachment(await findVisibleAttachment(ctx, principalOf(req), params.attach_id)) }),
+
+    download: async ({ params, headers, req, res }) => {
+      const row = await findVisibleAttachment(ctx, principalOf(req), params.attach_id);
+      const size = Number(row.size);
+      const etag = etagOf(row.sha256);
+      res.setHeader('ETag', etag);
+      res.setHeader('Accept-Ranges', 'bytes');
+      res.setHeader('X-Content-Type-Options', 'nosniff');
+      if (noneMatch(headers['if-none-match'], etag)) return { status: 304, body: undefined };
+
+      const decision = rangeOf(headers, size, etag);
+      if (decision.kind === 'unsatisfiable') {
+        throw new AppError('range_not_satisfiable', `The content is ${size} bytes long`, { headers: { 'Content-Range': `bytes */${size}` } });
+      }
+      const range = decision.kind === 'partial' ? decision.range : undefined;
+      const bytes = await ctx.attachmentStorage.open(row.storageKey, range);
+      res.setHeader('Content-Type', row.contentType);
+      res.setHeader('Content-Disposition', contentDisposition(row.filename));
+      if (!range) {
+        res.setHeader('Content-Length', String(size));
+        return { status: 200, body: streamedTo(res, bytes, ctx) };
+      }
+      res.setHeader('Content-Range', `bytes ${range.start}-${range.end}/${size}`);
+      res.setHeader('Content-Length', String(range.end - range.start + 1));
+      return { status: 206, body: streamedTo(res, bytes, ctx) };
+    },
+
+    remove: async ({ params, req }) => {
+      await deleteAttachment(ctx, principalOf(req), params.attach_id);
+      return { status: 204, body: undefined };
+    },
+  });
+}

@@ -1,0 +1,90 @@
+import { v7 as uuidv7 } from 'uuid';
+import type { AppContext } from '../context.js';
+import type { Prisma } from '../generated/prisma/client.js';
+import { AppError, notFound } from '../http/errors.js';
+import { isAdmin, type Principal } from '../http/principal.js';
+import { taskVisibleTo } from '../tasks/queries.js';
+import { findVisibleTask } from '../tasks/service.js';
+import { contentTypeOf } from './content-type.js';
+import { sanitizeFilename } from './filenames.js';
+import type { AttachmentRow } from './serialize.js';
+import type { StoredObject } from './storage.js';
+import { discardStoredBytes } from './stored-bytes.js';
+
+/** An uploaded file part, its bytes already durable in storage. */
+export interface ReceivedFile {
+  clientFilename: string;
+  declaredType: string | undefined;
+  stored: StoredObject;
+}
+
+type VisibleAttachment = AttachmentRow & { task: { ownerId: string } };
+
+/** An attachment of a task the caller may see, or 404. */
+export async function findVisibleAttachment(ctx: AppContext, principal: Principal, attachmentId: string): Promise<VisibleAttachment> {
+  const row = await ctx.db.prisma.attachment.findFirst({
+    where: { id: attachmentId, task: taskVisibleTo(principal) },
+    include: { task: { select: { ownerId: true } } },
+  });
+  if (!row) throw notFound('attachment');
+  return row;
+}
+
+/** Oldest first; a task holds at most maxPerTask attachments, so the list needs no pages. */
+export async function listAttachments(ctx: AppContext, principal: Principal, taskId: string): Promise<AttachmentRow[]> {
+  await findVisibleTask(ctx, principal, taskId);
+  return ctx.db.prisma.attachment.findMany({ where: { taskId }, orderBy: [{ createdAt: 'asc' }, { id: 'asc' }] });
+}
+
+async function assertRoomFor(db: Prisma.TransactionClient, taskId: string, maxPerTask: number): Promise<void> {
+  const count = await db.attachment.count({ where: { taskId } });
+  if (count >= maxPerTask) throw new AppError('conflict', `A task holds at most ${maxPerTask} attachments`);
+}
+
+/** Checks made before the body is read, so a doomed upload is not stored first. */
+export async function admitUpload(ctx: AppContext, principal: Principal, taskId: string): Promise<void> {
+  await findVisibleTask(ctx, principal, taskId);
+  await assertRoomFor(ctx.db.prisma, taskId, ctx.config.attachments.maxPerTask);
+}
+
+/**
+ * Records an upload whose bytes are already durable. The task is locked while its attachments are
+ * counted, so concurrent uploads cannot pass the limit; if the row cannot be written the bytes go.
+ */
+export async function createAttachment(ctx: AppContext, principal: Principal, taskId: string, file: ReceivedFile): Promise<AttachmentRow> {
+  try {
+    const contentType = await contentTypeOf(file.stored.head, file.declaredType);
+    return await ctx.db.prisma.$transaction(async (tx) => {
+      await tx.$queryRaw`SELECT id FROM tasks WHERE id = ${taskId}::uuid FOR UPDATE`;
+      const task = await tx.task.findFirst({ where: { AND: [{ id: taskId }, taskVisibleTo(principal)] }, select: { id: true } });
+      if (!task) throw notFound('task');
+      await assertRoomFor(tx, taskId, ctx.config.attachments.maxPerTask);
+      return tx.attachment.create({
+        data: {
+          id: uuidv7(),
+          taskId,
+          filename: sanitizeFilename(file.clientFilename),
+          contentType,
+          size: BigInt(file.stored.size),
+          sha256: file.stored.sha256,
+          storageKey: file.stored.key,
+          uploadedBy: principal.userId,
+          createdAt: new Date(),
+        },
+      });
+    });
+  } catch (error) {
+    await discardStoredBytes(ctx, [file.stored.key]);
+    throw error;
+  }
+}
+
+/** The task's owner, the uploader or an admin; others who can see the task get 403. Rows first, then bytes. */
+export async function deleteAttachment(ctx: AppContext, principal: Principal, attachmentId: string): Promise<void> {
+  const row = await findVisibleAttachment(ctx, principal, attachmentId);
+  if (!isAdmin(principal) && row.task.ownerId !== principal.userId && row.uploadedBy !== principal.userId) {
+    throw new AppError('forbidden', "Only the task's owner, the uploader or an admin may delete an attachment");
+  }
+  const { count } = await ctx.db.prisma.attachment.deleteMany({ where: { id: row.id } });
+  if (count > 0) await discardStoredBytes(ctx, [row.storageKey]);
+}

@@ -1,0 +1,38 @@
+import type { Readable } from 'node:stream';
+
+/** What a completed write leaves behind: where the bytes are and what they are. */
+export interface StoredObject {
+  key: string;
+  size: number;
+  sha256: string;
+  /** The first bytes, enough to recognise the content type. */
+  head: Buffer;
+}
+
+/** Inclusive byte offsets, as in a Range header. */
+export interface ByteRange {
+  start: number;
+  end: number;
+}
+
+export interface StoredEntry {
+  key: string;
+  modifiedAt: Date;
+}
+
+/**
+ * Where attachment bytes live. A write is all or nothing: it resolves only once the bytes are
+ * durable, and leaves nothing behind when it fails.
+ */
+export interface AttachmentStorage {
+  /** Streams `source` into storage; rejects with 413 (payload_too_large) beyond `maxBytes`. */
+  write(source: Readable, options: { maxBytes: number }): Promise<StoredObject>;
+  /** The object's bytes, or a part of them; rejects when the object does not exist. */
+  open(key: string, range?: ByteRange): Promise<Readable>;
+  /** Removes an object; removing a missing one is not an error. */
+  remove(key: string): Promise<void>;
+  /** Every stored object, for the orphan sweep. */
+  list(): AsyncIterable<StoredEntry>;
+  /** Removes partial writes (left by a crash) last touched before `olderThan`; answers how many. */
+  removeStaleWrites(olderThan: Date): Promise<number>;
+}

@@ -1,0 +1,96 @@
+import type { NextFunction, Request, Response } from 'express';
+import multer from 'multer';
+import { attachmentsContract } from '../../contract/attachments.js';
+import type { AppContext } from '../context.js';
+import { AppError, issuesOf } from '../http/errors.js';
+import { principalOf } from '../http/principal.js';
+import { tooLarge } from './fs-storage.js';
+import { admitUpload, type ReceivedFile } from './service.js';
+
+/** Room for the multipart envelope (boundaries, part headers) around a file of the maximum size. */
+const ENVELOPE_ALLOWANCE = 64 * 1024;
+const FILE_FIELD = 'file';
+
+const received = new WeakMap<object, ReceivedFile>();
+
+/** The file part the upload middleware stored for this request, if any. */
+export const receivedFile = (req: object): ReceivedFile | undefined => received.get(req);
+
+const filePartProblem = (code: string, message: string) =>
+  new AppError('validation_failed', `body.${FILE_FIELD}: ${message}`, { errors: [{ path: `body.${FILE_FIELD}`, code, message }] });
+
+/** A multer storage engine that streams the file part straight into attachment storage. */
+function attachmentStorageEngine(ctx: AppContext): multer.StorageEngine {
+  const { maxBytes } = ctx.config.attachments;
+  return {
+    _handleFile(req, file, done) {
+      ctx.attachmentStorage.write(file.stream, { maxBytes }).then(
+        (stored) => {
+          received.set(req, { clientFilename: file.originalname, declaredType: file.mimetype, stored });
+          done(null, { size: stored.size });
+        },
+        (error: unknown) => {
+          // The part's own stream failing means the request failed; anything else is the storage's fault.
+          if (error instanceof AppError || file.stream.errored) return done(error);
+          ctx.logger.error({ err: error }, 'could not store an attachment');
+          done(new AppError('internal', 'The attachment could not be stored'));
+        },
+      );
+    },
+    _removeFile(req, _file, done) {
+      const file = received.get(req);
+      received.delete(req);
+      if (!file) return done(null);
+      ctx.attachmentStorage.remove(file.stored.key).then(() => done(null), done);
+    },
+  };
+}
+
+function uploadProblem(req: Request, error: unknown, maxBytes: number): AppError {
+  if (error instanceof AppError) return error;
+  if (error instanceof multer.MulterError) {
+    if (error.code === 'LIMIT_FILE_SIZE') return tooLarge(maxBytes);
+    return filePartProblem(error.code.toLowerCase(), `Send exactly one part, a file named "${FILE_FIELD}"`);
+  }
+  // Nobody reads this answer when the client went away; it only names the outcome in the log.
+  if (!req.complete || req.destroyed) return new AppError('validation_failed', 'The upload was interrupted');
+  return new AppError('validation_failed', 'The multipart body is malformed');
+}
+
+/**
+ * The upload route's middleware: first the checks that need no body (path, declared size, task
+ * visibility, room on the task), then the file part streamed into storage.
+ */
+export function uploadMiddleware(ctx: AppContext) {
+  const { maxBytes } = ctx.config.attachments;
+  const parse = multer({
+    storage: attachmentStorageEngine(ctx),
+    limits: { fileSize: maxBytes, files: 1, parts: 1, headerPairs: 20 },
+    // Browsers send non-ASCII file names as raw UTF-8.
+    defParamCharset: 'utf8',
+  }).single(FILE_FIELD);
+
+  const admit = (req: Request, res: Response, next: NextFunction): void => {
+    const params = attachmentsContract.upload.pathParams.safeParse(req.params);
+    if (!params.success) {
+      const errors = issuesOf('path', params.error);
+      return next(new AppError('validation_failed', errors.map((e) => `${e.path}: ${e.message}`).join('; '), { errors }));
+    }
+    if (Number(req.headers['content-length']) > maxBytes + ENVELOPE_ALLOWANCE) {
+      // Answer at once and close rather than read a body that will be refused (RFC 9110 §15.5.14).
+      res.setHeader('Connection', 'close');
+      return next(tooLarge(maxBytes));
+    }
+    admitUpload(ctx, principalOf(req), params.data.task_id).then(() => next(), next);
+  };
+
+  const receive = (req: Request, res: Response, next: NextFunction): void => {
+    parse(req, res, (error?: unknown) => {
+      if (error) return next(uploadProblem(req, error, maxBytes));
+      if (!received.has(req)) return next(filePartProblem('missing_file', `Send the file as a part named "${FILE_FIELD}"`));
+      next();
+    });
+  };
+
+  return [admit, receive];
+}

@@ -1,0 +1,38 @@
+import { sweepOrphans } from './attachments/sweep.js';
+import { purgeEndedSessions } from './auth/sessions.js';
+import type { AppContext } from './context.js';
+
+const EVERY_MS = 5 * 60_000;
+
+/** One round of housekeeping; each job's failure is logged and retried next round. */
+async function runMaintenance(ctx: AppContext): Promise<void> {
+  const jobs: [string, () => Promise<unknown>][] = [
+    ['attachment orphan sweep', async () => {
+      const result = await sweepOrphans(ctx);
+      if (result.staleWrites + result.orphans > 0) ctx.logger.info(result, 'removed abandoned attachment bytes');
+    }],
+    ['session purge', async () => {
+      const purged = await purgeEndedSessions(ctx);
+      if (purged > 0) ctx.logger.info({ purged }, 'purged ended sessions');
+    }],
+  ];
+  for (const [name, job] of jobs) {
+    await job().catch((error: unknown) => ctx.logger.warn({ err: error }, `${name} failed; it will run again`));
+  }
+}
+
+/**
+ * Runs housekeeping now and every few minutes (every instance may: each job is idempotent). The
+ * returned function stops it and waits for a round under way.
+ */
+export function startMaintenance(ctx: AppContext, everyMs = EVERY_MS): () => Promise<void> {
+  let running: Promise<void> = runMaintenance(ctx);
+  const timer = setInterval(() => {
+    running = running.then(() => runMaintenance(ctx));
+  }, everyMs);
+  timer.unref();
+  return () => {
+    clearInterval(timer);
+    return running;
+  };
+}

@@ -1,0 +1,33 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { Express, Request, RequestHandler } from 'express';
+import { principalFor } from '../auth/sessions.js';
+import type { AppContext } from '../context.js';
+import { AppError } from '../http/errors.js';
+import { isAdmin } from '../http/principal.js';
+import type { HttpMetrics } from './http-metrics.js';
+
+const digest = (value: string) => createHash('sha256').update(value).digest();
+
+/** Compares in constant time (over the digests, so lengths do not leak either). */
+const isScrapeToken = (authorization: string | undefined, token: string | undefined): boolean =>
+  token !== undefined && authorization !== undefined && timingSafeEqual(digest(authorization), digest(`Bearer ${token}`));
+
+/**
+ * /metrics is not public: it answers the static scrape token (METRICS_TOKEN) or an admin's access
+ * token, both sent as Bearer; 401 without a valid token, 403 for a non-admin user.
+ */
+async function authorizeScrape(ctx: AppContext, req: Request): Promise<void> {
+  if (isScrapeToken(req.headers.authorization, ctx.config.metricsToken)) return;
+  const principal = await principalFor(ctx, req.accessClaims);
+  if (!isAdmin(principal)) throw new AppError('forbidden', 'Metrics are for administrators and the scrape token');
+}
+
+export function serveMetrics(app: Express, ctx: AppContext, metrics: HttpMetrics): void {
+  const scrape: RequestHandler = async (req, res) => {
+    await authorizeScrape(ctx, req);
+    res.setHeader('Content-Type', metrics.registry.contentType);
+    res.send(await metrics.registry.metrics());
+  };
+  app.get('/metrics', scrape);
+  app.all('/metrics', (_req, _res, next) => next(new AppError('method_not_allowed', 'Metrics are read with GET', { headers: { Allow: 'GET, HEAD' } })));
+}

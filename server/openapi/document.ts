@@ -1,0 +1,150 @@
+import { readFileSync } from 'node:fs';
+import { isAppRouteNoBody, isAppRouteOtherResponse, type AppRoute, type AppRouteResponse } from '@ts-rest/core';
+import { generateOpenApi } from '@ts-rest/open-api';
+import { z } from 'zod';
+import { contract, ProblemSchema, TaskSchema } from '../../contract/index.js';
+import { headerRefs, headers, problemResponseRef, problemResponses, reasonPhrases, type HeaderName } from './responses.js';
+import { schemaOf, withIntegerFormats, withNamedModels, type JsonSchema, type OpenApiDocument } from './schemas.js';
+
+type OperationMapper = NonNullable<NonNullable<Parameters<typeof generateOpenApi>[2]>['operationMapper']>;
+type Operation = Parameters<OperationMapper>[0];
+type Parameter = NonNullable<Operation['parameters']>[number];
+
+const packageVersion = (): string =>
+  z.object({ version: z.string() }).parse(JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'))).version;
+
+const isPublic = (route: AppRoute): boolean => z.object({ public: z.literal(true) }).safeParse(route.metadata).success;
+
+const INTRODUCTION = [
+  'Users, their tasks, tags and attachments. JSON in and out with camelCase fields; ids are UUIDv7; timestamps are RFC 3339 in UTC with milliseconds.',
+  'Every 4xx and 5xx answer is RFC 9457 problem details (`application/problem+json`) with a stable `code`. Every answer carries `X-Request-Id`.',
+  'Authenticate with `POST /auth/login` (or `/auth/register`) and send the access token as `Authorization: Bearer …`; renew it with `POST /auth/refresh`.',
+  'Lists answer `{ items, nextCursor }` with a `Link: rel="next"` header; pass `nextCursor` back as `cursor` (keyset pagination, `limit` 1-100).',
+  'Single tasks carry `ETag: "<version>"`: `PUT`, `PATCH` and `DELETE` honour `If-Match` (412), `GET` honours `If-None-Match` (304).',
+].join('\n\n');
+
+const bearerAuth = {
+  type: 'http',
+  scheme: 'bearer',
+  bearerFormat: 'JWT',
+  description:
+    'An access token from `POST /auth/register`, `/auth/login` or `/auth/refresh`: a JWT signed with EdDSA whose algorithm, issuer, audience and type (`at+jwt`) are pinned on verification, following RFC8725. It expires after 15 minutes by default; the public keys are at `/.well-known/jwks.json`.',
+};
+
+const tags = [
+  { name: 'auth', description: 'Accounts and sessions: register, log in, refresh, log out' },
+  { name: 'users', description: 'User accounts (self or admin)' },
+  { name: 'tasks', description: "Tasks the caller owns or is assigned to (admin: all)" },
+  { name: 'tags', description: "The caller's tags, and tags on tasks" },
+  { name: 'attachments', description: 'Files attached to tasks' },
+  { name: 'service', description: 'Health, readiness and the keys that verify access tokens' },
+  { name: 'docs', description: 'This document and its reference page' },
+];
+
+/** `a,b,c` query values: a ZodPipeline from a string to an array, which the generator leaves blank. */
+function commaListOf(schema: z.ZodTypeAny | undefined): { item: z.ZodTypeAny; maxItems: number | undefined } | undefined {
+  let inner = schema;
+  while (inner instanceof z.ZodOptional || inner instanceof z.ZodDefault) inner = inner._def.innerType;
+  if (!(inner instanceof z.ZodPipeline) || !(inner._def.out instanceof z.ZodArray)) return undefined;
+  return { item: inner._def.out.element, maxItems: inner._def.out._def.maxLength?.value };
+}
+
+function describeParameter(parameter: Parameter, route: AppRoute): Parameter {
+  if (!('in' in parameter) || parameter.in !== 'query' || !(route.query instanceof z.ZodObject)) return parameter;
+  const list = commaListOf(route.query.shape[parameter.name]);
+  if (!list) return parameter;
+  return {
+    ...parameter,
+    description: 'Comma-separated values',
+    style: 'form',
+    explode: false,
+    schema: { type: 'array', items: schemaOf(list.item, 'request'), maxItems: list.maxItems },
+  };
+}
+
+const GeneratedFormSchema = z.object({ properties: z.record(z.record(z.unknown())).default({}) });
+
+const fileSchema: JsonSchema = {
+  type: 'string',
+  format: 'binary',
+  description: 'The file: at most ATTACHMENT_MAX_BYTES (25 MiB by default, 413 beyond); its name and type are taken from the part',
+};
+
+function describeRequestBody(route: AppRoute, body: NonNullable<Operation['requestBody']>): Operation['requestBody'] {
+  if (!('content' in body)) return body;
+  if ('contentType' in route && route.contentType === 'multipart/form-data') {
+    const properties = GeneratedFormSchema.parse(body.content['multipart/form-data']?.schema).properties;
+    // Parts the generator could not type (z.custom<Blob>) are the file parts.
+    const files = Object.entries(properties).filter(([, schema]) => !('type' in schema)).map(([name]) => name);
+    const form: JsonSchema = { type: 'object', required: files, additionalProperties: false, properties: { ...properties, ...Object.fromEntries(files.map((name) => [name, fileSchema])) } };
+    return { required: true, content: { 'multipart/form-data': { schema: form } } };
+  }
+  const json = body.content['application/json'];
+  if (!json) return body;
+  // Express parses both as JSON; PATCH is a merge patch (RFC 7396).
+  return { required: true, content: route.method === 'PATCH' ? { 'application/json': json, 'application/merge-patch+json': json } : { 'application/json': json } };
+}
+
+function successHeaders(status: number, declared: AppRouteResponse): HeaderName[] {
+  const names: HeaderName[] = ['X-Request-Id'];
+  if (status < 300) names.push('RateLimit', 'RateLimit-Policy');
+  if (status === 201) names.push('Location');
+  if (declared === TaskSchema || status === 304) names.push('ETag');
+  if (declared instanceof z.ZodObject && 'nextCursor' in declared.shape) names.push('Link');
+  if (isAppRouteOtherResponse(declared) && !declared.contentType.startsWith('text/')) {
+    names.push('ETag', 'Content-Disposition');
+    if (status === 206) names.push('Content-Range');
+  }
+  if (status === 503) names.push('Retry-After');
+  return names;
+}
+
+function contentOf(declared: AppRouteResponse, generated: unknown) {
+  if (isAppRouteNoBody(declared)) return {};
+  if (isAppRouteOtherResponse(declared)) {
+    if (declared.contentType.startsWith('text/')) return { content: { [declared.contentType]: { schema: { type: 'string' } } } };
+    // The bytes of an attachment come with its own stored media type.
+    return { content: { '*/*': { schema: { type: 'string', format: 'binary' } } } };
+  }
+  return typeof generated === 'object' && generated !== null && 'content' in generated ? { content: generated.content } : {};
+}
+
+function describeResponses(route: AppRoute, generated: Operation['responses']): Operation['responses'] {
+  const responses: Operation['responses'] = {};
+  for (const [code, declared] of Object.entries(route.responses)) {
+    const status = Number(code);
+    responses[code] =
+      declared === ProblemSchema
+        ? problemResponseRef(status)
+        : { description: reasonPhrases[status] ?? code, headers: headerRefs(successHeaders(status, declared)), ...contentOf(declared, generated[code]) };
+  }
+  // The rate limit and unexpected failures apply to every operation.
+  for (const status of [429, 500]) responses[status] ??= problemResponseRef(status);
+  return responses;
+}
+
+const describeOperation: OperationMapper = (operation, route) => ({
+  ...operation,
+  parameters: operation.parameters?.map((parameter) => describeParameter(parameter, route)),
+  ...(operation.requestBody ? { requestBody: describeRequestBody(route, operation.requestBody) } : {}),
+  responses: describeResponses(route, operation.responses),
+  security: isPublic(route) ? [] : [{ bearerAuth: [] }],
+});
+
+/** The OpenAPI 3 document of the contract, with what the generator leaves out filled in. */
+export function buildOpenApiDocument(): OpenApiDocument {
+  const generated = generateOpenApi(
+    contract,
+    {
+      info: { title: 'Task service', version: packageVersion(), description: INTRODUCTION },
+      tags,
+      components: { securitySchemes: { bearerAuth }, headers, responses: problemResponses() },
+    },
+    { setOperationId: 'concatenated-path', operationMapper: describeOperation },
+  );
+  return withNamedModels(withIntegerFormats(generated));
+}
+
+let built: OpenApiDocument | undefined;
+/** Built once: it depends only on the contract and the package version. */
+export const openApiDocument = (): OpenApiDocument => (built ??= buildOpenApiDocument());

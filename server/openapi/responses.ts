@@ -1,0 +1,71 @@
+// Response headers and the problem+json error answers, which the generator does not describe.
+
+const header = (description: string, schema: Record<string, unknown> = { type: 'string', maxLength: 1024 }) => ({ description, schema });
+
+export const headers = {
+  'X-Request-Id': header('Echoes a well-formed incoming X-Request-Id (1-128 of A-Z a-z 0-9 . _ : -), else a new UUIDv7', {
+    type: 'string',
+    pattern: '^[A-Za-z0-9._:-]{1,128}$',
+    maxLength: 128,
+  }),
+  RateLimit: header('What is left of the general request budget (draft-ietf-httpapi-ratelimit-headers), e.g. `"default";r=599;t=60`; sent on operations the limit applies to when it is enabled'),
+  'RateLimit-Policy': header('The general request budget, e.g. `"default";q=600;w=60`'),
+  'Retry-After': header('Seconds to wait before trying again', { type: 'integer', format: 'int32', minimum: 1, maximum: 86400 }),
+  'WWW-Authenticate': header('`Bearer`: send a valid access token'),
+  Location: header('The path of the created resource'),
+  ETag: header('The entity tag: `"<version>"` for a task, derived from the sha256 for attachment bytes'),
+  Link: header('`<…>; rel="next"` when there is a next page'),
+  'Content-Disposition': header('`attachment` with the stored filename (RFC 6266)'),
+  'Content-Range': header('The byte range sent, e.g. `bytes 0-99/1234`, or the full length when none can be (`bytes */1234`)'),
+};
+export type HeaderName = keyof typeof headers;
+
+export const headerRefs = (names: HeaderName[]) =>
+  Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${name}` }]));
+
+/** The error answers of API.md's table, by status; each lists the problem codes it may carry. */
+const problems: Record<number, { name: string; description: string }> = {
+  400: { name: 'BadRequest', description: 'The request does not match the contract (`validation_failed`, every issue in `errors`) or the body is not JSON (`malformed_json`)' },
+  401: { name: 'Unauthenticated', description: 'Missing, malformed, expired, revoked or wrongly signed token (`unauthenticated`), or a failed login (`invalid_credentials`)' },
+  403: { name: 'Forbidden', description: 'Authenticated, but the role does not allow the operation (`forbidden`)' },
+  404: { name: 'NotFound', description: 'No such resource, or not visible to the caller (`not_found`)' },
+  409: { name: 'Conflict', description: 'A uniqueness rule or invariant would break (`email_taken`, `tag_name_taken`, `last_admin`, `conflict`)' },
+  412: { name: 'PreconditionFailed', description: '`If-Match` does not match the current ETag (`precondition_failed`)' },
+  413: { name: 'PayloadTooLarge', description: 'A JSON body over 1 MiB or an attachment over the configured limit (`payload_too_large`)' },
+  415: { name: 'UnsupportedMediaType', description: 'The body is not in the media type the operation takes (`unsupported_media_type`)' },
+  416: { name: 'RangeNotSatisfiable', description: 'The requested byte range lies outside the attachment (`range_not_satisfiable`)' },
+  429: { name: 'TooManyRequests', description: 'Too many requests (`rate_limited`); retry after `Retry-After` seconds' },
+  500: { name: 'InternalError', description: 'An unexpected error (`internal`); no internals are disclosed' },
+  503: { name: 'Unavailable', description: 'The database is unreachable (`unavailable`); retry after `Retry-After` seconds' },
+};
+
+export const problemResponseRef = (status: number) => {
+  const problem = problems[status];
+  if (!problem) throw new Error(`No problem response is described for status ${status}`);
+  return { $ref: `#/components/responses/${problem.name}` };
+};
+
+const isClientError = (status: number) => status >= 400 && status < 500;
+
+export function problemResponses() {
+  return Object.fromEntries(
+    Object.entries(problems).map(([code, { name, description }]) => {
+      const status = Number(code);
+      const names: HeaderName[] = ['X-Request-Id'];
+      if (isClientError(status)) names.push('RateLimit', 'RateLimit-Policy');
+      if (status === 401) names.push('WWW-Authenticate');
+      if (status === 429 || status === 503) names.push('Retry-After');
+      if (status === 416) names.push('Content-Range');
+      return [name, { description, headers: headerRefs(names), content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } } }];
+    }),
+  );
+}
+
+export const reasonPhrases: Record<number, string> = {
+  200: 'OK',
+  201: 'Created',
+  204: 'No Content',
+  206: 'Partial Content',
+  304: 'Not Modified',
+  503: 'Service Unavailable',
+};

@@ -1,0 +1,126 @@
+import { randomBytes } from 'node:crypto';
+import request from 'supertest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TaskSchema } from '../contract/index.js';
+import { buildApp } from '../server/app.js';
+import { ConfigError, loadConfig } from '../server/config.js';
+import { startService, type TestService } from './support/app.js';
+import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+
+const METRICS_TOKEN = randomBytes(32).toString('base64url');
+
+interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+/** Parses Prometheus text format samples (comments skipped). */
+function samplesOf(text: string): Sample[] {
+  return text
+    .split('\n')
+    .filter((line) => line !== '' && !line.startsWith('#'))
+    .map((line) => {
+      const match = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+      if (!match?.[1] || !match[3]) throw new Error(`not a sample: ${line}`);
+      const labels = Object.fromEntries([...(match[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((m) => [m[1] ?? '', m[2] ?? '']));
+      return { name: match[1], labels, value: Number(match[3]) };
+    });
+}
+
+/** The value of one sample, 0 when the series does not exist yet. */
+function valueOf(samples: Sample[], name: string, labels: Record<string, string>): number {
+  const sample = samples.find((s) => s.name === name && Object.entries(labels).every(([key, value]) => s.labels[key] === value) && Object.keys(s.labels).length === Object.keys(labels).length);
+  return sample?.value ?? 0;
+}
+
+let service: TestService;
+let admin: TestUser;
+let alice: TestUser;
+
+const scrape = async (auth = `Bearer ${METRICS_TOKEN}`) => {
+  const res = await service.http.get('/metrics').set('Authorization', auth).expect(200);
+  return samplesOf(res.text);
+};
+
+beforeAll(async () => {
+  service = await startService({ METRICS_TOKEN });
+  admin = await registerAdmin(service);
+  alice = await registerUser(service);
+});
+afterAll(() => service.close());
+
+describe('GET /metrics', () => {
+  it('answers 401 without a token, or with a wrong one, with WWW-Authenticate', async () => {
+    const anonymous = await service.http.get('/metrics').expect(401).expect('Content-Type', /application\/problem\+json/);
+    expect(anonymous.body.code).toBe('unauthenticated');
+    expect(anonymous.headers['www-authenticate']).toBe('Bearer');
+    await service.http.get('/metrics').set('Authorization', `Bearer ${METRICS_TOKEN}x`).expect(401);
+    await service.http.get('/metrics').set('Authorization', METRICS_TOKEN).expect(401);
+  });
+
+  it("answers 403 to a user's access token", async () => {
+    const res = await service.http.get('/metrics').set('Authorization', alice.auth).expect(403);
+    expect(res.body.code).toBe('forbidden');
+  });
+
+  it("answers the Prometheus text format to an admin's access token and to METRICS_TOKEN", async () => {
+    for (const auth of [admin.auth, `Bearer ${METRICS_TOKEN}`]) {
+      const res = await service.http.get('/metrics').set('Authorization', auth).expect(200).expect('Content-Type', /^text\/plain; version=0\.0\.4/);
+      expect(res.text).toContain('# TYPE http_requests_total counter');
+      expect(res.text).toContain('# TYPE http_request_duration_seconds histogram');
+      // Default process metrics.
+      expect(res.text).toContain('# TYPE process_cpu_user_seconds_total counter');
+      expect(res.text).toContain('# TYPE nodejs_eventloop_lag_seconds gauge');
+    }
+  });
+
+  it('counts and times requests by method, route template and status', async () => {
+    const created = await service.http.post('/tasks').set('Authorization', alice.auth).send({ title: 'Counted' }).expect(201);
+    const task = TaskSchema.parse(created.body);
+    const labels = { method: 'GET', route: '/tasks/:task_id', status: '200' };
+    const missing = { method: 'GET', route: '/tasks/:task_id', status: '404' };
+    const before = await scrape();
+
+    await service.http.get(`/tasks/${task.id}`).set('Authorization', alice.auth).expect(200);
+    await service.http.get(`/tasks/${task.id}`).set('Authorization', alice.auth).expect(200);
+    await service.http.get('/tasks/0190f0f0-0000-7000-8000-000000000000').set('Authorization', alice.auth).expect(404);
+    const after = await scrape();
+
+    expect(valueOf(after, 'http_requests_total', labels) - valueOf(before, 'http_requests_total', labels)).toBe(2);
+    expect(valueOf(after, 'http_request_duration_seconds_count', labels) - valueOf(before, 'http_request_duration_seconds_count', labels)).toBe(2);
+    expect(valueOf(after, 'http_request_duration_seconds_bucket', { ...labels, le: '+Inf' })).toBe(valueOf(after, 'http_request_duration_seconds_count', labels));
+    expect(valueOf(after, 'http_requests_total', missing) - valueOf(before, 'http_requests_total', missing)).toBe(1);
+    // Never the raw URL: ids would make a series per resource.
+    expect(after.some((sample) => Object.values(sample.labels).some((value) => value.includes(task.id)))).toBe(false);
+  });
+
+  it('labels requests that match no route "unmatched"', async () => {
+    const labels = { method: 'GET', route: 'unmatched', status: '404' };
+    const before = valueOf(await scrape(), 'http_requests_total', labels);
+    await service.http.get('/no/such/path/42').expect(404);
+    expect(valueOf(await scrape(), 'http_requests_total', labels) - before).toBe(1);
+  });
+
+  it('answers 405 with Allow to other methods', async () => {
+    const res = await service.http.post('/metrics').set('Authorization', `Bearer ${METRICS_TOKEN}`).expect(405);
+    expect(res.headers.allow).toBe('GET, HEAD');
+  });
+
+  it('keeps one registry per app', async () => {
+    const labels = { method: 'GET', route: '/healthz', status: '200' };
+    await service.http.get('/healthz').expect(200);
+    expect(valueOf(await scrape(), 'http_requests_total', labels)).toBeGreaterThan(0);
+    const second = request(buildApp(service.ctx));
+    const res = await second.get('/metrics').set('Authorization', `Bearer ${METRICS_TOKEN}`).expect(200);
+    expect(valueOf(samplesOf(res.text), 'http_requests_total', labels)).toBe(0);
+  });
+});
+
+describe('METRICS_TOKEN', () => {
+  it('must be at least 32 characters', () => {
+    expect(() => loadConfig({ METRICS_TOKEN: 'too-short' })).toThrow(ConfigError);
+    expect(() => loadConfig({ METRICS_TOKEN: 'too-short' })).toThrow(/METRICS_TOKEN/);
+    expect(loadConfig({ METRICS_TOKEN }).metricsToken).toBe(METRICS_TOKEN);
+  });
+});
