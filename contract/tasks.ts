@@ -23,7 +23,10 @@ export const TaskSchema = z.object({
   /** The task's tags, ordered by name. */
   tags: z.array(TagRefSchema),
   attachmentCount: z.number().int(),
-  /** Starts at 1 and grows by one with every change; the ETag is `"<version>"`. */
+  /**
+   * Starts at 1 and grows by one with every change to the task as shown here (its fields, its tags,
+   * its attachment count); the ETag is `"<version>"`.
+   */
   version: z.number().int(),
   createdAt: TimestampSchema,
   updatedAt: TimestampSchema,

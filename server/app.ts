@@ -5,6 +5,7 @@ import { contract } from '../contract/index.js';
 import { attachmentsRouter } from './attachments/router.js';
 import { authRouter } from './auth/router.js';
 import type { AppContext } from './context.js';
+import { corsFor } from './http/cors.js';
 import { errorHandler, unmatchedRoute } from './http/errors.js';
 import { identifyCaller, noStore, rateLimit, requestId, requireAuthentication, requireMediaType } from './http/middleware.js';
 import { methodsByPath } from './http/routes.js';
@@ -39,6 +40,8 @@ export function buildApp(ctx: AppContext): Express {
       customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'warn' : 'info'),
     }),
   );
+  const cors = corsFor(ctx.config.corsOrigins);
+  if (cors) app.use(cors);
   app.use(noStore);
   app.use(identifyCaller(ctx));
   app.use(rateLimit(ctx.config.rateLimitPerMinute));
@@ -53,16 +56,7 @@ export function buildApp(ctx: AppContext): Express {
     service: serviceRouter(ctx),
     docs: docsRouter(),
   };
-  const implemented = {
-    auth: contract.auth,
-    users: contract.users,
-    tasks: contract.tasks,
-    attachments: contract.attachments,
-    tags: contract.tags,
-    service: contract.service,
-    docs: contract.docs,
-  };
-  createExpressEndpoints(implemented, routers, app, {
+  createExpressEndpoints(contract, routers, app, {
     logInitialization: false,
     responseValidation: true,
     globalMiddleware: [requireAuthentication(ctx), requireMediaType],

@@ -15,6 +15,11 @@ const EnvSchema = z
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     PUBLIC_URL: z.string().url().optional(),
     TRUST_PROXY: z.string().default('false'),
+    CORS_ORIGINS: z
+      .string()
+      .default('')
+      .transform((value) => value.split(',').map((origin) => origin.trim()).filter(Boolean))
+      .pipe(z.array(z.union([z.literal('*'), z.string().url().transform((url) => new URL(url).origin)]))),
     JWT_ISSUER: z.string().min(1).default('task-service'),
     JWT_AUDIENCE: z.string().min(1).default('task-service'),
     JWT_PRIVATE_KEY: z.string().min(1).optional(),
@@ -51,6 +56,8 @@ export interface Config {
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   publicUrl: string | undefined;
   trustProxy: boolean | number | string;
+  /** Browser origins allowed to call the API (CORS); empty: none, `*`: any. */
+  corsOrigins: string[];
   jwt: { issuer: string; audience: string; privateKeyPem: string | undefined; accessTokenTtlSeconds: number };
   sessionIdleMs: number;
   registrationEnabled: boolean;
@@ -88,6 +95,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     logLevel: e.LOG_LEVEL,
     publicUrl: e.PUBLIC_URL?.replace(/\/+$/, ''),
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
+    corsOrigins: e.CORS_ORIGINS,
     jwt: {
       issuer: e.JWT_ISSUER,
       audience: e.JWT_AUDIENCE,

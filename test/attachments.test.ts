@@ -7,12 +7,13 @@ import type { Response as SuperagentResponse } from 'superagent';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { AttachmentSchema, type Attachment } from '../contract/attachments.js';
-import { listOf, ProblemSchema, type ProblemCode } from '../contract/common.js';
+import { listOf, ProblemSchema } from '../contract/common.js';
 import { TaskSchema, type Task } from '../contract/tasks.js';
 import { buildApp } from '../server/app.js';
 import { sweepOrphans, ORPHAN_GRACE_MS } from '../server/attachments/sweep.js';
 import { startService, type TestService } from './support/app.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+import { expectProblem } from './support/problems.js';
 
 const MAX_BYTES = 2 * 1024 * 1024;
 const MAX_PER_TASK = 8;
@@ -57,14 +58,6 @@ async function eventually(check: () => Promise<boolean>, what: string): Promise<
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
   throw new Error(`never happened: ${what}`);
-}
-
-function expectProblem(res: { status: number; headers: Record<string, string>; body: unknown }, status: number, code: ProblemCode) {
-  expect(res.status).toBe(status);
-  expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
-  const problem = ProblemSchema.parse(res.body);
-  expect(problem.code).toBe(code);
-  return problem;
 }
 
 async function createTask(user: TestUser, body: Record<string, unknown> = {}): Promise<Task> {
@@ -175,7 +168,10 @@ describe('upload and download', () => {
 
     const meta = await service.http.get(`/attachments/${attachment.id}`).set('Authorization', alice.auth).expect(200);
     expect(AttachmentSchema.parse(meta.body)).toEqual(attachment);
-    expect((await getTask(alice, task.id)).attachmentCount).toBe(1);
+    const after = await getTask(alice, task.id);
+    expect(after.attachmentCount).toBe(1);
+    // attachmentCount is part of the task, so the task's version (its ETag) moved on.
+    expect(after.version).toBe(task.version + 1);
   });
 
   it('takes the content type from the bytes: a PNG declared as text/plain is image/png', async () => {

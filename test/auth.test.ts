@@ -8,13 +8,14 @@ import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { AuthResultSchema } from '../contract/auth.js';
-import { ProblemSchema, type ProblemCode } from '../contract/common.js';
+import { ProblemSchema } from '../contract/common.js';
 import { UserSchema } from '../contract/users.js';
 import { purgeEndedSessions } from '../server/auth/sessions.js';
 import { createContext } from '../server/bootstrap.js';
 import { loadConfig } from '../server/config.js';
 import { startService, type TestService } from './support/app.js';
 import { registerUser, uniqueEmail, type TestUser } from './support/users.js';
+import { expectProblem } from './support/problems.js';
 
 const ADMIN_EMAIL = 'Root.Admin@Example.TEST';
 const ADMIN_PASSWORD = 'admin password 123';
@@ -25,15 +26,6 @@ beforeAll(async () => {
   service = await startService({ ADMIN_EMAIL, ADMIN_PASSWORD });
 });
 afterAll(() => service.close());
-
-function expectProblem(res: Response, status: number, code: ProblemCode) {
-  expect(res.status).toBe(status);
-  expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
-  const problem = ProblemSchema.parse(res.body);
-  expect(problem.code).toBe(code);
-  expect(problem.status).toBe(status);
-  return problem;
-}
 
 function expectUnauthenticated(res: Response) {
   expectProblem(res, 401, 'unauthenticated');

@@ -5,10 +5,12 @@ import { ProblemSchema, type ProblemCode } from '../contract/common.js';
 import { HealthSchema, ReadinessSchema } from '../contract/service.js';
 import { buildApp } from '../server/app.js';
 import { createContext } from '../server/bootstrap.js';
+import { loadConfig } from '../server/config.js';
 import { openPostgres } from '../server/db/database.js';
 import { startService, type TestService } from './support/app.js';
 import { freshDatabase } from './support/databases.js';
 import { registerUser, uniqueEmail, type TestUser } from './support/users.js';
+import { expectProblem } from './support/problems.js';
 
 let service: TestService;
 let user: TestUser;
@@ -17,27 +19,6 @@ beforeAll(async () => {
   user = await registerUser(service);
 });
 afterAll(() => service.close());
-
-const PROBLEM_KEYS = ['code', 'detail', 'instance', 'requestId', 'status', 'title', 'type'];
-
-/** Checks the RFC 9457 body every error carries, tied to the response it came in. */
-function expectProblem(res: Response, status: number, code: ProblemCode, instance: string) {
-  expect(res.status).toBe(status);
-  expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
-  const problem = ProblemSchema.strict().parse(res.body);
-  expect(Object.keys(problem).filter((k) => k !== 'errors').sort()).toEqual(PROBLEM_KEYS);
-  expect(problem).toMatchObject({ type: `/problems/${code}`, status, code, instance });
-  expect(problem.title.length).toBeGreaterThan(0);
-  expect(problem.detail.length).toBeGreaterThan(0);
-  expect(problem.requestId).toBe(res.headers['x-request-id']);
-  expectNoInternals(res.text);
-  return problem;
-}
-
-/** Stack frames, file paths and SQL never reach a client. */
-function expectNoInternals(text: string) {
-  expect(text).not.toMatch(/\bat .+\(.*:\d+:\d+\)|node_modules|\/work\/|\.ts:\d+|\bSELECT\b|\bINSERT\b|prisma/i);
-}
 
 describe('problem details', () => {
   const cases: [string, () => Promise<Response>, number, ProblemCode, string][] = [
@@ -268,5 +249,44 @@ describe('with the database gone', () => {
 
   it('still answers GET /healthz, the process being alive', async () => {
     await request(gone).get('/healthz').expect(200);
+  });
+});
+
+describe('CORS', () => {
+  let open: TestService;
+  beforeAll(async () => {
+    open = await startService({ CORS_ORIGINS: 'https://app.example.test, https://admin.example.test/' });
+  });
+  afterAll(() => open.close());
+
+  it('answers a preflight from an allowed origin', async () => {
+    const res = await open.http
+      .options('/tasks')
+      .set('Origin', 'https://admin.example.test')
+      .set('Access-Control-Request-Method', 'PATCH')
+      .set('Access-Control-Request-Headers', 'authorization, content-type, if-match')
+      .expect(204);
+    expect(res.headers['access-control-allow-origin']).toBe('https://admin.example.test');
+    expect(res.headers['access-control-allow-methods']).toContain('PATCH');
+    expect(res.headers['access-control-allow-headers']).toContain('If-Match');
+    expect(res.headers['access-control-allow-credentials']).toBeUndefined();
+  });
+
+  it('exposes the headers a client reads, and says nothing to other origins', async () => {
+    const allowed = await open.http.get('/healthz').set('Origin', 'https://app.example.test').expect(200);
+    expect(allowed.headers['access-control-allow-origin']).toBe('https://app.example.test');
+    expect(allowed.headers['access-control-expose-headers']).toContain('ETag');
+    expect(allowed.headers['access-control-expose-headers']).toContain('Link');
+    const other = await open.http.get('/healthz').set('Origin', 'https://evil.example.test').expect(200);
+    expect(other.headers['access-control-allow-origin']).toBeUndefined();
+  });
+
+  it('is off unless configured', async () => {
+    const res = await service.http.get('/healthz').set('Origin', 'https://app.example.test').expect(200);
+    expect(res.headers['access-control-allow-origin']).toBeUndefined();
+  });
+
+  it('refuses a malformed origin in the configuration', () => {
+    expect(() => loadConfig({ CORS_ORIGINS: 'not a url' })).toThrow(/CORS_ORIGINS/);
   });
 });

@@ -1,10 +1,11 @@
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listOf, pageOf, ProblemSchema, type ProblemCode } from '../contract/common.js';
+import { listOf, pageOf, ProblemSchema } from '../contract/common.js';
 import { TagSchema, type Tag } from '../contract/tags.js';
 import { TaskSchema, type Task } from '../contract/tasks.js';
 import { startService, type TestService } from './support/app.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+import { expectProblem } from './support/problems.js';
 
 const TagPageSchema = pageOf(TagSchema);
 const TagListSchema = listOf(TagSchema);
@@ -46,14 +47,6 @@ const linkTag = (user: TestUser, taskId: string, tagId: string) => service.http.
 const PAST = new Date('2020-01-01T00:00:00.000Z');
 async function ageTask(taskId: string): Promise<void> {
   await service.ctx.db.prisma.task.update({ where: { id: taskId }, data: { updatedAt: PAST } });
-}
-
-function expectProblem(res: { status: number; headers: Record<string, string>; body: unknown }, status: number, code: ProblemCode) {
-  expect(res.status).toBe(status);
-  expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
-  const problem = ProblemSchema.parse(res.body);
-  expect(problem.code).toBe(code);
-  return problem;
 }
 
 const errorPaths = (body: unknown) => (ProblemSchema.parse(body).errors ?? []).map((e) => e.path);
@@ -224,6 +217,23 @@ describe('GET, PATCH and DELETE /tags/{tag_id}', () => {
     // Changing only the case of its own name is no clash.
     const recased = await service.http.patch(`/tags/${tag.id}`).set('Authorization', alice.auth).send({ name: 'RENAMED ONE' }).expect(200);
     expect(TagSchema.parse(recased.body).name).toBe('RENAMED ONE');
+  });
+
+  it('gives the tasks carrying a renamed or recoloured tag a new version, and no-op patches none', async () => {
+    const tag = await createTag(alice, { name: freshName('shown'), color: '#000000' });
+    const carrier = await createTask(alice, { tagIds: [tag.id] });
+    const bystander = await createTask(alice);
+    const before = await getTask(alice, carrier.id);
+    await service.http.patch(`/tags/${tag.id}`).set('Authorization', alice.auth).send({ name: 'Shown anew' }).expect(200);
+    const renamed = await getTask(alice, carrier.id);
+    expect(renamed.task.version).toBe(before.task.version + 1);
+    expect(renamed.etag).not.toBe(before.etag);
+    expect(renamed.task.tags.map((t) => t.name)).toEqual(['Shown anew']);
+    await service.http.patch(`/tags/${tag.id}`).set('Authorization', alice.auth).send({ color: '#00ff00' }).expect(200);
+    expect((await getTask(alice, carrier.id)).task.version).toBe(before.task.version + 2);
+    await service.http.patch(`/tags/${tag.id}`).set('Authorization', alice.auth).send({ name: 'Shown anew', color: '#00FF00' }).expect(200);
+    expect((await getTask(alice, carrier.id)).task.version).toBe(before.task.version + 2);
+    expect((await getTask(alice, bystander.id)).task.version).toBe(bystander.version);
   });
 
   it("answers 409 when renaming onto another of the owner's names, ignoring case", async () => {

@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { Response } from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pageOf, ProblemSchema } from '../contract/common.js';
+import { pageOf } from '../contract/common.js';
 import { TaskPrioritySchema, TaskSchema, TaskSortSchema, type Task, type TaskSort } from '../contract/tasks.js';
 import { startService, type TestService } from './support/app.js';
 import { registerUser, type TestUser } from './support/users.js';
+import { expectProblem } from './support/problems.js';
 
 const TaskPageSchema = pageOf(TaskSchema);
 const LIMIT = 7;
@@ -145,13 +146,6 @@ async function pageThrough(user: TestUser, query: string, limit = LIMIT): Promis
 }
 
 const ids = (items: Task[]) => items.map((t) => t.id);
-
-function expectProblem(res: { status: number; body: unknown }, status: number, code: string) {
-  expect(res.status).toBe(status);
-  const problem = ProblemSchema.parse(res.body);
-  expect(problem.code).toBe(code);
-  return problem;
-}
 
 describe('setup', () => {
   it('has varied data: ties, nulls and every status and priority', () => {

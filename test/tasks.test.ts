@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pageOf, ProblemSchema, type ProblemCode } from '../contract/common.js';
+import { pageOf, ProblemSchema } from '../contract/common.js';
 import { TaskSchema, type Task } from '../contract/tasks.js';
 import { startService, type TestService } from './support/app.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+import { expectProblem } from './support/problems.js';
 
 const TaskPageSchema = pageOf(TaskSchema);
 
@@ -36,16 +37,6 @@ async function createTask(user: TestUser, body: Record<string, unknown> = {}): P
 async function getTask(user: TestUser, id: string): Promise<Task> {
   const res = await service.http.get(`/tasks/${id}`).set('Authorization', user.auth).expect(200);
   return TaskSchema.parse(res.body);
-}
-
-/** Asserts a problem+json answer with the given status and code, and returns the problem. */
-function expectProblem(res: { status: number; headers: Record<string, string>; body: unknown }, status: number, code: ProblemCode) {
-  expect(res.status).toBe(status);
-  expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
-  const problem = ProblemSchema.parse(res.body);
-  expect(problem.code).toBe(code);
-  expect(problem.status).toBe(status);
-  return problem;
 }
 
 const errorPaths = (body: unknown) => (ProblemSchema.parse(body).errors ?? []).map((e) => e.path);

@@ -4,23 +4,16 @@ import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AttachmentSchema, type Attachment } from '../contract/attachments.js';
 import { AuthResultSchema, type AuthResult } from '../contract/auth.js';
-import { listOf, pageOf, ProblemSchema, type ProblemCode } from '../contract/common.js';
+import { listOf, pageOf } from '../contract/common.js';
 import { TagSchema } from '../contract/tags.js';
 import { TaskSchema, type Task, type TaskCreate } from '../contract/tasks.js';
 import { UserSchema, type User } from '../contract/users.js';
 import { startService, type TestService } from './support/app.js';
 import { registerAdmin, registerUser, uniqueEmail, type TestUser } from './support/users.js';
+import { expectProblem } from './support/problems.js';
 
 const UserPageSchema = pageOf(UserSchema);
 const TaskPageSchema = pageOf(TaskSchema);
-
-function expectProblem(res: Response, status: number, code: ProblemCode) {
-  expect(res.status).toBe(status);
-  expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
-  const problem = ProblemSchema.parse(res.body);
-  expect(problem.code).toBe(code);
-  return problem;
-}
 
 /** The path a `Link: <…>; rel="next"` header points at, or undefined. */
 function nextLink(res: Response): string | undefined {
@@ -548,7 +541,8 @@ describe('users', () => {
       }
       expectProblem(await service.http.get(`/tags/${tag.id}`).set('Authorization', admin.auth), 404, 'not_found');
       const kept = await service.http.get(`/tasks/${erinsTask.id}`).set('Authorization', erin.auth).expect(200);
-      expect(TaskSchema.parse(kept.body)).toMatchObject({ id: erinsTask.id, ownerId: erin.user.id, assigneeId: null });
+      // Erin's task lost its assignee and one attachment: a new version.
+      expect(TaskSchema.parse(kept.body)).toMatchObject({ id: erinsTask.id, ownerId: erin.user.id, assigneeId: null, version: erinsTask.version + 3 });
 
       for (const attachment of [onOwnTask, onErinsTask]) {
         expectProblem(await service.http.get(`/attachments/${attachment.id}`).set('Authorization', admin.auth), 404, 'not_found');

@@ -5,6 +5,7 @@ import { AppError, notFound } from '../http/errors.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { taskVisibleTo } from '../tasks/queries.js';
 import { findVisibleTask } from '../tasks/service.js';
+import { touchTasks } from '../tasks/versions.js';
 import { contentTypeOf } from './content-type.js';
 import { sanitizeFilename } from './filenames.js';
 import type { AttachmentRow } from './serialize.js';
@@ -59,6 +60,7 @@ export async function createAttachment(ctx: AppContext, principal: Principal, ta
       const task = await tx.task.findFirst({ where: { AND: [{ id: taskId }, taskVisibleTo(principal)] }, select: { id: true } });
       if (!task) throw notFound('task');
       await assertRoomFor(tx, taskId, ctx.config.attachments.maxPerTask);
+      await touchTasks(tx, { id: taskId }); // its attachmentCount changes
       return tx.attachment.create({
         data: {
           id: uuidv7(),
@@ -85,6 +87,10 @@ export async function deleteAttachment(ctx: AppContext, principal: Principal, at
   if (!isAdmin(principal) && row.task.ownerId !== principal.userId && row.uploadedBy !== principal.userId) {
     throw new AppError('forbidden', "Only the task's owner, the uploader or an admin may delete an attachment");
   }
-  const { count } = await ctx.db.prisma.attachment.deleteMany({ where: { id: row.id } });
+  const count = await ctx.db.prisma.$transaction(async (tx) => {
+    const deleted = await tx.attachment.deleteMany({ where: { id: row.id } });
+    if (deleted.count > 0) await touchTasks(tx, { id: row.taskId }); // its attachmentCount changes
+    return deleted.count;
+  });
   if (count > 0) await discardStoredBytes(ctx, [row.storageKey]);
 }

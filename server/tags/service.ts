@@ -7,6 +7,7 @@ import { decodeCursor, toPage, type ListExchange, type Page } from '../http/pagi
 import type { Principal } from '../http/principal.js';
 import { defaultColorFor, nameKeyOf, tagFilters, tagVisibleTo } from './queries.js';
 import { serializeTag, type TagRow } from './serialize.js';
+import { touchTasks } from '../tasks/versions.js';
 
 const TAG_SORT = 'id';
 
@@ -50,14 +51,14 @@ export async function createTag(ctx: AppContext, principal: Principal, input: Ta
 
 export async function updateTag(ctx: AppContext, principal: Principal, tagId: string, change: TagPatch): Promise<TagRow> {
   const tag = await findVisibleTag(ctx, principal, tagId);
-  if (change.name === undefined && change.color === undefined) return tag;
+  const name = change.name ?? tag.name;
+  const color = change.color?.toLowerCase() ?? tag.color;
+  if (name === tag.name && color === tag.color) return tag;
   try {
-    return await ctx.db.prisma.tag.update({
-      where: { id: tag.id },
-      data: {
-        ...(change.name !== undefined && { name: change.name, nameKey: nameKeyOf(change.name) }),
-        ...(change.color !== undefined && { color: change.color.toLowerCase() }),
-      },
+    return await ctx.db.prisma.$transaction(async (tx) => {
+      // The tasks carrying the tag show its name and colour.
+      await touchTasks(tx, { tags: { some: { tagId: tag.id } } });
+      return tx.tag.update({ where: { id: tag.id }, data: { name, nameKey: nameKeyOf(name), color } });
     });
   } catch (error) {
     if (isUniqueViolation(error)) throw tagNameTaken(change.name ?? tag.name);
@@ -73,10 +74,7 @@ export async function deleteTag(ctx: AppContext, principal: Principal, tagId: st
     // Links are inserted under a key-share lock on the tag, so once this holds, the set of tasks is final.
     const locked = await tx.$queryRaw<{ id: string }[]>`SELECT id FROM tags WHERE id = ${tag.id}::uuid FOR UPDATE`;
     if (locked.length === 0) throw notFound('tag');
-    await tx.task.updateMany({
-      where: { tags: { some: { tagId: tag.id } } },
-      data: { version: { increment: 1 }, updatedAt: new Date() },
-    });
+    await touchTasks(tx, { tags: { some: { tagId: tag.id } } });
     await tx.tag.delete({ where: { id: tag.id } });
   });
 }

@@ -1,15 +1,11 @@
 import type { AppContext } from '../context.js';
 import { isMissingRow } from '../db/errors.js';
-import type { Prisma } from '../generated/prisma/client.js';
 import { notFound } from '../http/errors.js';
 import type { Principal } from '../http/principal.js';
 import { findVisibleTask } from '../tasks/service.js';
+import { touchTasks } from '../tasks/versions.js';
 import { tagsByName } from './queries.js';
 import type { TagRow } from './serialize.js';
-
-/** A change to a task's tag set is a change to the task. */
-const bumpTask = (tx: Prisma.TransactionClient, taskId: string) =>
-  tx.task.update({ where: { id: taskId }, data: { version: { increment: 1 }, updatedAt: new Date() }, select: { id: true } });
 
 export async function listTaskTags(ctx: AppContext, principal: Principal, taskId: string): Promise<TagRow[]> {
   const task = await findVisibleTask(ctx, principal, taskId);
@@ -32,7 +28,7 @@ export async function addTagToTask(
       // skipDuplicates: a concurrent add of the same tag finds the link there and answers 200.
       const { count } = await tx.taskTag.createMany({ data: [{ taskId: task.id, tagId: tag.id, createdAt: new Date() }], skipDuplicates: true });
       if (count === 0) return false;
-      await bumpTask(tx, task.id);
+      await touchTasks(tx, { id: task.id });
       return true;
     });
     return { tag, created };
@@ -49,7 +45,7 @@ export async function removeTagFromTask(ctx: AppContext, principal: Principal, t
     await ctx.db.prisma.$transaction(async (tx) => {
       const { count } = await tx.taskTag.deleteMany({ where: { taskId: task.id, tagId } });
       if (count === 0) throw notFound('tag on this task');
-      await bumpTask(tx, task.id);
+      await touchTasks(tx, { id: task.id });
     });
   } catch (error) {
     if (isMissingRow(error)) throw notFound('task');

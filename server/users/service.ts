@@ -7,6 +7,7 @@ import type { Prisma, User as UserRow } from '../generated/prisma/client.js';
 import { AppError, notFound } from '../http/errors.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { emailTaken } from './accounts.js';
+import { touchTasks } from '../tasks/versions.js';
 
 /** A user the caller may see: themself, or anyone for an admin. Others are 404. */
 export async function findVisibleUser(ctx: AppContext, principal: Principal, userId: string): Promise<UserRow> {
@@ -110,6 +111,8 @@ export async function deleteUser(ctx: AppContext, principal: Principal, userId: 
   const storageKeys = await storageKeysOf(ctx, { OR: [{ task: { ownerId: user.id } }, { uploadedBy: user.id }] });
   await withAdminsLocked(ctx, async (tx, adminCount) => {
     if (user.role === 'admin' && adminCount <= 1) throw lastAdmin();
+    // Others' tasks lose this assignee or this uploader's attachments.
+    await touchTasks(tx, { ownerId: { not: user.id }, OR: [{ assigneeId: user.id }, { attachments: { some: { uploadedBy: user.id } } }] });
     await tx.user.delete({ where: { id: user.id } });
   });
   await discardStoredBytes(ctx, storageKeys);
