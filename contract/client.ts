@@ -3,6 +3,7 @@
 import { initClient, isAppRouteOtherResponse, isZodType, type ApiFetcherArgs, type AppRoute } from '@ts-rest/core';
 import { z } from 'zod';
 import type { AuthResult } from './auth.js';
+import { isPublicRoute } from './common.js';
 import { contract } from './index.js';
 
 export interface SessionTokens {
@@ -30,7 +31,6 @@ interface Answer {
 }
 
 const UnauthenticatedSchema = z.object({ code: z.literal('unauthenticated') });
-const isPublic = (route: AppRoute): boolean => z.object({ public: z.literal(true) }).safeParse(route.metadata).success;
 
 /** Form fields from a plain object; Blobs (and Files, with their names) become file parts. */
 function formDataOf(fields: object): FormData {
@@ -106,7 +106,7 @@ export function createClient(options: ClientOptions) {
   };
 
   const send = async (args: ApiFetcherArgs): Promise<Answer> => {
-    if (isPublic(args.route)) return exchange(args, undefined);
+    if (isPublicRoute(args.route)) return exchange(args, undefined);
     const used = tokens?.accessToken;
     const answer = await exchange(args, used);
     if (answer.status !== 401 || !tokens || !UnauthenticatedSchema.safeParse(answer.body).success) return answer;

@@ -1,10 +1,16 @@
-import { initContract } from '@ts-rest/core';
+import { initContract, type AppRoute } from '@ts-rest/core';
 import { z } from 'zod';
 
 export const c = initContract();
 
-/** A UUID (the service issues UUIDv7). Malformed ids in paths are 400, unknown ones 404. */
-export const IdSchema = z.string().uuid();
+/** Route metadata `{ public: true }` marks an operation that needs no access token. */
+export const isPublicRoute = (route: AppRoute): boolean => z.object({ public: z.literal(true) }).safeParse(route.metadata).success;
+
+/**
+ * A UUID (the service issues UUIDv7, lower-case). Any case is accepted and read as lower case;
+ * malformed ids are 400, unknown ones 404.
+ */
+export const IdSchema = z.string().uuid().transform((id) => id.toLowerCase());
 /** RFC 3339 timestamp; the service answers in UTC with milliseconds. */
 export const TimestampSchema = z.string().datetime({ offset: true, precision: 3 });
 /**
@@ -97,9 +103,14 @@ export function commaList<T extends z.ZodTypeAny>(item: T) {
 export const IfMatchHeaders = z.object({ 'if-match': z.string().max(200).optional() });
 export const IfNoneMatchHeaders = z.object({ 'if-none-match': z.string().max(200).optional() });
 
-/** Text PostgreSQL can store and search: its text type cannot hold U+0000. */
+// A UTF-16 surrogate without its partner: JSON can carry one (`"\ud800"`), UTF-8 cannot.
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Text PostgreSQL can store and search: valid Unicode, without U+0000 (its text type cannot hold it). */
 export const storableText = (schema: z.ZodString) =>
-  schema.refine((value) => !value.includes('\u0000'), 'Must not contain the NUL character (U+0000)');
+  schema
+    .refine((value) => !value.includes('\u0000'), 'Must not contain the NUL character (U+0000)')
+    .refine((value) => !LONE_SURROGATE.test(value), 'Must be valid Unicode (no lone surrogate)');
 
 /** A search term: a case-insensitive substring. */
 export const SearchSchema = (maxLength: number) => storableText(z.string().trim().min(1).max(maxLength));

@@ -7,7 +7,7 @@ import { authRouter } from './auth/router.js';
 import type { AppContext } from './context.js';
 import { corsFor } from './http/cors.js';
 import { errorHandler, unmatchedRoute } from './http/errors.js';
-import { identifyCaller, noStore, rateLimit, requestId, requireAuthentication, requireMediaType } from './http/middleware.js';
+import { identifyCaller, noStore, rateLimit, rejectUnexpectedQuery, requestId, requireAuthentication, requireMediaType } from './http/middleware.js';
 import { methodsByPath } from './http/routes.js';
 import { serveMetrics } from './metrics/endpoint.js';
 import { httpMetrics } from './metrics/http-metrics.js';
@@ -45,7 +45,8 @@ export function buildApp(ctx: AppContext): Express {
   app.use(noStore);
   app.use(identifyCaller(ctx));
   app.use(rateLimit(ctx.config.rateLimitPerMinute));
-  app.use(express.json({ limit: '1mb', type: ['application/json', 'application/merge-patch+json'] }));
+  // strict: false lets a scalar body (`"x"`, `null`) through to validation: valid JSON, wrong shape.
+  app.use(express.json({ limit: '1mb', strict: false, type: ['application/json', 'application/merge-patch+json'] }));
 
   const routers = {
     auth: authRouter(ctx),
@@ -59,7 +60,7 @@ export function buildApp(ctx: AppContext): Express {
   createExpressEndpoints(contract, routers, app, {
     logInitialization: false,
     responseValidation: true,
-    globalMiddleware: [requireAuthentication(ctx), requireMediaType],
+    globalMiddleware: [requireAuthentication(ctx), rejectUnexpectedQuery, requireMediaType],
     requestValidationErrorHandler: (err, _req, _res, next) => next(err),
   });
 

@@ -24,7 +24,7 @@ export async function createContext(config: Config, db: Database, logger: Logger
     attachmentStorage: await fileSystemStorage(path.join(config.dataDir, 'attachments')),
   };
   if (config.admin) {
-    const admin = await ensureAdmin(ctx, config.admin);
+    const admin = await ensureAdmin(ctx, config.admin, { promoteExisting: false });
     logger.info({ userId: admin.id, email: admin.email }, 'administrator from configuration is present');
   }
   return ctx;

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { EmailSchema, PasswordSchema, PersonNameSchema } from '../contract/common.js';
 
 const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 const positiveInt = z.coerce.number().int().positive();
@@ -13,7 +14,6 @@ const EnvSchema = z
     DATABASE_URL: z.string().url().optional(),
     DATABASE_POOL_SIZE: positiveInt.default(10),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-    PUBLIC_URL: z.string().url().optional(),
     TRUST_PROXY: z.string().default('false'),
     CORS_ORIGINS: z
       .string()
@@ -26,9 +26,9 @@ const EnvSchema = z
     ACCESS_TOKEN_TTL_SECONDS: positiveInt.max(3600).default(900),
     SESSION_IDLE_DAYS: positiveInt.default(30),
     REGISTRATION_ENABLED: bool.default('true'),
-    ADMIN_EMAIL: z.string().email().optional(),
-    ADMIN_PASSWORD: z.string().min(8).max(128).optional(),
-    ADMIN_NAME: z.string().min(1).max(100).default('Administrator'),
+    ADMIN_EMAIL: EmailSchema.optional(),
+    ADMIN_PASSWORD: PasswordSchema.optional(),
+    ADMIN_NAME: PersonNameSchema.default('Administrator'),
     RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).default(600),
     LOGIN_MAX_FAILURES_PER_ACCOUNT: positiveInt.default(5),
     LOGIN_MAX_FAILURES_PER_ADDRESS: positiveInt.default(30),
@@ -45,8 +45,6 @@ const EnvSchema = z
     path: ['ADMIN_PASSWORD'],
   });
 
-export type Env = z.input<typeof EnvSchema>;
-
 export interface Config {
   port: number;
   host: string;
@@ -54,7 +52,6 @@ export interface Config {
   databaseUrl: string | undefined;
   databasePoolSize: number;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
-  publicUrl: string | undefined;
   trustProxy: boolean | number | string;
   /** Browser origins allowed to call the API (CORS); empty: none, `*`: any. */
   corsOrigins: string[];
@@ -93,7 +90,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     databaseUrl: e.DATABASE_URL,
     databasePoolSize: e.DATABASE_POOL_SIZE,
     logLevel: e.LOG_LEVEL,
-    publicUrl: e.PUBLIC_URL?.replace(/\/+$/, ''),
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
     corsOrigins: e.CORS_ORIGINS,
     jwt: {

@@ -6,6 +6,7 @@ import { ConfigError, loadConfig } from './config.js';
 import { DataDirLockedError, openDatabase, type Database } from './db/database.js';
 import { migrate, MigrationError } from './db/migrate.js';
 import { startMaintenance } from './maintenance.js';
+import { AdminEmailTakenError } from './users/accounts.js';
 
 const SHUTDOWN_GRACE_MS = 10_000;
 
@@ -49,7 +50,8 @@ async function main(): Promise<void> {
 
 main().catch((error: unknown) => {
   // Known start-up failures get their message alone; anything else its stack, for the operator.
-  const known = error instanceof ConfigError || error instanceof DataDirLockedError || error instanceof MigrationError;
+  const known =
+    error instanceof ConfigError || error instanceof DataDirLockedError || error instanceof MigrationError || error instanceof AdminEmailTakenError;
   console.error(known ? `task-service: ${error.message}` : error);
   process.exitCode = 1;
 });

@@ -8,12 +8,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { AttachmentSchema, type Attachment } from '../contract/attachments.js';
 import { listOf, ProblemSchema } from '../contract/common.js';
-import { TaskSchema, type Task } from '../contract/tasks.js';
+import type { Task } from '../contract/tasks.js';
 import { buildApp } from '../server/app.js';
 import { sweepOrphans, ORPHAN_GRACE_MS } from '../server/attachments/sweep.js';
 import { startService, type TestService } from './support/app.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 import { expectProblem } from './support/problems.js';
+import { createTask, getTask } from './support/tasks.js';
 
 const MAX_BYTES = 2 * 1024 * 1024;
 const MAX_PER_TASK = 8;
@@ -60,15 +61,6 @@ async function eventually(check: () => Promise<boolean>, what: string): Promise<
   throw new Error(`never happened: ${what}`);
 }
 
-async function createTask(user: TestUser, body: Record<string, unknown> = {}): Promise<Task> {
-  const res = await service.http.post('/tasks').set('Authorization', user.auth).send({ title: 'With files', ...body }).expect(201);
-  return TaskSchema.parse(res.body);
-}
-
-async function getTask(user: TestUser, id: string): Promise<Task> {
-  return TaskSchema.parse((await service.http.get(`/tasks/${id}`).set('Authorization', user.auth).expect(200)).body);
-}
-
 const post = (user: TestUser, taskId: string) => service.http.post(`/tasks/${taskId}/attachments`).set('Authorization', user.auth);
 
 async function upload(user: TestUser, taskId: string, bytes: Buffer, filename = 'file.bin', contentType = 'application/octet-stream'): Promise<Attachment> {
@@ -107,7 +99,7 @@ function sendMultipart(user: TestUser, taskId: string, parts: Part[]) {
 
 /** Uploads to a task of its own a file part with the given name parameters. */
 async function uploadNamed(params: string): Promise<Attachment> {
-  const res = await sendMultipart(alice, (await createTask(alice)).id, [{ name: 'file', params, type: 'text/plain', data: 'hello' }]);
+  const res = await sendMultipart(alice, (await createTask(service, alice)).id, [{ name: 'file', params, type: 'text/plain', data: 'hello' }]);
   expect(res.status).toBe(201);
   return AttachmentSchema.parse(res.body);
 }
@@ -150,7 +142,7 @@ async function listFor(user: TestUser, taskId: string): Promise<Attachment[]> {
 
 describe('upload and download', () => {
   it('round-trips a 1 MiB random binary byte for byte, with its metadata', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     // A fixed prefix, so that random bytes cannot happen to look like a known format.
     const bytes = Buffer.concat([Buffer.from('not a known format'), randomBytes(1024 * 1024)]);
     const attachment = await upload(alice, task.id, bytes, 'data.bin');
@@ -168,14 +160,14 @@ describe('upload and download', () => {
 
     const meta = await service.http.get(`/attachments/${attachment.id}`).set('Authorization', alice.auth).expect(200);
     expect(AttachmentSchema.parse(meta.body)).toEqual(attachment);
-    const after = await getTask(alice, task.id);
+    const after = await getTask(service, alice, task.id);
     expect(after.attachmentCount).toBe(1);
     // attachmentCount is part of the task, so the task's version (its ETag) moved on.
     expect(after.version).toBe(task.version + 1);
   });
 
   it('takes the content type from the bytes: a PNG declared as text/plain is image/png', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const attachment = await upload(alice, task.id, PNG, 'pixel.txt', 'text/plain');
     expect(attachment.contentType).toBe('image/png');
     const got = await download(alice, attachment.id);
@@ -184,7 +176,7 @@ describe('upload and download', () => {
   });
 
   it('keeps a declared type when the bytes are not recognisable, else application/octet-stream', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     expect((await upload(alice, task.id, Buffer.from('plain words'), 'notes.txt', 'text/plain')).contentType).toBe('text/plain');
     expect((await upload(alice, task.id, Buffer.from('{"a":1}'), 'a.json', 'application/json')).contentType).toBe('application/json');
     const odd = await sendMultipart(alice, task.id, [{ name: 'file', params: 'filename="x"', type: 'application/octet-stream', data: 'x' }]);
@@ -192,7 +184,7 @@ describe('upload and download', () => {
   });
 
   it('stores an empty file', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const attachment = await upload(alice, task.id, Buffer.alloc(0), 'empty.txt', 'text/plain');
     expect(attachment).toMatchObject({ size: 0, sha256: sha256(Buffer.alloc(0)) });
     const got = await download(alice, attachment.id);
@@ -201,15 +193,15 @@ describe('upload and download', () => {
   });
 
   it('lists a task’s attachments oldest first', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const first = await upload(alice, task.id, Buffer.from('1'), 'one.txt');
     const second = await upload(alice, task.id, Buffer.from('2'), 'two.txt');
     expect((await listFor(alice, task.id)).map((a) => a.id)).toEqual([first.id, second.id]);
-    expect(await listFor(alice, (await createTask(alice)).id)).toEqual([]);
+    expect(await listFor(alice, (await createTask(service, alice)).id)).toEqual([]);
   });
 
   it('answers 304 to If-None-Match with the ETag', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const attachment = await upload(alice, task.id, Buffer.from('cache me'));
     const etag = `"${attachment.sha256}"`;
     for (const header of [etag, `W/${etag}`, `"other", ${etag}`, '*']) {
@@ -225,7 +217,7 @@ describe('range requests', () => {
   const bytes = Buffer.from(Array.from({ length: 1000 }, (_, i) => i % 251));
   let attachment: Attachment;
   beforeAll(async () => {
-    attachment = await upload(alice, (await createTask(alice)).id, bytes, 'ranged.bin');
+    attachment = await upload(alice, (await createTask(service, alice)).id, bytes, 'ranged.bin');
   });
 
   it.each([
@@ -280,7 +272,7 @@ describe('file names', () => {
   });
 
   it('refuses raw control characters in the part header, which HTTP does not allow there', async () => {
-    const res = await sendMultipart(alice, (await createTask(alice)).id, [{ name: 'file', params: 'filename="bell\x07.txt"', data: 'x' }]);
+    const res = await sendMultipart(alice, (await createTask(service, alice)).id, [{ name: 'file', params: 'filename="bell\x07.txt"', data: 'x' }]);
     expectProblem(res, 400, 'validation_failed');
   });
 
@@ -320,14 +312,14 @@ describe('file names', () => {
 describe('rejected uploads leave nothing behind', () => {
   async function expectNothingStored(taskId: string) {
     expect(await listFor(alice, taskId)).toEqual([]);
-    expect((await getTask(alice, taskId)).attachmentCount).toBe(0);
+    expect((await getTask(service, alice, taskId)).attachmentCount).toBe(0);
     await eventually(async () => (await partialWrites()).length === 0, 'partial writes removed');
     const keys = new Set((await service.ctx.db.prisma.attachment.findMany({ select: { storageKey: true } })).map((a) => a.storageKey));
     expect((await storedObjects()).filter((key) => !keys.has(key))).toEqual([]);
   }
 
   it('answers 413 to a file one byte over the limit, read as it streams', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const res = await post(alice, task.id).attach('file', Buffer.alloc(MAX_BYTES + 1, 7), { filename: 'big.bin', contentType: 'application/octet-stream' });
     const problem = expectProblem(res, 413, 'payload_too_large');
     expect(problem.detail).toContain(String(MAX_BYTES));
@@ -335,13 +327,13 @@ describe('rejected uploads leave nothing behind', () => {
   });
 
   it('accepts a file of exactly the limit', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const bytes = Buffer.alloc(MAX_BYTES, 1);
     expect((await upload(alice, task.id, bytes, 'exact.bin')).size).toBe(MAX_BYTES);
   });
 
   it('answers 413 at once, before the body, when Content-Length is over the limit', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const { body, contentType } = multipart([{ name: 'file', params: 'filename="huge.bin"', data: Buffer.alloc(1024) }]);
     const upload = rawUpload(task.id, contentType, MAX_BYTES * 4);
     // Only a start of the announced body is ever sent: the answer must not wait for the rest.
@@ -355,7 +347,7 @@ describe('rejected uploads leave nothing behind', () => {
   });
 
   it('removes a half-received file when the client aborts mid-upload', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const { body, contentType } = multipart([{ name: 'file', params: 'filename="half.bin"', data: randomBytes(1024 * 1024) }]);
     const upload = rawUpload(task.id, contentType, body.length);
     upload.answer.catch(() => undefined);
@@ -368,7 +360,7 @@ describe('rejected uploads leave nothing behind', () => {
   });
 
   it('removes the stored bytes when the row cannot be written (the task went away mid-upload)', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const { body, contentType } = multipart([{ name: 'file', params: 'filename="late.bin"', data: randomBytes(512 * 1024) }]);
     const upload = rawUpload(task.id, contentType, body.length);
     upload.req.write(body.subarray(0, body.length / 2));
@@ -384,7 +376,7 @@ describe('rejected uploads leave nothing behind', () => {
   });
 
   it('answers 400 when there is no part named "file", or more than one part', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const cases: Part[][] = [
       [{ name: 'document', params: 'filename="a.txt"', data: 'a' }],
       [{ name: 'file', data: 'a text field, not a file' }],
@@ -401,7 +393,7 @@ describe('rejected uploads leave nothing behind', () => {
   });
 
   it('answers 400 to a malformed multipart body and 415 to another media type', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const truncated = multipart([{ name: 'file', params: 'filename="a.txt"', data: 'abc' }]);
     const res = await post(alice, task.id).set('Content-Type', truncated.contentType).send(truncated.body.subarray(0, truncated.body.length - 20));
     expectProblem(res, 400, 'validation_failed');
@@ -411,7 +403,7 @@ describe('rejected uploads leave nothing behind', () => {
   });
 
   it(`answers 409 beyond ${MAX_PER_TASK} attachments on a task`, async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     for (let i = 0; i < MAX_PER_TASK; i++) await upload(alice, task.id, Buffer.from(`file ${i}`));
     const before = (await storedObjects()).length;
     const res = await post(alice, task.id).attach('file', Buffer.from('one too many'), { filename: 'extra.txt' });
@@ -431,7 +423,7 @@ describe('who may do what', () => {
   let task: Task;
   let byAlice: Attachment;
   beforeAll(async () => {
-    task = await createTask(alice, { assigneeId: bob.user.id });
+    task = await createTask(service, alice, { assigneeId: bob.user.id });
     byAlice = await upload(alice, task.id, Buffer.from('from alice'), 'alice.txt');
   });
 
@@ -486,7 +478,7 @@ describe('deleting what attachments belong to', () => {
   }
 
   it('removes the bytes with their task', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const ids = [(await upload(alice, task.id, Buffer.from('a'))).id, (await upload(alice, task.id, Buffer.from('b'))).id];
     const keys = await storageKeysOf(ids);
     expect(await storedObjects()).toEqual(expect.arrayContaining(keys));
@@ -497,8 +489,8 @@ describe('deleting what attachments belong to', () => {
 
   it('removes the bytes of a deleted user: their tasks’ and their uploads to other tasks', async () => {
     const dave = await registerUser(service, { name: 'Dave' });
-    const own = await createTask(dave);
-    const shared = await createTask(alice, { assigneeId: dave.user.id });
+    const own = await createTask(service, dave);
+    const shared = await createTask(service, alice, { assigneeId: dave.user.id });
     const ownFile = await upload(dave, own.id, Buffer.from('dave own'));
     const sharedFile = await upload(dave, shared.id, Buffer.from('dave on alice'));
     const alicesFile = await upload(alice, shared.id, Buffer.from('alice keeps'));
@@ -516,7 +508,7 @@ describe('deleting what attachments belong to', () => {
 
 describe('orphan sweep', () => {
   it('removes old partial writes and old unreferenced objects, and keeps recent ones and referenced ones', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const kept = await upload(alice, task.id, Buffer.from('referenced'));
     const [keptKey] = (await service.ctx.db.prisma.attachment.findMany({ where: { id: kept.id }, select: { storageKey: true } })).map((a) => a.storageKey);
     const now = new Date();

@@ -1,21 +1,21 @@
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, exportSPKI, generateKeyPair, jwtVerify, SignJWT, UnsecuredJWT } from 'jose';
+import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, exportSPKI, generateKeyPair, jwtVerify, UnsecuredJWT } from 'jose';
 import { pino } from 'pino';
 import type { Response } from 'supertest';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { AuthResultSchema } from '../contract/auth.js';
-import { ProblemSchema } from '../contract/common.js';
 import { UserSchema } from '../contract/users.js';
 import { purgeEndedSessions } from '../server/auth/sessions.js';
 import { createContext } from '../server/bootstrap.js';
 import { loadConfig } from '../server/config.js';
 import { startService, type TestService } from './support/app.js';
-import { registerUser, uniqueEmail, type TestUser } from './support/users.js';
-import { expectProblem } from './support/problems.js';
+import { login, loginRequest, registerUser, uniqueEmail, type TestUser } from './support/users.js';
+import { errorPaths, expectProblem } from './support/problems.js';
+import { expiredAccessToken, mintAccessToken, type MintOptions } from './support/tokens.js';
 
 const ADMIN_EMAIL = 'Root.Admin@Example.TEST';
 const ADMIN_PASSWORD = 'admin password 123';
@@ -33,7 +33,6 @@ function expectUnauthenticated(res: Response) {
 }
 
 const me = (auth: string) => service.http.get('/auth/me').set('Authorization', auth);
-const login = (email: string, password: string, on = service) => on.http.post('/auth/login').send({ email, password });
 const refresh = (refreshToken: string) => service.http.post('/auth/refresh').send({ refreshToken });
 
 describe('POST /auth/register', () => {
@@ -65,7 +64,7 @@ describe('POST /auth/register', () => {
 
     const again = await service.http.post('/auth/register').send({ email: email.toUpperCase(), password: PASSWORD, name: 'Other' });
     expectProblem(again, 409, 'email_taken');
-    await login(`${local}@EXAMPLE.test`, PASSWORD).expect(200);
+    await login(service, `${local}@EXAMPLE.test`, PASSWORD);
   });
 
   it('lists every validation issue with its path', async () => {
@@ -97,12 +96,12 @@ describe('POST /auth/register', () => {
   ])('takes a password of %i characters with %i', async (length, status) => {
     const res = await service.http.post('/auth/register').send({ email: uniqueEmail(), password: 'p'.repeat(length), name: 'Pat' });
     expect(res.status).toBe(status);
-    if (status === 400) expect(ProblemSchema.parse(res.body).errors?.map((e) => e.path)).toEqual(['body.password']);
+    if (status === 400) expect(errorPaths(res.body)).toEqual(['body.password']);
   });
 
   it('accepts a password with spaces and no composition rules, and logs in with it', async () => {
     const user = await registerUser(service, { password: 'aaaaaaaa' });
-    await login(user.email, 'aaaaaaaa').expect(200);
+    await login(service, user.email, 'aaaaaaaa');
   });
 
   it('answers 403 forbidden when self-registration is disabled', async () => {
@@ -121,19 +120,18 @@ describe('POST /auth/register', () => {
 describe('POST /auth/login', () => {
   it('answers 200 with the auth result and a new session', async () => {
     const user = await registerUser(service);
-    const res = await login(user.email, user.password).expect(200);
-    const result = AuthResultSchema.parse(res.body);
+    const result = await login(service, user.email, user.password);
     expect(result.user).toEqual(user.user);
     expect(result.expiresIn).toBe(900);
     expect(decodeJwt(result.accessToken).sid).not.toBe(decodeJwt(user.accessToken).sid);
     expect(result.refreshToken).not.toBe(user.refreshToken);
-    await me(`Bearer ${result.accessToken}`).expect(200);
+    await me(result.auth).expect(200);
   });
 
   it('gives one answer for an unknown email and a wrong password', async () => {
     const user = await registerUser(service);
-    const wrongPassword = await login(user.email, 'wrong password');
-    const unknownEmail = await login(uniqueEmail('nobody'), 'wrong password');
+    const wrongPassword = await loginRequest(service, user.email, 'wrong password');
+    const unknownEmail = await loginRequest(service, uniqueEmail('nobody'), 'wrong password');
     const a = expectProblem(wrongPassword, 401, 'invalid_credentials');
     const b = expectProblem(unknownEmail, 401, 'invalid_credentials');
     expect(a.requestId).not.toBe(b.requestId);
@@ -147,12 +145,11 @@ describe('POST /auth/login', () => {
   });
 
   it('logs in the administrator from configuration, created with the admin role', async () => {
-    const res = await login(ADMIN_EMAIL.toLowerCase(), ADMIN_PASSWORD).expect(200);
-    const result = AuthResultSchema.parse(res.body);
+    const result = await login(service, ADMIN_EMAIL.toLowerCase(), ADMIN_PASSWORD);
     expect(result.user.email).toBe(ADMIN_EMAIL.toLowerCase());
     expect(result.user.role).toBe('admin');
     expect(decodeJwt(result.accessToken).role).toBe('admin');
-    await service.http.get('/users').set('Authorization', `Bearer ${result.accessToken}`).expect(200);
+    await service.http.get('/users').set('Authorization', result.auth).expect(200);
   });
 });
 
@@ -161,13 +158,13 @@ describe('login throttling', () => {
     const throttled = await startService({ LOGIN_MAX_FAILURES_PER_ACCOUNT: '3' });
     try {
       const user = await registerUser(throttled);
-      for (let i = 0; i < 3; i++) expectProblem(await login(user.email, 'wrong password', throttled), 401, 'invalid_credentials');
-      const res = await login(user.email, user.password, throttled);
+      for (let i = 0; i < 3; i++) expectProblem(await loginRequest(throttled, user.email, 'wrong password'), 401, 'invalid_credentials');
+      const res = await loginRequest(throttled, user.email, user.password);
       expectProblem(res, 429, 'rate_limited');
       expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
       // Another account from the same address is not affected.
       const other = await registerUser(throttled);
-      await login(other.email, other.password, throttled).expect(200);
+      await login(throttled, other.email, other.password);
     } finally {
       await throttled.close();
     }
@@ -177,8 +174,8 @@ describe('login throttling', () => {
     const throttled = await startService({ LOGIN_MAX_FAILURES_PER_ADDRESS: '3' });
     try {
       const user = await registerUser(throttled);
-      for (let i = 0; i < 3; i++) expectProblem(await login(uniqueEmail('guess'), 'wrong password', throttled), 401, 'invalid_credentials');
-      const res = await login(user.email, user.password, throttled);
+      for (let i = 0; i < 3; i++) expectProblem(await loginRequest(throttled, uniqueEmail('guess'), 'wrong password'), 401, 'invalid_credentials');
+      const res = await loginRequest(throttled, user.email, user.password);
       expectProblem(res, 429, 'rate_limited');
       expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
     } finally {
@@ -191,12 +188,12 @@ describe('login throttling', () => {
     try {
       const user = await registerUser(throttled);
       for (let round = 0; round < 2; round++) {
-        for (let i = 0; i < 2; i++) expectProblem(await login(user.email, 'wrong password', throttled), 401, 'invalid_credentials');
-        await login(user.email, user.password, throttled).expect(200);
+        for (let i = 0; i < 2; i++) expectProblem(await loginRequest(throttled, user.email, 'wrong password'), 401, 'invalid_credentials');
+        await login(throttled, user.email, user.password);
       }
       // Control: without a success in between, the third failure does lock the account.
-      for (let i = 0; i < 3; i++) await login(user.email, 'wrong password', throttled).expect(401);
-      expectProblem(await login(user.email, user.password, throttled), 429, 'rate_limited');
+      for (let i = 0; i < 3; i++) await loginRequest(throttled, user.email, 'wrong password').expect(401);
+      expectProblem(await loginRequest(throttled, user.email, user.password), 429, 'rate_limited');
     } finally {
       await throttled.close();
     }
@@ -216,7 +213,7 @@ describe('POST /auth/refresh', () => {
 
   it('treats an already-rotated token as reuse: 401, and the whole session is revoked', async () => {
     const user = await registerUser(service);
-    const other = AuthResultSchema.parse((await login(user.email, user.password).expect(200)).body);
+    const other = await login(service, user.email, user.password);
     const first = AuthResultSchema.parse((await refresh(user.refreshToken).expect(200)).body);
     const newest = AuthResultSchema.parse((await refresh(first.refreshToken).expect(200)).body);
     await me(`Bearer ${newest.accessToken}`).expect(200);
@@ -227,7 +224,7 @@ describe('POST /auth/refresh', () => {
     expectUnauthenticated(await me(`Bearer ${newest.accessToken}`));
     expectUnauthenticated(await me(user.auth));
     // The user's other session is a different one and lives on.
-    await me(`Bearer ${other.accessToken}`).expect(200);
+    await me(other.auth).expect(200);
     await refresh(other.refreshToken).expect(200);
   });
 
@@ -244,7 +241,7 @@ describe('POST /auth/refresh', () => {
 describe('POST /auth/logout', () => {
   it('revokes that session only: its access and refresh tokens fail, other sessions work', async () => {
     const user = await registerUser(service);
-    const other = AuthResultSchema.parse((await login(user.email, user.password).expect(200)).body);
+    const other = await login(service, user.email, user.password);
 
     const res = await service.http.post('/auth/logout').set('Authorization', user.auth).expect(204);
     expect(res.text).toBe('');
@@ -253,7 +250,7 @@ describe('POST /auth/logout', () => {
     expectUnauthenticated(await refresh(user.refreshToken));
     expectUnauthenticated(await service.http.post('/auth/logout').set('Authorization', user.auth));
 
-    await me(`Bearer ${other.accessToken}`).expect(200);
+    await me(other.auth).expect(200);
     await refresh(other.refreshToken).expect(200);
   });
 
@@ -298,20 +295,8 @@ describe('access tokens', () => {
   });
 
   const config = () => service.ctx.config.jwt;
-  /** A token like the service's own, with one thing changed by the caller. */
-  const mint = (options: { iss?: string; aud?: string; typ?: string; exp?: number; iat?: number; key?: Parameters<SignJWT['sign']>[0]; alg?: string } = {}) => {
-    const now = Math.floor(Date.now() / 1000);
-    const claims = decodeJwt(user.accessToken);
-    return new SignJWT({ sid: claims.sid, role: claims.role })
-      .setProtectedHeader({ alg: options.alg ?? 'EdDSA', typ: options.typ ?? 'at+jwt', kid: service.ctx.signingKey.kid })
-      .setIssuer(options.iss ?? config().issuer)
-      .setAudience(options.aud ?? config().audience)
-      .setSubject(user.user.id)
-      .setIssuedAt(options.iat ?? now)
-      .setExpirationTime(options.exp ?? now + 900)
-      .setJti(uuidv7())
-      .sign(options.key ?? service.ctx.signingKey.privateKey);
-  };
+  /** A token like the service's own for the user's session, with one thing changed by the caller. */
+  const mint = (options: MintOptions = {}) => mintAccessToken(service, user.accessToken, options);
 
   it('carries the claims and header the design names', async () => {
     const header = decodeProtectedHeader(user.accessToken);
@@ -378,8 +363,7 @@ describe('access tokens', () => {
   });
 
   it('rejects an expired token', async () => {
-    const now = Math.floor(Date.now() / 1000);
-    expectUnauthenticated(await me(`Bearer ${await mint({ iat: now - 1000, exp: now - 100 })}`));
+    expectUnauthenticated(await me(`Bearer ${await expiredAccessToken(service, user.accessToken)}`));
   });
 
   it('rejects a token whose payload was tampered with', async () => {
@@ -397,17 +381,7 @@ describe('access tokens', () => {
   });
 
   it('rejects a well-signed token naming a session that does not exist', async () => {
-    const now = Math.floor(Date.now() / 1000);
-    const token = await new SignJWT({ sid: uuidv7(), role: 'user' })
-      .setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: service.ctx.signingKey.kid })
-      .setIssuer(config().issuer)
-      .setAudience(config().audience)
-      .setSubject(user.user.id)
-      .setIssuedAt(now)
-      .setExpirationTime(now + 900)
-      .setJti(uuidv7())
-      .sign(service.ctx.signingKey.privateKey);
-    expectUnauthenticated(await me(`Bearer ${token}`));
+    expectUnauthenticated(await me(`Bearer ${await mint({ sid: uuidv7() })}`));
   });
 });
 
@@ -460,11 +434,11 @@ describe('the signing key', () => {
 describe('a deleted user', () => {
   it('loses every token at once', async () => {
     const user = await registerUser(service);
-    const other = AuthResultSchema.parse((await login(user.email, user.password).expect(200)).body);
+    const other = await login(service, user.email, user.password);
     await service.http.delete(`/users/${user.user.id}`).set('Authorization', user.auth).expect(204);
     expectUnauthenticated(await me(user.auth));
-    expectUnauthenticated(await me(`Bearer ${other.accessToken}`));
+    expectUnauthenticated(await me(other.auth));
     expectUnauthenticated(await refresh(other.refreshToken));
-    expectProblem(await login(user.email, user.password), 401, 'invalid_credentials');
+    expectProblem(await loginRequest(service, user.email, user.password), 401, 'invalid_credentials');
   });
 });

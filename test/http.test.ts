@@ -10,7 +10,7 @@ import { openPostgres } from '../server/db/database.js';
 import { startService, type TestService } from './support/app.js';
 import { freshDatabase } from './support/databases.js';
 import { registerUser, uniqueEmail, type TestUser } from './support/users.js';
-import { expectProblem } from './support/problems.js';
+import { errorPaths, expectProblem } from './support/problems.js';
 
 let service: TestService;
 let user: TestUser;
@@ -127,7 +127,7 @@ describe('request bodies', () => {
   it('rejects text the database cannot store (NUL) with 400, naming the field', async () => {
     const res = await service.http.post('/auth/register').send({ email: uniqueEmail(), password: 'correct horse battery', name: 'Nul\u0000Name' });
     expectProblem(res, 400, 'validation_failed', '/auth/register');
-    expect(ProblemSchema.parse(res.body).errors?.map((e) => e.path)).toEqual(['body.name']);
+    expect(errorPaths(res.body)).toEqual(['body.name']);
   });
 
   it('accepts JSON with a charset parameter', async () => {

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TaskSchema } from '../contract/index.js';
 import { buildApp } from '../server/app.js';
 import { ConfigError, loadConfig } from '../server/config.js';
 import { startService, type TestService } from './support/app.js';
+import { createTask } from './support/tasks.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 
 const METRICS_TOKEN = randomBytes(32).toString('base64url');
@@ -76,8 +76,7 @@ describe('GET /metrics', () => {
   });
 
   it('counts and times requests by method, route template and status', async () => {
-    const created = await service.http.post('/tasks').set('Authorization', alice.auth).send({ title: 'Counted' }).expect(201);
-    const task = TaskSchema.parse(created.body);
+    const task = await createTask(service, alice, { title: 'Counted' });
     const labels = { method: 'GET', route: '/tasks/:task_id', status: '200' };
     const missing = { method: 'GET', route: '/tasks/:task_id', status: '404' };
     const before = await scrape();

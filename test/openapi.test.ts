@@ -8,7 +8,7 @@ import { dereference, validate } from '@readme/openapi-parser';
 import { isAppRoute, type AppRoute, type AppRouter } from '@ts-rest/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { contract } from '../contract/index.js';
+import { contract, isPublicRoute } from '../contract/index.js';
 import { startService, type TestService } from './support/app.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -42,7 +42,6 @@ function operationsOf(router: AppRouter, prefix: string[] = []): ContractOperati
   );
 }
 const operations = operationsOf(contract);
-const isPublic = (route: AppRoute) => z.object({ public: z.literal(true) }).safeParse(route.metadata).success;
 const openApiPath = (route: AppRoute) => route.path.replace(/:(\w+)/g, '{$1}');
 
 let service: TestService;
@@ -96,9 +95,9 @@ describe('GET /openapi.json', () => {
   it('requires the bearer token on every operation not marked public', () => {
     expect(document.components.securitySchemes.bearerAuth).toMatchObject({ type: 'http', scheme: 'bearer', bearerFormat: 'JWT' });
     for (const { route } of operations) {
-      expect(operationFor(route)?.security, `${route.method} ${route.path}`).toEqual(isPublic(route) ? [] : [{ bearerAuth: [] }]);
+      expect(operationFor(route)?.security, `${route.method} ${route.path}`).toEqual(isPublicRoute(route) ? [] : [{ bearerAuth: [] }]);
     }
-    const publicPaths = operations.filter(({ route }) => isPublic(route)).map(({ route }) => `${route.method} ${route.path}`);
+    const publicPaths = operations.filter(({ route }) => isPublicRoute(route)).map(({ route }) => `${route.method} ${route.path}`);
     expect(publicPaths.sort()).toEqual(
       ['POST /auth/register', 'POST /auth/login', 'POST /auth/refresh', 'GET /healthz', 'GET /readyz', 'GET /.well-known/jwks.json', 'GET /openapi.json', 'GET /docs'].sort(),
     );

@@ -1,42 +1,40 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
+import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AuthResultSchema } from '../contract/auth.js';
 
 // The service as an operator runs it: a real process on the embedded database.
 const ROOT = path.resolve(import.meta.dirname, '..');
 
-interface Started {
-  child: ChildProcess;
-  url: string;
-  stderr: () => string;
-}
-
-function startProcess(dataDir: string, env: Record<string, string> = {}): Promise<Started> {
+/** `server/main.ts` in a process of its own, on the embedded database in `dataDir`. */
+function spawnService(dataDir: string, env: Record<string, string> = {}) {
   const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
     cwd: ROOT,
     env: { ...process.env, DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', DATABASE_URL: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
-  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  return new Promise((resolve, reject) => {
-    const lines = createInterface({ input: child.stdout! });
-    lines.on('line', (line) => {
-      const match = /listening on (http:\/\/[^"]+)/.exec(line);
-      if (match?.[1]) resolve({ child, url: match[1], stderr: () => stderr });
-    });
-    child.on('exit', (code) => reject(new Error(`exited with ${code}: ${stderr}`)));
-  });
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  // 'close' comes after the output streams end, so stderr is complete by then.
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+  return { child, exited, stderr: () => stderr };
 }
 
-async function exitOf(child: ChildProcess): Promise<number | null> {
-  if (child.exitCode !== null) return child.exitCode;
-  const [code] = await once(child, 'exit');
-  return code as number | null;
+type Spawned = ReturnType<typeof spawnService>;
+
+/** Spawns the service and waits until it says where it listens. */
+function startProcess(dataDir: string): Promise<Spawned & { url: string }> {
+  const spawned = spawnService(dataDir);
+  return new Promise((resolve, reject) => {
+    createInterface({ input: spawned.child.stdout }).on('line', (line) => {
+      const match = /listening on (http:\/\/[^"]+)/.exec(line);
+      if (match?.[1]) resolve({ ...spawned, url: match[1] });
+    });
+    void spawned.exited.then((code) => reject(new Error(`exited with ${code}: ${spawned.stderr()}`)));
+  });
 }
 
 describe('the service process on the embedded database', () => {
@@ -56,21 +54,15 @@ describe('the service process on the embedded database', () => {
         body: JSON.stringify({ email: 'keeper@example.test', password: 'long enough password', name: 'Keeper' }),
       });
       expect(registered.status).toBe(201);
-      const { accessToken } = (await registered.json()) as { accessToken: string };
+      const { accessToken } = AuthResultSchema.parse(await registered.json());
 
-      const second = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
-        cwd: ROOT,
-        env: { ...process.env, DATA_DIR: dataDir, PORT: '0', DATABASE_URL: '' },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let secondErr = '';
-      second.stderr.on('data', (chunk: Buffer) => (secondErr += chunk.toString()));
-      expect(await exitOf(second)).toBe(1);
-      expect(secondErr).toContain('in use by another process');
-      expect(secondErr).not.toMatch(/\n\s+at /); // a message, not a stack trace
+      const second = spawnService(dataDir);
+      expect(await second.exited).toBe(1);
+      expect(second.stderr()).toContain('in use by another process');
+      expect(second.stderr()).not.toMatch(/\n\s+at /); // a message, not a stack trace
 
       first.child.kill('SIGTERM');
-      expect(await exitOf(first.child)).toBe(0);
+      expect(await first.exited).toBe(0);
 
       // Same data directory again: the lock was released, the account and the signing key survived.
       const again = await startProcess(dataDir);
@@ -85,7 +77,7 @@ describe('the service process on the embedded database', () => {
         expect(login.status).toBe(200);
       } finally {
         again.child.kill('SIGTERM');
-        expect(await exitOf(again.child)).toBe(0);
+        expect(await again.exited).toBe(0);
       }
     } finally {
       if (first.child.exitCode === null) first.child.kill('SIGKILL');
@@ -93,15 +85,9 @@ describe('the service process on the embedded database', () => {
   }, 120_000);
 
   it('refuses to start on a bad configuration value, naming it', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
-      cwd: ROOT,
-      env: { ...process.env, DATA_DIR: dataDir, PORT: 'eighty', DATABASE_URL: '' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stderr = '';
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    expect(await exitOf(child)).toBe(1);
-    expect(stderr).toContain('PORT');
-    expect(stderr).toContain('Invalid configuration');
+    const started = spawnService(dataDir, { PORT: 'eighty' });
+    expect(await started.exited).toBe(1);
+    expect(started.stderr()).toContain('PORT');
+    expect(started.stderr()).toContain('Invalid configuration');
   }, 60_000);
 });

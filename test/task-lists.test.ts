@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import type { Response } from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pageOf } from '../contract/common.js';
-import { TaskPrioritySchema, TaskSchema, TaskSortSchema, type Task, type TaskSort } from '../contract/tasks.js';
+import { TaskPrioritySchema, TaskSchema, TaskSortSchema, type Task, type TaskCreate, type TaskSort } from '../contract/tasks.js';
 import { startService, type TestService } from './support/app.js';
 import { registerUser, type TestUser } from './support/users.js';
 import { expectProblem } from './support/problems.js';
+import { walkPages } from './support/pages.js';
+import { createTask, getTask } from './support/tasks.js';
 
 const TaskPageSchema = pageOf(TaskSchema);
 const LIMIT = 7;
@@ -42,15 +43,6 @@ async function createTag(ownerId: string, name: string, color: string): Promise<
   return id;
 }
 
-async function createTask(user: TestUser, body: Record<string, unknown>): Promise<Task> {
-  const res = await service.http.post('/tasks').set('Authorization', user.auth).send(body).expect(201);
-  return TaskSchema.parse(res.body);
-}
-
-async function getTask(user: TestUser, id: string): Promise<Task> {
-  return TaskSchema.parse((await service.http.get(`/tasks/${id}`).set('Authorization', user.auth).expect(200)).body);
-}
-
 beforeAll(async () => {
   service = await startService();
   [lister, helper, stranger] = await Promise.all([registerUser(service), registerUser(service), registerUser(service)]);
@@ -60,7 +52,7 @@ beforeAll(async () => {
   const ids: string[] = [];
   for (let i = 0; i < COUNT; i++) {
     const tagIds = [...(i % 3 === 0 ? [zetaTag] : []), ...(i % 5 === 0 ? [alphaTag] : [])];
-    const task = await createTask(lister, {
+    const task = await createTask(service, lister, {
       title: WORDS[(i * 5) % WORDS.length],
       description: DESCRIPTIONS[i] ?? `task number ${i}`,
       status: STATUSES[i % 3],
@@ -80,10 +72,10 @@ beforeAll(async () => {
     });
   }
   // Tasks the lister must never see.
-  await createTask(stranger, { title: 'apple', description: 'NEEDLE 100%' });
-  await createTask(stranger, { title: 'kiwi', assigneeId: helper.user.id });
-  await createTask(helper, { title: 'banana' });
-  tasks = await Promise.all(ids.map((id) => getTask(lister, id)));
+  await createTask(service, stranger, { title: 'apple', description: 'NEEDLE 100%' });
+  await createTask(service, stranger, { title: 'kiwi', assigneeId: helper.user.id });
+  await createTask(service, helper, { title: 'banana' });
+  tasks = await Promise.all(ids.map((id) => getTask(service, lister, id)));
 });
 afterAll(() => service.close());
 
@@ -114,35 +106,10 @@ function expectedOrder(sort: TaskSort, items: Task[] = tasks): string[] {
 
 // ---- paging through a list the way a client would ----
 
-interface Pages {
-  items: Task[];
-  pageSizes: number[];
-}
-
-/** Follows the Link header from the first page to the last, checking it agrees with nextCursor. */
-async function pageThrough(user: TestUser, query: string, limit = LIMIT): Promise<Pages> {
-  const pages: Pages = { items: [], pageSizes: [] };
-  let url: string | null = `/tasks?limit=${limit}${query ? `&${query}` : ''}`;
-  while (url) {
-    const res: Response = await service.http.get(url).set('Authorization', user.auth).expect(200);
-    const page = TaskPageSchema.parse(res.body);
-    pages.items.push(...page.items);
-    pages.pageSizes.push(page.items.length);
-    const link: string | undefined = res.headers['link'];
-    if (page.nextCursor === null) {
-      expect(link).toBeUndefined();
-      url = null;
-    } else {
-      expect(page.items).toHaveLength(limit);
-      expect(link).toMatch(/^<\/tasks\?[^>]+>; rel="next"$/);
-      const next: URL = new URL(/^<([^>]+)>/.exec(link ?? '')?.[1] ?? '', 'http://x.invalid');
-      expect(next.searchParams.get('cursor')).toBe(page.nextCursor);
-      expect(next.searchParams.get('limit')).toBe(String(limit));
-      url = `${next.pathname}${next.search}`;
-    }
-    expect(pages.pageSizes.length).toBeLessThan(50);
-  }
-  return pages;
+/** GET /tasks as `user` sees it, from the first page to the last by the Link headers. */
+async function pageThrough(user: TestUser, query: string, limit = LIMIT): Promise<{ items: Task[]; pageSizes: number[] }> {
+  const pages = await walkPages(service, user.auth, `/tasks?limit=${limit}${query ? `&${query}` : ''}`, TaskPageSchema);
+  return { items: pages.flat(), pageSizes: pages.map((page) => page.length) };
 }
 
 const ids = (items: Task[]) => items.map((t) => t.id);
@@ -279,16 +246,16 @@ describe('stability under concurrent inserts', () => {
   beforeAll(async () => {
     writer = await registerUser(service);
     originals = [];
-    for (let i = 0; i < 20; i++) originals.push(await createTask(writer, { title: `${WORDS[i % WORDS.length]}x`, priority: PRIORITIES[i % 4] }));
+    for (let i = 0; i < 20; i++) originals.push(await createTask(service, writer, { title: `${WORDS[i % WORDS.length]}x`, priority: PRIORITIES[i % 4] }));
   });
 
-  async function interleaved(sort: TaskSort, insert: (round: number) => Record<string, unknown>): Promise<Task[]> {
+  async function interleaved(sort: TaskSort, insert: (round: number) => Partial<TaskCreate>): Promise<Task[]> {
     const first = await service.http.get(`/tasks?limit=${LIMIT}&sort=${encodeURIComponent(sort)}`).set('Authorization', writer.auth).expect(200);
     let page = TaskPageSchema.parse(first.body);
     const seen = [...page.items];
     for (let round = 0; page.nextCursor; round++) {
       // Between pages, new tasks land before, inside and after the pages still to come.
-      for (let k = 0; k < 3; k++) await createTask(writer, insert(round * 3 + k));
+      for (let k = 0; k < 3; k++) await createTask(service, writer, insert(round * 3 + k));
       const res = await service.http
         .get(`/tasks?limit=${LIMIT}&sort=${encodeURIComponent(sort)}&cursor=${page.nextCursor}`)
         .set('Authorization', writer.auth)
@@ -299,7 +266,7 @@ describe('stability under concurrent inserts', () => {
     return seen;
   }
 
-  it.each<[TaskSort, (n: number) => Record<string, unknown>]>([
+  it.each<[TaskSort, (n: number) => Partial<TaskCreate>]>([
     ['-createdAt', (n) => ({ title: `new${n}` })],
     ['createdAt', (n) => ({ title: `new${n}` })],
     ['title', (n) => ({ title: WORDS[n % WORDS.length] })],

@@ -4,7 +4,9 @@ import { pageOf, ProblemSchema } from '../contract/common.js';
 import { TaskSchema, type Task } from '../contract/tasks.js';
 import { startService, type TestService } from './support/app.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
-import { expectProblem } from './support/problems.js';
+import { errorPaths, expectProblem } from './support/problems.js';
+import { walkPages } from './support/pages.js';
+import { createTask, getTask } from './support/tasks.js';
 
 const TaskPageSchema = pageOf(TaskSchema);
 
@@ -25,34 +27,8 @@ beforeAll(async () => {
 });
 afterAll(() => service.close());
 
-async function createTask(user: TestUser, body: Record<string, unknown> = {}): Promise<Task> {
-  const res = await service.http
-    .post('/tasks')
-    .set('Authorization', user.auth)
-    .send({ title: 'A task', ...body })
-    .expect(201);
-  return TaskSchema.parse(res.body);
-}
-
-async function getTask(user: TestUser, id: string): Promise<Task> {
-  const res = await service.http.get(`/tasks/${id}`).set('Authorization', user.auth).expect(200);
-  return TaskSchema.parse(res.body);
-}
-
-const errorPaths = (body: unknown) => (ProblemSchema.parse(body).errors ?? []).map((e) => e.path);
-
-/** Every task of GET /tasks for the user, following nextCursor to the end. */
-async function listAll(user: TestUser, query = ''): Promise<Task[]> {
-  const items: Task[] = [];
-  let cursor: string | null = null;
-  do {
-    const res = await service.http.get(`/tasks?limit=100${query}${cursor ? `&cursor=${cursor}` : ''}`).set('Authorization', user.auth).expect(200);
-    const page = TaskPageSchema.parse(res.body);
-    items.push(...page.items);
-    cursor = page.nextCursor;
-  } while (cursor);
-  return items;
-}
+/** Every task of GET /tasks for the user, page by page to the end. */
+const listAll = async (user: TestUser, query = ''): Promise<Task[]> => (await walkPages(service, user.auth, `/tasks?limit=100${query}`, TaskPageSchema)).flat();
 
 describe('POST /tasks', () => {
   it('creates a task with defaults, Location and ETag "1"', async () => {
@@ -81,7 +57,7 @@ describe('POST /tasks', () => {
   });
 
   it('stores every given field, dueAt normalised to UTC with milliseconds', async () => {
-    const task = await createTask(alice, {
+    const task = await createTask(service, alice, {
       title: 'Full',
       description: 'All the fields',
       status: 'in_progress',
@@ -101,9 +77,9 @@ describe('POST /tasks', () => {
   });
 
   it('accepts fractional seconds and the extremes of the year range', async () => {
-    expect((await createTask(alice, { dueAt: '2027-01-01T10:00:00.123456Z' })).dueAt).toBe('2027-01-01T10:00:00.123Z');
-    expect((await createTask(alice, { dueAt: '0001-01-01T00:00:00Z' })).dueAt).toBe('0001-01-01T00:00:00.000Z');
-    expect((await createTask(alice, { dueAt: '9999-12-31T23:59:59.999Z' })).dueAt).toBe('9999-12-31T23:59:59.999Z');
+    expect((await createTask(service, alice, { dueAt: '2027-01-01T10:00:00.123456Z' })).dueAt).toBe('2027-01-01T10:00:00.123Z');
+    expect((await createTask(service, alice, { dueAt: '0001-01-01T00:00:00Z' })).dueAt).toBe('0001-01-01T00:00:00.000Z');
+    expect((await createTask(service, alice, { dueAt: '9999-12-31T23:59:59.999Z' })).dueAt).toBe('9999-12-31T23:59:59.999Z');
   });
 
   it('attaches the owner\'s own tags given as tagIds, and rejects anyone else\'s', async () => {
@@ -115,7 +91,7 @@ describe('POST /tasks', () => {
         { id: theirs, ownerId: bob.user.id, name: 'Theirs', nameKey: 'theirs', color: '#ffffff' },
       ],
     });
-    const task = await createTask(alice, { tagIds: [mine, mine] });
+    const task = await createTask(service, alice, { tagIds: [mine, mine] });
     expect(task.tags).toEqual([{ id: mine, name: 'Mine', color: '#000000' }]);
     expect(task.version).toBe(1);
     for (const tagIds of [[theirs], [mine, theirs], [randomUUID()]]) {
@@ -126,12 +102,12 @@ describe('POST /tasks', () => {
   });
 
   it('trims the title', async () => {
-    const task = await createTask(alice, { title: '  padded title \t' });
+    const task = await createTask(service, alice, { title: '  padded title \t' });
     expect(task.title).toBe('padded title');
   });
 
   it('accepts a title of 200 characters and a description of 10000', async () => {
-    const task = await createTask(alice, { title: 't'.repeat(200), description: 'd'.repeat(10_000) });
+    const task = await createTask(service, alice, { title: 't'.repeat(200), description: 'd'.repeat(10_000) });
     expect(task.title).toHaveLength(200);
     expect(task.description).toHaveLength(10_000);
   });
@@ -192,7 +168,7 @@ describe('POST /tasks', () => {
   });
 
   it('sets completedAt when created as done', async () => {
-    const task = await createTask(alice, { status: 'done' });
+    const task = await createTask(service, alice, { status: 'done' });
     expect(task.completedAt).toBe(task.createdAt);
   });
 
@@ -222,14 +198,14 @@ describe('POST /tasks', () => {
 
 describe('GET /tasks/{id}', () => {
   it('answers 200 with the ETag of the version', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const res = await service.http.get(`/tasks/${task.id}`).set('Authorization', alice.auth).expect(200);
     expect(res.headers['etag']).toBe('"1"');
     expect(TaskSchema.parse(res.body)).toEqual(task);
   });
 
   it('answers 304 with no body for the current ETag, 200 for a stale one', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const fresh = await service.http.get(`/tasks/${task.id}`).set('Authorization', alice.auth).set('If-None-Match', '"1"');
     expect(fresh.status).toBe(304);
     expect(fresh.text).toBeFalsy();
@@ -254,24 +230,24 @@ describe('GET /tasks/{id}', () => {
   });
 
   it('answers 401 without a token', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     expectProblem(await service.http.get(`/tasks/${task.id}`), 401, 'unauthenticated');
   });
 });
 
 describe("another user's task", () => {
   it('is 404 for GET, PUT, PATCH and DELETE, and stays unchanged', async () => {
-    const task = await createTask(alice, { title: 'private' });
+    const task = await createTask(service, alice, { title: 'private' });
     const replacement = { title: 'stolen', description: '', status: 'todo', priority: 'low', dueAt: null, assigneeId: null };
     expectProblem(await service.http.get(`/tasks/${task.id}`).set('Authorization', bob.auth), 404, 'not_found');
     expectProblem(await service.http.put(`/tasks/${task.id}`).set('Authorization', bob.auth).send(replacement), 404, 'not_found');
     expectProblem(await service.http.patch(`/tasks/${task.id}`).set('Authorization', bob.auth).send({ title: 'stolen' }), 404, 'not_found');
     expectProblem(await service.http.delete(`/tasks/${task.id}`).set('Authorization', bob.auth), 404, 'not_found');
-    expect(await getTask(alice, task.id)).toEqual(task);
+    expect(await getTask(service, alice, task.id)).toEqual(task);
   });
 
   it('answers the same 404 as a task that does not exist', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const hidden = ProblemSchema.parse((await service.http.get(`/tasks/${task.id}`).set('Authorization', bob.auth)).body);
     const missing = ProblemSchema.parse((await service.http.get(`/tasks/${randomUUID()}`).set('Authorization', bob.auth)).body);
     expect(hidden.detail).toBe(missing.detail);
@@ -282,17 +258,17 @@ describe('PUT /tasks/{id}', () => {
   const full = { title: 'Replaced', description: 'new text', status: 'in_progress', priority: 'high', dueAt: '2027-05-01T09:00:00.000Z', assigneeId: null };
 
   it('replaces every field and bumps the version', async () => {
-    const task = await createTask(alice, { description: 'old', priority: 'low', dueAt: '2027-01-01T00:00:00Z', assigneeId: bob.user.id });
+    const task = await createTask(service, alice, { description: 'old', priority: 'low', dueAt: '2027-01-01T00:00:00Z', assigneeId: bob.user.id });
     const res = await service.http.put(`/tasks/${task.id}`).set('Authorization', alice.auth).send(full).expect(200);
     expect(res.headers['etag']).toBe('"2"');
     const replaced = TaskSchema.parse(res.body);
     expect(replaced).toMatchObject({ ...full, id: task.id, ownerId: alice.user.id, version: 2, createdAt: task.createdAt, completedAt: null });
     expect(Date.parse(replaced.updatedAt)).toBeGreaterThanOrEqual(Date.parse(task.updatedAt));
-    expect(await getTask(alice, task.id)).toEqual(replaced);
+    expect(await getTask(service, alice, task.id)).toEqual(replaced);
   });
 
   it('accepts explicit nulls for dueAt and assigneeId and clears them', async () => {
-    const task = await createTask(alice, { dueAt: '2027-01-01T00:00:00Z', assigneeId: bob.user.id });
+    const task = await createTask(service, alice, { dueAt: '2027-01-01T00:00:00Z', assigneeId: bob.user.id });
     const res = await service.http
       .put(`/tasks/${task.id}`)
       .set('Authorization', alice.auth)
@@ -302,13 +278,13 @@ describe('PUT /tasks/{id}', () => {
   });
 
   it.each(['title', 'description', 'status', 'priority', 'dueAt', 'assigneeId'])('requires %s (400 when missing)', async (field) => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const body: Record<string, unknown> = { ...full };
     delete body[field];
     const res = await service.http.put(`/tasks/${task.id}`).set('Authorization', alice.auth).send(body);
     expectProblem(res, 400, 'validation_failed');
     expect(errorPaths(res.body)).toEqual([`body.${field}`]);
-    expect((await getTask(alice, task.id)).version).toBe(1);
+    expect((await getTask(service, alice, task.id)).version).toBe(1);
   });
 
   it.each([
@@ -319,30 +295,30 @@ describe('PUT /tasks/{id}', () => {
     ['a server-owned field', { version: 5 }],
     ['an unknown assignee', { assigneeId: randomUUID() }],
   ])('rejects %s with 400', async (_name, override) => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     expectProblem(await service.http.put(`/tasks/${task.id}`).set('Authorization', alice.auth).send({ ...full, ...override }), 400, 'validation_failed');
   });
 
   it('answers 412 for a stale If-Match and 200 for the current one', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).send({ title: 'v2' }).expect(200);
     const stale = await service.http.put(`/tasks/${task.id}`).set('Authorization', alice.auth).set('If-Match', '"1"').send(full);
     expectProblem(stale, 412, 'precondition_failed');
-    expect((await getTask(alice, task.id)).title).toBe('v2');
+    expect((await getTask(service, alice, task.id)).title).toBe('v2');
     const current = await service.http.put(`/tasks/${task.id}`).set('Authorization', alice.auth).set('If-Match', '"2"').send(full).expect(200);
     expect(current.headers['etag']).toBe('"3"');
     expect(TaskSchema.parse(current.body).title).toBe('Replaced');
   });
 
   it('sets completedAt when replaced as done', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const res = await service.http.put(`/tasks/${task.id}`).set('Authorization', alice.auth).send({ ...full, status: 'done' }).expect(200);
     const done = TaskSchema.parse(res.body);
     expect(done.completedAt).toBe(done.updatedAt);
   });
 
   it('answers 415 for text/plain', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const res = await service.http.put(`/tasks/${task.id}`).set('Authorization', alice.auth).set('Content-Type', 'text/plain').send(JSON.stringify(full));
     expectProblem(res, 415, 'unsupported_media_type');
   });
@@ -350,7 +326,7 @@ describe('PUT /tasks/{id}', () => {
 
 describe('PATCH /tasks/{id}', () => {
   it('accepts application/json and application/merge-patch+json', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const json = await service.http
       .patch(`/tasks/${task.id}`)
       .set('Authorization', alice.auth)
@@ -369,20 +345,20 @@ describe('PATCH /tasks/{id}', () => {
   });
 
   it('answers 415 for text/plain', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const res = await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).set('Content-Type', 'text/plain').send('{"title":"x"}');
     expectProblem(res, 415, 'unsupported_media_type');
   });
 
   it('leaves absent fields unchanged', async () => {
-    const task = await createTask(alice, { description: 'keep', priority: 'high', dueAt: '2027-01-01T00:00:00Z', assigneeId: bob.user.id });
+    const task = await createTask(service, alice, { description: 'keep', priority: 'high', dueAt: '2027-01-01T00:00:00Z', assigneeId: bob.user.id });
     const res = await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).send({ title: '  renamed  ' }).expect(200);
     const patched = TaskSchema.parse(res.body);
     expect(patched).toEqual({ ...task, title: 'renamed', version: 2, updatedAt: patched.updatedAt });
   });
 
   it('clears dueAt and assigneeId with null', async () => {
-    const task = await createTask(alice, { dueAt: '2027-01-01T00:00:00Z', assigneeId: bob.user.id });
+    const task = await createTask(service, alice, { dueAt: '2027-01-01T00:00:00Z', assigneeId: bob.user.id });
     const res = await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).send({ dueAt: null, assigneeId: null }).expect(200);
     expect(TaskSchema.parse(res.body)).toMatchObject({ dueAt: null, assigneeId: null, version: 2, title: task.title });
   });
@@ -397,15 +373,15 @@ describe('PATCH /tasks/{id}', () => {
     ['a server-owned field', { ownerId: randomUUID() }, 'body'],
     ['an unknown assignee', { assigneeId: randomUUID() }, 'body.assigneeId'],
   ])('rejects %s with 400 and changes nothing', async (_name, body, path) => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const res = await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).send(body);
     expectProblem(res, 400, 'validation_failed');
     expect(errorPaths(res.body)).toContain(path);
-    expect(await getTask(alice, task.id)).toEqual(task);
+    expect(await getTask(service, alice, task.id)).toEqual(task);
   });
 
   it('sets completedAt on done, keeps it on done → done, clears it on leaving done', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const done = TaskSchema.parse(
       (await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).send({ status: 'done' }).expect(200)).body,
     );
@@ -435,7 +411,7 @@ describe('PATCH /tasks/{id}', () => {
   });
 
   it('keeps the version for a no-op patch', async () => {
-    const task = await createTask(alice, { priority: 'high', dueAt: '2027-01-01T00:00:00.000Z' });
+    const task = await createTask(service, alice, { priority: 'high', dueAt: '2027-01-01T00:00:00.000Z' });
     for (const body of [{}, { priority: 'high' }, { title: task.title, dueAt: '2027-01-01T02:00:00+02:00', assigneeId: null }]) {
       const res = await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).send(body).expect(200);
       expect(res.headers['etag']).toBe('"1"');
@@ -444,31 +420,33 @@ describe('PATCH /tasks/{id}', () => {
   });
 
   it('answers 412 for a stale If-Match and 200 for the current one', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).set('If-Match', '"1"').send({ title: 'v2' }).expect(200);
     const stale = await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).set('If-Match', '"1"').send({ title: 'lost' });
     expectProblem(stale, 412, 'precondition_failed');
     expect(stale.headers['etag']).toBe('"2"');
-    expect((await getTask(alice, task.id)).title).toBe('v2');
-    const weak = await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).set('If-Match', 'W/"2"').send({ title: 'v3' }).expect(200);
-    expect(weak.headers['etag']).toBe('"3"');
+    expect((await getTask(service, alice, task.id)).title).toBe('v2');
+    // If-Match compares strongly (RFC 9110 §13.1.1): a weak tag never matches.
+    expectProblem(await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).set('If-Match', 'W/"2"').send({ title: 'weak' }), 412, 'precondition_failed');
+    const listed = await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).set('If-Match', '"7", "2"').send({ title: 'v3' }).expect(200);
+    expect(listed.headers['etag']).toBe('"3"');
     await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).set('If-Match', '*').send({ title: 'v4' }).expect(200);
-    expect((await getTask(alice, task.id)).version).toBe(4);
+    expect((await getTask(service, alice, task.id)).version).toBe(4);
   });
 
   it('never loses one of two concurrent patches', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     await Promise.all([
       service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).send({ title: 'concurrent title' }).expect(200),
       service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).send({ priority: 'urgent' }).expect(200),
     ]);
-    expect(await getTask(alice, task.id)).toMatchObject({ title: 'concurrent title', priority: 'urgent', version: 3 });
+    expect(await getTask(service, alice, task.id)).toMatchObject({ title: 'concurrent title', priority: 'urgent', version: 3 });
   });
 });
 
 describe('DELETE /tasks/{id}', () => {
   it('lets the owner delete (204, no body), then the task is 404', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     const res = await service.http.delete(`/tasks/${task.id}`).set('Authorization', alice.auth).expect(204);
     expect(res.text).toBeFalsy();
     expectProblem(await service.http.get(`/tasks/${task.id}`).set('Authorization', alice.auth), 404, 'not_found');
@@ -476,25 +454,25 @@ describe('DELETE /tasks/{id}', () => {
   });
 
   it('lets the assignee read and update but not delete (403)', async () => {
-    const task = await createTask(alice, { assigneeId: bob.user.id });
-    expect(await getTask(bob, task.id)).toEqual(task);
+    const task = await createTask(service, alice, { assigneeId: bob.user.id });
+    expect(await getTask(service, bob, task.id)).toEqual(task);
     const res = await service.http.patch(`/tasks/${task.id}`).set('Authorization', bob.auth).send({ status: 'in_progress' }).expect(200);
     expect(TaskSchema.parse(res.body)).toMatchObject({ status: 'in_progress', ownerId: alice.user.id, version: 2 });
     expectProblem(await service.http.delete(`/tasks/${task.id}`).set('Authorization', bob.auth), 403, 'forbidden');
-    expect((await getTask(alice, task.id)).version).toBe(2);
+    expect((await getTask(service, alice, task.id)).version).toBe(2);
   });
 
   it("lets an admin delete anyone's task", async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     await service.http.delete(`/tasks/${task.id}`).set('Authorization', admin.auth).expect(204);
     expectProblem(await service.http.get(`/tasks/${task.id}`).set('Authorization', alice.auth), 404, 'not_found');
   });
 
   it('answers 412 for a stale If-Match and deletes with the current one', async () => {
-    const task = await createTask(alice);
+    const task = await createTask(service, alice);
     await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).send({ title: 'v2' }).expect(200);
     expectProblem(await service.http.delete(`/tasks/${task.id}`).set('Authorization', alice.auth).set('If-Match', '"1"'), 412, 'precondition_failed');
-    expect((await getTask(alice, task.id)).version).toBe(2);
+    expect((await getTask(service, alice, task.id)).version).toBe(2);
     await service.http.delete(`/tasks/${task.id}`).set('Authorization', alice.auth).set('If-Match', '"2"').expect(204);
     expectProblem(await service.http.get(`/tasks/${task.id}`).set('Authorization', alice.auth), 404, 'not_found');
   });
@@ -502,7 +480,7 @@ describe('DELETE /tasks/{id}', () => {
   it('removes its tag links but not the tags', async () => {
     const tagId = randomUUID();
     await service.ctx.db.prisma.tag.create({ data: { id: tagId, ownerId: alice.user.id, name: 'doomed', nameKey: 'doomed', color: '#123456' } });
-    const task = await createTask(alice, { tagIds: [tagId] });
+    const task = await createTask(service, alice, { tagIds: [tagId] });
     expect(task.tags).toEqual([{ id: tagId, name: 'doomed', color: '#123456' }]);
     await service.http.delete(`/tasks/${task.id}`).set('Authorization', alice.auth).expect(204);
     expect(await service.ctx.db.prisma.taskTag.count({ where: { taskId: task.id } })).toBe(0);
@@ -516,7 +494,7 @@ describe('DELETE /tasks/{id}', () => {
 
 describe('visibility in GET /tasks', () => {
   it('shows a task to its owner and assignee, not to a third user', async () => {
-    const task = await createTask(alice, { title: 'shared with bob', assigneeId: bob.user.id });
+    const task = await createTask(service, alice, { title: 'shared with bob', assigneeId: bob.user.id });
     expect((await listAll(alice)).map((t) => t.id)).toContain(task.id);
     expect((await listAll(bob)).map((t) => t.id)).toContain(task.id);
     expect((await listAll(carol)).map((t) => t.id)).not.toContain(task.id);
@@ -524,21 +502,21 @@ describe('visibility in GET /tasks', () => {
   });
 
   it('lists exactly what a user owns or is assigned', async () => {
-    const own = await createTask(carol, { title: 'carol own' });
-    const assigned = await createTask(bob, { title: 'for carol', assigneeId: carol.user.id });
+    const own = await createTask(service, carol, { title: 'carol own' });
+    const assigned = await createTask(service, bob, { title: 'for carol', assigneeId: carol.user.id });
     expect((await listAll(carol)).map((t) => t.id).sort()).toEqual([own.id, assigned.id].sort());
   });
 
   it('stops showing a task to a former assignee', async () => {
-    const task = await createTask(alice, { assigneeId: carol.user.id });
+    const task = await createTask(service, alice, { assigneeId: carol.user.id });
     await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).send({ assigneeId: null }).expect(200);
     expect((await listAll(carol)).map((t) => t.id)).not.toContain(task.id);
     expectProblem(await service.http.get(`/tasks/${task.id}`).set('Authorization', carol.auth), 404, 'not_found');
   });
 
   it('ignores ownerId for a non-admin: they still see only their own tasks', async () => {
-    const hidden = await createTask(alice, { title: 'alice only' });
-    const assigned = await createTask(alice, { title: 'alice for bob', assigneeId: bob.user.id });
+    const hidden = await createTask(service, alice, { title: 'alice only' });
+    const assigned = await createTask(service, alice, { title: 'alice for bob', assigneeId: bob.user.id });
     const ids = (await listAll(bob, `&ownerId=${alice.user.id}`)).map((t) => t.id);
     expect(ids).toContain(assigned.id);
     expect(ids).not.toContain(hidden.id);
@@ -547,8 +525,8 @@ describe('visibility in GET /tasks', () => {
 
 describe('admin', () => {
   it("sees every user's tasks in GET /tasks and filters them by ownerId", async () => {
-    const a = await createTask(alice, { title: 'admin sees alice' });
-    const b = await createTask(bob, { title: 'admin sees bob' });
+    const a = await createTask(service, alice, { title: 'admin sees alice' });
+    const b = await createTask(service, bob, { title: 'admin sees bob' });
     const all = (await listAll(admin)).map((t) => t.id);
     expect(all).toEqual(expect.arrayContaining([a.id, b.id]));
     expect(all).toHaveLength(await service.ctx.db.prisma.task.count());
@@ -560,8 +538,8 @@ describe('admin', () => {
   });
 
   it("reads and changes anyone's task", async () => {
-    const task = await createTask(bob);
-    expect(await getTask(admin, task.id)).toEqual(task);
+    const task = await createTask(service, bob);
+    expect(await getTask(service, admin, task.id)).toEqual(task);
     const res = await service.http.patch(`/tasks/${task.id}`).set('Authorization', admin.auth).send({ priority: 'urgent' }).expect(200);
     expect(TaskSchema.parse(res.body)).toMatchObject({ priority: 'urgent', ownerId: bob.user.id });
   });

@@ -1,58 +1,19 @@
 import { randomUUID } from 'node:crypto';
-import type { Response } from 'supertest';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AttachmentSchema, type Attachment } from '../contract/attachments.js';
-import { AuthResultSchema, type AuthResult } from '../contract/auth.js';
 import { listOf, pageOf } from '../contract/common.js';
 import { TagSchema } from '../contract/tags.js';
-import { TaskSchema, type Task, type TaskCreate } from '../contract/tasks.js';
+import { TaskSchema, type Task } from '../contract/tasks.js';
 import { UserSchema, type User } from '../contract/users.js';
 import { startService, type TestService } from './support/app.js';
-import { registerAdmin, registerUser, uniqueEmail, type TestUser } from './support/users.js';
-import { expectProblem } from './support/problems.js';
+import { login, loginRequest, registerAdmin, registerUser, uniqueEmail, type TestUser } from './support/users.js';
+import { errorPaths, expectProblem } from './support/problems.js';
+import { nextLink, walkPages } from './support/pages.js';
+import { createTask } from './support/tasks.js';
 
 const UserPageSchema = pageOf(UserSchema);
 const TaskPageSchema = pageOf(TaskSchema);
-
-/** The path a `Link: <…>; rel="next"` header points at, or undefined. */
-function nextLink(res: Response): string | undefined {
-  const link = res.get('Link');
-  if (link === undefined) return undefined;
-  const match = /^<([^>]+)>; rel="next"$/.exec(link);
-  expect(match, `unexpected Link header ${link}`).not.toBeNull();
-  return match?.[1];
-}
-
-/** Walks a list by its Link headers, checking on every page that Link and nextCursor agree. */
-async function walk<T>(service: TestService, auth: string, firstPath: string, parse: (body: unknown) => { items: T[]; nextCursor: string | null }) {
-  const pages: T[][] = [];
-  for (let path: string | undefined = firstPath; path !== undefined; ) {
-    const res = await service.http.get(path).set('Authorization', auth).expect(200);
-    const page = parse(res.body);
-    pages.push(page.items);
-    path = nextLink(res);
-    if (page.nextCursor === null) {
-      expect(path).toBeUndefined();
-    } else {
-      expect(path).toBeDefined();
-      expect(new URL(path ?? '', 'http://x.invalid').searchParams.get('cursor')).toBe(page.nextCursor);
-    }
-    expect(pages.length).toBeLessThan(100);
-  }
-  return pages;
-}
-
-async function login(service: TestService, email: string, password: string): Promise<AuthResult & { auth: string }> {
-  const res = await service.http.post('/auth/login').send({ email, password }).expect(200);
-  const result = AuthResultSchema.parse(res.body);
-  return { ...result, auth: `Bearer ${result.accessToken}` };
-}
-
-async function createTask(service: TestService, owner: TestUser, body: Partial<TaskCreate> = {}): Promise<Task> {
-  const res = await service.http.post('/tasks').set('Authorization', owner.auth).send({ title: `task ${randomUUID()}`, ...body }).expect(201);
-  return TaskSchema.parse(res.body);
-}
 
 async function upload(service: TestService, uploader: TestUser, taskId: string, filename: string): Promise<Attachment> {
   const res = await service.http
@@ -93,7 +54,7 @@ describe('users', () => {
     it('pages through every user oldest first, with no duplicates or gaps', async () => {
       for (let i = 0; i < 5; i++) await registerUser(service);
       const all = await service.ctx.db.prisma.user.findMany({ orderBy: { id: 'asc' }, select: { id: true } });
-      const pages = await walk(service, admin.auth, '/users?limit=2', (body) => UserPageSchema.parse(body));
+      const pages = await walkPages(service, admin.auth, '/users?limit=2', UserPageSchema);
       expect(pages.length).toBe(Math.ceil(all.length / 2));
       for (const page of pages.slice(0, -1)) expect(page.length).toBe(2);
       expect(ids(pages.flat())).toEqual(all.map((u) => u.id));
@@ -107,7 +68,7 @@ describe('users', () => {
       const firstPage = UserPageSchema.parse(first.body);
       expect(ids(firstPage.items)).toEqual(created.slice(0, 3));
       created.push((await registerUser(service, { name: `${marker} late` })).user.id);
-      const rest = await walk(service, admin.auth, nextLink(first) ?? 'missing', (body) => UserPageSchema.parse(body));
+      const rest = await walkPages(service, admin.auth, nextLink(first) ?? 'missing', UserPageSchema);
       expect([...ids(firstPage.items), ...ids(rest.flat())]).toEqual(created);
     });
 
@@ -232,9 +193,9 @@ describe('users', () => {
     });
 
     it('paginates with nextCursor and Link, keeping the query', async () => {
-      const pages = await walk(service, alice.auth, `/users/${alice.user.id}/tasks?limit=2&relation=any`, (body) => TaskPageSchema.parse(body));
+      const pages = await walkPages(service, alice.auth, `/users/${alice.user.id}/tasks?limit=2&relation=any`, TaskPageSchema);
       expect(pages.map((page) => ids(page))).toEqual([ids([a3, b1]), ids([a2, a1])]);
-      const owned = await walk(service, alice.auth, `/users/${alice.user.id}/tasks?limit=1&relation=owner&sort=title`, (body) => TaskPageSchema.parse(body));
+      const owned = await walkPages(service, alice.auth, `/users/${alice.user.id}/tasks?limit=1&relation=owner&sort=title`, TaskPageSchema);
       expect(owned.map((page) => ids(page))).toEqual([[a1.id], [a2.id], [a3.id]]);
       expectProblem(await service.http.get(`/users/${alice.user.id}/tasks?limit=0`).set('Authorization', alice.auth), 400, 'validation_failed');
       expectProblem(await service.http.get(`/users/${alice.user.id}/tasks?cursor=forged`).set('Authorization', alice.auth), 400, 'validation_failed');
@@ -357,14 +318,15 @@ describe('users', () => {
         .put(`/users/${alice.user.id}`)
         .set('Authorization', alice.auth)
         .send({ email: alice.email, name: 'Wannabe', role: 'admin' });
-      expectProblem(selfPromote, 403, 'forbidden');
-      // Restating the current role is not a change.
+      expectProblem(selfPromote, 400, 'validation_failed');
+      expect(errorPaths(selfPromote.body)).toEqual(['body.role']);
+      // role is server-owned for non-admins (API.md): refused even when it restates the current one.
       const same = await service.http
         .put(`/users/${alice.user.id}`)
         .set('Authorization', alice.auth)
-        .send({ email: alice.email, name: 'Same Role', role: 'user' })
-        .expect(200);
-      expect(UserSchema.parse(same.body)).toMatchObject({ name: 'Same Role', role: 'user' });
+        .send({ email: alice.email, name: 'Same Role', role: 'user' });
+      expectProblem(same, 400, 'validation_failed');
+      expect((await service.http.get(`/users/${alice.user.id}`).set('Authorization', alice.auth).expect(200)).body.name).not.toBe('Same Role');
       // An admin's PUT without role leaves it alone.
       const kept = await service.http.put(`/users/${alice.user.id}`).set('Authorization', admin.auth).send({ email: alice.email, name: 'Kept' }).expect(200);
       expect(UserSchema.parse(kept.body).role).toBe('user');
@@ -452,7 +414,7 @@ describe('users', () => {
       expectProblem(await service.http.get('/auth/me').set('Authorization', other.auth), 401, 'unauthenticated');
       expectProblem(await service.http.post('/auth/refresh').send({ refreshToken: other.refreshToken }), 401, 'unauthenticated');
       await service.http.post('/auth/refresh').send({ refreshToken: grace.refreshToken }).expect(200);
-      expectProblem(await service.http.post('/auth/login').send({ email: grace.email, password: grace.password }), 401, 'invalid_credentials');
+      expectProblem(await loginRequest(service, grace.email, grace.password), 401, 'invalid_credentials');
       await login(service, grace.email, newPassword);
     });
 
@@ -467,7 +429,7 @@ describe('users', () => {
       const blocked = await service.http.patch(path).set('Authorization', mallory.auth).send({ password: 'taken over!', currentPassword: mallory.password });
       expectProblem(blocked, 429, 'rate_limited');
       expect(Number(blocked.get('Retry-After'))).toBeGreaterThan(0);
-      expectProblem(await service.http.post('/auth/login').send({ email: mallory.email, password: mallory.password }), 429, 'rate_limited');
+      expectProblem(await loginRequest(service, mallory.email, mallory.password), 429, 'rate_limited');
       // Other changes still go through.
       await service.http.patch(path).set('Authorization', mallory.auth).send({ name: 'Still Here' }).expect(200);
     });
@@ -481,16 +443,19 @@ describe('users', () => {
         expectProblem(await service.http.get('/auth/me').set('Authorization', session.auth), 401, 'unauthenticated');
       }
       await service.http.get('/auth/me').set('Authorization', admin.auth).expect(200);
-      expectProblem(await service.http.post('/auth/login').send({ email: heidi.email, password: heidi.password }), 401, 'invalid_credentials');
+      expectProblem(await loginRequest(service, heidi.email, heidi.password), 401, 'invalid_credentials');
       await login(service, heidi.email, 'reset by the admin');
     });
 
     it('lets only an admin change a role', async () => {
       const ivan = await registerUser(service);
       const path = `/users/${ivan.user.id}`;
-      expectProblem(await service.http.patch(path).set('Authorization', ivan.auth).send({ role: 'admin' }), 403, 'forbidden');
+      for (const role of ['admin', 'user']) {
+        const res = await service.http.patch(path).set('Authorization', ivan.auth).send({ role });
+        expectProblem(res, 400, 'validation_failed');
+        expect(errorPaths(res.body)).toEqual(['body.role']);
+      }
       expectProblem(await service.http.get('/users').set('Authorization', ivan.auth), 403, 'forbidden');
-      await service.http.patch(path).set('Authorization', ivan.auth).send({ role: 'user' }).expect(200);
 
       const promoted = await service.http.patch(path).set('Authorization', admin.auth).send({ role: 'admin' }).expect(200);
       expect(UserSchema.parse(promoted.body).role).toBe('admin');
@@ -534,7 +499,7 @@ describe('users', () => {
         expectProblem(await service.http.get('/auth/me').set('Authorization', session.auth), 401, 'unauthenticated');
         expectProblem(await service.http.post('/auth/refresh').send({ refreshToken: session.refreshToken }), 401, 'unauthenticated');
       }
-      expectProblem(await service.http.post('/auth/login').send({ email: dave.email, password: dave.password }), 401, 'invalid_credentials');
+      expectProblem(await loginRequest(service, dave.email, dave.password), 401, 'invalid_credentials');
       expectProblem(await service.http.get(`/users/${dave.user.id}`).set('Authorization', admin.auth), 404, 'not_found');
       for (const task of [tagged, plain]) {
         expectProblem(await service.http.get(`/tasks/${task.id}`).set('Authorization', admin.auth), 404, 'not_found');
@@ -549,8 +514,10 @@ describe('users', () => {
       }
       const remaining = await service.http.get(`/tasks/${erinsTask.id}/attachments`).set('Authorization', erin.auth).expect(200);
       expect(ids(listOf(AttachmentSchema).parse(remaining.body).items)).toEqual([erinsOwn.id]);
-      for (const key of goneKeys) await expect(service.ctx.attachmentStorage.open(key)).rejects.toThrow();
-      (await service.ctx.attachmentStorage.open(keptKey)).destroy();
+      for (const key of goneKeys) expect(await service.ctx.attachmentStorage.open(key)).toBeUndefined();
+      const keptBytes = await service.ctx.attachmentStorage.open(keptKey);
+      expect(keptBytes).toBeDefined();
+      keptBytes?.destroy();
 
       const { prisma } = service.ctx.db;
       expect(await prisma.tag.count({ where: { ownerId: dave.user.id } })).toBe(0);

@@ -1,14 +1,5 @@
 import type { ByteRange } from './storage.js';
 
-export const etagOf = (sha256: string): string => `"${sha256}"`;
-
-/** If-None-Match: `*` or a list of entity tags, compared weakly (RFC 9110 §13.1.2). */
-export function noneMatch(header: string | undefined, etag: string): boolean {
-  if (header === undefined) return false;
-  if (header.trim() === '*') return true;
-  return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag);
-}
-
 export type RangeDecision = { kind: 'full' } | { kind: 'partial'; range: ByteRange } | { kind: 'unsatisfiable' };
 
 const RANGE_SPEC = /^(\d*)-(\d*)$/;

@@ -25,7 +25,12 @@ function truncateUtf8(s: string, maxBytes: number): string {
  */
 export function sanitizeFilename(raw: string): string {
   const base = (raw.split(/[/\\]/).pop() ?? '').normalize('NFC').replace(UNSAFE, '').trim();
-  if (base === '' || base === '.' || base === '..') return FALLBACK_NAME;
+  const name = fitted(base);
+  // Nothing usable left (empty, dots only, or a single character too long to keep): a neutral name.
+  return name === '' || name === '.' || name === '..' ? FALLBACK_NAME : name;
+}
+
+function fitted(base: string): string {
   if (utf8Length(base) <= MAX_FILENAME_BYTES) return base;
   const dot = base.lastIndexOf('.');
   const extension = dot > 0 ? base.slice(dot) : '';

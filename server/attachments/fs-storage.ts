@@ -85,9 +85,12 @@ export async function fileSystemStorage(root: string): Promise<AttachmentStorage
       }
     },
 
-    async open(key: string, range?: ByteRange): Promise<Readable> {
-      const handle = await open(objectPath(key), 'r');
-      return handle.createReadStream(range ? { start: range.start, end: range.end } : {});
+    async open(key: string, range?: ByteRange): Promise<Readable | undefined> {
+      const handle = await open(objectPath(key), 'r').catch((error: unknown) => {
+        if (error instanceof Error && 'code' in error && error.code === 'ENOENT') return undefined;
+        throw error;
+      });
+      return handle?.createReadStream(range ? { start: range.start, end: range.end } : {});
     },
 
     async remove(key: string): Promise<void> {

@@ -3,9 +3,10 @@ import type { Response } from 'express';
 import { initServer } from '@ts-rest/express';
 import { attachmentsContract } from '../../contract/attachments.js';
 import type { AppContext } from '../context.js';
-import { AppError } from '../http/errors.js';
+import { AppError, notFound } from '../http/errors.js';
 import { principalOf } from '../http/principal.js';
-import { etagOf, noneMatch, rangeOf } from './download.js';
+import { entityTag, noneMatchHits } from '../http/etags.js';
+import { rangeOf } from './download.js';
 import { contentDisposition } from './filenames.js';
 import { serializeAttachment } from './serialize.js';
 import { createAttachment, deleteAttachment, findVisibleAttachment, listAttachments } from './service.js';
@@ -44,11 +45,10 @@ export function attachmentsRouter(ctx: AppContext) {
     download: async ({ params, headers, req, res }) => {
       const row = await findVisibleAttachment(ctx, principalOf(req), params.attach_id);
       const size = Number(row.size);
-      const etag = etagOf(row.sha256);
+      const etag = entityTag(row.sha256);
       res.setHeader('ETag', etag);
       res.setHeader('Accept-Ranges', 'bytes');
-      res.setHeader('X-Content-Type-Options', 'nosniff');
-      if (noneMatch(headers['if-none-match'], etag)) return { status: 304, body: undefined };
+      if (noneMatchHits(headers['if-none-match'], etag)) return { status: 304, body: undefined };
 
       const decision = rangeOf(headers, size, etag);
       if (decision.kind === 'unsatisfiable') {
@@ -56,7 +56,10 @@ export function attachmentsRouter(ctx: AppContext) {
       }
       const range = decision.kind === 'partial' ? decision.range : undefined;
       const bytes = await ctx.attachmentStorage.open(row.storageKey, range);
+      if (!bytes) throw notFound('attachment'); // deleted since the row was read
       res.setHeader('Content-Type', row.contentType);
+      // Served as a download of inert content, whatever type it claims.
+      res.setHeader('Content-Security-Policy', "default-src 'none'; sandbox");
       res.setHeader('Content-Disposition', contentDisposition(row.filename));
       if (!range) {
         res.setHeader('Content-Length', String(size));

@@ -27,8 +27,8 @@ export interface StoredEntry {
 export interface AttachmentStorage {
   /** Streams `source` into storage; rejects with 413 (payload_too_large) beyond `maxBytes`. */
   write(source: Readable, options: { maxBytes: number }): Promise<StoredObject>;
-  /** The object's bytes, or a part of them; rejects when the object does not exist. */
-  open(key: string, range?: ByteRange): Promise<Readable>;
+  /** The object's bytes, or a part of them; undefined when the object does not exist (deleted meanwhile). */
+  open(key: string, range?: ByteRange): Promise<Readable | undefined>;
   /** Removes an object; removing a missing one is not an error. */
   remove(key: string): Promise<void>;
   /** Every stored object, for the orphan sweep. */

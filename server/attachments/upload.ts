@@ -2,7 +2,7 @@ import type { NextFunction, Request, Response } from 'express';
 import multer from 'multer';
 import { attachmentsContract } from '../../contract/attachments.js';
 import type { AppContext } from '../context.js';
-import { AppError, issuesOf } from '../http/errors.js';
+import { AppError, invalidField, issuesOf, validationFailed } from '../http/errors.js';
 import { principalOf } from '../http/principal.js';
 import { tooLarge } from './fs-storage.js';
 import { admitUpload, type ReceivedFile } from './service.js';
@@ -16,8 +16,7 @@ const received = new WeakMap<object, ReceivedFile>();
 /** The file part the upload middleware stored for this request, if any. */
 export const receivedFile = (req: object): ReceivedFile | undefined => received.get(req);
 
-const filePartProblem = (code: string, message: string) =>
-  new AppError('validation_failed', `body.${FILE_FIELD}: ${message}`, { errors: [{ path: `body.${FILE_FIELD}`, code, message }] });
+const filePartProblem = (code: string, message: string) => invalidField(`body.${FILE_FIELD}`, code, message);
 
 /** A multer storage engine that streams the file part straight into attachment storage. */
 function attachmentStorageEngine(ctx: AppContext): multer.StorageEngine {
@@ -73,8 +72,7 @@ export function uploadMiddleware(ctx: AppContext) {
   const admit = (req: Request, res: Response, next: NextFunction): void => {
     const params = attachmentsContract.upload.pathParams.safeParse(req.params);
     if (!params.success) {
-      const errors = issuesOf('path', params.error);
-      return next(new AppError('validation_failed', errors.map((e) => `${e.path}: ${e.message}`).join('; '), { errors }));
+      return next(validationFailed(issuesOf('path', params.error)));
     }
     if (Number(req.headers['content-length']) > maxBytes + ENVELOPE_ALLOWANCE) {
       // Answer at once and close rather than read a body that will be refused (RFC 9110 §15.5.14).

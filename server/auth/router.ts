@@ -2,9 +2,10 @@ import { initServer } from '@ts-rest/express';
 import { authContract } from '../../contract/auth.js';
 import type { AppContext } from '../context.js';
 import { AppError, notFound } from '../http/errors.js';
-import { principalOf } from '../http/principal.js';
+import { clientAddress, principalOf } from '../http/principal.js';
 import { createAccount } from '../users/accounts.js';
 import { serializeUser } from '../users/serialize.js';
+import { passwordAccepted } from './credentials.js';
 import { refreshSession, revokeSession, startSession } from './sessions.js';
 
 export function authRouter(ctx: AppContext) {
@@ -17,17 +18,11 @@ export function authRouter(ctx: AppContext) {
     },
 
     login: async ({ body, req }) => {
-      const address = req.ip ?? 'unknown';
-      await ctx.loginThrottle.check(body.email, address);
       const user = await ctx.db.prisma.user.findUnique({ where: { email: body.email } });
-      const valid = user
-        ? await ctx.passwords.verify(user.passwordHash, body.password)
-        : (await ctx.passwords.burn(body.password), false);
-      if (!user || !valid) {
-        await ctx.loginThrottle.recordFailure(body.email, address);
+      const attempt = { email: body.email, passwordHash: user?.passwordHash, password: body.password, address: clientAddress(req) };
+      if (!(await passwordAccepted(ctx, attempt)) || !user) {
         throw new AppError('invalid_credentials', 'The email or the password is wrong');
       }
-      await ctx.loginThrottle.recordSuccess(body.email);
       return { status: 200, body: await startSession(ctx, user) };
     },
 

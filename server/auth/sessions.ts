@@ -2,13 +2,10 @@ import { v7 as uuidv7 } from 'uuid';
 import type { AuthResult } from '../../contract/auth.js';
 import type { AppContext } from '../context.js';
 import type { User as UserRow } from '../generated/prisma/client.js';
-import { AppError } from '../http/errors.js';
+import { unauthenticated } from '../http/errors.js';
 import type { Principal } from '../http/principal.js';
 import { serializeUser } from '../users/serialize.js';
 import { hashRefreshToken, newRefreshToken, type AccessClaims } from './tokens.js';
-
-const unauthenticated = (detail: string) =>
-  new AppError('unauthenticated', detail, { headers: { 'WWW-Authenticate': 'Bearer' } });
 
 async function authResult(ctx: AppContext, user: UserRow, sessionId: string, refreshToken: string): Promise<AuthResult> {
   const accessToken = await ctx.tokens.issue({ userId: user.id, sessionId, role: user.role });
@@ -76,7 +73,8 @@ export async function revokeOtherSessions(ctx: AppContext, userId: string, keepS
 
 /** The verified claims of a bearer token (signature, algorithm, issuer, audience, type, expiry), if any. */
 export async function accessClaimsOf(ctx: AppContext, authorization: string | undefined): Promise<AccessClaims | undefined> {
-  const match = /^Bearer ([A-Za-z0-9_\-.]+)$/.exec(authorization ?? '');
+  // The scheme name is case-insensitive (RFC 9110 §11.1).
+  const match = /^Bearer ([A-Za-z0-9_\-.]+)$/i.exec(authorization ?? '');
   return match?.[1] ? ctx.tokens.verify(match[1]) : undefined;
 }
 

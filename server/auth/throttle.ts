@@ -17,24 +17,28 @@ export function loginThrottle(prisma: PrismaClient, config: Config['loginThrottl
       headers: { 'Retry-After': String(Math.max(1, Math.ceil(msBeforeNext / 1000))) },
     });
 
+  const spend = async (limiter: RateLimiterPrisma, key: string) => {
+    try {
+      await limiter.consume(key);
+    } catch (error) {
+      if (error instanceof RateLimiterRes) throw tooMany(error.msBeforeNext);
+      throw error;
+    }
+  };
+
   return {
-    /** Throws 429 when the account or the address has used up its failures. */
-    async check(email: string, address: string): Promise<void> {
-      const [account, client] = await Promise.all([perAccount.get(email), perAddress.get(address)]);
-      for (const [res, limit] of [[account, config.maxFailuresPerAccount], [client, config.maxFailuresPerAddress]] as const) {
-        if (res && res.consumedPoints >= limit) throw tooMany(res.msBeforeNext);
-      }
+    /**
+     * Takes one attempt from the account's and the address's budgets before the password is
+     * checked: the database counts atomically, so simultaneous guesses cannot all slip through.
+     * 429 once either budget is spent.
+     */
+    async begin(email: string, address: string): Promise<void> {
+      await spend(perAccount, email);
+      await spend(perAddress, address);
     },
-    async recordFailure(email: string, address: string): Promise<void> {
-      await Promise.all([
-        perAccount.penalty(email, 1),
-        perAddress.penalty(address, 1),
-      ]).catch((error: unknown) => {
-        if (!(error instanceof RateLimiterRes)) throw error;
-      });
-    },
-    async recordSuccess(email: string): Promise<void> {
-      await perAccount.delete(email);
+    /** The password was right: the attempt was no failure. */
+    async succeeded(email: string, address: string): Promise<void> {
+      await Promise.all([perAccount.delete(email), perAddress.reward(address, 1)]);
     },
   };
 }

@@ -1,9 +1,8 @@
 // `npm run create-admin -- <email> [name]`: creates (or promotes) an administrator. The password is
 // read from ADMIN_PASSWORD or, when unset, from standard input, so it never lands in shell history.
 import { createInterface } from 'node:readline/promises';
-import { pino } from 'pino';
 import { EmailSchema, PasswordSchema } from '../../contract/common.js';
-import { createContext } from '../bootstrap.js';
+import { passwordHasher } from '../auth/passwords.js';
 import { loadConfig } from '../config.js';
 import { openDatabase } from '../db/database.js';
 import { migrate } from '../db/migrate.js';
@@ -25,12 +24,14 @@ if (!PasswordSchema.safeParse(password).success) {
   console.error('The password must be 8 to 128 characters long');
   process.exit(2);
 }
-const config = { ...loadConfig(), admin: undefined };
+// ADMIN_PASSWORD here is this command's input, not a start-up admin for the service.
+const config = loadConfig({ ...process.env, ADMIN_EMAIL: undefined, ADMIN_PASSWORD: undefined });
 const db = await openDatabase(config);
 try {
   await migrate(db.sql);
-  const ctx = await createContext(config, db, pino({ level: 'silent' }));
-  const admin = await ensureAdmin(ctx, { email: email.data, password, name: nameArg ?? 'Administrator' });
+  // Only what accounts need: no signing key or attachment storage is created by this command.
+  const accounts = { db, passwords: passwordHasher(config.argon2) };
+  const admin = await ensureAdmin(accounts, { email: email.data, password, name: nameArg ?? 'Administrator' }, { promoteExisting: true });
   console.log(`administrator ${admin.email} (${admin.id}) is present`);
 } finally {
   await db.close();

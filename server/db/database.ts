@@ -14,8 +14,6 @@ export interface Database {
   kind: 'pglite' | 'postgres';
   prisma: PrismaClient;
   sql: SqlDatabase;
-  /** A PostgreSQL pool when kind is 'postgres', for libraries that keep state in the database. */
-  pool: pg.Pool | undefined;
   close(): Promise<void>;
 }
 
@@ -59,7 +57,6 @@ export function fromPglite(pglite: PGlite, onClose: () => Promise<void> = () => 
     kind: 'pglite',
     prisma,
     sql: pgliteSql(pglite),
-    pool: undefined,
     close: async () => {
       await prisma.$disconnect();
       await onClose();
@@ -76,7 +73,6 @@ export function openPostgres(url: string, poolSize: number): Database {
     kind: 'postgres',
     prisma,
     sql: pgSql(pool),
-    pool,
     close: async () => {
       await prisma.$disconnect();
       await pool.end();

@@ -20,3 +20,21 @@ export const isUniqueViolation = (error: unknown): boolean =>
 /** A referenced row does not exist, or the row to change is gone. */
 export const isMissingRow = (error: unknown): boolean =>
   prismaCode(error) === 'P2003' || prismaCode(error) === 'P2025' || postgresCode(error) === FOREIGN_KEY_VIOLATION;
+
+// Network errors, PostgreSQL connection and shutdown states, Prisma's "cannot reach / timed out" codes.
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN',
+  '08000', '08001', '08003', '08006', '53300', '57P01', '57P02', '57P03',
+  'P1001', 'P1002', 'P1017', 'P2024',
+]);
+// A handle closed under a request (shutdown) gives plain errors: PGlite's and pg.Pool's.
+const UNREACHABLE_MESSAGES = /connection (terminated|refused)|Can't reach database|PGlite is closed|Cannot use a pool after calling end/i;
+/** The database cannot be reached (or its handle was closed): a 503, not a 500. */
+export function isDatabaseUnreachable(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const code = 'code' in e ? e.code : undefined;
+    if (typeof code === 'string' && UNREACHABLE_CODES.has(code)) return true;
+    if (UNREACHABLE_MESSAGES.test(e.message)) return true;
+  }
+  return false;
+}

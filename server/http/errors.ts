@@ -3,6 +3,7 @@ import { RequestValidationError } from '@ts-rest/express';
 import type { ZodError } from 'zod';
 import type { Problem, ProblemCode, ValidationIssue } from '../../contract/common.js';
 import type { Logger } from 'pino';
+import { isDatabaseUnreachable } from '../db/errors.js';
 
 const TITLES: Record<ProblemCode, string> = {
   validation_failed: 'Request validation failed',
@@ -61,6 +62,10 @@ export class AppError extends Error {
 
 export const notFound = (what = 'resource') => new AppError('not_found', `No such ${what}`);
 
+/** 401 with the challenge RFC 6750 asks for. */
+export const unauthenticated = (detail: string) =>
+  new AppError('unauthenticated', detail, { headers: { 'WWW-Authenticate': 'Bearer' } });
+
 export function issuesOf(location: string, error: ZodError): ValidationIssue[] {
   return error.issues.map((issue) => ({
     path: [location, ...issue.path].join('.'),
@@ -69,15 +74,21 @@ export function issuesOf(location: string, error: ZodError): ValidationIssue[] {
   }));
 }
 
+/** A 400 naming every input at fault, in the form the contract's own validation answers. */
+export function validationFailed(errors: ValidationIssue[]): AppError {
+  return new AppError('validation_failed', errors.map((e) => `${e.path}: ${e.message}`).join('; '), { errors });
+}
+
+/** A 400 for one input, e.g. `invalidField('body.assigneeId', 'unknown_user', 'No user has this id')`. */
+export const invalidField = (path: string, code: string, message: string): AppError => validationFailed([{ path, code, message }]);
+
 function validationError(err: RequestValidationError): AppError {
-  const errors = [
+  return validationFailed([
     ...(err.pathParams ? issuesOf('path', err.pathParams) : []),
     ...(err.headers ? issuesOf('header', err.headers) : []),
     ...(err.query ? issuesOf('query', err.query) : []),
     ...(err.body ? issuesOf('body', err.body) : []),
-  ];
-  const detail = errors.map((e) => `${e.path}: ${e.message}`).join('; ');
-  return new AppError('validation_failed', detail, { errors });
+  ]);
 }
 
 interface BodyParserError extends Error {
@@ -86,6 +97,11 @@ interface BodyParserError extends Error {
 }
 const isBodyParserError = (err: unknown): err is BodyParserError =>
   err instanceof Error && typeof (err as Partial<BodyParserError>).type === 'string';
+
+const clientErrorStatus = (err: unknown): boolean => {
+  const status = err instanceof Error && 'status' in err ? err.status : undefined;
+  return typeof status === 'number' && status >= 400 && status < 500;
+};
 
 /** Maps whatever was thrown to the AppError the client sees. */
 export function toAppError(err: unknown): AppError {
@@ -96,27 +112,11 @@ export function toAppError(err: unknown): AppError {
     if (err.type === 'entity.too.large') return new AppError('payload_too_large', 'JSON bodies are limited to 1 MiB');
     if (err.type === 'encoding.unsupported' || err.type === 'charset.unsupported')
       return new AppError('unsupported_media_type', 'Only UTF-8 JSON bodies are accepted');
-    if (err.status !== undefined && err.status < 500) return new AppError('validation_failed', 'The body could not be read');
   }
+  // Any other error marked as the client's (a malformed %-escape in the path, an unreadable body).
+  if (clientErrorStatus(err)) return new AppError('validation_failed', 'The request could not be read');
   if (isDatabaseUnreachable(err)) return new AppError('unavailable', 'The database is unreachable', { headers: { 'Retry-After': '5' } });
   return new AppError('internal', 'An unexpected error occurred');
-}
-
-// Network errors, PostgreSQL connection and shutdown states, Prisma's "cannot reach / timed out" codes.
-const UNREACHABLE_CODES = new Set([
-  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN',
-  '08000', '08001', '08003', '08006', '53300', '57P01', '57P02', '57P03',
-  'P1001', 'P1002', 'P1017', 'P2024',
-]);
-// A handle closed under a request (shutdown) gives plain errors: PGlite's and pg.Pool's.
-const UNREACHABLE_MESSAGES = /connection (terminated|refused)|Can't reach database|PGlite is closed|Cannot use a pool after calling end/i;
-function isDatabaseUnreachable(err: unknown): boolean {
-  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
-    const code = 'code' in e ? e.code : undefined;
-    if (typeof code === 'string' && UNREACHABLE_CODES.has(code)) return true;
-    if (UNREACHABLE_MESSAGES.test(e.message)) return true;
-  }
-  return false;
 }
 
 export function problemBody(error: AppError, instance: string, requestId: string): Problem {

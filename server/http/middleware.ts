@@ -3,9 +3,11 @@ import type { TsRestRequest } from '@ts-rest/express';
 import { isAppRouteNoBody, type AppRoute } from '@ts-rest/core';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import { v7 as uuidv7 } from 'uuid';
+import { isPublicRoute } from '../../contract/common.js';
 import { accessClaimsOf, principalFor } from '../auth/sessions.js';
 import type { AppContext } from '../context.js';
-import { AppError } from './errors.js';
+import { AppError, validationFailed } from './errors.js';
+import { clientAddress } from './principal.js';
 
 /** Middleware that runs for every contract route, after the route is known. */
 type RouteMiddleware = <R extends AppRoute>(req: TsRestRequest<R>, res: Response, next: NextFunction) => void;
@@ -20,11 +22,6 @@ export function requestId(req: Request, res: Response): string {
   return id;
 }
 
-const isPublic = (route: AppRoute): boolean => {
-  const metadata: unknown = route.metadata;
-  return typeof metadata === 'object' && metadata !== null && 'public' in metadata && metadata.public === true;
-};
-
 /** Verifies the bearer token once, for the rate limit and then for authentication. */
 export function identifyCaller(ctx: AppContext): RequestHandler {
   return (req, _res, next) => {
@@ -38,13 +35,21 @@ export function identifyCaller(ctx: AppContext): RequestHandler {
 /** Sets req.principal on every route not marked public in the contract. */
 export function requireAuthentication(ctx: AppContext): RouteMiddleware {
   return (req, _res, next) => {
-    if (isPublic(req.tsRestRoute)) return next();
+    if (isPublicRoute(req.tsRestRoute)) return next();
     principalFor(ctx, req.accessClaims).then((principal) => {
       req.principal = principal;
       next();
     }, next);
   };
 }
+
+/** An operation that takes no query parameters rejects any, as those that take some reject unknown ones. */
+export const rejectUnexpectedQuery: RouteMiddleware = (req, _res, next) => {
+  if (req.tsRestRoute.query) return next();
+  const unexpected = Object.keys(req.query);
+  if (unexpected.length === 0) return next();
+  next(validationFailed(unexpected.map((name) => ({ path: `query.${name}`, code: 'unrecognized_keys', message: 'This operation takes no query parameters' }))));
+};
 
 const JSON_TYPES = ['application/json', 'application/merge-patch+json'];
 
@@ -81,7 +86,7 @@ export function rateLimit(perMinute: number): RequestHandler {
   };
   return (req, res, next) => {
     // Counted before authentication, so bad tokens and unknown paths spend the budget too.
-    const key = req.accessClaims ? `user:${req.accessClaims.userId}` : `ip:${req.ip ?? 'unknown'}`;
+    const key = req.accessClaims ? `user:${req.accessClaims.userId}` : `ip:${clientAddress(req)}`;
     limiter.consume(key).then(
       (result) => {
         setHeaders(res, result);

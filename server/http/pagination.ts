@@ -1,6 +1,6 @@
 import type { Request, Response } from 'express';
 import { z } from 'zod';
-import { AppError } from './errors.js';
+import { invalidField } from './errors.js';
 
 /**
  * Keyset pagination: a cursor names the last item of a page by its sort value and id, so every
@@ -18,9 +18,7 @@ export function encodeCursor(cursor: Cursor): string {
 }
 
 export const invalidCursor = () =>
-  new AppError('validation_failed', 'The cursor is not one this list issued', {
-    errors: [{ path: 'query.cursor', code: 'invalid_cursor', message: 'Use nextCursor from the previous page of the same list' }],
-  });
+  invalidField('query.cursor', 'invalid_cursor', 'Not a cursor this list issued: use nextCursor from the previous page of the same list');
 
 /** Decodes a cursor issued for the same sort; anything else is a 400. */
 export function decodeCursor(raw: string | undefined, sort: string): Cursor | undefined {

@@ -1,6 +1,6 @@
 import type { Role } from '../../contract/users.js';
 import type { AccessClaims } from '../auth/tokens.js';
-import { AppError } from './errors.js';
+import { unauthenticated } from './errors.js';
 
 /** The authenticated caller of a request. */
 export interface Principal {
@@ -18,8 +18,11 @@ declare module 'express-serve-static-core' {
 }
 
 export function principalOf(req: { principal?: Principal }): Principal {
-  if (!req.principal) throw new AppError('unauthenticated', 'A valid access token is required', { headers: { 'WWW-Authenticate': 'Bearer' } });
+  if (!req.principal) throw unauthenticated('A valid access token is required');
   return req.principal;
 }
 
 export const isAdmin = (p: Principal): boolean => p.role === 'admin';
+
+/** The client's address as Express derives it (TRUST_PROXY decides whether X-Forwarded-For counts). */
+export const clientAddress = (req: { ip?: string }): string => req.ip ?? 'unknown';

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { isAppRouteNoBody, isAppRouteOtherResponse, type AppRoute, type AppRouteResponse } from '@ts-rest/core';
 import { generateOpenApi } from '@ts-rest/open-api';
 import { z } from 'zod';
-import { contract, ProblemSchema, TaskSchema } from '../../contract/index.js';
+import { contract, isPublicRoute, ProblemSchema, TaskSchema } from '../../contract/index.js';
 import { headerRefs, headers, problemResponseRef, problemResponses, reasonPhrases, type HeaderName } from './responses.js';
 import { schemaOf, withIntegerFormats, withNamedModels, type JsonSchema, type OpenApiDocument } from './schemas.js';
 
@@ -13,7 +13,6 @@ type Parameter = NonNullable<Operation['parameters']>[number];
 const packageVersion = (): string =>
   z.object({ version: z.string() }).parse(JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'))).version;
 
-const isPublic = (route: AppRoute): boolean => z.object({ public: z.literal(true) }).safeParse(route.metadata).success;
 
 const INTRODUCTION = [
   'Users, their tasks, tags and attachments. JSON in and out with camelCase fields; ids are UUIDv7; timestamps are RFC 3339 in UTC with milliseconds.',
@@ -128,7 +127,7 @@ const describeOperation: OperationMapper = (operation, route) => ({
   parameters: operation.parameters?.map((parameter) => describeParameter(parameter, route)),
   ...(operation.requestBody ? { requestBody: describeRequestBody(route, operation.requestBody) } : {}),
   responses: describeResponses(route, operation.responses),
-  security: isPublic(route) ? [] : [{ bearerAuth: [] }],
+  security: isPublicRoute(route) ? [] : [{ bearerAuth: [] }],
 });
 
 /** The OpenAPI 3 document of the contract, with what the generator leaves out filled in. */

@@ -9,7 +9,6 @@ export function serviceRouter(ctx: AppContext) {
     healthz: async () => ({ status: 200, body: { status: 'ok' } }),
 
     readyz: async ({ res }) => {
-      res.setHeader('Cache-Control', 'no-store');
       try {
         const pending = await pendingMigrations(ctx.db.sql, await shipped);
         if (pending.length > 0) {

@@ -19,7 +19,7 @@ export function tagFilters(query: TagListQuery): Prisma.TagWhereInput[] {
 /** The key that makes tag names unique per owner regardless of case. */
 export const nameKeyOf = (name: string): string => name.toLowerCase();
 
-/** Same order as a task's `tags` array (server/tasks/serialize.ts), ties broken by id. */
+/** Tags by name ignoring case, ties broken by id: for tag lists and for a task's `tags`. */
 export const tagsByName: Prisma.TagOrderByWithRelationInput[] = [{ nameKey: 'asc' }, { name: 'asc' }, { id: 'asc' }];
 
 const PALETTE = [

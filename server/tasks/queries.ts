@@ -1,4 +1,6 @@
+import { TimestampInputSchema } from '../../contract/common.js';
 import { TaskPrioritySchema, type TaskListQuery, type TaskPriority, type TaskSort } from '../../contract/tasks.js';
+import { containsText } from '../db/search.js';
 import type { Prisma } from '../generated/prisma/client.js';
 import { z } from 'zod';
 import { invalidCursor, type Cursor } from '../http/pagination.js';
@@ -10,9 +12,6 @@ export function taskVisibleTo(principal: Principal): Prisma.TaskWhereInput {
   if (isAdmin(principal)) return {};
   return { OR: [{ ownerId: principal.userId }, { assigneeId: principal.userId }] };
 }
-
-/** Prisma passes `contains` to LIKE unescaped: %, _ and \ in a search must match themselves. */
-const likeLiteral = (text: string): string => text.replace(/[\\%_]/g, '\\$&');
 
 /** The filters of GET /tasks as a where clause. dueAfter is inclusive, dueBefore exclusive. */
 export function taskFilters(query: TaskListQuery): Prisma.TaskWhereInput[] {
@@ -26,13 +25,7 @@ export function taskFilters(query: TaskListQuery): Prisma.TaskWhereInput[] {
   if (query.dueBefore) where.push({ dueAt: { lt: new Date(query.dueBefore) } });
   if (query.updatedSince) where.push({ updatedAt: { gte: new Date(query.updatedSince) } });
   if (query.q) {
-    const q = likeLiteral(query.q);
-    where.push({
-      OR: [
-        { title: { contains: q, mode: 'insensitive' } },
-        { description: { contains: q, mode: 'insensitive' } },
-      ],
-    });
+    where.push({ OR: [{ title: containsText(query.q) }, { description: containsText(query.q) }] });
   }
   return where;
 }
@@ -60,7 +53,7 @@ function cursorValue<T extends z.ZodTypeAny>(schema: T, value: unknown): z.infer
   if (!parsed.success) throw invalidCursor();
   return parsed.data;
 }
-const CursorDate = z.string().datetime().transform((s) => new Date(s));
+const CursorDate = TimestampInputSchema.transform((s) => new Date(s));
 
 /** Tasks without a due date come after those with one when ascending, first when descending. */
 export function taskOrderBy(sort: TaskSort): Prisma.TaskOrderByWithRelationInput[] {

@@ -2,8 +2,9 @@ import { initServer } from '@ts-rest/express';
 import { tasksContract } from '../../contract/tasks.js';
 import type { AppContext } from '../context.js';
 import { principalOf } from '../http/principal.js';
-import { etagOf, serializeTask } from './serialize.js';
-import { changeTask, createTask, deleteTask, findVisibleTask, listTasks, matchesVersion } from './service.js';
+import { entityTag, noneMatchHits } from '../http/etags.js';
+import { serializeTask } from './serialize.js';
+import { changeTask, createTask, deleteTask, findVisibleTask, listTasks } from './service.js';
 
 export function tasksRouter(ctx: AppContext) {
   return initServer().router(tasksContract, {
@@ -11,27 +12,28 @@ export function tasksRouter(ctx: AppContext) {
 
     get: async ({ params, headers, req, res }) => {
       const task = await findVisibleTask(ctx, principalOf(req), params.task_id);
-      res.setHeader('ETag', etagOf(task.version));
-      if (matchesVersion(headers['if-none-match'], task.version)) return { status: 304, body: undefined };
+      const etag = entityTag(task.version);
+      res.setHeader('ETag', etag);
+      if (noneMatchHits(headers['if-none-match'], etag)) return { status: 304, body: undefined };
       return { status: 200, body: serializeTask(task) };
     },
 
     create: async ({ body, req, res }) => {
       const task = await createTask(ctx, principalOf(req), body);
       res.setHeader('Location', `/tasks/${task.id}`);
-      res.setHeader('ETag', etagOf(task.version));
+      res.setHeader('ETag', entityTag(task.version));
       return { status: 201, body: serializeTask(task) };
     },
 
     replace: async ({ params, headers, body, req, res }) => {
       const task = await changeTask(ctx, principalOf(req), params.task_id, headers['if-match'], body);
-      res.setHeader('ETag', etagOf(task.version));
+      res.setHeader('ETag', entityTag(task.version));
       return { status: 200, body: serializeTask(task) };
     },
 
     update: async ({ params, headers, body, req, res }) => {
       const task = await changeTask(ctx, principalOf(req), params.task_id, headers['if-match'], body);
-      res.setHeader('ETag', etagOf(task.version));
+      res.setHeader('ETag', entityTag(task.version));
       return { status: 200, body: serializeTask(task) };
     },
 

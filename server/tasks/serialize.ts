@@ -1,9 +1,10 @@
 import type { Task } from '../../contract/tasks.js';
 import type { Prisma } from '../generated/prisma/client.js';
+import { tagsByName } from '../tags/queries.js';
 
 /** What a task row must load to become a Task: its tags (by name) and its attachment count. */
 export const taskInclude = {
-  tags: { select: { tag: { select: { id: true, name: true, color: true } } }, orderBy: [{ tag: { nameKey: 'asc' } }, { tag: { name: 'asc' } }, { tagId: 'asc' }] },
+  tags: { select: { tag: { select: { id: true, name: true, color: true } } }, orderBy: tagsByName.map((tag) => ({ tag })) },
   _count: { select: { attachments: true } },
 } satisfies Prisma.TaskInclude;
 
@@ -27,5 +28,3 @@ export function serializeTask(row: TaskRow): Task {
     updatedAt: row.updatedAt.toISOString(),
   };
 }
-
-export const etagOf = (version: number): string => `"${version}"`;

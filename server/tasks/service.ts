@@ -3,7 +3,9 @@ import type { Task, TaskCreate, TaskListQuery, TaskPatch, TaskStatus } from '../
 import { discardStoredBytes, storageKeysOf } from '../attachments/stored-bytes.js';
 import type { AppContext } from '../context.js';
 import type { Prisma } from '../generated/prisma/client.js';
-import { AppError, notFound } from '../http/errors.js';
+import { isMissingRow } from '../db/errors.js';
+import { AppError, invalidField, notFound } from '../http/errors.js';
+import { entityTag, ifMatchHolds } from '../http/etags.js';
 import { decodeCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { taskAfter, taskCursor, taskFilters, taskOrderBy, taskVisibleTo } from './queries.js';
@@ -33,19 +35,11 @@ export async function findVisibleTask(ctx: AppContext, principal: Principal, tas
   return row;
 }
 
-/**
- * Parses If-Match: `*`, or a list of ETags (`"3"`, `W/"3"`). Undefined when the header is absent.
- * Answers whether `version` matches.
- */
-export function matchesVersion(header: string | undefined, version: number): boolean | undefined {
-  if (header === undefined) return undefined;
-  if (header.trim() === '*') return true;
-  return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === `"${version}"`);
-}
+/** The assignee or a tag was deleted between the check and the write. */
+const referenceGone = () => invalidField('body', 'unknown_reference', 'A user or tag this task refers to no longer exists');
 
-function invalidField(path: string, code: string, message: string): AppError {
-  return new AppError('validation_failed', `${path}: ${message}`, { errors: [{ path, code, message }] });
-}
+const staleVersion = (version: number) =>
+  new AppError('precondition_failed', `The task is at version ${version}`, { headers: { ETag: entityTag(version) } });
 
 async function assertUserExists(ctx: AppContext, userId: string | null | undefined): Promise<void> {
   if (!userId) return;
@@ -67,23 +61,27 @@ export async function createTask(ctx: AppContext, principal: Principal, input: T
     if (owned !== tagIds.length) throw invalidField('body.tagIds', 'unknown_tag', 'Every tag must be one of your own tags');
   }
   const now = new Date();
-  return ctx.db.prisma.task.create({
-    data: {
-      id: uuidv7(),
-      ownerId: principal.userId,
-      assigneeId: input.assigneeId,
-      title: input.title,
-      description: input.description,
-      status: input.status,
-      priority: input.priority,
-      dueAt: input.dueAt === null ? null : new Date(input.dueAt),
-      completedAt: completion(undefined, input.status, now),
-      createdAt: now,
-      updatedAt: now,
-      tags: { create: tagIds.map((tagId) => ({ tagId, createdAt: now })) },
-    },
-    include: taskInclude,
-  });
+  try {
+    return await ctx.db.prisma.task.create({
+      data: {
+        id: uuidv7(),
+        ownerId: principal.userId,
+        assigneeId: input.assigneeId,
+        title: input.title,
+        description: input.description,
+        status: input.status,
+        priority: input.priority,
+        dueAt: input.dueAt === null ? null : new Date(input.dueAt),
+        completedAt: completion(undefined, input.status, now),
+        createdAt: now,
+        updatedAt: now,
+        tags: { create: tagIds.map((tagId) => ({ tagId, createdAt: now })) },
+      },
+      include: taskInclude,
+    });
+  } catch (error) {
+    throw isMissingRow(error) ? referenceGone() : error;
+  }
 }
 
 const sameInstant = (a: Date | null, b: string | null) => (a === null || b === null ? a === b : a.getTime() === new Date(b).getTime());
@@ -114,9 +112,7 @@ export async function changeTask(
   if (change.assigneeId !== undefined) await assertUserExists(ctx, change.assigneeId);
   for (let attempt = 0; ; attempt++) {
     const current = await findVisibleTask(ctx, principal, taskId);
-    if (matchesVersion(ifMatch, current.version) === false) {
-      throw new AppError('precondition_failed', `The task is at version ${current.version}`, { headers: { ETag: `"${current.version}"` } });
-    }
+    if (ifMatchHolds(ifMatch, entityTag(current.version)) === false) throw staleVersion(current.version);
     if (!changesTask(current, change)) return current;
     const now = new Date();
     const status = change.status ?? current.status;
@@ -133,8 +129,16 @@ export async function changeTask(
         version: { increment: 1 },
         updatedAt: now,
       },
+    }).catch((error: unknown) => {
+      throw isMissingRow(error) ? referenceGone() : error;
     });
-    if (count === 1) return findVisibleTask(ctx, principal, taskId);
+    if (count === 1) {
+      // Read back without the visibility rule: an assignee who just unassigned themselves made a
+      // change that took, even though they no longer see the task.
+      const updated = await ctx.db.prisma.task.findUnique({ where: { id: taskId }, include: taskInclude });
+      if (!updated) throw notFound('task');
+      return updated;
+    }
     if (ifMatch !== undefined || attempt >= 5) {
       throw new AppError('precondition_failed', 'The task changed while this request was applied');
     }
@@ -146,9 +150,7 @@ export async function deleteTask(ctx: AppContext, principal: Principal, taskId: 
   if (task.ownerId !== principal.userId && !isAdmin(principal)) {
     throw new AppError('forbidden', 'Only the owner of a task or an admin may delete it');
   }
-  if (matchesVersion(ifMatch, task.version) === false) {
-    throw new AppError('precondition_failed', `The task is at version ${task.version}`, { headers: { ETag: `"${task.version}"` } });
-  }
+  if (ifMatchHolds(ifMatch, entityTag(task.version)) === false) throw staleVersion(task.version);
   // Rows first (the cascade takes the attachments), then their bytes; later uploads are left to the orphan sweep.
   const storageKeys = await storageKeysOf(ctx, { taskId });
   const { count } = await ctx.db.prisma.task.deleteMany({ where: { id: taskId, ...(ifMatch !== undefined && { version: task.version }) } });

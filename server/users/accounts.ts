@@ -8,8 +8,11 @@ import { AppError } from '../http/errors.js';
 export const emailTaken = () => new AppError('email_taken', 'An account with this email already exists');
 
 /** Creates an account; the email arrives normalised by the contract. */
+/** What account creation needs: the database and the password hasher, not the whole service. */
+export type Accounts = Pick<AppContext, 'db' | 'passwords'>;
+
 export async function createAccount(
-  ctx: AppContext,
+  ctx: Accounts,
   input: { email: string; password: string; name: string; role?: Role },
 ): Promise<UserRow> {
   const passwordHash = await ctx.passwords.hash(input.password);
@@ -24,22 +27,38 @@ export async function createAccount(
   }
 }
 
+/** Another account holds the configured admin email; promoting it silently would hand it the service. */
+export class AdminEmailTakenError extends Error {
+  constructor(email: string) {
+    super(
+      `ADMIN_EMAIL ${email} belongs to an existing account that is not an admin (it may have been registered by ` +
+        'someone else). Check that account, then promote it deliberately with `npm run create-admin -- <email>`, ' +
+        'or configure another ADMIN_EMAIL.',
+    );
+  }
+}
+
 /**
- * Makes sure the configured administrator exists with the admin role. An existing account with
- * that email is promoted; its password is left as it is.
+ * Makes sure the administrator exists with the admin role. An existing admin is left as it is
+ * (its password too). An existing non-admin account is promoted only when the operator asks for
+ * exactly that (`npm run create-admin`); from configuration it stops the start.
  */
-export async function ensureAdmin(ctx: AppContext, admin: { email: string; password: string; name: string }): Promise<UserRow> {
-  const email = admin.email.trim().toLowerCase();
-  const existing = await ctx.db.prisma.user.findUnique({ where: { email } });
+export async function ensureAdmin(
+  ctx: Accounts,
+  admin: { email: string; password: string; name: string },
+  { promoteExisting }: { promoteExisting: boolean },
+): Promise<UserRow> {
+  const existing = await ctx.db.prisma.user.findUnique({ where: { email: admin.email } });
   if (existing) {
     if (existing.role === 'admin') return existing;
+    if (!promoteExisting) throw new AdminEmailTakenError(admin.email);
     return ctx.db.prisma.user.update({ where: { id: existing.id }, data: { role: 'admin', updatedAt: new Date() } });
   }
   try {
-    return await createAccount(ctx, { email, password: admin.password, name: admin.name, role: 'admin' });
+    return await createAccount(ctx, { ...admin, role: 'admin' });
   } catch (error) {
     // Another instance starting at the same moment created it.
-    if (error instanceof AppError && error.code === 'email_taken') return ensureAdmin(ctx, admin);
+    if (error instanceof AppError && error.code === 'email_taken') return ensureAdmin(ctx, admin, { promoteExisting });
     throw error;
   }
 }

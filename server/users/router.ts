@@ -3,7 +3,7 @@ import { usersContract } from '../../contract/users.js';
 import type { AppContext } from '../context.js';
 import type { Prisma } from '../generated/prisma/client.js';
 import { decodeCursor, toPage } from '../http/pagination.js';
-import { principalOf } from '../http/principal.js';
+import { clientAddress, principalOf } from '../http/principal.js';
 import { listTasks } from '../tasks/service.js';
 import { createAccount } from './accounts.js';
 import { userFilters } from './queries.js';
@@ -43,7 +43,7 @@ export function usersRouter(ctx: AppContext) {
 
     replace: async ({ params, body, req }) => ({ status: 200, body: serializeUser(await replaceUser(ctx, principalOf(req), params.user_id, body)) }),
 
-    update: async ({ params, body, req }) => ({ status: 200, body: serializeUser(await patchUser(ctx, principalOf(req), params.user_id, body, req.ip ?? 'unknown')) }),
+    update: async ({ params, body, req }) => ({ status: 200, body: serializeUser(await patchUser(ctx, principalOf(req), params.user_id, body, clientAddress(req))) }),
 
     remove: async ({ params, req }) => {
       await deleteUser(ctx, principalOf(req), params.user_id);

@@ -1,10 +1,11 @@
 import type { Role, UserPatch, UserReplace } from '../../contract/users.js';
 import { discardStoredBytes, storageKeysOf } from '../attachments/stored-bytes.js';
+import { passwordAccepted } from '../auth/credentials.js';
 import { revokeOtherSessions } from '../auth/sessions.js';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
 import type { Prisma, User as UserRow } from '../generated/prisma/client.js';
-import { AppError, notFound } from '../http/errors.js';
+import { AppError, invalidField, notFound } from '../http/errors.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { emailTaken } from './accounts.js';
 import { touchTasks } from '../tasks/versions.js';
@@ -20,6 +21,9 @@ export async function findVisibleUser(ctx: AppContext, principal: Principal, use
 export function requireAdmin(principal: Principal, what: string): void {
   if (!isAdmin(principal)) throw new AppError('forbidden', `Only an admin may ${what}`);
 }
+
+// API.md: role is a server-owned field for non-admins, rejected (400), never bound.
+const roleNotSettable = () => invalidField('body.role', 'admin_only', 'Only an admin may set role');
 
 const lastAdmin = () => new AppError('last_admin', 'The service must keep at least one admin');
 
@@ -50,12 +54,16 @@ const changesUser = (user: UserRow, change: ProfileChange): boolean =>
 
 async function applyProfileChange(ctx: AppContext, user: UserRow, change: ProfileChange): Promise<UserRow> {
   if (!changesUser(user, change)) return user;
-  const demotesAdmin = user.role === 'admin' && change.role === 'user';
+  const data = { ...change, updatedAt: new Date() };
   try {
-    return await withAdminsLocked(ctx, async (tx, adminCount) => {
-      if (demotesAdmin && adminCount <= 1) throw lastAdmin();
-      return tx.user.update({ where: { id: user.id }, data: { ...change, updatedAt: new Date() } });
-    });
+    // Only a demotion needs the admins locked: it is the one change that can remove the last admin.
+    if (user.role === 'admin' && change.role === 'user') {
+      return await withAdminsLocked(ctx, async (tx, adminCount) => {
+        if (adminCount <= 1) throw lastAdmin();
+        return tx.user.update({ where: { id: user.id }, data });
+      });
+    }
+    return await ctx.db.prisma.user.update({ where: { id: user.id }, data });
   } catch (error) {
     if (isUniqueViolation(error)) throw emailTaken();
     throw error;
@@ -64,29 +72,24 @@ async function applyProfileChange(ctx: AppContext, user: UserRow, change: Profil
 
 export async function replaceUser(ctx: AppContext, principal: Principal, userId: string, body: UserReplace): Promise<UserRow> {
   const user = await findVisibleUser(ctx, principal, userId);
-  if (body.role !== undefined && body.role !== user.role) requireAdmin(principal, 'change a role');
+  if (body.role !== undefined && !isAdmin(principal)) throw roleNotSettable();
   return applyProfileChange(ctx, user, { email: body.email, name: body.name, ...(body.role && { role: body.role }) });
 }
 
-function invalidCurrentPassword(code: string, message: string): AppError {
-  return new AppError('validation_failed', `body.currentPassword: ${message}`, { errors: [{ path: 'body.currentPassword', code, message }] });
-}
+const CURRENT_PASSWORD = 'body.currentPassword';
 
 /** Wrong guesses count against the account and address exactly as failed logins do. */
 async function proveCurrentPassword(ctx: AppContext, user: UserRow, currentPassword: string | undefined, address: string): Promise<void> {
-  if (currentPassword === undefined) throw invalidCurrentPassword('required', 'Send currentPassword to change your own password');
-  await ctx.loginThrottle.check(user.email, address);
-  if (!(await ctx.passwords.verify(user.passwordHash, currentPassword))) {
-    await ctx.loginThrottle.recordFailure(user.email, address);
-    throw invalidCurrentPassword('invalid_current_password', 'The current password is wrong');
+  if (currentPassword === undefined) throw invalidField(CURRENT_PASSWORD, 'required', 'Send currentPassword to change your own password');
+  if (!(await passwordAccepted(ctx, { email: user.email, passwordHash: user.passwordHash, password: currentPassword, address }))) {
+    throw invalidField(CURRENT_PASSWORD, 'invalid_current_password', 'The current password is wrong');
   }
-  await ctx.loginThrottle.recordSuccess(user.email);
 }
 
 /** `address` is the client's, for throttling guesses of the current password as login does. */
 export async function patchUser(ctx: AppContext, principal: Principal, userId: string, body: UserPatch, address: string): Promise<UserRow> {
   const user = await findVisibleUser(ctx, principal, userId);
-  if (body.role !== undefined && body.role !== user.role) requireAdmin(principal, 'change a role');
+  if (body.role !== undefined && !isAdmin(principal)) throw roleNotSettable();
   const change: ProfileChange = { email: body.email, name: body.name, role: body.role };
   if (body.password !== undefined) {
     // Users changing their own password prove they know the current one; admins resetting

@@ -9,6 +9,9 @@ export function expectNoInternals(text: string): void {
   expect(text).not.toMatch(/\bat .+\(.*:\d+:\d+\)|node_modules|\/work\/|\.ts:\d+|\bSELECT\b|\bINSERT\b|prisma/i);
 }
 
+/** The paths of a problem's validation issues, in the order given. */
+export const errorPaths = (body: unknown): string[] => (ProblemSchema.parse(body).errors ?? []).map((e) => e.path);
+
 /**
  * Checks the RFC 9457 body every error carries, tied to the response it came in (status, media
  * type, request id), and returns it. `instance` is checked when given.

@@ -23,6 +23,15 @@ export async function registerUser(service: TestService, options: { email?: stri
   return { ...result, email, password, auth: `Bearer ${result.accessToken}` };
 }
 
+/** POST /auth/login as a client sends it, for tests that look at the answer themselves. */
+export const loginRequest = (service: TestService, email: string, password: string) => service.http.post('/auth/login').send({ email, password });
+
+/** Logs in (200 expected) and returns the new session with its Authorization header value. */
+export async function login(service: TestService, email: string, password: string): Promise<AuthResult & { auth: string }> {
+  const result = AuthResultSchema.parse((await loginRequest(service, email, password).expect(200)).body);
+  return { ...result, auth: `Bearer ${result.accessToken}` };
+}
+
 /** Registers a user and makes them an admin directly in the database (the bootstrap path). */
 export async function registerAdmin(service: TestService): Promise<TestUser> {
   const user = await registerUser(service, { email: uniqueEmail('admin') });

@@ -1,0 +1,68 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { UserSchema } from '../contract/users.js';
+import { AdminEmailTakenError, ensureAdmin } from '../server/users/accounts.js';
+import { startService, type TestService } from './support/app.js';
+import { login, registerUser, uniqueEmail } from './support/users.js';
+
+const run = promisify(execFile);
+const ROOT = path.resolve(import.meta.dirname, '..');
+
+describe('the configured administrator', () => {
+  let service: TestService;
+  beforeAll(async () => {
+    service = await startService();
+  });
+  afterAll(() => service.close());
+
+  it('is created when missing, and left as it is when present', async () => {
+    const email = uniqueEmail('admin');
+    const created = await ensureAdmin(service.ctx, { email, password: 'first password', name: 'Ada' }, { promoteExisting: false });
+    expect(created.role).toBe('admin');
+    const again = await ensureAdmin(service.ctx, { email, password: 'another password', name: 'Ada' }, { promoteExisting: false });
+    expect(again.id).toBe(created.id);
+    await login(service, email, 'first password');
+  });
+
+  it('never promotes an account someone registered under that email first', async () => {
+    const squatter = await registerUser(service);
+    await expect(
+      ensureAdmin(service.ctx, { email: squatter.email, password: 'operator password', name: 'Admin' }, { promoteExisting: false }),
+    ).rejects.toThrow(AdminEmailTakenError);
+    const me = await service.http.get('/auth/me').set('Authorization', squatter.auth).expect(200);
+    expect(UserSchema.parse(me.body).role).toBe('user');
+  });
+
+  it('promotes an existing account when the operator asks for exactly that', async () => {
+    const user = await registerUser(service);
+    const promoted = await ensureAdmin(service.ctx, { email: user.email, password: 'unused here', name: 'X' }, { promoteExisting: true });
+    expect(promoted).toMatchObject({ id: user.user.id, role: 'admin' });
+  });
+});
+
+describe.runIf(process.env.TEST_DB === 'pglite')('npm run create-admin', () => {
+  let dataDir: string;
+  beforeAll(async () => {
+    dataDir = await mkdtemp(path.join(tmpdir(), 'create-admin-'));
+  });
+  afterAll(() => rm(dataDir, { recursive: true, force: true }));
+
+  it('creates an administrator on the embedded database, and no signing key', async () => {
+    const env = { ...process.env, DATA_DIR: dataDir, DATABASE_URL: '', ADMIN_PASSWORD: 'operator password' };
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', 'server/cli/create-admin.ts', 'Boss@Example.test', 'The Boss'], { cwd: ROOT, env });
+    expect(stdout).toMatch(/^administrator boss@example\.test \([0-9a-f-]{36}\) is present/);
+    expect(await readdir(dataDir)).not.toContain('keys');
+    const again = await run(process.execPath, ['--import', 'tsx', 'server/cli/create-admin.ts', 'boss@example.test'], { cwd: ROOT, env });
+    expect(again.stdout).toContain('boss@example.test');
+  }, 60_000);
+
+  it('refuses a malformed email with a usage line', async () => {
+    await expect(
+      run(process.execPath, ['--import', 'tsx', 'server/cli/create-admin.ts', 'not-an-email'], { cwd: ROOT, env: { ...process.env, DATA_DIR: dataDir } }),
+    ).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('usage: npm run create-admin') });
+  });
+});
