@@ -4,7 +4,7 @@ import type { Prisma } from '../generated/prisma/client.js';
 import { AppError, notFound } from '../http/errors.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { taskVisibleTo } from '../tasks/queries.js';
-import { findVisibleTask } from '../tasks/service.js';
+import { findVisibleTaskRef } from '../tasks/service.js';
 import { touchTasks } from '../tasks/versions.js';
 import { contentTypeOf } from './content-type.js';
 import { sanitizeFilename } from './filenames.js';
@@ -33,7 +33,7 @@ export async function findVisibleAttachment(ctx: AppContext, principal: Principa
 
 /** Oldest first; a task holds at most maxPerTask attachments, so the list needs no pages. */
 export async function listAttachments(ctx: AppContext, principal: Principal, taskId: string): Promise<AttachmentRow[]> {
-  await findVisibleTask(ctx, principal, taskId);
+  await findVisibleTaskRef(ctx, principal, taskId);
   return ctx.db.prisma.attachment.findMany({ where: { taskId }, orderBy: [{ createdAt: 'asc' }, { id: 'asc' }] });
 }
 
@@ -44,7 +44,7 @@ async function assertRoomFor(db: Prisma.TransactionClient, taskId: string, maxPe
 
 /** Checks made before the body is read, so a doomed upload is not stored first. */
 export async function admitUpload(ctx: AppContext, principal: Principal, taskId: string): Promise<void> {
-  await findVisibleTask(ctx, principal, taskId);
+  await findVisibleTaskRef(ctx, principal, taskId);
   await assertRoomFor(ctx.db.prisma, taskId, ctx.config.attachments.maxPerTask);
 }
 

@@ -67,3 +67,13 @@ export function toPage<Row, T>(
   }
   return { items: pageRows.map(serialize), nextCursor };
 }
+
+/** Lists in creation order (users, tags): ids are UUIDv7, so id order is creation order. */
+const CREATION_ORDER = 'id';
+export const creationCursor = (row: { id: string }): Cursor => ({ s: CREATION_ORDER, v: null, id: row.id });
+
+/** The keyset condition for the page after `cursor` in creation order (none for page 1). */
+export function createdAfter(cursor: string | undefined): { id: { gt: string } }[] {
+  const decoded = decodeCursor(cursor, CREATION_ORDER);
+  return decoded ? [{ id: { gt: decoded.id } }] : [];
+}

@@ -3,25 +3,22 @@ import type { Tag, TagCreate, TagListQuery, TagPatch } from '../../contract/tags
 import type { AppContext } from '../context.js';
 import { isMissingRow, isUniqueViolation } from '../db/errors.js';
 import { AppError, notFound } from '../http/errors.js';
-import { decodeCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
+import { createdAfter, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
 import type { Principal } from '../http/principal.js';
+import { touchTasks } from '../tasks/versions.js';
 import { defaultColorFor, nameKeyOf, tagFilters, tagVisibleTo } from './queries.js';
 import { serializeTag, type TagRow } from './serialize.js';
-import { touchTasks } from '../tasks/versions.js';
-
-const TAG_SORT = 'id';
 
 const tagNameTaken = (name: string) => new AppError('tag_name_taken', `You already have a tag named "${name}" (names ignore case)`);
 
-/** Oldest first: ids are UUIDv7, so id order is creation order. */
+/** Oldest first. */
 export async function listTags(ctx: AppContext, principal: Principal, query: TagListQuery, http: ListExchange): Promise<Page<Tag>> {
-  const cursor = decodeCursor(query.cursor, TAG_SORT);
   const rows = await ctx.db.prisma.tag.findMany({
-    where: { AND: [tagVisibleTo(principal), ...tagFilters(query), ...(cursor ? [{ id: { gt: cursor.id } }] : [])] },
+    where: { AND: [tagVisibleTo(principal), ...tagFilters(query), ...createdAfter(query.cursor)] },
     orderBy: { id: 'asc' },
     take: query.limit + 1,
   });
-  return toPage(http, rows, query.limit, (row) => ({ s: TAG_SORT, v: null, id: row.id }), serializeTag);
+  return toPage(http, rows, query.limit, creationCursor, serializeTag);
 }
 
 /** A tag the caller may see (their own; any for an admin), or 404. */

@@ -2,13 +2,13 @@ import type { AppContext } from '../context.js';
 import { isMissingRow } from '../db/errors.js';
 import { notFound } from '../http/errors.js';
 import type { Principal } from '../http/principal.js';
-import { findVisibleTask } from '../tasks/service.js';
+import { findVisibleTaskRef } from '../tasks/service.js';
 import { touchTasks } from '../tasks/versions.js';
 import { tagsByName } from './queries.js';
 import type { TagRow } from './serialize.js';
 
 export async function listTaskTags(ctx: AppContext, principal: Principal, taskId: string): Promise<TagRow[]> {
-  const task = await findVisibleTask(ctx, principal, taskId);
+  const task = await findVisibleTaskRef(ctx, principal, taskId);
   return ctx.db.prisma.tag.findMany({ where: { tasks: { some: { taskId: task.id } } }, orderBy: tagsByName });
 }
 
@@ -19,7 +19,7 @@ export async function addTagToTask(
   taskId: string,
   tagId: string,
 ): Promise<{ tag: TagRow; created: boolean }> {
-  const task = await findVisibleTask(ctx, principal, taskId);
+  const task = await findVisibleTaskRef(ctx, principal, taskId);
   // Even an admin may only use the owner's tags: a task never carries another user's tag.
   const tag = await ctx.db.prisma.tag.findFirst({ where: { id: tagId, ownerId: task.ownerId } });
   if (!tag) throw notFound('tag');
@@ -40,7 +40,7 @@ export async function addTagToTask(
 }
 
 export async function removeTagFromTask(ctx: AppContext, principal: Principal, taskId: string, tagId: string): Promise<void> {
-  const task = await findVisibleTask(ctx, principal, taskId);
+  const task = await findVisibleTaskRef(ctx, principal, taskId);
   try {
     await ctx.db.prisma.$transaction(async (tx) => {
       const { count } = await tx.taskTag.deleteMany({ where: { taskId: task.id, tagId } });

@@ -28,6 +28,13 @@ export async function listTasks(
   return toPage(http, rows, query.limit, (row) => taskCursor(query.sort, row), serializeTask);
 }
 
+/** The id and owner of a task the caller may see, or 404: for checks that need no more. */
+export async function findVisibleTaskRef(ctx: AppContext, principal: Principal, taskId: string): Promise<{ id: string; ownerId: string; version: number }> {
+  const row = await ctx.db.prisma.task.findFirst({ where: { AND: [{ id: taskId }, taskVisibleTo(principal)] }, select: { id: true, ownerId: true, version: true } });
+  if (!row) throw notFound('task');
+  return row;
+}
+
 /** A task the caller may see, or 404 (never 403: another user's task does not exist for them). */
 export async function findVisibleTask(ctx: AppContext, principal: Principal, taskId: string): Promise<TaskRow> {
   const row = await ctx.db.prisma.task.findFirst({ where: { AND: [{ id: taskId }, taskVisibleTo(principal)] }, include: taskInclude });
@@ -146,7 +153,7 @@ export async function changeTask(
 }
 
 export async function deleteTask(ctx: AppContext, principal: Principal, taskId: string, ifMatch: string | undefined): Promise<void> {
-  const task = await findVisibleTask(ctx, principal, taskId);
+  const task = await findVisibleTaskRef(ctx, principal, taskId);
   if (task.ownerId !== principal.userId && !isAdmin(principal)) {
     throw new AppError('forbidden', 'Only the owner of a task or an admin may delete it');
   }

@@ -2,25 +2,15 @@ import { initServer } from '@ts-rest/express';
 import { usersContract } from '../../contract/users.js';
 import type { AppContext } from '../context.js';
 import type { Prisma } from '../generated/prisma/client.js';
-import { decodeCursor, toPage } from '../http/pagination.js';
 import { clientAddress, principalOf } from '../http/principal.js';
 import { listTasks } from '../tasks/service.js';
 import { createAccount } from './accounts.js';
-import { userFilters } from './queries.js';
 import { serializeUser } from './serialize.js';
-import { deleteUser, findVisibleUser, patchUser, replaceUser, requireAdmin } from './service.js';
-
-const USER_SORT = 'id';
+import { deleteUser, findVisibleUser, listUsers, patchUser, replaceUser, requireAdmin } from './service.js';
 
 export function usersRouter(ctx: AppContext) {
   return initServer().router(usersContract, {
-    // Oldest first: ids are UUIDv7, so id order is creation order.
-    list: async ({ query, req, res }) => {
-      requireAdmin(principalOf(req), 'list users');
-      const cursor = decodeCursor(query.cursor, USER_SORT);
-      const rows = await ctx.db.prisma.user.findMany({ where: { AND: userFilters(query, cursor) }, orderBy: { id: 'asc' }, take: query.limit + 1 });
-      return { status: 200, body: toPage({ req, res }, rows, query.limit, (u) => ({ s: USER_SORT, v: null, id: u.id }), serializeUser) };
-    },
+    list: async ({ query, req, res }) => ({ status: 200, body: await listUsers(ctx, principalOf(req), query, { req, res }) }),
 
     get: async ({ params, req }) => ({ status: 200, body: serializeUser(await findVisibleUser(ctx, principalOf(req), params.user_id)) }),
 

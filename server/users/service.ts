@@ -1,4 +1,4 @@
-import type { Role, UserPatch, UserReplace } from '../../contract/users.js';
+import type { Role, User, UserListQuery, UserPatch, UserReplace } from '../../contract/users.js';
 import { discardStoredBytes, storageKeysOf } from '../attachments/stored-bytes.js';
 import { passwordAccepted } from '../auth/credentials.js';
 import { revokeOtherSessions } from '../auth/sessions.js';
@@ -6,9 +6,23 @@ import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
 import type { Prisma, User as UserRow } from '../generated/prisma/client.js';
 import { AppError, invalidField, notFound } from '../http/errors.js';
+import { createdAfter, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
 import { isAdmin, type Principal } from '../http/principal.js';
-import { emailTaken } from './accounts.js';
 import { touchTasks } from '../tasks/versions.js';
+import { emailTaken } from './accounts.js';
+import { userFilters } from './queries.js';
+import { serializeUser } from './serialize.js';
+
+/** Oldest first; admins only. */
+export async function listUsers(ctx: AppContext, principal: Principal, query: UserListQuery, http: ListExchange): Promise<Page<User>> {
+  requireAdmin(principal, 'list users');
+  const rows = await ctx.db.prisma.user.findMany({
+    where: { AND: [...userFilters(query), ...createdAfter(query.cursor)] },
+    orderBy: { id: 'asc' },
+    take: query.limit + 1,
+  });
+  return toPage(http, rows, query.limit, creationCursor, serializeUser);
+}
 
 /** A user the caller may see: themself, or anyone for an admin. Others are 404. */
 export async function findVisibleUser(ctx: AppContext, principal: Principal, userId: string): Promise<UserRow> {
