@@ -30,17 +30,19 @@ async function registered(client: Client, name = 'Client User') {
   return res.body;
 }
 
+// One listening service for the file: every test registers its own account.
+let service: TestService;
+let listening: ListeningService;
+beforeAll(async () => {
+  service = await startService();
+  listening = await listen(service);
+});
+afterAll(async () => {
+  await listening.close();
+  await service.close();
+});
+
 describe('typed client against a listening service', () => {
-  let service: TestService;
-  let listening: ListeningService;
-  beforeAll(async () => {
-    service = await startService();
-    listening = await listen(service);
-  });
-  afterAll(async () => {
-    await listening.close();
-    await service.close();
-  });
 
   it('registers, keeps the tokens and sends them', async () => {
     const { client, tokenChanges } = userClient(listening.baseUrl);
@@ -177,16 +179,6 @@ describe('typed client against a listening service', () => {
 });
 
 describe('typed client when the access token expires', () => {
-  let service: TestService;
-  let listening: ListeningService;
-  beforeAll(async () => {
-    service = await startService();
-    listening = await listen(service);
-  });
-  afterAll(async () => {
-    await listening.close();
-    await service.close();
-  });
 
   /** Hands the client a correctly signed but expired access token for its own session. */
   async function expire(client: Client): Promise<SessionTokens> {
