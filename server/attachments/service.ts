@@ -3,7 +3,7 @@ import type { AppContext } from '../context.js';
 import type { Prisma } from '../generated/prisma/client.js';
 import { AppError, notFound } from '../http/errors.js';
 import { isAdmin, type Principal } from '../http/principal.js';
-import { taskVisibleTo } from '../tasks/queries.js';
+import { taskVisibleTo, visibleTask } from '../tasks/queries.js';
 import { findVisibleTaskRef } from '../tasks/service.js';
 import { touchTasks } from '../tasks/versions.js';
 import { contentTypeOf } from './content-type.js';
@@ -57,7 +57,7 @@ export async function createAttachment(ctx: AppContext, principal: Principal, ta
     const contentType = await contentTypeOf(file.stored.head, file.declaredType);
     return await ctx.db.prisma.$transaction(async (tx) => {
       await tx.$queryRaw`SELECT id FROM tasks WHERE id = ${taskId}::uuid FOR UPDATE`;
-      const task = await tx.task.findFirst({ where: { AND: [{ id: taskId }, taskVisibleTo(principal)] }, select: { id: true } });
+      const task = await tx.task.findFirst({ where: visibleTask(principal, taskId), select: { id: true } });
       if (!task) throw notFound('task');
       await assertRoomFor(tx, taskId, ctx.config.attachments.maxPerTask);
       await touchTasks(tx, { id: taskId }); // its attachmentCount changes

@@ -3,9 +3,8 @@ import type { AppContext } from '../context.js';
 /**
  * Checks a password under the login throttle: 429 once the account or the client address has used
  * up its failures; a failure counts against both, a success clears the account's count and gives
- * the address its attempt back. Without a
- * password hash (no such account) it spends the time of a verification and fails, so an unknown
- * email cannot be told from a wrong password.
+ * the address its attempt back. Without a password hash (no such account) it spends the time of a
+ * verification and fails, so an unknown email cannot be told from a wrong password.
  */
 export async function passwordAccepted(
   ctx: AppContext,

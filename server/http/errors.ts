@@ -96,7 +96,7 @@ interface BodyParserError extends Error {
   status?: number;
 }
 const isBodyParserError = (err: unknown): err is BodyParserError =>
-  err instanceof Error && typeof (err as Partial<BodyParserError>).type === 'string';
+  err instanceof Error && 'type' in err && typeof err.type === 'string';
 
 const clientErrorStatus = (err: unknown): boolean => {
   const status = err instanceof Error && 'status' in err ? err.status : undefined;

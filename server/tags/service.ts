@@ -58,7 +58,7 @@ export async function updateTag(ctx: AppContext, principal: Principal, tagId: st
       return tx.tag.update({ where: { id: tag.id }, data: { name, nameKey: nameKeyOf(name), color } });
     });
   } catch (error) {
-    if (isUniqueViolation(error)) throw tagNameTaken(change.name ?? tag.name);
+    if (isUniqueViolation(error)) throw tagNameTaken(name);
     if (isMissingRow(error)) throw notFound('tag');
     throw error;
   }

@@ -13,6 +13,9 @@ export function taskVisibleTo(principal: Principal): Prisma.TaskWhereInput {
   return { OR: [{ ownerId: principal.userId }, { assigneeId: principal.userId }] };
 }
 
+/** One task by id, if the caller may see it. */
+export const visibleTask = (principal: Principal, taskId: string): Prisma.TaskWhereInput => ({ AND: [{ id: taskId }, taskVisibleTo(principal)] });
+
 /** The filters of GET /tasks as a where clause. dueAfter is inclusive, dueBefore exclusive. */
 export function taskFilters(query: TaskListQuery): Prisma.TaskWhereInput[] {
   const where: Prisma.TaskWhereInput[] = [];

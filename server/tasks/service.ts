@@ -8,7 +8,7 @@ import { AppError, invalidField, notFound } from '../http/errors.js';
 import { entityTag, ifMatchHolds } from '../http/etags.js';
 import { decodeCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
 import { isAdmin, type Principal } from '../http/principal.js';
-import { taskAfter, taskCursor, taskFilters, taskOrderBy, taskVisibleTo } from './queries.js';
+import { taskAfter, taskCursor, taskFilters, taskOrderBy, taskVisibleTo, visibleTask } from './queries.js';
 import { serializeTask, taskInclude, type TaskRow } from './serialize.js';
 
 export async function listTasks(
@@ -30,14 +30,14 @@ export async function listTasks(
 
 /** The id and owner of a task the caller may see, or 404: for checks that need no more. */
 export async function findVisibleTaskRef(ctx: AppContext, principal: Principal, taskId: string): Promise<{ id: string; ownerId: string; version: number }> {
-  const row = await ctx.db.prisma.task.findFirst({ where: { AND: [{ id: taskId }, taskVisibleTo(principal)] }, select: { id: true, ownerId: true, version: true } });
+  const row = await ctx.db.prisma.task.findFirst({ where: visibleTask(principal, taskId), select: { id: true, ownerId: true, version: true } });
   if (!row) throw notFound('task');
   return row;
 }
 
 /** A task the caller may see, or 404 (never 403: another user's task does not exist for them). */
 export async function findVisibleTask(ctx: AppContext, principal: Principal, taskId: string): Promise<TaskRow> {
-  const row = await ctx.db.prisma.task.findFirst({ where: { AND: [{ id: taskId }, taskVisibleTo(principal)] }, include: taskInclude });
+  const row = await ctx.db.prisma.task.findFirst({ where: visibleTask(principal, taskId), include: taskInclude });
   if (!row) throw notFound('task');
   return row;
 }
@@ -47,6 +47,9 @@ const referenceGone = () => invalidField('body', 'unknown_reference', 'A user or
 
 const staleVersion = (version: number) =>
   new AppError('precondition_failed', `The task is at version ${version}`, { headers: { ETag: entityTag(version) } });
+
+/** A concurrent change won the compare-and-set. */
+const changedMeanwhile = () => new AppError('precondition_failed', 'The task changed while this request was applied');
 
 async function assertUserExists(ctx: AppContext, userId: string | null | undefined): Promise<void> {
   if (!userId) return;
@@ -146,9 +149,7 @@ export async function changeTask(
       if (!updated) throw notFound('task');
       return updated;
     }
-    if (ifMatch !== undefined || attempt >= 5) {
-      throw new AppError('precondition_failed', 'The task changed while this request was applied');
-    }
+    if (ifMatch !== undefined || attempt >= 5) throw changedMeanwhile();
   }
 }
 
@@ -161,6 +162,6 @@ export async function deleteTask(ctx: AppContext, principal: Principal, taskId: 
   // Rows first (the cascade takes the attachments), then their bytes; later uploads are left to the orphan sweep.
   const storageKeys = await storageKeysOf(ctx, { taskId });
   const { count } = await ctx.db.prisma.task.deleteMany({ where: { id: taskId, ...(ifMatch !== undefined && { version: task.version }) } });
-  if (count === 0 && ifMatch !== undefined) throw new AppError('precondition_failed', 'The task changed while this request was applied');
+  if (count === 0 && ifMatch !== undefined) throw changedMeanwhile();
   if (count > 0) await discardStoredBytes(ctx, storageKeys);
 }
