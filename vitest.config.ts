@@ -1,7 +1,7 @@
 import { defineConfig } from 'vitest/config';
 
-// The suite runs against embedded PGlite always, and against PostgreSQL too when
-// TEST_DATABASE_URL names a server (CI sets it; see .ci/run).
+// The suite runs against the embedded PostgreSQL always, and against another PostgreSQL server too
+// when TEST_DATABASE_URL names one (CI runs Debian's PostgreSQL 15 there; see .ci/run).
 const postgres = process.env.TEST_DATABASE_URL;
 
 export default defineConfig({
@@ -11,7 +11,7 @@ export default defineConfig({
     hookTimeout: 60_000,
     pool: 'forks',
     projects: [
-      { extends: true, test: { name: 'pglite', env: { TEST_DB: 'pglite' } } },
+      { extends: true, test: { name: 'embedded', env: { TEST_DB: 'embedded' } } },
       ...(postgres ? [{ extends: true as const, test: { name: 'postgres', env: { TEST_DB: 'postgres' } } }] : []),
     ],
   },

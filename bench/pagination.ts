@@ -90,7 +90,7 @@ try {
       })),
     });
   }
-  // Fresh statistics, as autovacuum would give them in time (PGlite has none): else the planner
+  // Fresh statistics, as autovacuum would give them in time (a fresh database has none yet): else the planner
   // takes the table for empty and sorts every visible task even for page 1.
   await db.sql.exec('ANALYZE tasks');
   console.log(`seeded and analyzed in ${((performance.now() - seedStart) / 1000).toFixed(1)} s`);

@@ -3,9 +3,10 @@
 // Prisma's differ runs on its WASM engine; test/migrations.test.ts then proves that the whole
 // history still produces exactly schema.prisma.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { startEmbeddedPostgres } from '../server/db/embedded-postgres.js';
 
 const [name, base = 'HEAD'] = process.argv.slice(2);
 if (!name || !/^[a-z0-9_]+$/.test(name)) {
@@ -14,11 +15,21 @@ if (!name || !/^[a-z0-9_]+$/.test(name)) {
 }
 const previous = path.join(mkdtempSync(path.join(tmpdir(), 'schema-')), 'schema.prisma');
 writeFileSync(previous, execFileSync('git', ['show', `${base}:prisma/schema.prisma`]));
-const sql = execFileSync(
-  'npx',
-  ['--no-install', 'prisma', 'migrate', 'diff', '--from-schema-datamodel', previous, '--to-schema-datamodel', 'prisma/schema.prisma', '--script'],
-  { encoding: 'utf8' },
-);
+// Prisma's WASM engine wants a database to reach, though a diff of two files changes nothing there.
+const scratch = mkdtempSync(path.join(tmpdir(), 'prisma-diff-'));
+chmodSync(scratch, 0o711);
+const server = await startEmbeddedPostgres(scratch);
+let sql: string;
+try {
+  sql = execFileSync(
+    'npx',
+    ['--no-install', 'prisma', 'migrate', 'diff', '--from-schema-datamodel', previous, '--to-schema-datamodel', 'prisma/schema.prisma', '--script'],
+    { encoding: 'utf8', env: { ...process.env, PRISMA_DIFF_DATABASE_URL: server.url } },
+  );
+} finally {
+  await server.stop();
+  rmSync(scratch, { recursive: true, force: true });
+}
 if (/^-- This is an empty migration\.?\s*$/m.test(sql) || sql.trim() === '') {
   console.log('schema.prisma matches the base revision: no migration written');
   process.exit(0);

@@ -1,5 +1,7 @@
+import { isIP } from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
+import { OperatorError } from './operator-error.js';
 import { EmailSchema, PasswordSchema, PersonNameSchema } from '../contract/common.js';
 
 const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
@@ -8,18 +10,30 @@ const positiveInt = z.coerce.number().int().positive();
 // Every setting, parsed once at start-up; a bad value stops the start with a clear message.
 const EnvSchema = z
   .object({
-    PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+    PORT: z.coerce.number({ invalid_type_error: 'PORT must be a port number, 0 to 65535' }).int().min(0).max(65535).default(3000),
     HOST: z.string().min(1).default('0.0.0.0'),
     DATA_DIR: z.string().min(1).default('./data'),
-    DATABASE_URL: z.string().url().optional(),
+    DATABASE_URL: z
+      .string()
+      .regex(/^postgres(ql)?:\/\/\S+$/, 'DATABASE_URL must be a PostgreSQL connection string, postgresql://user:password@host:5432/database (unset: the embedded server)')
+      .optional(),
     DATABASE_POOL_SIZE: positiveInt.default(10),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-    TRUST_PROXY: z.string().default('false'),
+    TRUST_PROXY: z
+      .string()
+      .refine(isTrustProxy, 'TRUST_PROXY must be true, false, a hop count, or a comma-separated list of addresses, subnets (10.0.0.0/8) or loopback/linklocal/uniquelocal')
+      .default('false'),
     CORS_ORIGINS: z
       .string()
       .default('')
       .transform((value) => value.split(',').map((origin) => origin.trim()).filter(Boolean))
-      .pipe(z.array(z.union([z.literal('*'), z.string().url().transform((url) => new URL(url).origin)]))),
+      .pipe(
+        z.array(
+          z.union([z.literal('*'), z.string().regex(/^https?:\/\/[^/\s]+\/?$/).transform((url) => new URL(url).origin)], {
+            errorMap: () => ({ message: 'CORS_ORIGINS must be * or comma-separated origins such as https://app.example.com (scheme and host, no path)' }),
+          }),
+        ),
+      ),
     JWT_ISSUER: z.string().min(1).default('task-service'),
     JWT_AUDIENCE: z.string().min(1).default('task-service'),
     JWT_PRIVATE_KEY: z.string().min(1).optional(),
@@ -66,7 +80,22 @@ export interface Config {
   metricsToken: string | undefined;
 }
 
-export class ConfigError extends Error {}
+export class ConfigError extends OperatorError {}
+
+const PROXY_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/** What Express's `trust proxy` takes: a boolean, a hop count, or addresses, subnets and names. */
+function isTrustProxy(value: string): boolean {
+  if (/^(true|false|\d+)$/.test(value)) return true;
+  return value.split(',').every((item) => {
+    const [address = '', prefix, ...rest] = item.trim().split('/');
+    if (PROXY_NAMES.has(address) && prefix === undefined) return true;
+    const family = isIP(address);
+    if (family === 0 || rest.length > 0) return false;
+    if (prefix === undefined) return true;
+    return (/^\d+$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128)) || (family === 4 && isIP(prefix) === 4);
+  });
+}
 
 function parseTrustProxy(value: string): boolean | number | string {
   if (value === 'true' || value === 'false') return value === 'true';
@@ -79,8 +108,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const given = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined && value !== ''));
   const parsed = EnvSchema.safeParse(given);
   if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.') || '(env)'}: ${i.message}`);
-    throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
+    // One line per bad variable, each naming it.
+    const lines = parsed.error.issues.map((i) => {
+      const name = String(i.path[0] ?? '(environment)');
+      return `Invalid configuration: ${i.message.includes(name) ? i.message : `${name}: ${i.message}`}`;
+    });
+    throw new ConfigError(lines.join('\n'));
   }
   const e = parsed.data;
   return {

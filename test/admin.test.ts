@@ -1,16 +1,13 @@
-import { execFile } from 'node:child_process';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UserSchema } from '../contract/users.js';
 import { AdminEmailTakenError, ensureAdmin } from '../server/users/accounts.js';
 import { startService, type TestService } from './support/app.js';
+import { serverReachableTempDir } from './support/databases.js';
+import { runCli } from './support/processes.js';
 import { login, registerUser, uniqueEmail } from './support/users.js';
 
-const run = promisify(execFile);
-const ROOT = path.resolve(import.meta.dirname, '..');
 
 describe('the configured administrator', () => {
   let service: TestService;
@@ -44,25 +41,23 @@ describe('the configured administrator', () => {
   });
 });
 
-describe.runIf(process.env.TEST_DB === 'pglite')('npm run create-admin', () => {
+describe.runIf(process.env.TEST_DB === 'embedded')('npm run create-admin', () => {
   let dataDir: string;
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(tmpdir(), 'create-admin-'));
+    dataDir = await serverReachableTempDir('create-admin-');
   });
   afterAll(() => rm(dataDir, { recursive: true, force: true }));
 
   it('creates an administrator on the embedded database, and no signing key', async () => {
-    const env = { ...process.env, DATA_DIR: dataDir, DATABASE_URL: '', ADMIN_PASSWORD: 'operator password' };
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', 'server/cli/create-admin.ts', 'Boss@Example.test', 'The Boss'], { cwd: ROOT, env });
+    const env = { ADMIN_PASSWORD: 'operator password' };
+    const { stdout } = await runCli('create-admin', ['Boss@Example.test', 'The Boss'], dataDir, env);
     expect(stdout).toMatch(/^administrator boss@example\.test \([0-9a-f-]{36}\) is present/);
-    expect(await readdir(dataDir)).not.toContain('keys');
-    const again = await run(process.execPath, ['--import', 'tsx', 'server/cli/create-admin.ts', 'boss@example.test'], { cwd: ROOT, env });
+    expect(await readdir(path.join(dataDir, 'keys'))).not.toContain('jwt-ed25519.pem');
+    const again = await runCli('create-admin', ['boss@example.test'], dataDir, env);
     expect(again.stdout).toContain('boss@example.test');
   }, 60_000);
 
   it('refuses a malformed email with a usage line', async () => {
-    await expect(
-      run(process.execPath, ['--import', 'tsx', 'server/cli/create-admin.ts', 'not-an-email'], { cwd: ROOT, env: { ...process.env, DATA_DIR: dataDir } }),
-    ).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('usage: npm run create-admin') });
+    await expect(runCli('create-admin', ['not-an-email'], dataDir)).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('usage: npm run create-admin') });
   });
 });

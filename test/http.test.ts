@@ -219,7 +219,7 @@ describe('service endpoints', () => {
 describe('with the database gone', () => {
   let gone: Express;
   let refused: Express;
-  const unreachable = openPostgres('postgresql://postgres:postgres@127.0.0.1:1/none', 1);
+  const unreachable = openPostgres('postgresql://postgres:postgres@127.0.0.1:1/none', { poolSize: 1 });
   afterAll(() => unreachable.close());
   beforeAll(async () => {
     // The service's handles closed under it, as at shutdown (a dropped database closes its handle).

@@ -16,9 +16,9 @@ import { migrate, pendingMigrations, readMigrations } from '../server/db/migrate
 import { freshDatabase, postgresUrl, type TestDatabase } from './support/databases.js';
 
 // Several instances of the service on one PostgreSQL database: the production set-up.
-describe.runIf(process.env.TEST_DB === 'postgres')('several instances on one PostgreSQL database', () => {
+describe('several instances on one PostgreSQL database', () => {
   it('apply each migration once when they start together', async () => {
-    const admin = postgresUrl()!;
+    const admin = postgresUrl();
     const name = `task_service_race_${randomUUID().replace(/-/g, '')}`;
     const client = new pg.Client({ connectionString: admin });
     await client.connect();
@@ -49,7 +49,7 @@ describe.runIf(process.env.TEST_DB === 'postgres')('several instances on one Pos
 
     beforeAll(async () => {
       database = await freshDatabase();
-      second = openPostgres(database.url!, 2);
+      second = openPostgres(database.url, { poolSize: 2 });
       const { privateKey } = await generateKeyPair('EdDSA', { crv: 'Ed25519', extractable: true });
       const key = await exportPKCS8(privateKey);
       dataDirs = await Promise.all([1, 2].map(() => mkdtemp(path.join(tmpdir(), 'instance-'))));

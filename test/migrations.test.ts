@@ -3,9 +3,7 @@ import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { PGlite } from '@electric-sql/pglite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pgliteSql } from '../server/db/sql.js';
 import { migrate, MigrationError, pendingMigrations, readMigrations } from '../server/db/migrate.js';
 import { emptyDatabase, freshDatabase, type TestDatabase } from './support/databases.js';
 import { schemaSnapshot } from './support/catalog.js';
@@ -13,11 +11,12 @@ import { schemaSnapshot } from './support/catalog.js';
 const run = promisify(execFile);
 
 /** The SQL that creates exactly what prisma/schema.prisma describes, from Prisma's own differ. */
-async function sqlFromSchema(): Promise<string> {
+async function sqlFromSchema(databaseUrl: string): Promise<string> {
   const { stdout } = await run(
     'npx',
     ['--no-install', 'prisma', 'migrate', 'diff', '--from-empty', '--to-schema-datamodel', 'prisma/schema.prisma', '--script'],
-    { cwd: path.resolve(import.meta.dirname, '..'), maxBuffer: 10 * 1024 * 1024 },
+    // The CLI's WASM engine wants a database to talk to (prisma.config.ts), though it changes nothing.
+    { cwd: path.resolve(import.meta.dirname, '..'), maxBuffer: 10 * 1024 * 1024, env: { ...process.env, PRISMA_DIFF_DATABASE_URL: databaseUrl } },
   );
   return stdout;
 }
@@ -33,7 +32,7 @@ describe('migration history', () => {
     // Both sides on the same kind of server, so the catalogs compare like for like.
     const fromSchema = await emptyDatabase();
     try {
-      await fromSchema.sql.exec(await sqlFromSchema());
+      await fromSchema.sql.exec(await sqlFromSchema(fromSchema.url));
       const expected = await schemaSnapshot(fromSchema.sql);
       const actual = await schemaSnapshot(migrated.db.sql);
       expect(actual).toEqual(expected);
@@ -67,20 +66,18 @@ describe('the migrator', () => {
   it('rolls back every pending migration when one fails', async () => {
     await writeMigration('001_a', 'CREATE TABLE a (id int);');
     await writeMigration('002_b', 'CREATE TABLE b (id int); SELECT no_such_function();');
-    const db = await PGlite.create();
-    const sql = pgliteSql(db);
+    const { sql, drop } = await emptyDatabase();
     await expect(migrate(sql, await readMigrations(dir))).rejects.toThrow();
     expect(await sql.rows(`SELECT to_regclass('a')::text AS t`)).toEqual([{ t: null }]);
-    await db.close();
+    await drop();
     await rm(path.join(dir, '002_b'), { recursive: true });
   });
 
   it('refuses a database whose applied migration was edited afterwards', async () => {
-    const db = await PGlite.create();
-    const sql = pgliteSql(db);
+    const { sql, drop } = await emptyDatabase();
     expect(await migrate(sql, await readMigrations(dir))).toEqual(['001_a']);
     await writeMigration('001_a', 'CREATE TABLE a (id bigint);');
     await expect(migrate(sql, await readMigrations(dir))).rejects.toThrow(MigrationError);
-    await db.close();
+    await drop();
   });
 });

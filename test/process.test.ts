@@ -1,93 +1,165 @@
-import { spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { AuthResultSchema } from '../contract/auth.js';
+import { TaskSchema } from '../contract/tasks.js';
+import { serverReachableTempDir } from './support/databases.js';
+import { runCli, spawnService, startProcess, type SpawnedService } from './support/processes.js';
 
-// The service as an operator runs it: a real process on the embedded database.
-const ROOT = path.resolve(import.meta.dirname, '..');
+// Processes run their own embedded PostgreSQL; once per run is enough, whatever the project.
+const once = process.env.TEST_DB === 'embedded';
 
-/** `server/main.ts` in a process of its own, on the embedded database in `dataDir`. */
-function spawnService(dataDir: string, env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
-    cwd: ROOT,
-    env: { ...process.env, DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', DATABASE_URL: '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  // 'close' comes after the output streams end, so stderr is complete by then.
-  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
-  return { child, exited, stderr: () => stderr };
-}
-
-type Spawned = ReturnType<typeof spawnService>;
-
-/** Spawns the service and waits until it says where it listens. */
-function startProcess(dataDir: string): Promise<Spawned & { url: string }> {
-  const spawned = spawnService(dataDir);
-  return new Promise((resolve, reject) => {
-    createInterface({ input: spawned.child.stdout }).on('line', (line) => {
-      const match = /listening on (http:\/\/[^"]+)/.exec(line);
-      if (match?.[1]) resolve({ ...spawned, url: match[1] });
-    });
-    void spawned.exited.then((code) => reject(new Error(`exited with ${code}: ${spawned.stderr()}`)));
+async function post(url: string, body: unknown, token?: string): Promise<Response> {
+  return fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: JSON.stringify(body),
   });
 }
 
-describe('the service process on the embedded database', () => {
+/** The PID of the embedded PostgreSQL server of a data directory, if one is alive. */
+async function postgresPid(dataDir: string): Promise<number | undefined> {
+  const pidFile = await readFile(path.join(dataDir, 'postgres', 'postmaster.pid'), 'utf8').catch(() => undefined);
+  const pid = Number(pidFile?.split('\n')[0]);
+  if (!pid) return undefined;
+  try {
+    process.kill(pid, 0);
+    return pid;
+  } catch {
+    return undefined;
+  }
+}
+
+async function stopped(service: SpawnedService): Promise<number | null> {
+  service.child.kill('SIGTERM');
+  return service.exited;
+}
+
+describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
   let dataDir: string;
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(tmpdir(), 'task-service-process-'));
+    dataDir = await serverReachableTempDir('task-service-process-');
   });
   afterAll(() => rm(dataDir, { recursive: true, force: true }));
 
-  it('starts, refuses a second process on the same data directory, stops cleanly and keeps its data', async () => {
+  it('starts, refuses a second process on the same data directory, stops its server cleanly and keeps its data', async () => {
     const first = await startProcess(dataDir);
     try {
       expect((await fetch(`${first.url}/readyz`)).status).toBe(200);
-      const registered = await fetch(`${first.url}/auth/register`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ email: 'keeper@example.test', password: 'long enough password', name: 'Keeper' }),
-      });
+      const registered = await post(`${first.url}/auth/register`, { email: 'keeper@example.test', password: 'long enough password', name: 'Keeper' });
       expect(registered.status).toBe(201);
       const { accessToken } = AuthResultSchema.parse(await registered.json());
 
-      const second = spawnService(dataDir);
-      expect(await second.exited).toBe(1);
-      expect(second.stderr()).toContain('in use by another process');
-      expect(second.stderr()).not.toMatch(/\n\s+at /); // a message, not a stack trace
+      for (const [what, run] of [
+        ['a second service', async () => {
+          const second = spawnService(dataDir);
+          return { code: await second.exited, stderr: second.stderr() };
+        }],
+        ['create-admin', async () => {
+          const failed: unknown = await runCli('create-admin', ['boss@example.test'], dataDir, { ADMIN_PASSWORD: 'operator password' }).catch((e: unknown) => e);
+          return z.object({ code: z.number(), stderr: z.string() }).parse(failed);
+        }],
+      ] as const) {
+        const { code, stderr } = await run();
+        expect(code, what).toBe(1);
+        expect(stderr, what).toMatch(/in use by another process of this service \(task-service pid \d+\)/);
+        expect(stderr, what).toContain('Stop that process first');
+        expect(stderr.trim().split('\n'), what).toHaveLength(1); // one line, no stack trace
+      }
+      expect(await postgresPid(dataDir)).toBeDefined();
 
-      first.child.kill('SIGTERM');
-      expect(await first.exited).toBe(0);
+      expect(await stopped(first)).toBe(0);
+      expect(await postgresPid(dataDir)).toBeUndefined(); // its server stopped with it
 
-      // Same data directory again: the lock was released, the account and the signing key survived.
+      // Same data directory again: the account and the signing key survived.
       const again = await startProcess(dataDir);
       try {
         const me = await fetch(`${again.url}/auth/me`, { headers: { authorization: `Bearer ${accessToken}` } });
         expect(me.status).toBe(200);
-        const login = await fetch(`${again.url}/auth/login`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ email: 'keeper@example.test', password: 'long enough password' }),
-        });
+        const login = await post(`${again.url}/auth/login`, { email: 'keeper@example.test', password: 'long enough password' });
         expect(login.status).toBe(200);
       } finally {
-        again.child.kill('SIGTERM');
-        expect(await again.exited).toBe(0);
+        expect(await stopped(again)).toBe(0);
       }
     } finally {
       if (first.child.exitCode === null) first.child.kill('SIGKILL');
     }
   }, 120_000);
 
-  it('refuses to start on a bad configuration value, naming it', async () => {
-    const started = spawnService(dataDir, { PORT: 'eighty' });
+  it('after kill -9, starts again on the server left running and finds every acknowledged write', async () => {
+    const victim = await startProcess(dataDir);
+    const registered = await post(`${victim.url}/auth/register`, { email: 'crash@example.test', password: 'long enough password', name: 'Crash' });
+    const { accessToken } = AuthResultSchema.parse(await registered.json());
+    const acknowledged: string[] = [];
+    let writing = true;
+    const writer = (async () => {
+      while (writing) {
+        const res = await post(`${victim.url}/tasks`, { title: `write ${acknowledged.length}` }, accessToken).catch(() => undefined);
+        if (res?.status === 201) acknowledged.push(TaskSchema.parse(await res.json()).id);
+      }
+    })();
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    victim.child.kill('SIGKILL');
+    await victim.exited;
+    writing = false;
+    await writer;
+    expect(acknowledged.length).toBeGreaterThan(5);
+    const orphan = await postgresPid(dataDir);
+    expect(orphan).toBeDefined(); // the server outlived the service
+
+    const again = await startProcess(dataDir);
+    try {
+      expect(await postgresPid(dataDir)).toBe(orphan); // adopted, not restarted
+      for (const id of acknowledged) {
+        const res = await fetch(`${again.url}/tasks/${id}`, { headers: { authorization: `Bearer ${accessToken}` } });
+        expect(res.status, id).toBe(200);
+      }
+    } finally {
+      expect(await stopped(again)).toBe(0);
+    }
+    expect(await postgresPid(dataDir)).toBeUndefined();
+  }, 120_000);
+});
+
+describe.runIf(once)('start-up failures', () => {
+  let dataDir: string;
+  beforeAll(async () => {
+    dataDir = await serverReachableTempDir('task-service-startup-');
+  });
+  afterAll(() => rm(dataDir, { recursive: true, force: true }));
+
+  /** Starts the service with `env`, expects it to stop with exit code 1 and one line on stderr. */
+  async function failure(env: Record<string, string>): Promise<string> {
+    const started = spawnService(dataDir, env);
     expect(await started.exited).toBe(1);
-    expect(started.stderr()).toContain('PORT');
-    expect(started.stderr()).toContain('Invalid configuration');
+    const lines = started.stderr().trim().split('\n');
+    expect(lines, started.stderr()).toHaveLength(1);
+    expect(lines[0]).toMatch(/^task-service: /);
+    return lines[0]!;
+  }
+
+  it.each([
+    [{ PORT: 'eighty' }, /Invalid configuration: PORT must be a port number/],
+    [{ TRUST_PROXY: 'yes please' }, /TRUST_PROXY must be true, false, a hop count/],
+    [{ CORS_ORIGINS: 'app.example.com' }, /CORS_ORIGINS must be \* or comma-separated origins such as https:\/\/app\.example\.com/],
+    [{ DATABASE_URL: 'mysql://db.internal/tasks' }, /DATABASE_URL must be a PostgreSQL connection string/],
+    [{ DATABASE_URL: 'postgresql://tasks:secret@127.0.0.1:1/tasks' }, /Cannot reach PostgreSQL at 127\.0\.0\.1:1\/tasks \(ECONNREFUSED\): is the server running, and is DATABASE_URL right\?/],
+    [{ JWT_PRIVATE_KEY: 'not a key' }, /JWT_PRIVATE_KEY is not an Ed25519 private key in PKCS#8 PEM: make one with `openssl genpkey -algorithm ed25519`/],
+  ])('says what is wrong with %j in one line', async (env, message) => {
+    expect(await failure(env)).toMatch(message);
+  }, 60_000);
+
+  it('says so in one line when the port is in use', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const address = taken.address();
+    const port = typeof address === 'object' && address ? address.port : 0;
+    try {
+      expect(await failure({ PORT: String(port) })).toMatch(new RegExp(`Port ${port} on 127\\.0\\.0\\.1 is in use: stop what listens there, or set PORT`));
+    } finally {
+      taken.close();
+    }
   }, 60_000);
 });

@@ -1,6 +1,7 @@
 import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { calculateJwkThumbprint, exportJWK, exportPKCS8, generateKeyPair, importJWK, importPKCS8, type CryptoKey, type JWK, type KeyObject } from 'jose';
+import { OperatorError } from '../operator-error.js';
 
 export const SIGNING_ALGORITHM = 'EdDSA';
 
@@ -11,8 +12,10 @@ export interface SigningKey {
   publicJwk: JWK;
 }
 
-async function fromPrivatePem(pem: string): Promise<SigningKey> {
-  const privateKey = await importPKCS8(pem, SIGNING_ALGORITHM, { extractable: true });
+async function fromPrivatePem(pem: string, source: string): Promise<SigningKey> {
+  const privateKey = await importPKCS8(pem, SIGNING_ALGORITHM, { extractable: true }).catch(() => {
+    throw new OperatorError(`${source} is not an Ed25519 private key in PKCS#8 PEM: make one with \`openssl genpkey -algorithm ed25519\``);
+  });
   const privateJwk = await exportJWK(privateKey);
   // The public half of an OKP key is its `x` member.
   const publicJwk: JWK = { kty: privateJwk.kty, crv: privateJwk.crv, x: privateJwk.x };
@@ -27,10 +30,10 @@ async function fromPrivatePem(pem: string): Promise<SigningKey> {
  * once and kept in DATA_DIR/keys so tokens survive a restart.
  */
 export async function loadSigningKey(configuredPem: string | undefined, dataDir: string): Promise<SigningKey> {
-  if (configuredPem) return fromPrivatePem(configuredPem);
+  if (configuredPem) return fromPrivatePem(configuredPem, 'JWT_PRIVATE_KEY');
   const file = path.join(dataDir, 'keys', 'jwt-ed25519.pem');
   try {
-    return await fromPrivatePem(await readFile(file, 'utf8'));
+    return await fromPrivatePem(await readFile(file, 'utf8'), file);
   } catch (error) {
     if (!(error instanceof Error && 'code' in error && error.code === 'ENOENT')) throw error;
   }
@@ -41,5 +44,5 @@ export async function loadSigningKey(configuredPem: string | undefined, dataDir:
   await writeFile(tmp, pem, { mode: 0o600 });
   await chmod(tmp, 0o600);
   await rename(tmp, file);
-  return fromPrivatePem(pem);
+  return fromPrivatePem(pem, file);
 }

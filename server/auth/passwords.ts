@@ -1,4 +1,4 @@
-import argon2 from 'argon2';
+import { hash, verify, type Options } from '@node-rs/argon2';
 import type { Config } from '../config.js';
 
 export interface PasswordHasher {
@@ -8,16 +8,19 @@ export interface PasswordHasher {
   burn(password: string): Promise<void>;
 }
 
+// Algorithm.Argon2id: the package declares its enums `const`, which isolated modules cannot read.
+const ARGON2ID = 2;
+
 // argon2 runs on libuv's thread pool, off the event loop.
 export function passwordHasher(config: Config['argon2']): PasswordHasher {
-  const options: argon2.HashOptions = { type: argon2.argon2id, memoryCost: config.memoryCost, timeCost: config.timeCost, parallelism: 1 };
+  const options: Options = { algorithm: ARGON2ID, memoryCost: config.memoryCost, timeCost: config.timeCost, parallelism: 1 };
   // Made at once, so even the first unknown-email login costs exactly one verification.
-  const dummyHash = argon2.hash('not a real password', options);
+  const dummyHash = hash('not a real password', options);
   return {
-    hash: (password) => argon2.hash(password, options),
-    verify: (hash, password) => argon2.verify(hash, password).catch(() => false),
+    hash: (password) => hash(password, options),
+    verify: (stored, password) => verify(stored, password).catch(() => false),
     burn: async (password) => {
-      await argon2.verify(await dummyHash, password).catch(() => false);
+      await verify(await dummyHash, password).catch(() => false);
     },
   };
 }

@@ -7,6 +7,7 @@ import { loadConfig } from '../config.js';
 import { openDatabase } from '../db/database.js';
 import { migrate } from '../db/migrate.js';
 import { ensureAdmin } from '../users/accounts.js';
+import { runCommand } from './run.js';
 
 const [emailArg, nameArg] = process.argv.slice(2);
 const email = EmailSchema.safeParse(emailArg);
@@ -24,15 +25,17 @@ if (!PasswordSchema.safeParse(password).success) {
   console.error('The password must be 8 to 128 characters long');
   process.exit(2);
 }
-// ADMIN_PASSWORD here is this command's input, not a start-up admin for the service.
-const config = loadConfig({ ...process.env, ADMIN_EMAIL: undefined, ADMIN_PASSWORD: undefined });
-const db = await openDatabase(config);
-try {
-  await migrate(db.sql);
-  // Only what accounts need: no signing key or attachment storage is created by this command.
-  const accounts = { db, passwords: passwordHasher(config.argon2) };
-  const admin = await ensureAdmin(accounts, { email: email.data, password, name: nameArg ?? 'Administrator' }, { promoteExisting: true });
-  console.log(`administrator ${admin.email} (${admin.id}) is present`);
-} finally {
-  await db.close();
-}
+runCommand('create-admin', async () => {
+  // ADMIN_PASSWORD here is this command's input, not a start-up admin for the service.
+  const config = loadConfig({ ...process.env, ADMIN_EMAIL: undefined, ADMIN_PASSWORD: undefined });
+  const db = await openDatabase(config);
+  try {
+    await migrate(db.sql);
+    // Only what accounts need: no signing key or attachment storage is created by this command.
+    const accounts = { db, passwords: passwordHasher(config.argon2) };
+    const admin = await ensureAdmin(accounts, { email: email.data, password, name: nameArg ?? 'Administrator' }, { promoteExisting: true });
+    console.log(`administrator ${admin.email} (${admin.id}) is present`);
+  } finally {
+    await db.close();
+  }
+});

@@ -3,12 +3,14 @@
 import { loadConfig } from '../config.js';
 import { openDatabase } from '../db/database.js';
 import { migrate } from '../db/migrate.js';
+import { runCommand } from './run.js';
 
-const config = loadConfig();
-const db = await openDatabase(config);
-try {
-  const applied = await migrate(db.sql);
-  console.log(applied.length ? `applied: ${applied.join(', ')}` : 'the database schema is current');
-} finally {
-  await db.close();
-}
+runCommand('migrate', async () => {
+  const db = await openDatabase(loadConfig());
+  try {
+    const applied = await migrate(db.sql);
+    console.log(applied.length ? `applied: ${applied.join(', ')}` : 'the database schema is current');
+  } finally {
+    await db.close();
+  }
+});

@@ -1,86 +1,125 @@
-import { mkdir } from 'node:fs/promises';
-import path from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
 import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
-import { PrismaPGlite } from 'pglite-prisma-adapter';
-import lockfile from 'proper-lockfile';
 import { PrismaClient } from '../generated/prisma/client.js';
-import { pgliteSql, pgSql, type SqlDatabase } from './sql.js';
+import { OperatorError } from '../operator-error.js';
+import { startEmbeddedPostgres, type EmbeddedPostgresOptions } from './embedded-postgres.js';
+import { pgSql, type SqlDatabase } from './sql.js';
 
 export type { PrismaClient };
 
 export interface Database {
-  kind: 'pglite' | 'postgres';
+  /** Where the data lives, for logs: the service's own server in DATA_DIR, or DATABASE_URL's. */
+  kind: 'embedded' | 'external';
+  /** A connection string, for the few parts that need a connection of their own. */
+  url: string;
   prisma: PrismaClient;
   sql: SqlDatabase;
   close(): Promise<void>;
 }
 
-export class DataDirLockedError extends Error {
-  constructor(dir: string) {
+/** A start-up failure of the database, said in one line. */
+export class DatabaseStartError extends OperatorError {}
+
+export class DataDirLockedError extends DatabaseStartError {
+  constructor(dataDir: string, holder: string | undefined) {
     super(
-      `The data directory ${dir} is in use by another process of this service. ` +
-        'Stop that process first, or give this one another DATA_DIR. ' +
-        '(If no such process runs, the lock goes stale 10 seconds after it died.)',
+      `The data directory ${dataDir} is in use by another process of this service${holder ? ` (${holder})` : ''}. ` +
+        'Stop that process first (npm run create-admin and npm run migrate need it stopped, or use the running service), or give this one another DATA_DIR.',
     );
   }
 }
 
-/** The embedded database: PGlite in DATA_DIR/pglite, held under an exclusive lock. */
-export async function openPglite(dataDir: string): Promise<Database> {
-  await mkdir(dataDir, { recursive: true });
-  let release: () => Promise<void>;
-  try {
-    // PGlite has no lock of its own, and two processes on one directory corrupt it.
-    release = await lockfile.lock(dataDir, { lockfilePath: path.join(dataDir, 'service.lock'), stale: 10_000 });
-  } catch (error) {
-    if (error instanceof Error && 'code' in error && error.code === 'ELOCKED') throw new DataDirLockedError(dataDir);
-    throw error;
-  }
-  try {
-    const pglite = await PGlite.create(path.join(dataDir, 'pglite'));
-    return fromPglite(pglite, async () => {
-      await pglite.close();
-      await release();
-    });
-  } catch (error) {
-    await release();
-    throw error;
-  }
+export interface PostgresOptions {
+  poolSize: number;
+  kind?: Database['kind'];
+  onClose?: () => Promise<void>;
 }
 
-/** Wraps an open PGlite (tests hand in one cloned from a migrated template). */
-export function fromPglite(pglite: PGlite, onClose: () => Promise<void> = () => pglite.close()): Database {
-  const prisma = new PrismaClient({ adapter: new PrismaPGlite(pglite) });
-  return {
-    kind: 'pglite',
-    prisma,
-    sql: pgliteSql(pglite),
-    close: async () => {
-      await prisma.$disconnect();
-      await onClose();
-    },
-  };
-}
-
-export function openPostgres(url: string, poolSize: number): Database {
+export function openPostgres(url: string, { poolSize, kind = 'external', onClose }: PostgresOptions): Database {
   const pool = new pg.Pool({ connectionString: url, max: poolSize });
   // An idle client losing its connection must not crash the process; the next query reconnects.
   pool.on('error', () => undefined);
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
   return {
-    kind: 'postgres',
+    kind,
+    url,
     prisma,
     sql: pgSql(pool),
     close: async () => {
       await prisma.$disconnect();
       await pool.end();
+      await onClose?.();
     },
   };
 }
 
-/** The database the configuration names: PostgreSQL when DATABASE_URL is set, else embedded PGlite. */
-export function openDatabase(config: { databaseUrl: string | undefined; databasePoolSize: number; dataDir: string }): Promise<Database> {
-  return config.databaseUrl ? Promise.resolve(openPostgres(config.databaseUrl, config.databasePoolSize)) : openPglite(config.dataDir);
+/** What a failed first connection means, for the operator. */
+function describeConnectError(error: unknown, url: string): string {
+  const code = error instanceof Error && 'code' in error ? String(error.code) : undefined;
+  const { hostname, port, pathname } = new URL(url);
+  const where = `${hostname || 'localhost'}:${port || 5432}${pathname}`;
+  if (code === '28P01' || code === '28000') return `PostgreSQL at ${where} refused the credentials in DATABASE_URL.`;
+  if (code === '3D000') return `PostgreSQL at ${where} has no such database: create it, or fix DATABASE_URL.`;
+  const reason = code ?? (error instanceof Error ? error.message : String(error));
+  return `Cannot reach PostgreSQL at ${where} (${reason}): is the server running, and is DATABASE_URL right?`;
+}
+
+// Any constant: the session-level advisory lock that one service process holds on its data directory.
+const DATA_DIR_LOCK_KEY = 7_231_004_119;
+
+/**
+ * Holds the data directory for this process: an advisory lock on a connection kept open for the
+ * process's life. A killed process's connection closes with it, so the lock never goes stale.
+ */
+async function lockDataDir(url: string, dataDir: string): Promise<() => Promise<void>> {
+  const client = new pg.Client({ connectionString: url, application_name: `task-service pid ${process.pid}` });
+  client.on('error', () => undefined);
+  await client.connect();
+  // A killed predecessor's session may take a moment to end on the server.
+  for (let attempt = 0; attempt < 10; attempt++) {
+    const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [DATA_DIR_LOCK_KEY]);
+    if (rows[0]?.locked) return () => client.end();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  const { rows } = await client.query<{ holder: string }>(
+    `SELECT a.application_name AS holder FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+      WHERE l.locktype = 'advisory' AND l.granted AND ((l.classid::bigint << 32) | l.objid::bigint) = $1`,
+    [DATA_DIR_LOCK_KEY],
+  );
+  await client.end();
+  throw new DataDirLockedError(dataDir, rows[0]?.holder);
+}
+
+export interface DatabaseConfig {
+  databaseUrl: string | undefined;
+  databasePoolSize: number;
+  dataDir: string;
+}
+
+/**
+ * The database the configuration names: DATABASE_URL's server, or else the PostgreSQL server the
+ * service runs for itself in DATA_DIR/postgres (started here, stopped by close()).
+ */
+export async function openDatabase(config: DatabaseConfig, embedded: EmbeddedPostgresOptions = {}): Promise<Database> {
+  if (config.databaseUrl) {
+    const db = openPostgres(config.databaseUrl, { poolSize: config.databasePoolSize });
+    try {
+      await db.sql.rows('SELECT 1');
+    } catch (error) {
+      await db.close().catch(() => undefined);
+      throw new DatabaseStartError(describeConnectError(error, config.databaseUrl));
+    }
+    return db;
+  }
+  const server = await startEmbeddedPostgres(config.dataDir, embedded);
+  // On failure the server is left running: it belongs to the process that holds the lock.
+  const unlock = await lockDataDir(server.url, config.dataDir);
+  return openPostgres(server.url, {
+    poolSize: config.databasePoolSize,
+    kind: 'embedded',
+    onClose: async () => {
+      await unlock();
+      await server.stop();
+    },
+  });
 }

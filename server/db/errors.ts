@@ -1,6 +1,6 @@
 import { Prisma } from '../generated/prisma/client.js';
 
-// PostgreSQL's own codes: pglite-prisma-adapter passes them through as the cause of a
+// PostgreSQL's own codes, where a driver adapter passes them through as the cause of a
 // DriverAdapterError instead of letting Prisma map them to P2002/P2003.
 const UNIQUE_VIOLATION = '23505';
 const FOREIGN_KEY_VIOLATION = '23503';
@@ -27,8 +27,8 @@ const UNREACHABLE_CODES = new Set([
   '08000', '08001', '08003', '08006', '53300', '57P01', '57P02', '57P03',
   'P1001', 'P1002', 'P1017', 'P2024',
 ]);
-// A handle closed under a request (shutdown) gives plain errors: PGlite's and pg.Pool's.
-const UNREACHABLE_MESSAGES = /connection (terminated|refused)|Can't reach database|PGlite is closed|Cannot use a pool after calling end/i;
+// A handle closed under a request (shutdown) gives plain errors: pg.Pool's.
+const UNREACHABLE_MESSAGES = /connection (terminated|refused)|Can't reach database|Cannot use a pool after calling end/i;
 /** The database cannot be reached (or its handle was closed): a 503, not a 500. */
 export function isDatabaseUnreachable(err: unknown): boolean {
   for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {

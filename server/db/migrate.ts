@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { OperatorError } from '../operator-error.js';
+import { PROJECT_ROOT } from '../project-root.js';
 import type { SqlDatabase, SqlSession } from './sql.js';
 
-export const MIGRATIONS_DIR = fileURLToPath(new URL('../../prisma/migrations', import.meta.url));
+export const MIGRATIONS_DIR = path.join(PROJECT_ROOT, 'prisma', 'migrations');
 
 // Any constant shared by every instance: the advisory lock that serialises migration runs.
 const MIGRATION_LOCK_KEY = 7_231_004_118;
@@ -39,7 +40,7 @@ async function appliedMigrations(db: SqlSession): Promise<Map<string, string>> {
   return new Map(rows.map((r) => [r.name, r.checksum]));
 }
 
-export class MigrationError extends Error {}
+export class MigrationError extends OperatorError {}
 
 function assertHistoryMatches(applied: Map<string, string>, migrations: Migration[]): void {
   const known = new Map(migrations.map((m) => [m.name, m.checksum]));

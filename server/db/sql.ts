@@ -1,4 +1,3 @@
-import type { PGlite, Transaction } from '@electric-sql/pglite';
 import type pg from 'pg';
 
 /** The little raw SQL the service needs beside Prisma: migrations and health checks. */
@@ -10,19 +9,6 @@ export interface SqlSession {
 
 export interface SqlDatabase extends SqlSession {
   transaction<T>(work: (tx: SqlSession) => Promise<T>): Promise<T>;
-}
-
-function pgliteSession(db: PGlite | Transaction): SqlSession {
-  return {
-    exec: async (sql) => {
-      await db.exec(sql);
-    },
-    rows: async <T>(sql: string, params: unknown[] = []) => (await db.query<T>(sql, params)).rows,
-  };
-}
-
-export function pgliteSql(db: PGlite): SqlDatabase {
-  return { ...pgliteSession(db), transaction: (work) => db.transaction((tx) => work(pgliteSession(tx))) };
 }
 
 function pgSession(client: pg.Pool | pg.PoolClient): SqlSession {

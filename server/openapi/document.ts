@@ -1,8 +1,10 @@
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { isAppRouteNoBody, isAppRouteOtherResponse, type AppRoute, type AppRouteResponse } from '@ts-rest/core';
 import { generateOpenApi } from '@ts-rest/open-api';
 import { z } from 'zod';
 import { contract, isPublicRoute, ProblemSchema, TaskSchema } from '../../contract/index.js';
+import { PROJECT_ROOT } from '../project-root.js';
 import { headerRefs, headers, problemResponseRef, problemResponses, reasonPhrases, type HeaderName } from './responses.js';
 import { schemaOf, withIntegerFormats, withNamedModels, type JsonSchema, type OpenApiDocument } from './schemas.js';
 
@@ -11,7 +13,7 @@ type Operation = Parameters<OperationMapper>[0];
 type Parameter = NonNullable<Operation['parameters']>[number];
 
 const packageVersion = (): string =>
-  z.object({ version: z.string() }).parse(JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'))).version;
+  z.object({ version: z.string() }).parse(JSON.parse(readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8'))).version;
 
 
 const INTRODUCTION = [

