@@ -21,6 +21,8 @@ async function sqlFromSchema(databaseUrl: string): Promise<string> {
   return stdout;
 }
 
+const HAND_WRITTEN_INDEXES = ['tasks_due_key_id_idx', 'tasks_owner_id_due_key_id_idx', 'tasks_assignee_id_due_key_id_idx'];
+
 describe('migration history', () => {
   let migrated: TestDatabase;
   beforeAll(async () => {
@@ -35,7 +37,10 @@ describe('migration history', () => {
       await fromSchema.sql.exec(await sqlFromSchema(fromSchema.url));
       const expected = await schemaSnapshot(fromSchema.sql);
       const actual = await schemaSnapshot(migrated.db.sql);
-      expect(actual).toEqual(expected);
+      // Indexes the schema language cannot state live in the migrations only, each named here.
+      const handWritten = actual.indexes.filter((index) => HAND_WRITTEN_INDEXES.some((name) => index.includes(` ${name} `)));
+      expect(handWritten).toHaveLength(HAND_WRITTEN_INDEXES.length);
+      expect({ ...actual, indexes: actual.indexes.filter((index) => !handWritten.includes(index)) }).toEqual(expected);
       expect(actual.columns.length).toBeGreaterThan(40);
     } finally {
       await fromSchema.drop();

@@ -4,11 +4,11 @@ import type { AppContext } from '../context.js';
 import { principalOf } from '../http/principal.js';
 import { entityTag, noneMatchHits } from '../http/etags.js';
 import { serializeTask } from './serialize.js';
-import { changeTask, createTask, deleteTask, findVisibleTask, listTasks } from './service.js';
+import { changeTask, createTask, deleteTask, findVisibleTask, listTasks, tasksVisibleTo } from './service.js';
 
 export function tasksRouter(ctx: AppContext) {
   return initServer().router(tasksContract, {
-    list: async ({ query, req, res }) => ({ status: 200, body: await listTasks(ctx, principalOf(req), query, {}, { req, res }) }),
+    list: async ({ query, req, res }) => ({ status: 200, body: await listTasks(ctx, tasksVisibleTo(principalOf(req)), query, { req, res }) }),
 
     get: async ({ params, headers, req, res }) => {
       const task = await findVisibleTask(ctx, principalOf(req), params.task_id);

@@ -2,31 +2,30 @@ import { v7 as uuidv7 } from 'uuid';
 import type { Task, TaskCreate, TaskListQuery, TaskPatch, TaskStatus } from '../../contract/tasks.js';
 import { discardStoredBytes, storageKeysOf } from '../attachments/stored-bytes.js';
 import type { AppContext } from '../context.js';
-import type { Prisma } from '../generated/prisma/client.js';
 import { isMissingRow } from '../db/errors.js';
 import { AppError, invalidField, notFound } from '../http/errors.js';
 import { entityTag, ifMatchHolds } from '../http/etags.js';
 import { decodeCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
 import { isAdmin, type Principal } from '../http/principal.js';
-import { taskAfter, taskCursor, taskFilters, taskOrderBy, taskVisibleTo, visibleTask } from './queries.js';
+import { taskCursor, taskPageQuery, type TaskSet } from './list-query.js';
+import { visibleTask } from './queries.js';
 import { serializeTask, taskInclude, type TaskRow } from './serialize.js';
 
-export async function listTasks(
-  ctx: AppContext,
-  principal: Principal,
-  query: TaskListQuery,
-  scope: Prisma.TaskWhereInput,
-  http: ListExchange,
-): Promise<Page<Task>> {
+/** The tasks of `set` (the caller's visibility already decided) matching the query, one page. */
+export async function listTasks(ctx: AppContext, set: TaskSet, query: TaskListQuery, http: ListExchange): Promise<Page<Task>> {
   const cursor = decodeCursor(query.cursor, query.sort);
-  const rows = await ctx.db.prisma.task.findMany({
-    where: { AND: [taskVisibleTo(principal), scope, ...taskFilters(query), ...(cursor ? [taskAfter(query.sort, cursor)] : [])] },
-    orderBy: taskOrderBy(query.sort),
-    take: query.limit + 1,
-    include: taskInclude,
-  });
-  return toPage(http, rows, query.limit, (row) => taskCursor(query.sort, row), serializeTask);
+  const page = await ctx.db.prisma.$queryRaw<{ id: string }[]>(taskPageQuery(set, query, cursor, query.limit + 1));
+  const ids = page.map((row) => row.id);
+  const rows = await ctx.db.prisma.task.findMany({ where: { id: { in: ids } }, include: taskInclude });
+  const byId = new Map(rows.map((row) => [row.id, row]));
+  // A task deleted between the two reads is left out of its page.
+  const ordered = ids.flatMap((id) => byId.get(id) ?? []);
+  return toPage(http, ordered, query.limit, (row) => taskCursor(query.sort, row), serializeTask);
 }
+
+/** What GET /tasks lists for the caller: every task for an admin, else those they own or are assigned. */
+export const tasksVisibleTo = (principal: Principal): TaskSet =>
+  isAdmin(principal) ? { kind: 'all' } : { kind: 'either', userId: principal.userId };
 
 /** The id and owner of a task the caller may see, or 404: for checks that need no more. */
 export async function findVisibleTaskRef(ctx: AppContext, principal: Principal, taskId: string): Promise<{ id: string; ownerId: string; version: number }> {
