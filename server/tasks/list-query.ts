@@ -92,19 +92,32 @@ function filterConditions(query: TaskListQuery): Prisma.Sql[] {
   return conditions;
 }
 
+interface Branch {
+  conditions: Prisma.Sql[];
+  /**
+   * The column the branch fixes to one user. The keyset condition names it too, as in
+   * `(owner_id, key, id) > (u, X, Y)`: only that user's index can bound such a scan, so the
+   * planner never walks the global index filtering other users' tasks out.
+   */
+  party?: { column: Prisma.Sql; userId: string };
+}
+
 /** One index scan per branch: "either" is the tasks a user owns, plus those assigned to them by others. */
-function branches(set: TaskSet): Prisma.Sql[][] {
+function branches(set: TaskSet): Branch[] {
+  const owner = (userId: string) => ({ column: Prisma.sql`t.owner_id`, userId });
+  const assignee = (userId: string) => ({ column: Prisma.sql`t.assignee_id`, userId });
   switch (set.kind) {
     case 'all':
-      return [[]];
+      return [{ conditions: [] }];
     case 'owner':
-      return [[Prisma.sql`t.owner_id = ${set.userId}::uuid`]];
+      return [{ conditions: [Prisma.sql`t.owner_id = ${set.userId}::uuid`], party: owner(set.userId) }];
     case 'assignee':
-      return [[Prisma.sql`t.assignee_id = ${set.userId}::uuid`]];
+      return [{ conditions: [Prisma.sql`t.assignee_id = ${set.userId}::uuid`], party: assignee(set.userId) }];
     case 'either':
       return [
-        [Prisma.sql`t.owner_id = ${set.userId}::uuid`],
-        [Prisma.sql`t.assignee_id = ${set.userId}::uuid`, Prisma.sql`t.owner_id <> ${set.userId}::uuid`],
+        { conditions: [Prisma.sql`t.owner_id = ${set.userId}::uuid`], party: owner(set.userId) },
+        // A user's assigned tasks are few beside the global index: the planner takes theirs unaided.
+        { conditions: [Prisma.sql`t.assignee_id = ${set.userId}::uuid`, Prisma.sql`t.owner_id <> ${set.userId}::uuid`] },
       ];
   }
 }
@@ -114,12 +127,15 @@ export function taskPageQuery(set: TaskSet, query: TaskListQuery, cursor: Cursor
   const { field, descending } = sortOf(query.sort);
   const key = SORT_KEYS[field];
   const direction = Prisma.raw(descending ? 'DESC' : 'ASC');
-  const after = cursor
-    ? [Prisma.sql`(${key.expression}, t.id) ${Prisma.raw(descending ? '<' : '>')} (${key.parameter(cursor.v)}, ${cursor.id}::uuid)`]
-    : [];
   const filters = filterConditions(query);
-  const selects = branches(set).map((own) => {
-    const where = [...own, ...filters, ...after];
+  const selects = branches(set).map(({ conditions, party }) => {
+    const after = cursor
+      ? [
+          Prisma.sql`(${party ? Prisma.sql`${party.column}, ` : Prisma.empty}${key.expression}, t.id) ${Prisma.raw(descending ? '<' : '>')}
+            (${party ? Prisma.sql`${party.userId}::uuid, ` : Prisma.empty}${key.parameter(cursor.v)}, ${cursor.id}::uuid)`,
+        ]
+      : [];
+    const where = [...conditions, ...filters, ...after];
     return Prisma.sql`(SELECT t.id, ${key.expression} AS sort_key FROM tasks t
       ${where.length > 0 ? Prisma.sql`WHERE ${Prisma.join(where, ' AND ')}` : Prisma.empty}
       ORDER BY ${key.expression} ${direction}, t.id ${direction} LIMIT ${limit})`;
