@@ -59,7 +59,7 @@ export function buildApp(ctx: AppContext): Express {
   };
   createExpressEndpoints(contract, routers, app, {
     logInitialization: false,
-    responseValidation: true,
+    responseValidation: ctx.config.validateResponses,
     globalMiddleware: [requireAuthentication(ctx), rejectUnexpectedQuery, requireMediaType],
     requestValidationErrorHandler: (err, _req, _res, next) => next(err),
   });

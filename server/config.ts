@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { OperatorError } from './operator-error.js';
@@ -18,6 +19,8 @@ const EnvSchema = z
       .regex(/^postgres(ql)?:\/\/\S+$/, 'DATABASE_URL must be a PostgreSQL connection string, postgresql://user:password@host:5432/database (unset: the embedded server)')
       .optional(),
     DATABASE_POOL_SIZE: positiveInt.default(10),
+    WEB_CONCURRENCY: positiveInt.max(64).optional(),
+    VALIDATE_RESPONSES: bool.default('false'),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     TRUST_PROXY: z
       .string()
@@ -65,6 +68,10 @@ export interface Config {
   dataDir: string;
   databaseUrl: string | undefined;
   databasePoolSize: number;
+  /** HTTP worker processes (Node's cluster); 1 serves from the main process. */
+  webConcurrency: number;
+  /** Check every response against the contract (tests do; it costs event-loop time per response). */
+  validateResponses: boolean;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   trustProxy: boolean | number | string;
   /** Browser origins allowed to call the API (CORS); empty: none, `*`: any. */
@@ -122,6 +129,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     dataDir: path.resolve(e.DATA_DIR),
     databaseUrl: e.DATABASE_URL,
     databasePoolSize: e.DATABASE_POOL_SIZE,
+    webConcurrency: e.WEB_CONCURRENCY ?? availableParallelism(),
+    validateResponses: e.VALIDATE_RESPONSES,
     logLevel: e.LOG_LEVEL,
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
     corsOrigins: e.CORS_ORIGINS,

@@ -1,73 +1,126 @@
+import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
-import { createServer, type Server } from 'node:http';
-import { pino } from 'pino';
-import { buildApp } from './app.js';
+import { pino, type Logger } from 'pino';
+import { z } from 'zod';
 import { createContext } from './bootstrap.js';
 import { runCommand } from './cli/run.js';
-import { loadConfig } from './config.js';
-import { openDatabase } from './db/database.js';
+import { loadConfig, type Config } from './config.js';
+import { openDatabase, openPostgres, type Database } from './db/database.js';
 import { migrate } from './db/migrate.js';
 import { startMaintenance } from './maintenance.js';
 import { OperatorError } from './operator-error.js';
+import { onStopSignal, serve } from './serve.js';
 
-const SHUTDOWN_GRACE_MS = 10_000;
+// How the main process tells its workers where the database is (the embedded one's socket and password).
+const WORKER_DATABASE_URL = 'TASK_SERVICE_WORKER_DATABASE_URL';
 
-/** Listens, or says in one line why it cannot. */
-async function listen(server: Server, port: number, host: string): Promise<number> {
-  server.listen(port, host);
+const StartupFailureSchema = z.object({ startupFailure: z.string() });
+
+const listeningLine = (config: Config, port: number) => `task service listening on http://${config.host}:${port}`;
+
+/** Closes what the main process holds, last: maintenance, then the database (and its embedded server). */
+async function closeAll(logger: Logger, stopMaintenance: () => Promise<void>, db: Database): Promise<void> {
   try {
-    await once(server, 'listening');
+    await stopMaintenance();
+    await db.close();
+    logger.info('stopped');
   } catch (error) {
-    const code = error instanceof Error && 'code' in error ? error.code : undefined;
-    if (code === 'EADDRINUSE') throw new OperatorError(`Port ${port} on ${host} is in use: stop what listens there, or set PORT to another port.`);
-    if (code === 'EACCES') throw new OperatorError(`Port ${port} on ${host} needs privileges this process lacks: set PORT to 1024 or above.`);
-    if (code === 'EADDRNOTAVAIL') throw new OperatorError(`HOST ${host} is not an address of this machine: set HOST (0.0.0.0 for every interface).`);
+    logger.error({ err: error }, 'error while closing the database');
+    process.exitCode = 1;
+  }
+}
+
+/**
+ * The main process: opens (or starts) the database, migrates, ensures the configured admin, runs
+ * housekeeping, and serves HTTP itself (WEB_CONCURRENCY=1) or through worker processes that share
+ * the port (Node's cluster), replacing any that dies.
+ */
+async function runMain(config: Config, logger: Logger): Promise<void> {
+  const db = await openDatabase(config, { log: (message) => logger.info(message) });
+  let stopMaintenance = () => Promise.resolve();
+  try {
+    const applied = await migrate(db.sql);
+    logger.info({ database: db.kind, applied }, applied.length ? 'migrations applied' : 'database schema is current');
+    const ctx = await createContext(config, db, logger);
+    if (config.webConcurrency === 1) {
+      const serving = await serve(ctx);
+      stopMaintenance = startMaintenance(ctx);
+      logger.info({ port: serving.port, database: db.kind, dataDir: config.dataDir }, listeningLine(config, serving.port));
+      onStopSignal((signal) => {
+        logger.info({ signal }, 'shutting down');
+        void serving.close().then(() => closeAll(logger, stopMaintenance, db));
+      });
+      return;
+    }
+    const port = await startWorkers(config, logger, db.url);
+    stopMaintenance = startMaintenance(ctx);
+    logger.info({ port, workers: config.webConcurrency, database: db.kind, dataDir: config.dataDir }, listeningLine(config, port));
+  } catch (error) {
+    await stopMaintenance();
+    await db.close().catch(() => undefined);
     throw error;
   }
-  const address = server.address();
-  return typeof address === 'object' && address ? address.port : port;
+  onStopSignal((signal) => {
+    logger.info({ signal }, 'shutting down');
+    const workers = Object.values(cluster.workers ?? {}).filter((worker): worker is Worker => worker !== undefined);
+    void Promise.all(
+      workers.map(async (worker) => {
+        const exited = once(worker, 'exit');
+        worker.process.kill('SIGTERM');
+        await exited;
+      }),
+    ).then(() => closeAll(logger, stopMaintenance, db));
+  });
+}
+
+/** Forks the workers and waits until every one listens; a worker that dies later is replaced. */
+async function startWorkers(config: Config, logger: Logger, databaseUrl: string): Promise<number> {
+  let stopping = false;
+  onStopSignal(() => (stopping = true));
+  const fork = () => cluster.fork({ [WORKER_DATABASE_URL]: databaseUrl });
+  const starting = Array.from({ length: config.webConcurrency }, () => {
+    const worker = fork();
+    return new Promise<number>((resolve, reject) => {
+      let reason: string | undefined;
+      worker.once('message', (message: unknown) => {
+        const failure = StartupFailureSchema.safeParse(message);
+        if (failure.success) reason = failure.data.startupFailure;
+      });
+      worker.once('listening', (address) => resolve(address.port));
+      worker.once('exit', (code) => reject(reason ? new OperatorError(reason) : new Error(`a worker exited with code ${code} while starting`)));
+    });
+  });
+  const ports = await Promise.all(starting);
+  cluster.on('exit', (worker, code, signal) => {
+    if (stopping) return;
+    logger.error({ pid: worker.process.pid, code, signal }, 'worker died; starting another');
+    fork();
+  });
+  return ports[0] ?? config.port;
+}
+
+/** A worker: its own connection pool on the main process's database, and the shared port. */
+async function runWorker(config: Config, logger: Logger, databaseUrl: string): Promise<void> {
+  const db = openPostgres(databaseUrl, { poolSize: config.databasePoolSize });
+  try {
+    // The admin, the signing key and the migrations are the main process's (done before forking).
+    const ctx = await createContext({ ...config, admin: undefined }, db, logger);
+    const serving = await serve(ctx);
+    onStopSignal(() => {
+      void serving.close().then(() => db.close()).finally(() => process.exit());
+    });
+  } catch (error) {
+    await db.close().catch(() => undefined);
+    // The main process says it, once, for all workers.
+    if (!(error instanceof OperatorError)) throw error;
+    process.send?.({ startupFailure: error.message }, () => process.exit(1));
+  }
 }
 
 runCommand('task-service', async () => {
   const config = loadConfig();
   const logger = pino({ level: config.logLevel });
-  const db = await openDatabase(config, { log: (message) => logger.info(message) });
-  let stopMaintenance: (() => Promise<void>) | undefined;
-  try {
-    const applied = await migrate(db.sql);
-    logger.info({ database: db.kind, applied }, applied.length ? 'migrations applied' : 'database schema is current');
-    const ctx = await createContext(config, db, logger);
-    const server = createServer(buildApp(ctx));
-    const port = await listen(server, config.port, config.host);
-    stopMaintenance = startMaintenance(ctx);
-    logger.info({ port, database: db.kind, dataDir: config.dataDir }, `task service listening on http://${config.host}:${port}`);
-
-    let stopping = false;
-    const stop = (signal: string) => {
-      if (stopping) return;
-      stopping = true;
-      logger.info({ signal }, 'shutting down');
-      // In-flight requests may finish; connections still open after the grace period are cut.
-      const force = setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
-      server.close(() => {
-        clearTimeout(force);
-        (stopMaintenance?.() ?? Promise.resolve())
-          .then(() => db.close())
-          .then(
-            () => logger.info('stopped'),
-            (error: unknown) => {
-              logger.error({ err: error }, 'error while closing the database');
-              process.exitCode = 1;
-            },
-          );
-      });
-      server.closeIdleConnections();
-    };
-    process.on('SIGTERM', () => stop('SIGTERM'));
-    process.on('SIGINT', () => stop('SIGINT'));
-  } catch (error) {
-    await stopMaintenance?.();
-    await db.close().catch(() => undefined);
-    throw error;
-  }
+  const workerDatabaseUrl = process.env[WORKER_DATABASE_URL];
+  if (cluster.isWorker && workerDatabaseUrl) await runWorker(config, logger, workerDatabaseUrl);
+  else await runMain(config, logger);
 });

@@ -45,7 +45,7 @@ describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
   afterAll(() => rm(dataDir, { recursive: true, force: true }));
 
   it('starts, refuses a second process on the same data directory, stops its server cleanly and keeps its data', async () => {
-    const first = await startProcess(dataDir);
+    const first = await startProcess(dataDir, { WEB_CONCURRENCY: '1' });
     try {
       expect((await fetch(`${first.url}/readyz`)).status).toBe(200);
       const registered = await post(`${first.url}/auth/register`, { email: 'keeper@example.test', password: 'long enough password', name: 'Keeper' });
@@ -89,23 +89,24 @@ describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
   }, 120_000);
 
   it('after kill -9, starts again on the server left running and finds every acknowledged write', async () => {
-    const victim = await startProcess(dataDir);
+    // Two HTTP workers: the writes go through both, and the workers end with the main process.
+    const victim = await startProcess(dataDir, { WEB_CONCURRENCY: '2' });
     const registered = await post(`${victim.url}/auth/register`, { email: 'crash@example.test', password: 'long enough password', name: 'Crash' });
     const { accessToken } = AuthResultSchema.parse(await registered.json());
     const acknowledged: string[] = [];
     let writing = true;
-    const writer = (async () => {
+    // Four writers, so that writes are in flight on both workers when the process dies.
+    const writers = [1, 2, 3, 4].map(async () => {
       while (writing) {
         const res = await post(`${victim.url}/tasks`, { title: `write ${acknowledged.length}` }, accessToken).catch(() => undefined);
         if (res?.status === 201) acknowledged.push(TaskSchema.parse(await res.json()).id);
       }
-    })();
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    });
+    while (acknowledged.length < 40) await new Promise((resolve) => setTimeout(resolve, 20));
     victim.child.kill('SIGKILL');
     await victim.exited;
     writing = false;
-    await writer;
-    expect(acknowledged.length).toBeGreaterThan(5);
+    await Promise.all(writers);
     const orphan = await postgresPid(dataDir);
     expect(orphan).toBeDefined(); // the server outlived the service
 
@@ -157,7 +158,7 @@ describe.runIf(once)('start-up failures', () => {
     const address = taken.address();
     const port = typeof address === 'object' && address ? address.port : 0;
     try {
-      expect(await failure({ PORT: String(port) })).toMatch(new RegExp(`Port ${port} on 127\\.0\\.0\\.1 is in use: stop what listens there, or set PORT`));
+      expect(await failure({ PORT: String(port), WEB_CONCURRENCY: '2' })).toMatch(new RegExp(`Port ${port} on 127\\.0\\.0\\.1 is in use: stop what listens there, or set PORT`));
     } finally {
       taken.close();
     }

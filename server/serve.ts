@@ -1,0 +1,59 @@
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import { buildApp } from './app.js';
+import type { AppContext } from './context.js';
+import { OperatorError } from './operator-error.js';
+
+const SHUTDOWN_GRACE_MS = 10_000;
+
+/** Listens, or says in one line why it cannot. */
+async function listen(server: Server, port: number, host: string): Promise<number> {
+  server.listen(port, host);
+  try {
+    await once(server, 'listening');
+  } catch (error) {
+    const code = error instanceof Error && 'code' in error ? error.code : undefined;
+    if (code === 'EADDRINUSE') throw new OperatorError(`Port ${port} on ${host} is in use: stop what listens there, or set PORT to another port.`);
+    if (code === 'EACCES') throw new OperatorError(`Port ${port} on ${host} needs privileges this process lacks: set PORT to 1024 or above.`);
+    if (code === 'EADDRNOTAVAIL') throw new OperatorError(`HOST ${host} is not an address of this machine: set HOST (0.0.0.0 for every interface).`);
+    throw error;
+  }
+  const address = server.address();
+  return typeof address === 'object' && address ? address.port : port;
+}
+
+export interface Serving {
+  port: number;
+  /** Stops taking connections, lets requests in flight finish (cut after a grace period). */
+  close(): Promise<void>;
+}
+
+/** The HTTP server of one process (the main one, or a cluster worker). */
+export async function serve(ctx: AppContext): Promise<Serving> {
+  const server = createServer(buildApp(ctx));
+  const port = await listen(server, ctx.config.port, ctx.config.host);
+  return {
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        const force = setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
+        server.close(() => {
+          clearTimeout(force);
+          resolve();
+        });
+        server.closeIdleConnections();
+      }),
+  };
+}
+
+/** Calls `stop` once, on the first SIGTERM or SIGINT. */
+export function onStopSignal(stop: (signal: string) => void): void {
+  let stopping = false;
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    process.on(signal, () => {
+      if (stopping) return;
+      stopping = true;
+      stop(signal);
+    });
+  }
+}
