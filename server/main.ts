@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import { pino } from 'pino';
 import { buildApp } from './app.js';
-import { createContext } from './bootstrap.js';
+import { closeContext, createContext } from './bootstrap.js';
 import { runCommand } from './cli/run.js';
 import { loadConfig } from './config.js';
 import { openDatabase } from './db/database.js';
@@ -52,6 +52,7 @@ runCommand('task-service', async () => {
       server.close(() => {
         clearTimeout(force);
         (stopMaintenance?.() ?? Promise.resolve())
+          .then(() => closeContext(ctx))
           .then(() => db.close())
           .then(
             () => logger.info('stopped'),
