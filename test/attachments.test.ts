@@ -3,7 +3,6 @@ import { mkdir, readdir, rm, utimes, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import type { Response as SuperagentResponse } from 'superagent';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { AttachmentSchema, type Attachment } from '../contract/attachments.js';
@@ -12,6 +11,7 @@ import type { Task } from '../contract/tasks.js';
 import { buildApp } from '../server/app.js';
 import { sweepOrphans, ORPHAN_GRACE_MS } from '../server/attachments/sweep.js';
 import { startService, type TestService } from './support/app.js';
+import { binary } from './support/binary.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 import { expectProblem } from './support/problems.js';
 import { createTask, getTask } from './support/tasks.js';
@@ -122,13 +122,6 @@ function rawUpload(taskId: string, contentType: string, contentLength: number) {
     req.on('error', reject);
   });
   return { req, answer };
-}
-
-/** Collects a response body as bytes, whatever its content type. */
-function binary(res: SuperagentResponse, done: (error: Error | null, body: Buffer) => void): void {
-  const chunks: Buffer[] = [];
-  res.on('data', (chunk: Buffer) => chunks.push(chunk));
-  res.on('end', () => done(null, Buffer.concat(chunks)));
 }
 
 async function download(user: TestUser, id: string, headers: Record<string, string> = {}) {
