@@ -1,6 +1,7 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../server/config.js';
+import { OperatorError } from '../server/operator-error.js';
 import { openRequestLimiter, RateLimitStoreUnavailableError } from '../server/limits/request-limiter.js';
 import { startService } from './support/app.js';
 
@@ -13,7 +14,7 @@ describe('RATE_LIMIT_STORE', () => {
     expect(loadConfig({}).rateLimitStore).toEqual({ kind: 'memory' });
     expect(loadConfig({ RATE_LIMIT_STORE: 'postgres' }).rateLimitStore).toEqual({ kind: 'postgres' });
     expect(loadConfig({ RATE_LIMIT_STORE: 'redis', REDIS_URL: 'redis://cache:6379/2' }).rateLimitStore).toEqual({ kind: 'redis', url: 'redis://cache:6379/2' });
-    expect(() => loadConfig({ RATE_LIMIT_STORE: 'redis' })).toThrow(/REDIS_URL: REDIS_URL is required when RATE_LIMIT_STORE=redis/);
+    expect(() => loadConfig({ RATE_LIMIT_STORE: 'redis' })).toThrow(/^Invalid configuration: REDIS_URL is required when RATE_LIMIT_STORE=redis$/);
     expect(() => loadConfig({ RATE_LIMIT_STORE: 'redis', REDIS_URL: 'http://cache' })).toThrow(/REDIS_URL must be a redis:\/\/ or rediss:\/\/ URL/);
     expect(() => loadConfig({ RATE_LIMIT_STORE: 'memcached' })).toThrow(ConfigError);
   });
@@ -22,7 +23,7 @@ describe('RATE_LIMIT_STORE', () => {
     const config = loadConfig({ RATE_LIMIT_STORE: 'redis', REDIS_URL: 'redis://127.0.0.1:9' });
     const error = await openRequestLimiter(config, noSql, silent).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RateLimitStoreUnavailableError);
-    expect(error).toBeInstanceOf(ConfigError);
+    expect(error).toBeInstanceOf(OperatorError);
     expect((error as Error).message).toMatch(/^Rate limit store: Redis at REDIS_URL is not reachable: [^\n]+$/);
   });
 
