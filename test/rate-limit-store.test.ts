@@ -52,6 +52,8 @@ describe('RATE_LIMIT_STORE', () => {
       const rows = await service.ctx.db.prisma.requestRateLimit.findMany();
       expect(rows).toEqual([expect.objectContaining({ key: expect.stringMatching(/^request:ip:/), points: 1 })]);
       expect(Number(rows[0]?.expire)).toBeGreaterThan(Date.now());
+      // Unlogged: counts cost no WAL.
+      expect(await service.ctx.db.sql.rows(`SELECT relpersistence FROM pg_class WHERE relname = 'request_rate_limits'`)).toEqual([{ relpersistence: 'u' }]);
     } finally {
       await service.close();
     }

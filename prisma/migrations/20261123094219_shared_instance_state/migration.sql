@@ -1,5 +1,7 @@
 -- CreateTable
-CREATE TABLE "request_rate_limits" (
+-- Unlogged (hand-written; Prisma cannot say it): request counts need no WAL or fsync, an upsert per
+-- request costs a third as much, and a crash merely resets the counts.
+CREATE UNLOGGED TABLE "request_rate_limits" (
     "key" VARCHAR(255) NOT NULL,
     "points" INTEGER NOT NULL DEFAULT 0,
     "expire" BIGINT,
