@@ -50,6 +50,9 @@ function reasonOf(error: unknown): string {
  * The bucket is checked once here, so a misconfigured store stops the start.
  */
 export async function s3Storage(config: S3StorageConfig): Promise<AttachmentStorage> {
+  // The SDK's eight-line notice that its 2027 releases need Node 22 would follow every start (the
+  // README says so once); an operator who sets the variable otherwise still sees it.
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
   const client = new S3Client({
     region: config.region,
     endpoint: config.endpoint,
