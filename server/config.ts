@@ -54,13 +54,47 @@ const EnvSchema = z
     ARGON2_TIME_COST: z.coerce.number().int().min(2).default(2),
     ATTACHMENT_MAX_BYTES: positiveInt.default(25 * 1024 * 1024),
     ATTACHMENTS_MAX_PER_TASK: positiveInt.default(100),
+    ATTACHMENT_STORAGE: z.enum(['fs', 's3']).default('fs'),
+    S3_BUCKET: z.string().min(1).optional(),
+    S3_REGION: z.string().min(1).default('us-east-1'),
+    S3_ENDPOINT: z.string().url().optional(),
+    S3_FORCE_PATH_STYLE: bool.default('false'),
+    S3_ACCESS_KEY_ID: z.string().min(1).optional(),
+    S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
+    RATE_LIMIT_STORE: z.enum(['memory', 'postgres', 'redis']).default('memory'),
+    REDIS_URL: z.string().regex(/^rediss?:\/\/\S+$/, 'REDIS_URL must be a redis:// or rediss:// URL').optional(),
     /** A static bearer token that may scrape /metrics (besides admins' access tokens). */
     METRICS_TOKEN: z.string().min(32, 'METRICS_TOKEN must be at least 32 characters').regex(/^[\x21-\x7e]+$/, 'METRICS_TOKEN must be printable ASCII without spaces').optional(),
   })
   .refine((env) => (env.ADMIN_EMAIL === undefined) === (env.ADMIN_PASSWORD === undefined), {
     message: 'ADMIN_EMAIL and ADMIN_PASSWORD must be set together',
     path: ['ADMIN_PASSWORD'],
+  })
+  .refine((env) => env.ATTACHMENT_STORAGE !== 's3' || env.S3_BUCKET !== undefined, {
+    message: 'S3_BUCKET is required when ATTACHMENT_STORAGE=s3',
+    path: ['S3_BUCKET'],
+  })
+  .refine((env) => (env.S3_ACCESS_KEY_ID === undefined) === (env.S3_SECRET_ACCESS_KEY === undefined), {
+    message: 'S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY must be set together',
+    path: ['S3_SECRET_ACCESS_KEY'],
+  })
+  .refine((env) => env.RATE_LIMIT_STORE !== 'redis' || env.REDIS_URL !== undefined, {
+    message: 'REDIS_URL is required when RATE_LIMIT_STORE=redis',
+    path: ['REDIS_URL'],
   });
+
+/** An S3-compatible bucket for attachments; without credentials the AWS SDK's default chain applies. */
+export interface S3StorageConfig {
+  kind: 's3';
+  bucket: string;
+  region: string;
+  endpoint: string | undefined;
+  forcePathStyle: boolean;
+  credentials: { accessKeyId: string; secretAccessKey: string } | undefined;
+}
+
+/** Where the general request rate limit is counted: per instance, or shared by all of them. */
+export type RateLimitStoreConfig = { kind: 'memory' } | { kind: 'postgres' } | { kind: 'redis'; url: string };
 
 export interface Config {
   port: number;
@@ -81,9 +115,10 @@ export interface Config {
   registrationEnabled: boolean;
   admin: { email: string; password: string; name: string } | undefined;
   rateLimitPerMinute: number;
+  rateLimitStore: RateLimitStoreConfig;
   loginThrottle: { maxFailuresPerAccount: number; maxFailuresPerAddress: number; windowSeconds: number };
   argon2: { memoryCost: number; timeCost: number };
-  attachments: { maxBytes: number; maxPerTask: number };
+  attachments: { maxBytes: number; maxPerTask: number; storage: { kind: 'fs' } | S3StorageConfig };
   metricsToken: string | undefined;
 }
 
@@ -108,6 +143,24 @@ function parseTrustProxy(value: string): boolean | number | string {
   if (value === 'true' || value === 'false') return value === 'true';
   if (/^\d+$/.test(value)) return Number(value);
   return value; // a list of addresses or subnets, as Express takes it
+}
+
+function rateLimitStoreOf(e: z.infer<typeof EnvSchema>): RateLimitStoreConfig {
+  if (e.RATE_LIMIT_STORE === 'redis' && e.REDIS_URL) return { kind: 'redis', url: e.REDIS_URL };
+  return e.RATE_LIMIT_STORE === 'postgres' ? { kind: 'postgres' } : { kind: 'memory' };
+}
+
+function attachmentStorageOf(e: z.infer<typeof EnvSchema>): Config['attachments']['storage'] {
+  if (e.ATTACHMENT_STORAGE === 'fs' || e.S3_BUCKET === undefined) return { kind: 'fs' };
+  return {
+    kind: 's3',
+    bucket: e.S3_BUCKET,
+    region: e.S3_REGION,
+    endpoint: e.S3_ENDPOINT,
+    forcePathStyle: e.S3_FORCE_PATH_STYLE,
+    credentials:
+      e.S3_ACCESS_KEY_ID && e.S3_SECRET_ACCESS_KEY ? { accessKeyId: e.S3_ACCESS_KEY_ID, secretAccessKey: e.S3_SECRET_ACCESS_KEY } : undefined,
+  };
 }
 
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
@@ -147,13 +200,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         ? { email: e.ADMIN_EMAIL, password: e.ADMIN_PASSWORD, name: e.ADMIN_NAME }
         : undefined,
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
+    rateLimitStore: rateLimitStoreOf(e),
     loginThrottle: {
       maxFailuresPerAccount: e.LOGIN_MAX_FAILURES_PER_ACCOUNT,
       maxFailuresPerAddress: e.LOGIN_MAX_FAILURES_PER_ADDRESS,
       windowSeconds: e.LOGIN_THROTTLE_WINDOW_SECONDS,
     },
     argon2: { memoryCost: e.ARGON2_MEMORY_KIB, timeCost: e.ARGON2_TIME_COST },
-    attachments: { maxBytes: e.ATTACHMENT_MAX_BYTES, maxPerTask: e.ATTACHMENTS_MAX_PER_TASK },
+    attachments: { maxBytes: e.ATTACHMENT_MAX_BYTES, maxPerTask: e.ATTACHMENTS_MAX_PER_TASK, storage: attachmentStorageOf(e) },
     metricsToken: e.METRICS_TOKEN,
   };
 }

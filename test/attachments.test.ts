@@ -1,9 +1,9 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
 import { mkdir, readdir, rm, utimes, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import type { Response as SuperagentResponse } from 'superagent';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { AttachmentSchema, type Attachment } from '../contract/attachments.js';
@@ -12,6 +12,8 @@ import type { Task } from '../contract/tasks.js';
 import { buildApp } from '../server/app.js';
 import { sweepOrphans, ORPHAN_GRACE_MS } from '../server/attachments/sweep.js';
 import { startService, type TestService } from './support/app.js';
+import { binary } from './support/binary.js';
+import { startObjectStore, type TestObjectStore } from './support/object-store.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 import { expectProblem } from './support/problems.js';
 import { createTask, getTask } from './support/tasks.js';
@@ -30,8 +32,23 @@ let admin: TestUser;
 let server: http.Server;
 let port: number;
 
+// The same tests run with the bytes in an S3-compatible store (test/attachments-s3.test.ts).
+const backend = process.env.TEST_ATTACHMENT_STORAGE === 's3' ? 's3' : 'fs';
+let objectStore: TestObjectStore | undefined;
+/** Writes that reached the storage (the S3 store shows no trace of an upload under way). */
+let writesBegun = 0;
+
 beforeAll(async () => {
-  service = await startService({ ATTACHMENT_MAX_BYTES: String(MAX_BYTES), ATTACHMENTS_MAX_PER_TASK: String(MAX_PER_TASK) });
+  objectStore = backend === 's3' ? await startObjectStore() : undefined;
+  service = await startService({ ATTACHMENT_MAX_BYTES: String(MAX_BYTES), ATTACHMENTS_MAX_PER_TASK: String(MAX_PER_TASK), ...objectStore?.env });
+  const storage = service.ctx.attachmentStorage;
+  service.ctx.attachmentStorage = {
+    ...storage,
+    write: (source, options) => {
+      writesBegun++;
+      return storage.write(source, options);
+    },
+  };
   [alice, bob, carol, admin] = await Promise.all([
     registerUser(service, { name: 'Alice' }),
     registerUser(service, { name: 'Bob' }),
@@ -44,12 +61,22 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await new Promise((resolve) => server.close(resolve));
+  await service.ctx.attachmentStorage.close();
   await service.close();
+  await objectStore?.close();
 });
 
 const storageDir = (sub: 'objects' | 'tmp') => path.join(service.ctx.config.dataDir, 'attachments', sub);
-const storedObjects = () => readdir(storageDir('objects'));
+async function storedObjects(): Promise<string[]> {
+  const keys: string[] = [];
+  for await (const entry of service.ctx.attachmentStorage.list()) keys.push(entry.key);
+  return keys;
+}
 const partialWrites = () => readdir(storageDir('tmp'));
+/** An upload is under way: its partial file exists (fs), or its write began (s3). */
+const uploadStarted = async (writesBefore: number) => (backend === 'fs' ? (await partialWrites()).length > 0 : writesBegun > writesBefore);
+/** No partial write is left. An S3 upload cannot be listed on s3rver; test/storage.test.ts shows a failed one keeps nothing. */
+const noPartialWrites = async () => backend === 's3' || (await partialWrites()).length === 0;
 const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
 
 /** Waits until `check` holds (the server finishes its clean-up after the client has gone). */
@@ -124,13 +151,6 @@ function rawUpload(taskId: string, contentType: string, contentLength: number) {
   return { req, answer };
 }
 
-/** Collects a response body as bytes, whatever its content type. */
-function binary(res: SuperagentResponse, done: (error: Error | null, body: Buffer) => void): void {
-  const chunks: Buffer[] = [];
-  res.on('data', (chunk: Buffer) => chunks.push(chunk));
-  res.on('end', () => done(null, Buffer.concat(chunks)));
-}
-
 async function download(user: TestUser, id: string, headers: Record<string, string> = {}) {
   const res = await service.http.get(`/attachments/${id}/content`).set('Authorization', user.auth).set(headers).buffer(true).parse(binary);
   return { status: res.status, headers: res.headers, bytes: z.instanceof(Buffer).parse(res.body), res };
@@ -141,6 +161,12 @@ async function listFor(user: TestUser, taskId: string): Promise<Attachment[]> {
 }
 
 describe('upload and download', () => {
+  it(`keeps the bytes in the configured storage (${backend})`, async () => {
+    const task = await createTask(service, alice);
+    await upload(alice, task.id, Buffer.from('where am I'));
+    expect((await readdir(service.ctx.config.dataDir)).includes('attachments')).toBe(backend === 'fs');
+  });
+
   it('round-trips a 1 MiB random binary byte for byte, with its metadata', async () => {
     const task = await createTask(service, alice);
     // A fixed prefix, so that random bytes cannot happen to look like a known format.
@@ -313,7 +339,7 @@ describe('rejected uploads leave nothing behind', () => {
   async function expectNothingStored(taskId: string) {
     expect(await listFor(alice, taskId)).toEqual([]);
     expect((await getTask(service, alice, taskId)).attachmentCount).toBe(0);
-    await eventually(async () => (await partialWrites()).length === 0, 'partial writes removed');
+    await eventually(noPartialWrites, 'partial writes removed');
     const keys = new Set((await service.ctx.db.prisma.attachment.findMany({ select: { storageKey: true } })).map((a) => a.storageKey));
     expect((await storedObjects()).filter((key) => !keys.has(key))).toEqual([]);
   }
@@ -349,11 +375,12 @@ describe('rejected uploads leave nothing behind', () => {
   it('removes a half-received file when the client aborts mid-upload', async () => {
     const task = await createTask(service, alice);
     const { body, contentType } = multipart([{ name: 'file', params: 'filename="half.bin"', data: randomBytes(1024 * 1024) }]);
+    const writesBefore = writesBegun;
     const upload = rawUpload(task.id, contentType, body.length);
     upload.answer.catch(() => undefined);
     upload.req.write(body.subarray(0, body.length / 2));
-    // The upload is under way once its partial write exists; then the client goes away.
-    await eventually(async () => (await partialWrites()).length > 0, 'the upload started');
+    // The upload is under way once it reached the storage; then the client goes away.
+    await eventually(() => uploadStarted(writesBefore), 'the upload started');
     upload.req.destroy();
     await expectNothingStored(task.id);
     await service.http.get('/healthz').expect(200);
@@ -362,15 +389,16 @@ describe('rejected uploads leave nothing behind', () => {
   it('removes the stored bytes when the row cannot be written (the task went away mid-upload)', async () => {
     const task = await createTask(service, alice);
     const { body, contentType } = multipart([{ name: 'file', params: 'filename="late.bin"', data: randomBytes(512 * 1024) }]);
+    const writesBefore = writesBegun;
     const upload = rawUpload(task.id, contentType, body.length);
     upload.req.write(body.subarray(0, body.length / 2));
-    await eventually(async () => (await partialWrites()).length > 0, 'the upload started');
+    await eventually(() => uploadStarted(writesBefore), 'the upload started');
     await service.http.delete(`/tasks/${task.id}`).set('Authorization', alice.auth).expect(204);
     upload.req.end(body.subarray(body.length / 2));
     const answer = await upload.answer;
     expect(answer.status).toBe(404);
     expect(await service.ctx.db.prisma.attachment.count({ where: { taskId: task.id } })).toBe(0);
-    await eventually(async () => (await partialWrites()).length === 0, 'partial writes removed');
+    await eventually(noPartialWrites, 'partial writes removed');
     const keys = new Set((await service.ctx.db.prisma.attachment.findMany({ select: { storageKey: true } })).map((a) => a.storageKey));
     expect((await storedObjects()).filter((key) => !keys.has(key))).toEqual([]);
   });
@@ -507,7 +535,21 @@ describe('deleting what attachments belong to', () => {
 });
 
 describe('orphan sweep', () => {
-  it('removes old partial writes and old unreferenced objects, and keeps recent ones and referenced ones', async () => {
+  it('removes objects no row names once older than the grace period, and keeps referenced ones', async () => {
+    const task = await createTask(service, alice);
+    const kept = await upload(alice, task.id, Buffer.from('referenced'));
+    const orphan = await service.ctx.attachmentStorage.write(Readable.from([Buffer.from('no row names me')]), { maxBytes: MAX_BYTES });
+    const now = new Date();
+    expect((await sweepOrphans(service.ctx, now)).orphans).toBe(0);
+    expect(await storedObjects()).toContain(orphan.key);
+
+    const later = new Date(now.getTime() + ORPHAN_GRACE_MS + 60_000);
+    expect((await sweepOrphans(service.ctx, later)).orphans).toBeGreaterThanOrEqual(1);
+    expect(await storedObjects()).not.toContain(orphan.key);
+    expect((await download(alice, kept.id)).bytes.toString()).toBe('referenced');
+  });
+
+  it.runIf(backend === 'fs')('removes old partial writes and old unreferenced objects, and keeps recent ones and referenced ones', async () => {
     const task = await createTask(service, alice);
     const kept = await upload(alice, task.id, Buffer.from('referenced'));
     const [keptKey] = (await service.ctx.db.prisma.attachment.findMany({ where: { id: kept.id }, select: { storageKey: true } })).map((a) => a.storageKey);

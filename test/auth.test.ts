@@ -1,7 +1,7 @@
-import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, exportSPKI, generateKeyPair, jwtVerify, UnsecuredJWT } from 'jose';
+import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, exportPKCS8, exportSPKI, generateKeyPair, jwtVerify, UnsecuredJWT } from 'jose';
 import { pino } from 'pino';
 import type { Response } from 'supertest';
 import { v7 as uuidv7 } from 'uuid';
@@ -407,26 +407,46 @@ describe('GET /.well-known/jwks.json', () => {
 });
 
 describe('the signing key', () => {
-  it('is generated once and kept in the data directory, so tokens survive a restart', async () => {
-    const dataDir = await mkdtemp(path.join(tmpdir(), 'task-service-keys-'));
+  const silent = pino({ level: 'silent' });
+
+  it('is generated once and kept in the database, so every instance and every restart signs with it', async () => {
+    const dataDirs = await Promise.all([1, 2].map(() => mkdtemp(path.join(tmpdir(), 'task-service-keys-'))));
     try {
-      const config = loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent' });
-      const logger = pino({ level: 'silent' });
-      const before = await createContext(config, service.ctx.db, logger);
-      const keyFile = await stat(path.join(dataDir, 'keys', 'jwt-ed25519.pem'));
-      expect(keyFile.mode & 0o077).toBe(0);
-      const after = await createContext(config, service.ctx.db, logger);
-      expect(after.signingKey.kid).toBe(before.signingKey.kid);
-      expect(before.signingKey.kid).not.toBe(service.ctx.signingKey.kid);
+      const [one, two] = await Promise.all(dataDirs.map((dir) => createContext(loadConfig({ DATA_DIR: dir, LOG_LEVEL: 'silent' }), service.ctx.db, silent)));
+      expect(one?.signingKey.kid).toBe(service.ctx.signingKey.kid);
+      expect(two?.signingKey.kid).toBe(service.ctx.signingKey.kid);
 
       const user = await registerUser(service);
       const claims = decodeJwt(user.accessToken);
-      const token = await before.tokens.issue({ userId: user.user.id, sessionId: String(claims.sid), role: 'user' });
-      expect(await after.tokens.verify(token)).toEqual({ userId: user.user.id, sessionId: claims.sid, role: 'user' });
-      // A key from another data directory does not verify it.
-      expect(await service.ctx.tokens.verify(token)).toBeUndefined();
+      const token = await one!.tokens.issue({ userId: user.user.id, sessionId: String(claims.sid), role: 'user' });
+      expect(await two!.tokens.verify(token)).toEqual({ userId: user.user.id, sessionId: claims.sid, role: 'user' });
+      // The private key is not copied to the data directories.
+      for (const dir of dataDirs) expect(await readdir(dir)).not.toContain('keys');
     } finally {
-      await rm(dataDir, { recursive: true, force: true });
+      await Promise.all(dataDirs.map((dir) => rm(dir, { recursive: true, force: true })));
+    }
+  });
+
+  it('adopts the key an earlier version kept in DATA_DIR/keys when the database has none yet', async () => {
+    const { prisma } = service.ctx.db;
+    const [dataDir, otherDir] = await Promise.all([1, 2].map(() => mkdtemp(path.join(tmpdir(), 'task-service-keys-'))));
+    const kept = await prisma.signingKey.findMany();
+    try {
+      const { privateKey } = await generateKeyPair('EdDSA', { crv: 'Ed25519', extractable: true });
+      await mkdir(path.join(dataDir!, 'keys'));
+      await writeFile(path.join(dataDir!, 'keys', 'jwt-ed25519.pem'), await exportPKCS8(privateKey), { mode: 0o600 });
+      await prisma.signingKey.deleteMany();
+
+      const upgraded = await createContext(loadConfig({ DATA_DIR: dataDir!, LOG_LEVEL: 'silent' }), service.ctx.db, silent);
+      const token = await upgraded.tokens.issue({ userId: uuidv7(), sessionId: uuidv7(), role: 'user' });
+      const other = await createContext(loadConfig({ DATA_DIR: otherDir!, LOG_LEVEL: 'silent' }), service.ctx.db, silent);
+      expect(other.signingKey.kid).toBe(upgraded.signingKey.kid);
+      expect(await other.tokens.verify(token)).toBeDefined();
+      expect(upgraded.signingKey.kid).not.toBe(service.ctx.signingKey.kid);
+    } finally {
+      await prisma.signingKey.deleteMany();
+      await prisma.signingKey.createMany({ data: kept });
+      await Promise.all([dataDir, otherDir].map((dir) => rm(dir!, { recursive: true, force: true })));
     }
   });
 });

@@ -9,8 +9,8 @@ import { touchTasks } from '../tasks/versions.js';
 import { contentTypeOf } from './content-type.js';
 import { sanitizeFilename } from './filenames.js';
 import type { AttachmentRow } from './serialize.js';
-import type { StoredObject } from './storage.js';
-import { discardStoredBytes } from './stored-bytes.js';
+import type { StoredObject } from '../storage/storage.js';
+import { discardStoredBytes } from '../storage/stored-bytes.js';
 
 /** An uploaded file part, its bytes already durable in storage. */
 export interface ReceivedFile {

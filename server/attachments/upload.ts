@@ -4,7 +4,7 @@ import { attachmentsContract } from '../../contract/attachments.js';
 import type { AppContext } from '../context.js';
 import { AppError, invalidField, issuesOf, validationFailed } from '../http/errors.js';
 import { principalOf } from '../http/principal.js';
-import { tooLarge } from './fs-storage.js';
+import { ObjectTooLargeError } from '../storage/storage.js';
 import { admitUpload, type ReceivedFile } from './service.js';
 
 /** Room for the multipart envelope (boundaries, part headers) around a file of the maximum size. */
@@ -15,6 +15,8 @@ const received = new WeakMap<object, ReceivedFile>();
 
 /** The file part the upload middleware stored for this request, if any. */
 export const receivedFile = (req: object): ReceivedFile | undefined => received.get(req);
+
+const tooLarge = (maxBytes: number) => new AppError('payload_too_large', `Attachments are limited to ${maxBytes} bytes`);
 
 const filePartProblem = (code: string, message: string) => invalidField(`body.${FILE_FIELD}`, code, message);
 
@@ -29,8 +31,9 @@ function attachmentStorageEngine(ctx: AppContext): multer.StorageEngine {
           done(null, { size: stored.size });
         },
         (error: unknown) => {
+          if (error instanceof ObjectTooLargeError) return done(tooLarge(maxBytes));
           // The part's own stream failing means the request failed; anything else is the storage's fault.
-          if (error instanceof AppError || file.stream.errored) return done(error);
+          if (file.stream.errored) return done(error);
           ctx.logger.error({ err: error }, 'could not store an attachment');
           done(new AppError('internal', 'The attachment could not be stored'));
         },

@@ -1,6 +1,6 @@
 import { v7 as uuidv7 } from 'uuid';
 import type { Task, TaskCreate, TaskListQuery, TaskPatch, TaskStatus } from '../../contract/tasks.js';
-import { discardStoredBytes, storageKeysOf } from '../attachments/stored-bytes.js';
+import { discardStoredBytes, storageKeysOf } from '../storage/stored-bytes.js';
 import type { AppContext } from '../context.js';
 import { isMissingRow } from '../db/errors.js';
 import { AppError, invalidField, notFound } from '../http/errors.js';

@@ -1,5 +1,5 @@
 import type { Role, User, UserListQuery, UserPatch, UserReplace } from '../../contract/users.js';
-import { discardStoredBytes, storageKeysOf } from '../attachments/stored-bytes.js';
+import { discardStoredBytes, storageKeysOf } from '../storage/stored-bytes.js';
 import { passwordAccepted } from '../auth/credentials.js';
 import { revokeOtherSessions } from '../auth/sessions.js';
 import type { AppContext } from '../context.js';
