@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { fileSystemStorage } from './attachments/fs-storage.js';
 import { loadSigningKey } from './auth/keys.js';
 import { passwordHasher } from './auth/passwords.js';
-import { loginThrottle } from './auth/throttle.js';
+import { loginThrottle, registrationThrottle } from './auth/throttle.js';
 import { accessTokens } from './auth/tokens.js';
 import type { Config } from './config.js';
 import type { AppContext } from './context.js';
@@ -21,6 +21,7 @@ export async function createContext(config: Config, db: Database, logger: Logger
     tokens: accessTokens(signingKey, config.jwt),
     passwords: passwordHasher(config.argon2),
     loginThrottle: loginThrottle(db.prisma, config.loginThrottle),
+    registrationThrottle: registrationThrottle(db.prisma, config.registrationsPerAddressPerHour),
     attachmentStorage: await fileSystemStorage(path.join(config.dataDir, 'attachments')),
   };
   if (config.admin) {

@@ -3,7 +3,7 @@ import type { AttachmentStorage } from './attachments/storage.js';
 import type { AccessTokens } from './auth/tokens.js';
 import type { PasswordHasher } from './auth/passwords.js';
 import type { SigningKey } from './auth/keys.js';
-import type { LoginThrottle } from './auth/throttle.js';
+import type { LoginThrottle, RegistrationThrottle } from './auth/throttle.js';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
 
@@ -16,5 +16,6 @@ export interface AppContext {
   tokens: AccessTokens;
   passwords: PasswordHasher;
   loginThrottle: LoginThrottle;
+  registrationThrottle: RegistrationThrottle;
   attachmentStorage: AttachmentStorage;
 }

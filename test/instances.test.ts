@@ -59,7 +59,7 @@ describe('several instances on one PostgreSQL database', () => {
           JWT_PRIVATE_KEY: key,
           LOG_LEVEL: 'silent',
           RATE_LIMIT_PER_MINUTE: '0',
-          LOGIN_MAX_FAILURES_PER_ACCOUNT: '2',
+          LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS: '2',
         });
         return request(buildApp(await createContext(config, db, pino({ level: 'silent' }))));
       };
