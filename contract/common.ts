@@ -108,7 +108,8 @@ export const IfMatchHeaders = z.object({
     .string()
     .max(200)
     .regex(IF_MATCH, 'If-Match takes * or ETags in quotes, exactly as the ETag header sends them: If-Match: "4", not If-Match: 4')
-    .optional(),
+    .optional()
+    .describe('`*` (any current version) or ETags in quotes as the ETag header sends them (`"4"`); a mismatch is 412, an unquoted value 400'),
 });
 export const IfNoneMatchHeaders = z.object({ 'if-none-match': z.string().max(200).optional() });
 

@@ -68,7 +68,7 @@ const EnvSchema = z
   // account; a value that low now would do the same from every address, so it stops the start.
   .refine((env) => env.LOGIN_MAX_FAILURES_PER_ACCOUNT >= env.LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS, {
     message:
-      'must be at least LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS: it is now the ceiling for one account across all addresses ' +
+      'LOGIN_MAX_FAILURES_PER_ACCOUNT must be at least LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS: it is now the ceiling for one account across all addresses ' +
       '(default 100); the strict limit per account and address is LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS',
     path: ['LOGIN_MAX_FAILURES_PER_ACCOUNT'],
   });

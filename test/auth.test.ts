@@ -219,7 +219,7 @@ describe('login throttling', () => {
   });
 
   it('refuses an account ceiling below the pair limit at start-up, naming the variable', () => {
-    expect(() => loadConfig({ LOGIN_MAX_FAILURES_PER_ACCOUNT: '3' })).toThrow(/LOGIN_MAX_FAILURES_PER_ACCOUNT: must be at least LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS/);
+    expect(() => loadConfig({ LOGIN_MAX_FAILURES_PER_ACCOUNT: '3' })).toThrow(/LOGIN_MAX_FAILURES_PER_ACCOUNT must be at least LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS/);
   });
 });
 

@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuthResultSchema } from '../contract/auth.js';
 import { TagSchema, type Tag } from '../contract/tags.js';
@@ -248,6 +249,31 @@ describe('the last admin under concurrent promotions, demotions and deletions', 
       return count >= 1 ? [] : [`${count} admins`];
     });
     expect(failures).toEqual([]);
+  });
+});
+
+describe('deleting an ordinary user', () => {
+  let service: TestService;
+
+  beforeAll(async () => {
+    service = await startService();
+  });
+  afterAll(() => service.close());
+
+  it('does not wait for the admins: it completes while another transaction holds an admin row', async () => {
+    const [admin, user] = await Promise.all([registerUser(service), registerUser(service)]);
+    await service.ctx.db.prisma.user.update({ where: { id: admin.user.id }, data: { role: 'admin' } });
+    const other = new pg.Client({ connectionString: service.databaseUrl });
+    await other.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query('SELECT id FROM users WHERE id = $1 FOR UPDATE', [admin.user.id]);
+      const res = await service.http.delete(`/users/${user.user.id}`).set('Authorization', admin.auth).timeout(3000);
+      expect(res.status).toBe(204);
+    } finally {
+      await other.query('ROLLBACK');
+      await other.end();
+    }
   });
 });
 

@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { Prisma } from '../generated/prisma/client.js';
 
 // PostgreSQL's own codes, where a driver adapter passes them through as the cause of a
@@ -7,7 +8,12 @@ const FOREIGN_KEY_VIOLATION = '23503';
 const SERIALIZATION_FAILURE = '40001';
 const DEADLOCK_DETECTED = '40P01';
 
+// A raw query's failure comes as P2010 with the driver's error in `meta` (seen for 40P01).
+const RawQueryFailure = z.object({ meta: z.object({ driverAdapterError: z.object({ cause: z.object({ code: z.string() }) }) }) });
+
 function postgresCode(error: unknown): string | undefined {
+  const raw = RawQueryFailure.safeParse(error);
+  if (raw.success) return raw.data.meta.driverAdapterError.cause.code;
   if (!(error instanceof Error) || !(error.cause instanceof Object) || !('code' in error.cause)) return undefined;
   return typeof error.cause.code === 'string' ? error.cause.code : undefined;
 }
