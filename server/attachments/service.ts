@@ -57,7 +57,8 @@ export async function createAttachment(ctx: AppContext, principal: Principal, ta
   try {
     const contentType = await contentTypeOf(file.stored.head, file.declaredType);
     return await inTransaction(ctx.db.prisma, async (tx) => {
-      await tx.$queryRaw`SELECT id FROM tasks WHERE id = ${taskId}::uuid FOR UPDATE`;
+      // Against other writers of the task only: links and other references to it may still be made.
+      await tx.$queryRaw`SELECT id FROM tasks WHERE id = ${taskId}::uuid FOR NO KEY UPDATE`;
       const task = await tx.task.findFirst({ where: visibleTask(principal, taskId), select: { id: true } });
       if (!task) throw notFound('task');
       await assertRoomFor(tx, taskId, ctx.config.attachments.maxPerTask);
