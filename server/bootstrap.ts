@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { loadSigningKey } from './auth/keys.js';
 import { passwordHasher } from './auth/passwords.js';
-import { loginThrottle } from './auth/throttle.js';
+import { loginThrottle, registrationThrottle } from './auth/throttle.js';
 import { accessTokens } from './auth/tokens.js';
 import type { Config } from './config.js';
 import type { AppContext } from './context.js';
@@ -31,6 +31,7 @@ export async function createContext(config: Config, db: Database, logger: Logger
     loginThrottle: loginThrottle(db.prisma, config.loginThrottle),
     attachmentStorage,
     requestLimiter,
+    registrationThrottle: registrationThrottle(db.prisma, config.registrationsPerAddressPerHour),
   };
   if (config.admin) {
     const admin = await ensureAdmin(ctx, config.admin, { promoteExisting: false }).catch(async (error: unknown) => {

@@ -47,9 +47,12 @@ const EnvSchema = z
     ADMIN_PASSWORD: PasswordSchema.optional(),
     ADMIN_NAME: PersonNameSchema.default('Administrator'),
     RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).default(600),
-    LOGIN_MAX_FAILURES_PER_ACCOUNT: positiveInt.default(5),
+    LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS: positiveInt.default(5),
     LOGIN_MAX_FAILURES_PER_ADDRESS: positiveInt.default(30),
+    LOGIN_MAX_FAILURES_PER_ACCOUNT: positiveInt.default(100),
     LOGIN_THROTTLE_WINDOW_SECONDS: positiveInt.default(900),
+    REGISTRATIONS_PER_ADDRESS_PER_HOUR: z.coerce.number().int().min(0).default(20),
+    REFRESH_REUSE_GRACE_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
     ARGON2_MEMORY_KIB: z.coerce.number().int().min(19456).default(19456),
     ARGON2_TIME_COST: z.coerce.number().int().min(2).default(2),
     ATTACHMENT_MAX_BYTES: positiveInt.default(25 * 1024 * 1024),
@@ -81,6 +84,14 @@ const EnvSchema = z
   .refine((env) => env.RATE_LIMIT_STORE !== 'redis' || env.REDIS_URL !== undefined, {
     message: 'REDIS_URL is required when RATE_LIMIT_STORE=redis',
     path: ['REDIS_URL'],
+  })
+  // This variable used to be the strict per-account limit (default 5) that let anyone lock any
+  // account; a value that low now would do the same from every address, so it stops the start.
+  .refine((env) => env.LOGIN_MAX_FAILURES_PER_ACCOUNT >= env.LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS, {
+    message:
+      'LOGIN_MAX_FAILURES_PER_ACCOUNT must be at least LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS: it is now the ceiling for one account across all addresses ' +
+      '(default 100); the strict limit per account and address is LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS',
+    path: ['LOGIN_MAX_FAILURES_PER_ACCOUNT'],
   });
 
 /** An S3-compatible bucket for attachments; without credentials the AWS SDK's default chain applies. */
@@ -116,7 +127,11 @@ export interface Config {
   admin: { email: string; password: string; name: string } | undefined;
   rateLimitPerMinute: number;
   rateLimitStore: RateLimitStoreConfig;
-  loginThrottle: { maxFailuresPerAccount: number; maxFailuresPerAddress: number; windowSeconds: number };
+  loginThrottle: { maxFailuresPerAccountAddress: number; maxFailuresPerAddress: number; maxFailuresPerAccount: number; windowSeconds: number };
+  /** Registrations per client address per hour; 0: unlimited. */
+  registrationsPerAddressPerHour: number;
+  /** How long a refresh token just rotated out still refreshes its session (two tabs, a retry); 0: never. */
+  refreshReuseGraceSeconds: number;
   argon2: { memoryCost: number; timeCost: number };
   attachments: { maxBytes: number; maxPerTask: number; storage: { kind: 'fs' } | S3StorageConfig };
   metricsToken: string | undefined;
@@ -202,10 +217,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
     rateLimitStore: rateLimitStoreOf(e),
     loginThrottle: {
-      maxFailuresPerAccount: e.LOGIN_MAX_FAILURES_PER_ACCOUNT,
+      maxFailuresPerAccountAddress: e.LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS,
       maxFailuresPerAddress: e.LOGIN_MAX_FAILURES_PER_ADDRESS,
+      maxFailuresPerAccount: e.LOGIN_MAX_FAILURES_PER_ACCOUNT,
       windowSeconds: e.LOGIN_THROTTLE_WINDOW_SECONDS,
     },
+    registrationsPerAddressPerHour: e.REGISTRATIONS_PER_ADDRESS_PER_HOUR,
+    refreshReuseGraceSeconds: e.REFRESH_REUSE_GRACE_SECONDS,
     argon2: { memoryCost: e.ARGON2_MEMORY_KIB, timeCost: e.ARGON2_TIME_COST },
     attachments: { maxBytes: e.ATTACHMENT_MAX_BYTES, maxPerTask: e.ATTACHMENTS_MAX_PER_TASK, storage: attachmentStorageOf(e) },
     metricsToken: e.METRICS_TOKEN,

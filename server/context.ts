@@ -3,7 +3,7 @@ import type { AttachmentStorage } from './storage/storage.js';
 import type { AccessTokens } from './auth/tokens.js';
 import type { PasswordHasher } from './auth/passwords.js';
 import type { SigningKey } from './auth/keys.js';
-import type { LoginThrottle } from './auth/throttle.js';
+import type { LoginThrottle, RegistrationThrottle } from './auth/throttle.js';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
 import type { RequestLimiter } from './limits/request-limiter.js';
@@ -17,6 +17,7 @@ export interface AppContext {
   tokens: AccessTokens;
   passwords: PasswordHasher;
   loginThrottle: LoginThrottle;
+  registrationThrottle: RegistrationThrottle;
   attachmentStorage: AttachmentStorage;
   /** The general request rate limit; undefined when it is off. */
   requestLimiter: RequestLimiter | undefined;

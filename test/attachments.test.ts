@@ -1,10 +1,12 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { mkdir, readdir, rm, utimes, writeFile } from 'node:fs/promises';
+import { once } from 'node:events';
 import http from 'node:http';
+import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { AttachmentSchema, type Attachment } from '../contract/attachments.js';
 import { listOf, ProblemSchema } from '../contract/common.js';
@@ -78,6 +80,11 @@ const uploadStarted = async (writesBefore: number) => (backend === 'fs' ? (await
 /** No partial write is left. An S3 upload cannot be listed on s3rver; test/storage.test.ts shows a failed one keeps nothing. */
 const noPartialWrites = async () => backend === 's3' || (await partialWrites()).length === 0;
 const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
+
+/** Waits until `check` holds, checking every 25 ms. */
+async function eventuallyTrue(check: () => boolean): Promise<void> {
+  while (!check()) await new Promise((resolve) => setTimeout(resolve, 25));
+}
 
 /** Waits until `check` holds (the server finishes its clean-up after the client has gone). */
 async function eventually(check: () => Promise<boolean>, what: string): Promise<void> {
@@ -273,6 +280,27 @@ describe('range requests', () => {
     expect(got.bytes.equals(bytes)).toBe(true);
   });
 
+  it('answers HEAD with the headers of GET and no body, without reading the stored bytes', async () => {
+    const open = vi.spyOn(service.ctx.attachmentStorage, 'open');
+    try {
+      const head = (headers: Record<string, string> = {}) =>
+        fetch(`http://127.0.0.1:${port}/attachments/${attachment.id}/content`, { method: 'HEAD', headers: { Authorization: alice.auth, ...headers } });
+      const whole = await head();
+      expect(whole.status).toBe(200);
+      expect(whole.headers.get('content-length')).toBe('1000');
+      expect(whole.headers.get('etag')).toBe(`"${attachment.sha256}"`);
+      expect(whole.headers.get('content-disposition')).toContain('ranged.bin');
+      expect((await whole.arrayBuffer()).byteLength).toBe(0);
+      const part = await head({ Range: 'bytes=0-9' });
+      expect(part.status).toBe(206);
+      expect(part.headers.get('content-length')).toBe('10');
+      expect(part.headers.get('content-range')).toBe('bytes 0-9/1000');
+      expect(open).not.toHaveBeenCalled();
+    } finally {
+      open.mockRestore();
+    }
+  });
+
   it('honours If-Range only when it names the current ETag', async () => {
     expect((await download(alice, attachment.id, { Range: 'bytes=0-9', 'If-Range': `"${attachment.sha256}"` })).status).toBe(206);
     const stale = await download(alice, attachment.id, { Range: 'bytes=0-9', 'If-Range': '"stale"' });
@@ -367,8 +395,38 @@ describe('rejected uploads leave nothing behind', () => {
     const answer = await upload.answer;
     upload.req.destroy();
     expect(answer.status).toBe(413);
-    expect(answer.headers.connection).toBe('close');
     expect(ProblemSchema.parse(JSON.parse(answer.body)).code).toBe('payload_too_large');
+    await expectNothingStored(task.id);
+  });
+
+  it('answers a client that sends the whole oversized body before reading (fetch, a raw socket) with the 413 problem, not a reset connection', async () => {
+    const task = await createTask(service, alice);
+    // Just over the limit (refused as it streams) and far over it (refused from Content-Length).
+    for (const size of [MAX_BYTES + 1, MAX_BYTES * 12]) {
+      const form = new FormData();
+      form.append('file', new Blob([Buffer.alloc(size, 3)]), 'big.bin');
+      const res = await fetch(`http://127.0.0.1:${port}/tasks/${task.id}/attachments`, { method: 'POST', headers: { Authorization: alice.auth }, body: form });
+      expect(res.status).toBe(413);
+      expect(ProblemSchema.parse(await res.json()).code).toBe('payload_too_large');
+    }
+    // A client that writes every byte, at the socket's pace, before it reads the answer.
+    const { body, contentType } = multipart([{ name: 'file', params: 'filename="huge.bin"', data: Buffer.alloc(MAX_BYTES * 12, 4) }]);
+    const socket = net.connect(port, '127.0.0.1');
+    await once(socket, 'connect');
+    const received: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => received.push(chunk));
+    const failed = new Promise<never>((_resolve, reject) => socket.on('error', reject));
+    const head = `POST /tasks/${task.id}/attachments HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ${alice.auth}\r\nContent-Type: ${contentType}\r\nContent-Length: ${body.length}\r\n\r\n`;
+    const sendAll = async () => {
+      socket.write(head);
+      for (let offset = 0; offset < body.length; offset += 64 * 1024) {
+        if (!socket.write(body.subarray(offset, offset + 64 * 1024))) await once(socket, 'drain');
+      }
+    };
+    await Promise.race([sendAll(), failed]);
+    await Promise.race([eventuallyTrue(() => Buffer.concat(received).includes('payload_too_large')), failed]);
+    socket.destroy();
+    expect(Buffer.concat(received).toString()).toMatch(/^HTTP\/1\.1 413 /);
     await expectNothingStored(task.id);
   });
 

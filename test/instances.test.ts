@@ -67,7 +67,7 @@ describe('several instances on one PostgreSQL database', () => {
       database = await freshDatabase();
       objectStore = await startObjectStore();
       // No JWT_PRIVATE_KEY: the generated key must be one for both.
-      [a, b] = await twoInstances({ RATE_LIMIT_PER_MINUTE: '0', LOGIN_MAX_FAILURES_PER_ACCOUNT: '2' });
+      [a, b] = await twoInstances({ RATE_LIMIT_PER_MINUTE: '0', LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS: '2' });
     });
     afterAll(async () => {
       await Promise.all(opened.map((instance) => instance.close()));

@@ -4,6 +4,7 @@ import { passwordAccepted } from '../auth/credentials.js';
 import { revokeOtherSessions } from '../auth/sessions.js';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
+import { inTransaction } from '../db/transactions.js';
 import type { Prisma, User as UserRow } from '../generated/prisma/client.js';
 import { AppError, invalidField, notFound } from '../http/errors.js';
 import { createdAfter, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
@@ -41,15 +42,26 @@ const roleNotSettable = () => invalidField('body.role', 'admin_only', 'Only an a
 
 const lastAdmin = () => new AppError('last_admin', 'The service must keep at least one admin');
 
+// Every transaction that takes the admin role from someone (a demotion, a deletion) holds this lock
+// first, so two of them never both count the other's admin; promotions need not wait.
+const ADMIN_REMOVAL_LOCK = 7_202_611_250_001n;
+
+/** Locks the user's row until the transaction ends and reads it as it now is; 404 when gone. */
+async function lockUser(tx: Prisma.TransactionClient, userId: string): Promise<UserRow> {
+  await tx.$queryRaw`SELECT id FROM users WHERE id = ${userId}::uuid FOR UPDATE`;
+  const user = await tx.user.findUnique({ where: { id: userId } });
+  if (!user) throw notFound('user');
+  return user;
+}
+
 /**
- * Runs `work` while holding a lock on every admin row, so that two requests cannot both remove
- * one of the last two admins.
+ * Called with the admin's own row locked, before it stops being an admin: 409 unless another admin
+ * remains. Ordinary users' changes never come here, so they never wait for the admins.
  */
-async function withAdminsLocked<T>(ctx: AppContext, work: (tx: Prisma.TransactionClient, adminCount: number) => Promise<T>): Promise<T> {
-  return ctx.db.prisma.$transaction(async (tx) => {
-    const admins = await tx.$queryRaw<{ id: string }[]>`SELECT id FROM users WHERE role = 'admin' FOR UPDATE`;
-    return work(tx, admins.length);
-  });
+async function assertAnotherAdminRemains(tx: Prisma.TransactionClient, adminId: string): Promise<void> {
+  await tx.$executeRaw`SELECT pg_advisory_xact_lock(${ADMIN_REMOVAL_LOCK})`;
+  const others = await tx.user.count({ where: { role: 'admin', id: { not: adminId } } });
+  if (others === 0) throw lastAdmin();
 }
 
 interface ProfileChange {
@@ -66,18 +78,15 @@ const changesUser = (user: UserRow, change: ProfileChange): boolean =>
   (change.role !== undefined && change.role !== user.role) ||
   change.passwordHash !== undefined;
 
-async function applyProfileChange(ctx: AppContext, user: UserRow, change: ProfileChange): Promise<UserRow> {
-  if (!changesUser(user, change)) return user;
-  const data = { ...change, updatedAt: new Date() };
+/** Applies the change to the user's row as it is once locked; a demotion of the last admin is 409. */
+async function applyProfileChange(ctx: AppContext, userId: string, change: ProfileChange): Promise<UserRow> {
   try {
-    // Only a demotion needs the admins locked: it is the one change that can remove the last admin.
-    if (user.role === 'admin' && change.role === 'user') {
-      return await withAdminsLocked(ctx, async (tx, adminCount) => {
-        if (adminCount <= 1) throw lastAdmin();
-        return tx.user.update({ where: { id: user.id }, data });
-      });
-    }
-    return await ctx.db.prisma.user.update({ where: { id: user.id }, data });
+    return await inTransaction(ctx.db.prisma, async (tx) => {
+      const user = await lockUser(tx, userId);
+      if (!changesUser(user, change)) return user;
+      if (user.role === 'admin' && change.role === 'user') await assertAnotherAdminRemains(tx, user.id);
+      return tx.user.update({ where: { id: user.id }, data: { ...change, updatedAt: new Date() } });
+    });
   } catch (error) {
     if (isUniqueViolation(error)) throw emailTaken();
     throw error;
@@ -87,7 +96,7 @@ async function applyProfileChange(ctx: AppContext, user: UserRow, change: Profil
 export async function replaceUser(ctx: AppContext, principal: Principal, userId: string, body: UserReplace): Promise<UserRow> {
   const user = await findVisibleUser(ctx, principal, userId);
   if (body.role !== undefined && !isAdmin(principal)) throw roleNotSettable();
-  return applyProfileChange(ctx, user, { email: body.email, name: body.name, ...(body.role && { role: body.role }) });
+  return applyProfileChange(ctx, user.id, { email: body.email, name: body.name, ...(body.role && { role: body.role }) });
 }
 
 const CURRENT_PASSWORD = 'body.currentPassword';
@@ -111,7 +120,7 @@ export async function patchUser(ctx: AppContext, principal: Principal, userId: s
     if (user.id === principal.userId) await proveCurrentPassword(ctx, user, body.currentPassword, address);
     change.passwordHash = await ctx.passwords.hash(body.password);
   }
-  const updated = await applyProfileChange(ctx, user, change);
+  const updated = await applyProfileChange(ctx, user.id, change);
   if (body.password !== undefined) {
     await revokeOtherSessions(ctx, user.id, user.id === principal.userId ? principal.sessionId : undefined);
   }
@@ -123,14 +132,16 @@ export async function patchUser(ctx: AppContext, principal: Principal, userId: s
  * go with them by foreign key cascades, then the attachments' stored bytes are discarded.
  */
 export async function deleteUser(ctx: AppContext, principal: Principal, userId: string): Promise<void> {
-  const user = await findVisibleUser(ctx, principal, userId);
-  // Bytes of attachments added after this read are left to the orphan sweep.
-  const storageKeys = await storageKeysOf(ctx, { OR: [{ task: { ownerId: user.id } }, { uploadedBy: user.id }] });
-  await withAdminsLocked(ctx, async (tx, adminCount) => {
-    if (user.role === 'admin' && adminCount <= 1) throw lastAdmin();
+  await findVisibleUser(ctx, principal, userId);
+  const storageKeys = await inTransaction(ctx.db.prisma, async (tx) => {
+    const user = await lockUser(tx, userId);
+    if (user.role === 'admin') await assertAnotherAdminRemains(tx, user.id);
+    // Bytes of attachments added after this read are left to the orphan sweep.
+    const keys = await storageKeysOf(tx, { OR: [{ task: { ownerId: user.id } }, { uploadedBy: user.id }] });
     // Others' tasks lose this assignee or this uploader's attachments.
     await touchTasks(tx, { ownerId: { not: user.id }, OR: [{ assigneeId: user.id }, { attachments: { some: { uploadedBy: user.id } } }] });
     await tx.user.delete({ where: { id: user.id } });
+    return keys;
   });
   await discardStoredBytes(ctx, storageKeys);
 }
