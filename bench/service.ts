@@ -94,6 +94,10 @@ export async function startService({ dataDir, databaseUrl, workers }: ServiceOpt
     DATABASE_URL: databaseUrl ?? '',
     LOG_LEVEL: 'warn',
     RATE_LIMIT_PER_MINUTE: '0',
+    // Every login takes a point from its account's and its address's budget until its password is
+    // found right: 50 concurrent logins from one address would otherwise be 429s, not argon2.
+    LOGIN_MAX_FAILURES_PER_ACCOUNT: '100000',
+    LOGIN_MAX_FAILURES_PER_ADDRESS: '100000',
     WEB_CONCURRENCY: String(workers),
     JWT_ISSUER: ISSUER,
     JWT_AUDIENCE: AUDIENCE,
