@@ -71,6 +71,14 @@ async function main(): Promise<Row[]> {
     return service;
   };
   const rows: Row[] = [];
+  const cleanUp = async () => {
+    for (const s of services) await s.stop();
+    await external?.drop();
+    await rm(dataDir, { recursive: true, force: true });
+  };
+  // Ctrl-C: stop the service (and with it its PostgreSQL) and remove the scratch data before leaving.
+  const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM'];
+  for (const signal of signals) process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
   try {
     const service = await start(options.workers);
     const databaseUrl = external?.url ?? (await embeddedDatabaseUrl(dataDir));
@@ -89,9 +97,7 @@ async function main(): Promise<Row[]> {
     if (options.everything) rows.push(...(await otherWorkerCount(await start(options.workers === 1 ? 2 : 1), workers, seeded, baselines)));
     for (const s of services) for (const line of s.errorLines().slice(0, 20)) log(`service error log: ${line}`);
   } finally {
-    for (const s of services) await s.stop();
-    await external?.drop();
-    await rm(dataDir, { recursive: true, force: true });
+    await cleanUp();
   }
   return rows;
 }

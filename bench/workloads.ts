@@ -1,5 +1,6 @@
 // The workloads of the table, as requests for the load generator. Set-up that needs the service
 // (deep cursors, files to download) happens here, before any load.
+import type { Attachment } from '../contract/attachments.js';
 import { bearer, deepCursor, upload } from './api.js';
 import type { LoadRequests } from './load/spec.js';
 import type { BenchOptions } from './options.js';
@@ -55,7 +56,7 @@ export async function buildWorkloads(base: string, seeded: Seeded, options: Benc
   // Disjoint tasks: an upload changes its task's version, which the PATCH workload must know.
   const patchTasks = seeded.ownTasks.slice(0, options.connections * 4);
   const uploadTasks = seeded.ownTasks.slice(options.connections * 4, options.connections * 4 + 500);
-  const downloads = [];
+  const downloads: Attachment[] = [];
   for (const task of uploadTasks.slice(0, 10)) downloads.push(await upload(base, user.token, task.id, options.uploadBytes));
   const logins = seeded.users.map(({ email, password }) => ({ kind: 'json' as const, value: JSON.stringify({ email, password }) }));
   return [
