@@ -26,7 +26,8 @@ async function workerCount(service: RunningService): Promise<number> {
 
 async function workloadRow(service: RunningService, workers: string, workload: Workload, baselines: Baselines): Promise<Row> {
   log(`${workload.name} (${workers} worker${workers === '1' ? '' : 's'})`);
-  const m = await measure(service.url, service.pid, timing, workload.requests, workload.probe);
+  const window = { ...timing, seconds: Math.max(timing.seconds, workload.minSeconds ?? 0) };
+  const m = await measure(service.url, service.pid, window, workload.requests, workload.probe);
   const r = m.result;
   const notes = [oddAnswers(r), m.probe ? `/healthz p99 ${m.probe.p99Ms.toFixed(1)} ms (${m.probe.errors} errors)` : ''];
   return {

@@ -49,8 +49,6 @@ export function parseOptions(argv: string[]): BenchOptions {
     seed: { users: 10, tasksPerUser: Math.round(number(values['tasks-per-user'], quick ? 2_000 : 10_000, 'tasks-per-user')) },
     connections: 50,
     warmupSeconds: number(values.warmup, quick ? 1 : 5, 'warmup'),
-    // Not less: under 50 connections a login waits seconds for its turn, and a window shorter than
-    // that sees no answer at all.
     seconds: number(values.seconds, quick ? 3 : 15, 'seconds'),
     deepPage: 500,
     pageLimit: 20,

@@ -13,6 +13,8 @@ export interface Workload {
   requests: LoadRequests;
   /** A light load run alongside (the /healthz probe during the login storm). */
   probe?: LoadRequests;
+  /** A floor under the measured window: 50 logins queue for seconds, and a shorter window sees no answer. */
+  minSeconds?: number;
 }
 
 /** GET /tasks/{id} over many of the first user's tasks: the same requests for the service and the stack baseline. */
@@ -70,6 +72,7 @@ export async function buildWorkloads(base: string, seeded: Seeded, options: Benc
     {
       name: 'POST /auth/login',
       login: true,
+      minSeconds: 10,
       requests: { kind: 'rotate', method: 'POST', paths: ['/auth/login'], bodies: logins },
       probe: { kind: 'rotate', method: 'GET', paths: ['/healthz'] },
     },
