@@ -21,6 +21,11 @@ const EnvSchema = z
     DATABASE_POOL_SIZE: positiveInt.default(10),
     WEB_CONCURRENCY: positiveInt.max(64).optional(),
     VALIDATE_RESPONSES: bool.default('false'),
+    DATABASE_STATEMENT_TIMEOUT_MS: positiveInt.default(5000),
+    HTTP_IDLE_TIMEOUT_MS: positiveInt.default(10_000),
+    HTTP_HEADERS_TIMEOUT_MS: positiveInt.default(10_000),
+    HTTP_REQUEST_TIMEOUT_MS: positiveInt.default(120_000),
+    HTTP_KEEP_ALIVE_TIMEOUT_MS: positiveInt.default(5_000),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     TRUST_PROXY: z
       .string()
@@ -54,8 +59,15 @@ const EnvSchema = z
     ARGON2_TIME_COST: z.coerce.number().int().min(2).default(2),
     ATTACHMENT_MAX_BYTES: positiveInt.default(25 * 1024 * 1024),
     ATTACHMENTS_MAX_PER_TASK: positiveInt.default(100),
+    USER_STORAGE_QUOTA_BYTES: positiveInt.default(1024 ** 3),
+    USER_MAX_TASKS: positiveInt.default(100_000),
+    USER_MAX_TAGS: positiveInt.default(1_000),
     /** A static bearer token that may scrape /metrics (besides admins' access tokens). */
     METRICS_TOKEN: z.string().min(32, 'METRICS_TOKEN must be at least 32 characters').regex(/^[\x21-\x7e]+$/, 'METRICS_TOKEN must be printable ASCII without spaces').optional(),
+  })
+  .refine((env) => env.HTTP_HEADERS_TIMEOUT_MS <= env.HTTP_REQUEST_TIMEOUT_MS, {
+    message: 'HTTP_HEADERS_TIMEOUT_MS must not exceed HTTP_REQUEST_TIMEOUT_MS',
+    path: ['HTTP_HEADERS_TIMEOUT_MS'],
   })
   .refine((env) => (env.ADMIN_EMAIL === undefined) === (env.ADMIN_PASSWORD === undefined), {
     message: 'ADMIN_EMAIL and ADMIN_PASSWORD must be set together',
@@ -72,6 +84,10 @@ export interface Config {
   webConcurrency: number;
   /** Check every response against the contract (tests do; it costs event-loop time per response). */
   validateResponses: boolean;
+  /** Bounds every statement the service runs; past it the request is 503. */
+  databaseStatementTimeoutMs: number;
+  /** How long a connection may stay silent, how long headers and a whole request may take. */
+  httpTimeouts: HttpTimeouts;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   trustProxy: boolean | number | string;
   /** Browser origins allowed to call the API (CORS); empty: none, `*`: any. */
@@ -84,7 +100,16 @@ export interface Config {
   loginThrottle: { maxFailuresPerAccount: number; maxFailuresPerAddress: number; windowSeconds: number };
   argon2: { memoryCost: number; timeCost: number };
   attachments: { maxBytes: number; maxPerTask: number };
+  /** Per-user ceilings (admins exempt), so one account cannot fill the disk or the tables. */
+  quotas: { storageBytes: number; tasks: number; tags: number };
   metricsToken: string | undefined;
+}
+
+export interface HttpTimeouts {
+  idleMs: number;
+  headersMs: number;
+  requestMs: number;
+  keepAliveMs: number;
 }
 
 export class ConfigError extends OperatorError {}
@@ -131,6 +156,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     databasePoolSize: e.DATABASE_POOL_SIZE,
     webConcurrency: e.WEB_CONCURRENCY ?? availableParallelism(),
     validateResponses: e.VALIDATE_RESPONSES,
+    databaseStatementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS,
+    httpTimeouts: {
+      idleMs: e.HTTP_IDLE_TIMEOUT_MS,
+      headersMs: e.HTTP_HEADERS_TIMEOUT_MS,
+      requestMs: e.HTTP_REQUEST_TIMEOUT_MS,
+      keepAliveMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+    },
     logLevel: e.LOG_LEVEL,
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
     corsOrigins: e.CORS_ORIGINS,
@@ -154,6 +186,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     },
     argon2: { memoryCost: e.ARGON2_MEMORY_KIB, timeCost: e.ARGON2_TIME_COST },
     attachments: { maxBytes: e.ATTACHMENT_MAX_BYTES, maxPerTask: e.ATTACHMENTS_MAX_PER_TASK },
+    quotas: { storageBytes: e.USER_STORAGE_QUOTA_BYTES, tasks: e.USER_MAX_TASKS, tags: e.USER_MAX_TAGS },
     metricsToken: e.METRICS_TOKEN,
   };
 }
