@@ -81,7 +81,7 @@ export const commonErrors = {
 export const PaginationQuerySchema = z.object({
   limit: z.coerce.number().int().min(1).max(100).default(20),
   /** Opaque; from a previous page's `nextCursor`. */
-  cursor: z.string().min(1).max(512).optional(),
+  cursor: z.string().min(1).max(2048).optional(),
 });
 
 export function pageOf<T extends z.ZodTypeAny>(item: T) {

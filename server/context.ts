@@ -6,6 +6,7 @@ import type { SigningKey } from './auth/keys.js';
 import type { LoginThrottle } from './auth/throttle.js';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
+import type { CursorCodec } from './http/pagination.js';
 
 /** What every part of the service is built from; tests build as many as they like. */
 export interface AppContext {
@@ -17,4 +18,5 @@ export interface AppContext {
   passwords: PasswordHasher;
   loginThrottle: LoginThrottle;
   attachmentStorage: AttachmentStorage;
+  cursors: CursorCodec;
 }

@@ -1,3 +1,5 @@
+import { hkdf } from 'node:crypto';
+import { promisify } from 'node:util';
 import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { calculateJwkThumbprint, exportJWK, exportPKCS8, generateKeyPair, importJWK, importPKCS8, type CryptoKey, type JWK, type KeyObject } from 'jose';
@@ -45,4 +47,15 @@ export async function loadSigningKey(configuredPem: string | undefined, dataDir:
   await chmod(tmp, 0o600);
   await rename(tmp, file);
   return fromPrivatePem(pem, file);
+}
+
+/**
+ * A secret for another purpose (e.g. signing list cursors), derived from the private key with HKDF,
+ * so every instance configured with the same key derives the same secret and nothing else is shared.
+ */
+export async function derivedSecret(key: SigningKey, purpose: string): Promise<Uint8Array> {
+  const { d } = await exportJWK(key.privateKey);
+  if (!d) throw new Error('the signing key has no private part');
+  const bytes = await promisify(hkdf)('sha256', Buffer.from(d, 'base64url'), 'task-service', purpose, 32);
+  return new Uint8Array(bytes);
 }

@@ -14,11 +14,11 @@ const tagNameTaken = (name: string) => new AppError('tag_name_taken', `You alrea
 /** Oldest first. */
 export async function listTags(ctx: AppContext, principal: Principal, query: TagListQuery, http: ListExchange): Promise<Page<Tag>> {
   const rows = await ctx.db.prisma.tag.findMany({
-    where: { AND: [tagVisibleTo(principal), ...tagFilters(query), ...createdAfter(query.cursor)] },
+    where: { AND: [tagVisibleTo(principal), ...tagFilters(query), ...createdAfter(ctx.cursors, query.cursor)] },
     orderBy: { id: 'asc' },
     take: query.limit + 1,
   });
-  return toPage(http, rows, query.limit, creationCursor, serializeTag);
+  return toPage(ctx.cursors, http, rows, query.limit, creationCursor, serializeTag);
 }
 
 /** A tag the caller may see (their own; any for an admin), or 404. */
