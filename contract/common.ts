@@ -45,6 +45,7 @@ export const ProblemCodeSchema = z.enum([
   'tag_name_taken',
   'last_admin',
   'conflict',
+  'quota_exceeded',
   'precondition_failed',
   'payload_too_large',
   'unsupported_media_type',

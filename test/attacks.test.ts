@@ -1,6 +1,7 @@
 // The weaknesses a black-box attack found (issue 9), each attacked the way it was found.
 import { Writable } from 'node:stream';
 import { exportPKCS8, generateKeyPair } from 'jose';
+import pg from 'pg';
 import { pino } from 'pino';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,6 +12,7 @@ import { buildApp } from '../server/app.js';
 import { createContext } from '../server/bootstrap.js';
 import { loadConfig } from '../server/config.js';
 import type { AppContext } from '../server/context.js';
+import { openPostgres } from '../server/db/database.js';
 import { startService, type TestService } from './support/app.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { createTask } from './support/tasks.js';
@@ -176,5 +178,32 @@ describe('cursors of long titles', () => {
     const first = TaskPage.parse((await service.http.get('/tasks?sort=title&limit=1').set('Authorization', owner.auth).expect(200)).body);
     const second = await service.http.get(`/tasks?sort=title&limit=1&cursor=${first.nextCursor}`).set('Authorization', owner.auth);
     expect(second.status).toBe(200);
+  });
+});
+
+describe('database work past the statement timeout (weakness 3)', () => {
+  it('answers 503 unavailable with Retry-After, and the same request succeeds once the work can finish', async () => {
+    const url = service.databaseUrl ?? '';
+    const bounded = openPostgres(url, { poolSize: 2, statementTimeoutMs: 300 });
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    try {
+      const http = request(buildApp({ ...service.ctx, db: bounded }));
+      const task = await createTask(service, alice, { title: 'locked' });
+      // Another transaction holds the row: the update waits, and the wait is bounded.
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE', [task.id]);
+      const started = Date.now();
+      const res = await http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).set('Content-Type', 'application/merge-patch+json').send({ title: 'changed' });
+      expectProblem(res, 503, 'unavailable', `/tasks/${task.id}`);
+      expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+      expect(Date.now() - started).toBeLessThan(5000);
+      await holder.query('ROLLBACK');
+      expect((await service.ctx.db.prisma.task.findUniqueOrThrow({ where: { id: task.id } })).title).toBe('locked');
+      await http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).set('Content-Type', 'application/merge-patch+json').send({ title: 'changed' }).expect(200);
+    } finally {
+      await holder.end();
+      await bounded.close();
+    }
   });
 });

@@ -93,12 +93,12 @@ describe('connection timeouts on the listening service', () => {
 });
 
 // The process as an operator starts it, so main.ts is proven to apply the policy.
-describe.skipIf(process.env.TEST_DB !== 'postgres')('connection timeouts in the service process', () => {
+describe('connection timeouts in the service process', () => {
   let database: TestDatabase;
   let service: ServiceProcess | undefined;
   beforeAll(async () => {
     database = await freshDatabase();
-    service = await startServiceProcess({ DATABASE_URL: database.url ?? '', HTTP_IDLE_TIMEOUT_MS: String(IDLE_MS), DATA_DIR: `/tmp/task-service-conn-${process.pid}` });
+    service = await startServiceProcess({ DATABASE_URL: database.url, HTTP_IDLE_TIMEOUT_MS: String(IDLE_MS), DATA_DIR: `/tmp/task-service-conn-${process.pid}` });
   }, 60_000);
   afterAll(async () => {
     killIfRunning(service);

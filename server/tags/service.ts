@@ -2,6 +2,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { Tag, TagCreate, TagListQuery, TagPatch } from '../../contract/tags.js';
 import type { AppContext } from '../context.js';
 import { isMissingRow, isUniqueViolation } from '../db/errors.js';
+import { withinQuota } from '../quotas.js';
 import { AppError, notFound } from '../http/errors.js';
 import { createdAfter, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
 import type { Principal } from '../http/principal.js';
@@ -30,7 +31,7 @@ export async function findVisibleTag(ctx: AppContext, principal: Principal, tagI
 
 export async function createTag(ctx: AppContext, principal: Principal, input: TagCreate): Promise<TagRow> {
   try {
-    return await ctx.db.prisma.tag.create({
+    return await withinQuota(ctx, principal, 'tags', (tx) => tx.tag.create({
       data: {
         id: uuidv7(),
         ownerId: principal.userId,
@@ -39,7 +40,7 @@ export async function createTag(ctx: AppContext, principal: Principal, input: Ta
         color: (input.color ?? defaultColorFor(input.name)).toLowerCase(),
         createdAt: new Date(),
       },
-    });
+    }));
   } catch (error) {
     if (isUniqueViolation(error)) throw tagNameTaken(input.name);
     throw error;

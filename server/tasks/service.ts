@@ -3,6 +3,7 @@ import type { Task, TaskCreate, TaskListQuery, TaskPatch, TaskStatus } from '../
 import { discardStoredBytes, storageKeysOf } from '../attachments/stored-bytes.js';
 import type { AppContext } from '../context.js';
 import { isMissingRow } from '../db/errors.js';
+import { withinQuota } from '../quotas.js';
 import { AppError, invalidField, notFound } from '../http/errors.js';
 import { entityTag, ifMatchHolds } from '../http/etags.js';
 import { toPage, type ListExchange, type Page } from '../http/pagination.js';
@@ -71,7 +72,7 @@ export async function createTask(ctx: AppContext, principal: Principal, input: T
   }
   const now = new Date();
   try {
-    return await ctx.db.prisma.task.create({
+    return await withinQuota(ctx, principal, 'tasks', (tx) => tx.task.create({
       data: {
         id: uuidv7(),
         ownerId: principal.userId,
@@ -87,7 +88,7 @@ export async function createTask(ctx: AppContext, principal: Principal, input: T
         tags: { create: tagIds.map((tagId) => ({ tagId, createdAt: now })) },
       },
       include: taskInclude,
-    });
+    }));
   } catch (error) {
     throw isMissingRow(error) ? referenceGone() : error;
   }
