@@ -31,7 +31,7 @@ export function startServiceProcess(env: Record<string, string>): Promise<Servic
   return new Promise((resolve, reject) => {
     if (!child.stdout) return reject(new Error('no stdout'));
     createInterface({ input: child.stdout }).on('line', (line) => {
-      stdout += `${line}\n`;
+      if (stdout.length < 100_000) stdout += `${line}\n`;
       const match = /listening on (http:\/\/[^"]+)/.exec(line);
       if (match?.[1]) resolve({ child, url: match[1], exited, stdout: () => stdout, stderr: () => stderr });
     });
