@@ -9,7 +9,7 @@ import { TaskSchema } from '../../contract/tasks.js';
 import { freshDatabase, type TestDatabase } from '../support/databases.js';
 import { killIfRunning, startServiceProcess, type ServiceProcess } from '../support/service-process.js';
 
-const SECONDS = Number(process.env.LOAD_SECONDS ?? 60);
+const SECONDS = Number(process.env.LOAD_SECONDS ?? 90);
 const CONCURRENCY = 8;
 
 let database: TestDatabase;
