@@ -1,8 +1,10 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 // The suite runs against the embedded PostgreSQL always, and against another PostgreSQL server too
 // when TEST_DATABASE_URL names one (CI runs Debian's PostgreSQL 15 there; see .ci/run).
 const postgres = process.env.TEST_DATABASE_URL;
+// `npm run test:stress`: process faults, sustained load and heavier fuzzing (test/stress, FUZZ_RUNS).
+const stress = process.env.TEST_STRESS === '1';
 
 export default defineConfig({
   test: {
@@ -10,6 +12,8 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    include: stress ? ['test/stress/**/*.test.ts', 'test/fuzz.test.ts'] : ['test/**/*.test.ts'],
+    exclude: [...configDefaults.exclude, ...(stress ? [] : ['test/stress/**'])],
     projects: [
       { extends: true, test: { name: 'embedded', env: { TEST_DB: 'embedded' } } },
       ...(postgres ? [{ extends: true as const, test: { name: 'postgres', env: { TEST_DB: 'postgres' } } }] : []),

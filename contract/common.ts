@@ -45,6 +45,7 @@ export const ProblemCodeSchema = z.enum([
   'tag_name_taken',
   'last_admin',
   'conflict',
+  'quota_exceeded',
   'precondition_failed',
   'payload_too_large',
   'unsupported_media_type',
@@ -81,7 +82,7 @@ export const commonErrors = {
 export const PaginationQuerySchema = z.object({
   limit: z.coerce.number().int().min(1).max(100).default(20),
   /** Opaque; from a previous page's `nextCursor`. */
-  cursor: z.string().min(1).max(512).optional(),
+  cursor: z.string().min(1).max(2048).optional(),
 });
 
 export function pageOf<T extends z.ZodTypeAny>(item: T) {

@@ -7,7 +7,8 @@ import { authRouter } from './auth/router.js';
 import type { AppContext } from './context.js';
 import { corsFor } from './http/cors.js';
 import { errorHandler, unmatchedRoute } from './http/errors.js';
-import { identifyCaller, noStore, rateLimit, rejectUnexpectedQuery, requestId, requireAuthentication, requireMediaType } from './http/middleware.js';
+import { identifyCaller, noStore, rateLimit, rejectUnexpectedQuery, requestId, requireAuthentication, requireMediaType, requireUtf8Json } from './http/middleware.js';
+import { warnUntrustedForwarding } from './http/proxy.js';
 import { methodsByPath } from './http/routes.js';
 import { serveMetrics } from './metrics/endpoint.js';
 import { httpMetrics } from './metrics/http-metrics.js';
@@ -43,9 +44,11 @@ export function buildApp(ctx: AppContext): Express {
   const cors = corsFor(ctx.config.corsOrigins);
   if (cors) app.use(cors);
   app.use(noStore);
+  app.use(warnUntrustedForwarding(ctx));
   app.use(identifyCaller(ctx));
   app.use(rateLimit(ctx.requestLimiter?.limiter));
   // strict: false lets a scalar body (`"x"`, `null`) through to validation: valid JSON, wrong shape.
+  app.use(requireUtf8Json);
   app.use(express.json({ limit: '1mb', strict: false, type: ['application/json', 'application/merge-patch+json'] }));
 
   const routers = {
@@ -60,7 +63,7 @@ export function buildApp(ctx: AppContext): Express {
   createExpressEndpoints(contract, routers, app, {
     logInitialization: false,
     responseValidation: ctx.config.validateResponses,
-    globalMiddleware: [requireAuthentication(ctx), rejectUnexpectedQuery, requireMediaType],
+    globalMiddleware: [requireAuthentication, rejectUnexpectedQuery, requireMediaType],
     requestValidationErrorHandler: (err, _req, _res, next) => next(err),
   });
 

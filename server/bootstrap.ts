@@ -1,11 +1,12 @@
 import type { Logger } from 'pino';
-import { loadSigningKey } from './auth/keys.js';
+import { derivedSecret, loadSigningKey } from './auth/keys.js';
 import { passwordHasher } from './auth/passwords.js';
 import { loginThrottle, registrationThrottle } from './auth/throttle.js';
 import { accessTokens } from './auth/tokens.js';
 import type { Config } from './config.js';
 import type { AppContext } from './context.js';
 import type { Database } from './db/database.js';
+import { cursorCodec } from './http/pagination.js';
 import { openRequestLimiter } from './limits/request-limiter.js';
 import { openAttachmentStorage } from './storage/open-storage.js';
 import { ensureAdmin } from './users/accounts.js';
@@ -32,6 +33,8 @@ export async function createContext(config: Config, db: Database, logger: Logger
     attachmentStorage,
     requestLimiter,
     registrationThrottle: registrationThrottle(db.prisma, config.registrationsPerAddressPerHour),
+    // From the token key, which every instance shares, so they accept each other's cursors.
+    cursors: cursorCodec(await derivedSecret(signingKey, 'list cursors')),
   };
   if (config.admin) {
     const admin = await ensureAdmin(ctx, config.admin, { promoteExisting: false }).catch(async (error: unknown) => {

@@ -21,6 +21,11 @@ const EnvSchema = z
     DATABASE_POOL_SIZE: positiveInt.default(10),
     WEB_CONCURRENCY: positiveInt.max(64).optional(),
     VALIDATE_RESPONSES: bool.default('false'),
+    DATABASE_STATEMENT_TIMEOUT_MS: positiveInt.default(5000),
+    HTTP_IDLE_TIMEOUT_MS: positiveInt.default(10_000),
+    HTTP_HEADERS_TIMEOUT_MS: positiveInt.default(10_000),
+    HTTP_REQUEST_TIMEOUT_MS: positiveInt.default(120_000),
+    HTTP_KEEP_ALIVE_TIMEOUT_MS: positiveInt.default(5_000),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     TRUST_PROXY: z
       .string()
@@ -67,8 +72,15 @@ const EnvSchema = z
     S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
     RATE_LIMIT_STORE: z.enum(['memory', 'postgres', 'redis']).default('memory'),
     REDIS_URL: z.string().regex(/^rediss?:\/\/\S+$/, 'REDIS_URL must be a redis:// or rediss:// URL').optional(),
+    USER_STORAGE_QUOTA_BYTES: positiveInt.default(1024 ** 3),
+    USER_MAX_TASKS: positiveInt.default(100_000),
+    USER_MAX_TAGS: positiveInt.default(1_000),
     /** A static bearer token that may scrape /metrics (besides admins' access tokens). */
     METRICS_TOKEN: z.string().min(32, 'METRICS_TOKEN must be at least 32 characters').regex(/^[\x21-\x7e]+$/, 'METRICS_TOKEN must be printable ASCII without spaces').optional(),
+  })
+  .refine((env) => env.HTTP_HEADERS_TIMEOUT_MS <= env.HTTP_REQUEST_TIMEOUT_MS, {
+    message: 'HTTP_HEADERS_TIMEOUT_MS must not exceed HTTP_REQUEST_TIMEOUT_MS',
+    path: ['HTTP_HEADERS_TIMEOUT_MS'],
   })
   .refine((env) => (env.ADMIN_EMAIL === undefined) === (env.ADMIN_PASSWORD === undefined), {
     message: 'ADMIN_EMAIL and ADMIN_PASSWORD must be set together',
@@ -118,6 +130,10 @@ export interface Config {
   webConcurrency: number;
   /** Check every response against the contract (tests do; it costs event-loop time per response). */
   validateResponses: boolean;
+  /** Bounds every statement the service runs; past it the request is 503. */
+  databaseStatementTimeoutMs: number;
+  /** How long a connection may stay silent, how long headers and a whole request may take. */
+  httpTimeouts: HttpTimeouts;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   trustProxy: boolean | number | string;
   /** Browser origins allowed to call the API (CORS); empty: none, `*`: any. */
@@ -136,7 +152,16 @@ export interface Config {
   /** argon2id cost, and how many hashes one process runs at once. */
   argon2: { memoryCost: number; timeCost: number; concurrency: number };
   attachments: { maxBytes: number; maxPerTask: number; storage: { kind: 'fs' } | S3StorageConfig };
+  /** Per-user ceilings (admins exempt), so one account cannot fill the disk or the tables. */
+  quotas: { storageBytes: number; tasks: number; tags: number };
   metricsToken: string | undefined;
+}
+
+export interface HttpTimeouts {
+  idleMs: number;
+  headersMs: number;
+  requestMs: number;
+  keepAliveMs: number;
 }
 
 export class ConfigError extends OperatorError {}
@@ -202,6 +227,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     databasePoolSize: e.DATABASE_POOL_SIZE,
     webConcurrency,
     validateResponses: e.VALIDATE_RESPONSES,
+    databaseStatementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS,
+    httpTimeouts: {
+      idleMs: e.HTTP_IDLE_TIMEOUT_MS,
+      headersMs: e.HTTP_HEADERS_TIMEOUT_MS,
+      requestMs: e.HTTP_REQUEST_TIMEOUT_MS,
+      keepAliveMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+    },
     logLevel: e.LOG_LEVEL,
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
     corsOrigins: e.CORS_ORIGINS,
@@ -234,6 +266,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       concurrency: e.PASSWORD_HASH_CONCURRENCY ?? Math.max(1, Math.floor(availableParallelism() / webConcurrency)),
     },
     attachments: { maxBytes: e.ATTACHMENT_MAX_BYTES, maxPerTask: e.ATTACHMENTS_MAX_PER_TASK, storage: attachmentStorageOf(e) },
+    quotas: { storageBytes: e.USER_STORAGE_QUOTA_BYTES, tasks: e.USER_MAX_TASKS, tags: e.USER_MAX_TAGS },
     metricsToken: e.METRICS_TOKEN,
   };
 }

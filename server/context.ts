@@ -7,6 +7,7 @@ import type { LoginThrottle, RegistrationThrottle } from './auth/throttle.js';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
 import type { RequestLimiter } from './limits/request-limiter.js';
+import type { CursorCodec } from './http/pagination.js';
 
 /** What every part of the service is built from; tests build as many as they like. */
 export interface AppContext {
@@ -21,4 +22,5 @@ export interface AppContext {
   attachmentStorage: AttachmentStorage;
   /** The general request rate limit; undefined when it is off. */
   requestLimiter: RequestLimiter | undefined;
+  cursors: CursorCodec;
 }

@@ -109,7 +109,7 @@ async function startWorkers(config: Config, logger: Logger, databaseUrl: string)
 
 /** A worker: its own connection pool on the main process's database, and the shared port. */
 async function runWorker(config: Config, logger: Logger, databaseUrl: string): Promise<void> {
-  const db = openPostgres(databaseUrl, { poolSize: config.databasePoolSize });
+  const db = openPostgres(databaseUrl, { poolSize: config.databasePoolSize, statementTimeoutMs: config.databaseStatementTimeoutMs });
   try {
     // The admin, the signing key and the migrations are the main process's (done before forking).
     const ctx = await createContext({ ...config, admin: undefined }, db, logger);

@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import { buildApp } from './app.js';
 import type { AppContext } from './context.js';
+import { applyConnectionTimeouts } from './http/timeouts.js';
 import { OperatorError } from './operator-error.js';
 
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -31,6 +32,7 @@ export interface Serving {
 /** The HTTP server of one process (the main one, or a cluster worker). */
 export async function serve(ctx: AppContext): Promise<Serving> {
   const server = createServer(buildApp(ctx));
+  applyConnectionTimeouts(server, ctx.config.httpTimeouts);
   const port = await listen(server, ctx.config.port, ctx.config.host);
   return {
     port,

@@ -1,5 +1,6 @@
 import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
+import { claimQuota } from '../quotas.js';
 import type { Prisma } from '../generated/prisma/client.js';
 import { inTransaction } from '../db/transactions.js';
 import { AppError, notFound } from '../http/errors.js';
@@ -47,6 +48,7 @@ async function assertRoomFor(db: Prisma.TransactionClient, taskId: string, maxPe
 export async function admitUpload(ctx: AppContext, principal: Principal, taskId: string): Promise<void> {
   await findVisibleTaskRef(ctx, principal, taskId);
   await assertRoomFor(ctx.db.prisma, taskId, ctx.config.attachments.maxPerTask);
+  await claimQuota(ctx.db.prisma, ctx, principal, 'storageBytes'); // no room left at all: refuse before storing
 }
 
 /**
@@ -62,6 +64,7 @@ export async function createAttachment(ctx: AppContext, principal: Principal, ta
       const task = await tx.task.findFirst({ where: visibleTask(principal, taskId), select: { id: true } });
       if (!task) throw notFound('task');
       await assertRoomFor(tx, taskId, ctx.config.attachments.maxPerTask);
+      await claimQuota(tx, ctx, principal, 'storageBytes', file.stored.size);
       await touchTasks(tx, { id: taskId }); // its attachmentCount changes
       return tx.attachment.create({
         data: {

@@ -1,4 +1,6 @@
+import { hkdf } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import { promisify } from 'node:util';
 import path from 'node:path';
 import { calculateJwkThumbprint, exportJWK, exportPKCS8, generateKeyPair, importJWK, importPKCS8, type CryptoKey, type JWK, type KeyObject } from 'jose';
 import { OperatorError } from '../operator-error.js';
@@ -61,4 +63,15 @@ export async function loadSigningKey(configuredPem: string | undefined, prisma: 
   await prisma.signingKey.createMany({ data: [{ name: GENERATED_KEY, privateKeyPem: candidate }], skipDuplicates: true });
   const chosen = await prisma.signingKey.findUniqueOrThrow({ where: { name: GENERATED_KEY } });
   return fromPrivatePem(chosen.privateKeyPem, STORED_KEY);
+}
+
+/**
+ * A secret for another purpose (e.g. signing list cursors), derived from the private key with HKDF,
+ * so every instance configured with the same key derives the same secret and nothing else is shared.
+ */
+export async function derivedSecret(key: SigningKey, purpose: string): Promise<Uint8Array> {
+  const { d } = await exportJWK(key.privateKey);
+  if (!d) throw new Error('the signing key has no private part');
+  const bytes = await promisify(hkdf)('sha256', Buffer.from(d, 'base64url'), 'task-service', purpose, 32);
+  return new Uint8Array(bytes);
 }

@@ -88,20 +88,29 @@ export async function accessClaimsOf(ctx: AppContext, authorization: string | un
   return match?.[1] ? ctx.tokens.verify(match[1]) : undefined;
 }
 
+export const TOKEN_REQUIRED = 'A valid access token is required';
+export const SESSION_ENDED = 'The session has ended';
+
 /**
- * Resolves verified claims to the caller. The session is looked up on every request, so a logout
- * is honoured at once by every instance; the role comes from the database, not the token.
+ * The caller whose verified claims name a live session, else undefined. The session is looked up on
+ * every request, so a logout is honoured at once by every instance; the role comes from the
+ * database, not the token.
  */
-export async function principalFor(ctx: AppContext, claims: AccessClaims | undefined): Promise<Principal> {
-  if (!claims) throw unauthenticated('A valid access token is required');
+export async function livePrincipal(ctx: AppContext, claims: AccessClaims): Promise<Principal | undefined> {
   const session = await ctx.db.prisma.session.findUnique({
     where: { id: claims.sessionId },
     select: { userId: true, revokedAt: true, user: { select: { role: true } } },
   });
-  if (!session || session.revokedAt || session.userId !== claims.userId) {
-    throw unauthenticated('The session has ended');
-  }
+  if (!session || session.revokedAt || session.userId !== claims.userId) return undefined;
   return { userId: claims.userId, sessionId: claims.sessionId, role: session.user.role };
+}
+
+/** Resolves verified claims to the caller, or 401 saying why not. */
+export async function principalFor(ctx: AppContext, claims: AccessClaims | undefined): Promise<Principal> {
+  if (!claims) throw unauthenticated(TOKEN_REQUIRED);
+  const principal = await livePrincipal(ctx, claims);
+  if (!principal) throw unauthenticated(SESSION_ENDED);
+  return principal;
 }
 
 const ENDED_SESSION_RETENTION_MS = 24 * 3600 * 1000;

@@ -31,12 +31,14 @@ export class DataDirLockedError extends DatabaseStartError {
 
 export interface PostgresOptions {
   poolSize: number;
+  /** Bounds every statement (PostgreSQL cancels it with 57014, which requests answer as 503). */
+  statementTimeoutMs?: number;
   kind?: Database['kind'];
   onClose?: () => Promise<void>;
 }
 
-export function openPostgres(url: string, { poolSize, kind = 'external', onClose }: PostgresOptions): Database {
-  const pool = new pg.Pool({ connectionString: url, max: poolSize });
+export function openPostgres(url: string, { poolSize, statementTimeoutMs, kind = 'external', onClose }: PostgresOptions): Database {
+  const pool = new pg.Pool({ connectionString: url, max: poolSize, statement_timeout: statementTimeoutMs });
   // An idle client losing its connection must not crash the process; the next query reconnects.
   pool.on('error', () => undefined);
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
@@ -93,6 +95,7 @@ async function lockDataDir(url: string, dataDir: string): Promise<() => Promise<
 export interface DatabaseConfig {
   databaseUrl: string | undefined;
   databasePoolSize: number;
+  databaseStatementTimeoutMs?: number;
   dataDir: string;
 }
 
@@ -102,7 +105,7 @@ export interface DatabaseConfig {
  */
 export async function openDatabase(config: DatabaseConfig, embedded: EmbeddedPostgresOptions = {}): Promise<Database> {
   if (config.databaseUrl) {
-    const db = openPostgres(config.databaseUrl, { poolSize: config.databasePoolSize });
+    const db = openPostgres(config.databaseUrl, { poolSize: config.databasePoolSize, statementTimeoutMs: config.databaseStatementTimeoutMs });
     try {
       await db.sql.rows('SELECT 1');
     } catch (error) {
@@ -116,6 +119,7 @@ export async function openDatabase(config: DatabaseConfig, embedded: EmbeddedPos
   const unlock = await lockDataDir(server.url, config.dataDir);
   return openPostgres(server.url, {
     poolSize: config.databasePoolSize,
+    statementTimeoutMs: config.databaseStatementTimeoutMs,
     kind: 'embedded',
     onClose: async () => {
       await unlock();

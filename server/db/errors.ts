@@ -50,3 +50,15 @@ export function isDatabaseUnreachable(err: unknown): boolean {
   }
   return false;
 }
+
+// 57014 query_canceled: here, the statement timeout (DATABASE_STATEMENT_TIMEOUT_MS) ran out.
+const STATEMENT_TIMEOUT = /canceling statement due to statement timeout/i;
+/** The database gave up on a statement that ran past the statement timeout: a 503, not a 500. */
+export function isStatementTimeout(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e instanceof Object && depth < 5; e = 'cause' in e ? e.cause : undefined, depth++) {
+    const codes = ['code' in e ? e.code : undefined, 'originalCode' in e ? e.originalCode : undefined];
+    if (codes.includes('57014')) return true;
+    if ('message' in e && typeof e.message === 'string' && STATEMENT_TIMEOUT.test(e.message)) return true;
+  }
+  return false;
+}

@@ -62,6 +62,8 @@ function assertHistoryMatches(applied: Map<string, string>, migrations: Migratio
 export async function migrate(db: SqlDatabase, migrations?: Migration[]): Promise<string[]> {
   const all = migrations ?? (await readMigrations());
   return db.transaction(async (tx) => {
+    // Building an index on a large table may take longer than a request's statement timeout.
+    await tx.exec('SET LOCAL statement_timeout = 0');
     await tx.rows('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
     await tx.exec(CREATE_HISTORY);
     const applied = await appliedMigrations(tx);

@@ -3,7 +3,7 @@ import { RequestValidationError } from '@ts-rest/express';
 import type { ZodError } from 'zod';
 import type { Problem, ProblemCode, ValidationIssue } from '../../contract/common.js';
 import type { Logger } from 'pino';
-import { isDatabaseUnreachable } from '../db/errors.js';
+import { isDatabaseUnreachable, isStatementTimeout } from '../db/errors.js';
 
 const TITLES: Record<ProblemCode, string> = {
   validation_failed: 'Request validation failed',
@@ -17,6 +17,7 @@ const TITLES: Record<ProblemCode, string> = {
   tag_name_taken: 'Tag name already in use',
   last_admin: 'Cannot remove the last administrator',
   conflict: 'Conflict',
+  quota_exceeded: 'Quota exceeded',
   precondition_failed: 'Precondition failed',
   payload_too_large: 'Payload too large',
   unsupported_media_type: 'Unsupported media type',
@@ -38,6 +39,7 @@ const STATUSES: Record<ProblemCode, number> = {
   tag_name_taken: 409,
   last_admin: 409,
   conflict: 409,
+  quota_exceeded: 409,
   precondition_failed: 412,
   payload_too_large: 413,
   unsupported_media_type: 415,
@@ -116,6 +118,7 @@ export function toAppError(err: unknown): AppError {
   // Any other error marked as the client's (a malformed %-escape in the path, an unreadable body).
   if (clientErrorStatus(err)) return new AppError('validation_failed', 'The request could not be read');
   if (isDatabaseUnreachable(err)) return new AppError('unavailable', 'The database is unreachable', { headers: { 'Retry-After': '5' } });
+  if (isStatementTimeout(err)) return new AppError('unavailable', 'The database is too busy to answer in time', { headers: { 'Retry-After': '2' } });
   return new AppError('internal', 'An unexpected error occurred');
 }
 

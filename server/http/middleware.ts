@@ -4,9 +4,9 @@ import { isAppRouteNoBody, type AppRoute } from '@ts-rest/core';
 import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { v7 as uuidv7 } from 'uuid';
 import { isPublicRoute } from '../../contract/common.js';
-import { accessClaimsOf, principalFor } from '../auth/sessions.js';
+import { accessClaimsOf, livePrincipal, SESSION_ENDED, TOKEN_REQUIRED } from '../auth/sessions.js';
 import type { AppContext } from '../context.js';
-import { AppError, validationFailed } from './errors.js';
+import { AppError, unauthenticated, validationFailed } from './errors.js';
 import { clientAddress } from './principal.js';
 
 /** Middleware that runs for every contract route, after the route is known. */
@@ -22,26 +22,26 @@ export function requestId(req: Request, res: Response): string {
   return id;
 }
 
-/** Verifies the bearer token once, for the rate limit and then for authentication. */
+/**
+ * Verifies the bearer token and its session once, for the rate limit and then for authentication:
+ * only a live session's requests are the user's; a revoked token's are its address's.
+ */
 export function identifyCaller(ctx: AppContext): RequestHandler {
   return (req, _res, next) => {
-    accessClaimsOf(ctx, req.headers.authorization).then((claims) => {
-      req.accessClaims = claims;
-      next();
-    }, next);
+    accessClaimsOf(ctx, req.headers.authorization)
+      .then(async (claims) => {
+        req.accessClaims = claims;
+        req.principal = claims && (await livePrincipal(ctx, claims));
+      })
+      .then(() => next(), next);
   };
 }
 
-/** Sets req.principal on every route not marked public in the contract. */
-export function requireAuthentication(ctx: AppContext): RouteMiddleware {
-  return (req, _res, next) => {
-    if (isPublicRoute(req.tsRestRoute)) return next();
-    principalFor(ctx, req.accessClaims).then((principal) => {
-      req.principal = principal;
-      next();
-    }, next);
-  };
-}
+/** Every route not marked public in the contract needs the live session identifyCaller found. */
+export const requireAuthentication: RouteMiddleware = (req, _res, next) => {
+  if (isPublicRoute(req.tsRestRoute) || req.principal) return next();
+  next(unauthenticated(req.accessClaims ? SESSION_ENDED : TOKEN_REQUIRED));
+};
 
 /** An operation that takes no query parameters rejects any, as those that take some reject unknown ones. */
 export const rejectUnexpectedQuery: RouteMiddleware = (req, _res, next) => {
@@ -72,6 +72,20 @@ export const requireMediaType: RouteMiddleware = (req, _res, next) => {
   next();
 };
 
+const declaredCharset = (req: Request): string | undefined =>
+  /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(req.headers['content-type'] ?? '')?.[1]?.toLowerCase();
+
+/**
+ * A JSON body is UTF-8 (RFC 8259 §8.1): one declared in any other charset is 415 before it is
+ * decoded, so `+ADw-script+AD4-` in UTF-7 never becomes `<script>`.
+ */
+export const requireUtf8Json: RequestHandler = (req, _res, next) => {
+  if (!hasBody(req) || !req.is(JSON_TYPES)) return next();
+  const charset = declaredCharset(req);
+  if (charset === undefined || charset === 'utf-8') return next();
+  next(new AppError('unsupported_media_type', `JSON bodies must be UTF-8, not ${charset}`));
+};
+
 /**
  * A general request budget per user (or per address without a valid token), counted where the
  * configuration says (server/limits). Sends the RateLimit and RateLimit-Policy headers.
@@ -86,7 +100,7 @@ export function rateLimit(limiter: RateLimiterAbstract | undefined): RequestHand
   };
   return (req, res, next) => {
     // Counted before authentication, so bad tokens and unknown paths spend the budget too.
-    const key = req.accessClaims ? `user:${req.accessClaims.userId}` : `ip:${clientAddress(req)}`;
+    const key = req.principal ? `user:${req.principal.userId}` : `ip:${clientAddress(req)}`;
     limiter.consume(key).then(
       (result) => {
         setHeaders(res, result);

@@ -1,3 +1,4 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { invalidField } from './errors.js';
@@ -13,26 +14,45 @@ const CursorSchema = z.object({
 });
 export type Cursor = z.infer<typeof CursorSchema>;
 
-export function encodeCursor(cursor: Cursor): string {
-  return Buffer.from(JSON.stringify(cursor)).toString('base64url');
-}
-
 export const invalidCursor = () =>
   invalidField('query.cursor', 'invalid_cursor', 'Not a cursor this list issued: use nextCursor from the previous page of the same list');
 
-/** Decodes a cursor issued for the same sort; anything else is a 400. */
-export function decodeCursor(raw: string | undefined, sort: string): Cursor | undefined {
-  if (raw === undefined) return undefined;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'));
-  } catch {
-    throw invalidCursor();
-  }
-  const cursor = CursorSchema.safeParse(parsed);
-  if (!cursor.success || cursor.data.s !== sort) throw invalidCursor();
-  return cursor.data;
+const MAC_BYTES = 16;
+
+/**
+ * Cursors are signed (`<payload>.<HMAC>`), so the service only ever reads back values it wrote:
+ * a forged or altered cursor is 400 before its contents are looked at. Every instance configured
+ * with the same secret accepts the others' cursors.
+ */
+export function cursorCodec(secret: Uint8Array) {
+  const mac = (payload: string) => createHmac('sha256', secret).update(payload).digest().subarray(0, MAC_BYTES);
+  return {
+    encode(cursor: Cursor): string {
+      const payload = Buffer.from(JSON.stringify(cursor)).toString('base64url');
+      return `${payload}.${mac(payload).toString('base64url')}`;
+    },
+
+    /** Decodes a cursor issued for the same sort; anything else is a 400. */
+    decode(raw: string | undefined, sort: string): Cursor | undefined {
+      if (raw === undefined) return undefined;
+      const [payload = '', signature = '', ...rest] = raw.split('.');
+      // Compared as text, so that no other spelling of the same bytes passes either.
+      const given = Buffer.from(signature);
+      const expected = Buffer.from(mac(payload).toString('base64url'));
+      if (rest.length > 0 || given.length !== expected.length || !timingSafeEqual(given, expected)) throw invalidCursor();
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
+      } catch {
+        throw invalidCursor();
+      }
+      const cursor = CursorSchema.safeParse(parsed);
+      if (!cursor.success || cursor.data.s !== sort) throw invalidCursor();
+      return cursor.data;
+    },
+  };
 }
+export type CursorCodec = ReturnType<typeof cursorCodec>;
 
 /** The parts of the HTTP exchange a list needs: the URL it was asked at, and where to put Link. */
 export interface ListExchange {
@@ -50,6 +70,7 @@ export interface Page<T> {
  * Sets the Link header for it.
  */
 export function toPage<Row, T>(
+  cursors: CursorCodec,
   { req, res }: ListExchange,
   rows: Row[],
   limit: number,
@@ -59,7 +80,7 @@ export function toPage<Row, T>(
   const more = rows.length > limit;
   const pageRows = more ? rows.slice(0, limit) : rows;
   const last = pageRows[pageRows.length - 1];
-  const nextCursor = more && last ? encodeCursor(cursorOf(last)) : null;
+  const nextCursor = more && last ? cursors.encode(cursorOf(last)) : null;
   if (nextCursor) {
     const url = new URL(req.originalUrl, 'http://service.invalid');
     url.searchParams.set('cursor', nextCursor);
@@ -73,7 +94,7 @@ const CREATION_ORDER = 'id';
 export const creationCursor = (row: { id: string }): Cursor => ({ s: CREATION_ORDER, v: null, id: row.id });
 
 /** The keyset condition for the page after `cursor` in creation order (none for page 1). */
-export function createdAfter(cursor: string | undefined): { id: { gt: string } }[] {
-  const decoded = decodeCursor(cursor, CREATION_ORDER);
+export function createdAfter(cursors: CursorCodec, cursor: string | undefined): { id: { gt: string } }[] {
+  const decoded = cursors.decode(cursor, CREATION_ORDER);
   return decoded ? [{ id: { gt: decoded.id } }] : [];
 }

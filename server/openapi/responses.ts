@@ -29,7 +29,7 @@ const problems: Record<number, { name: string; description: string }> = {
   401: { name: 'Unauthenticated', description: 'Missing, malformed, expired, revoked or wrongly signed token (`unauthenticated`), or a failed login (`invalid_credentials`)' },
   403: { name: 'Forbidden', description: 'Authenticated, but the role does not allow the operation (`forbidden`)' },
   404: { name: 'NotFound', description: 'No such resource, or not visible to the caller (`not_found`)' },
-  409: { name: 'Conflict', description: 'A uniqueness rule or invariant would break (`email_taken`, `tag_name_taken`, `last_admin`, `conflict`)' },
+  409: { name: 'Conflict', description: 'A uniqueness rule or invariant would break (`email_taken`, `tag_name_taken`, `last_admin`, `conflict`) or a per-user quota is reached (`quota_exceeded`)' },
   412: { name: 'PreconditionFailed', description: '`If-Match` does not match the current ETag (`precondition_failed`)' },
   413: { name: 'PayloadTooLarge', description: 'A JSON body over 1 MiB or an attachment over the configured limit (`payload_too_large`)' },
   415: { name: 'UnsupportedMediaType', description: 'The body is not in the media type the operation takes (`unsupported_media_type`)' },

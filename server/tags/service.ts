@@ -4,6 +4,7 @@ import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { inTransaction } from '../db/transactions.js';
 import type { Prisma } from '../generated/prisma/client.js';
+import { withinQuota } from '../quotas.js';
 import { AppError, notFound } from '../http/errors.js';
 import { createdAfter, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
 import type { Principal } from '../http/principal.js';
@@ -16,11 +17,11 @@ const tagNameTaken = (name: string) => new AppError('tag_name_taken', `You alrea
 /** Oldest first. */
 export async function listTags(ctx: AppContext, principal: Principal, query: TagListQuery, http: ListExchange): Promise<Page<Tag>> {
   const rows = await ctx.db.prisma.tag.findMany({
-    where: { AND: [tagVisibleTo(principal), ...tagFilters(query), ...createdAfter(query.cursor)] },
+    where: { AND: [tagVisibleTo(principal), ...tagFilters(query), ...createdAfter(ctx.cursors, query.cursor)] },
     orderBy: { id: 'asc' },
     take: query.limit + 1,
   });
-  return toPage(http, rows, query.limit, creationCursor, serializeTag);
+  return toPage(ctx.cursors, http, rows, query.limit, creationCursor, serializeTag);
 }
 
 /** A tag the caller may see (their own; any for an admin), or 404. */
@@ -32,7 +33,7 @@ export async function findVisibleTag(ctx: AppContext, principal: Principal, tagI
 
 export async function createTag(ctx: AppContext, principal: Principal, input: TagCreate): Promise<TagRow> {
   try {
-    return await ctx.db.prisma.tag.create({
+    return await withinQuota(ctx, principal, 'tags', (tx) => tx.tag.create({
       data: {
         id: uuidv7(),
         ownerId: principal.userId,
@@ -41,7 +42,7 @@ export async function createTag(ctx: AppContext, principal: Principal, input: Ta
         color: (input.color ?? defaultColorFor(input.name)).toLowerCase(),
         createdAt: new Date(),
       },
-    });
+    }));
   } catch (error) {
     if (isUniqueViolation(error)) throw tagNameTaken(input.name);
     throw error;

@@ -5,9 +5,10 @@ import type { AppContext } from '../context.js';
 import { isMissingRow } from '../db/errors.js';
 import type { Prisma } from '../generated/prisma/client.js';
 import { inTransaction } from '../db/transactions.js';
+import { withinQuota } from '../quotas.js';
 import { AppError, invalidField, notFound } from '../http/errors.js';
 import { entityTag, ifMatchHolds } from '../http/etags.js';
-import { decodeCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
+import { toPage, type ListExchange, type Page } from '../http/pagination.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { taskCursor, taskPageQuery, type TaskSet } from './list-query.js';
 import { visibleTask } from './queries.js';
@@ -15,14 +16,14 @@ import { serializeTask, taskInclude, type TaskRow } from './serialize.js';
 
 /** The tasks of `set` (the caller's visibility already decided) matching the query, one page. */
 export async function listTasks(ctx: AppContext, set: TaskSet, query: TaskListQuery, http: ListExchange): Promise<Page<Task>> {
-  const cursor = decodeCursor(query.cursor, query.sort);
+  const cursor = ctx.cursors.decode(query.cursor, query.sort);
   const page = await ctx.db.prisma.$queryRaw<{ id: string }[]>(taskPageQuery(set, query, cursor, query.limit + 1));
   const ids = page.map((row) => row.id);
   const rows = await ctx.db.prisma.task.findMany({ where: { id: { in: ids } }, include: taskInclude });
   const byId = new Map(rows.map((row) => [row.id, row]));
   // A task deleted between the two reads is left out of its page.
   const ordered = ids.flatMap((id) => byId.get(id) ?? []);
-  return toPage(http, ordered, query.limit, (row) => taskCursor(query.sort, row), serializeTask);
+  return toPage(ctx.cursors, http, ordered, query.limit, (row) => taskCursor(query.sort, row), serializeTask);
 }
 
 /** What GET /tasks lists for the caller: every task for an admin, else those they own or are assigned. */
@@ -70,7 +71,7 @@ export async function createTask(ctx: AppContext, principal: Principal, input: T
   }
   const now = new Date();
   try {
-    return await ctx.db.prisma.task.create({
+    return await withinQuota(ctx, principal, 'tasks', (tx) => tx.task.create({
       data: {
         id: uuidv7(),
         ownerId: principal.userId,
@@ -86,7 +87,7 @@ export async function createTask(ctx: AppContext, principal: Principal, input: T
         tags: { create: tagIds.map((tagId) => ({ tagId, createdAt: now })) },
       },
       include: taskInclude,
-    });
+    }));
   } catch (error) {
     throw isMissingRow(error) ? referenceGone() : error;
   }

@@ -18,11 +18,11 @@ import { serializeUser } from './serialize.js';
 export async function listUsers(ctx: AppContext, principal: Principal, query: UserListQuery, http: ListExchange): Promise<Page<User>> {
   requireAdmin(principal, 'list users');
   const rows = await ctx.db.prisma.user.findMany({
-    where: { AND: [...userFilters(query), ...createdAfter(query.cursor)] },
+    where: { AND: [...userFilters(query), ...createdAfter(ctx.cursors, query.cursor)] },
     orderBy: { id: 'asc' },
     take: query.limit + 1,
   });
-  return toPage(http, rows, query.limit, creationCursor, serializeUser);
+  return toPage(ctx.cursors, http, rows, query.limit, creationCursor, serializeUser);
 }
 
 /** A user the caller may see: themself, or anyone for an admin. Others are 404. */

@@ -1,0 +1,114 @@
+// Connections that hold a descriptor without using it are closed (issue 9, weakness 1: 500 of 500
+// silent sockets were still open after 130 s; slow bodies were cut only after 300 s).
+import { once } from 'node:events';
+import type { Server } from 'node:http';
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../server/app.js';
+import { applyConnectionTimeouts } from '../server/http/timeouts.js';
+import { startService, type TestService } from './support/app.js';
+import { freshDatabase, type TestDatabase } from './support/databases.js';
+import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/service-process.js';
+
+const IDLE_MS = 400;
+
+/** Resolves true when the server closes the socket within `ms`, false if it is still open then. */
+function closedWithin(socket: net.Socket, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (socket.destroyed) return resolve(true);
+    const timer = setTimeout(() => resolve(false), ms);
+    socket.once('close', () => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}
+
+async function connect(port: number): Promise<net.Socket> {
+  const socket = net.connect(port, '127.0.0.1');
+  socket.on('error', () => undefined); // a reset by the server is what some tests expect
+  socket.on('data', () => undefined);
+  await once(socket, 'connect');
+  return socket;
+}
+
+const portOf = (server: Server): number => {
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('expected a TCP address');
+  return address.port;
+};
+
+describe('connection timeouts on the listening service', () => {
+  let service: TestService;
+  let server: Server;
+  let port: number;
+  beforeAll(async () => {
+    service = await startService({ HTTP_IDLE_TIMEOUT_MS: String(IDLE_MS), HTTP_HEADERS_TIMEOUT_MS: '5000', HTTP_REQUEST_TIMEOUT_MS: '10000' });
+    // Built the way main.ts builds it.
+    server = buildApp(service.ctx).listen(0, '127.0.0.1');
+    applyConnectionTimeouts(server, service.ctx.config.httpTimeouts);
+    await once(server, 'listening');
+    port = portOf(server);
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+    await service.close();
+  });
+
+  it('closes every connection that sends nothing after the idle time', async () => {
+    const sockets = await Promise.all(Array.from({ length: 100 }, () => connect(port)));
+    const closed = await Promise.all(sockets.map((s) => closedWithin(s, IDLE_MS * 5)));
+    expect(closed.filter(Boolean).length).toBe(100);
+  });
+
+  it('closes a connection that stops in the middle of its headers', async () => {
+    const socket = await connect(port);
+    socket.write('GET /healthz HTTP/1.1\r\nHost: localhost\r\n');
+    expect(await closedWithin(socket, IDLE_MS * 5)).toBe(true);
+  });
+
+  it('cuts a body that stops arriving by inactivity, long before the request total', async () => {
+    const socket = await connect(port);
+    const started = Date.now();
+    socket.write('POST /auth/login HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"email":');
+    expect(await closedWithin(socket, IDLE_MS * 5)).toBe(true);
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it('keeps a connection that keeps talking, and answers it', async () => {
+    const socket = await connect(port);
+    let answer = '';
+    socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+    const request = 'GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n';
+    // Each byte comes well within the idle time: the connection lives longer than the idle time.
+    for (const ch of request) {
+      socket.write(ch);
+      await new Promise((resolve) => setTimeout(resolve, IDLE_MS / 8));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(answer).toMatch(/^HTTP\/1\.1 200/);
+    socket.destroy();
+  });
+});
+
+// The process as an operator starts it, so main.ts is proven to apply the policy.
+describe('connection timeouts in the service process', () => {
+  let database: TestDatabase;
+  let service: ServiceProcess | undefined;
+  beforeAll(async () => {
+    database = await freshDatabase();
+    service = await startServiceProcess({ DATABASE_URL: database.url, HTTP_IDLE_TIMEOUT_MS: String(IDLE_MS), DATA_DIR: `/tmp/task-service-conn-${process.pid}` });
+  }, 60_000);
+  afterAll(async () => {
+    killIfRunning(service);
+    await database.drop();
+  });
+
+  it('closes silent connections after HTTP_IDLE_TIMEOUT_MS', async () => {
+    const port = Number(new URL(service?.url ?? '').port);
+    const sockets = await Promise.all(Array.from({ length: 50 }, () => connect(port)));
+    const closed = await Promise.all(sockets.map((s) => closedWithin(s, IDLE_MS * 5)));
+    expect(closed.filter(Boolean).length).toBe(50);
+  });
+});

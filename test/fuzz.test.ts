@@ -1,0 +1,294 @@
+// Contract fuzzing (issue 9): requests generated from the contract's own zod schemas, valid and
+// mutated, against every operation. Invariants: no 5xx; every error is problem+json with a
+// documented code; a refused request changes nothing; every success matches the contract.
+// FUZZ_RUNS sets the cases per operation (npm run test:stress runs many more).
+import { isAppRoute, type AppRoute, type AppRouter } from '@ts-rest/core';
+import fc from 'fast-check';
+import type { Response } from 'supertest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { ZodFastCheck } from 'zod-fast-check';
+import { contract } from '../contract/index.js';
+import { IdSchema, ProblemSchema, TimestampInputSchema } from '../contract/common.js';
+import { startService, type TestService } from './support/app.js';
+import { createTask } from './support/tasks.js';
+import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+
+const RUNS = Number(process.env.FUZZ_RUNS ?? 20);
+
+function routesOf(router: AppRouter, prefix = ''): [string, AppRoute][] {
+  return Object.entries(router).flatMap(([name, entry]) =>
+    isAppRoute(entry) ? [[`${prefix}${name}`, entry] as [string, AppRoute]] : routesOf(entry, `${prefix}${name}.`),
+  );
+}
+const ROUTES = routesOf(contract);
+
+let service: TestService;
+let alice: TestUser;
+let bob: TestUser;
+let admin: TestUser;
+/** Ids the generated paths pick from: the caller's own objects, another user's, and unknown ones. */
+let ids: string[] = [];
+
+async function refreshFixture(): Promise<void> {
+  // A generated request may have logged alice out or deleted her: she comes back as someone new.
+  if ((await service.http.get('/auth/me').set('Authorization', alice.auth)).status !== 200) alice = await registerUser(service);
+  const prisma = service.ctx.db.prisma;
+  if ((await prisma.task.count({ where: { ownerId: alice.user.id } })) === 0) await createTask(service, alice, { title: 'fixture' });
+  if ((await prisma.tag.count({ where: { ownerId: alice.user.id } })) === 0) {
+    await service.http.post('/tags').set('Authorization', alice.auth).send({ name: `fixture ${Date.now()}` });
+  }
+  const [tasks, tags, attachments, users] = await Promise.all([
+    prisma.task.findMany({ select: { id: true }, take: 5, orderBy: { id: 'desc' } }),
+    prisma.tag.findMany({ select: { id: true }, take: 3, orderBy: { id: 'desc' } }),
+    prisma.attachment.findMany({ select: { id: true }, take: 3, orderBy: { id: 'desc' } }),
+    prisma.user.findMany({ select: { id: true }, take: 3, orderBy: { id: 'desc' } }),
+  ]);
+  ids = [alice.user.id, bob.user.id, ...[...tasks, ...tags, ...attachments, ...users].map((row) => row.id)];
+}
+
+/** Everything any request could change, as one digest: a refused request must leave it as it was. */
+async function stateDigest(): Promise<string> {
+  const rows = await service.ctx.db.sql.rows<{ digest: string | null }>(`
+    SELECT md5(string_agg(x, '|' ORDER BY x)) AS digest FROM (
+      SELECT 't' || id || version || title || description || status || priority || coalesce(assignee_id::text, '') FROM tasks
+      UNION ALL SELECT 'g' || id || name || color FROM tags
+      UNION ALL SELECT 'l' || task_id || tag_id FROM task_tags
+      UNION ALL SELECT 'a' || id || filename FROM attachments
+      UNION ALL SELECT 'u' || id || email || name || role || password_hash FROM users
+      UNION ALL SELECT 's' || id || refresh_token_hash || coalesce(revoked_at::text, '') FROM sessions) AS s(x)`);
+  return rows[0]?.digest ?? '';
+}
+
+// Strings that broke or nearly broke services before: NUL, lone surrogates, overlong, RTL, BOM, escapes.
+const edgeString = fc.constantFrom(
+  '', ' ', '\u0000', 'a\ud800', '\udc00', '\u202e\u0041', '\ufeff', '𝕏'.repeat(300), 'x'.repeat(20_000), '%00', '%E0%A4%A', '../../etc/passwd',
+  "' OR 1=1 --", '<script>alert(1)</script>', '+ADw-script+AD4-', '\r\nX-Injected: 1', '🏳️‍🌈', 'é'.normalize('NFD'), '-1', '1e309', 'null', '[]',
+);
+const weirdValue: fc.Arbitrary<unknown> = fc.oneof(
+  edgeString,
+  fc.constantFrom(null, true, -1, 0, 1.5, 2 ** 53, -(2 ** 63), Number.MAX_VALUE, [], {}, [null], { $ne: null }),
+  fc.string(),
+  fc.fullUnicodeString({ maxLength: 50 }),
+  fc.integer(),
+  fc.double(),
+  fc.array(fc.string(), { maxLength: 60 }),
+  fc.anything({ maxDepth: 4 }),
+);
+const deepJson = fc.integer({ min: 100, max: 20_000 }).map((depth) => `${'['.repeat(depth)}${']'.repeat(depth)}`);
+
+// Ids from the live fixture (so valid requests reach real objects), timestamps a database can hold.
+const generator = ZodFastCheck()
+  .override(IdSchema, fc.nat().map((n) => ids[n % ids.length] ?? ''))
+  .override(TimestampInputSchema, fc.date({ min: new Date('2000-01-01'), max: new Date('2100-01-01'), noInvalidDate: true }).map((d) => d.toISOString()));
+/** Whether zod-fast-check can derive values for the schema (it cannot for some transforms and regexes). */
+function derivable(schema: z.ZodTypeAny): boolean {
+  try {
+    fc.sample(generator.inputOf(schema), 30);
+    return true;
+  } catch {
+    return false;
+  }
+}
+function validInput(schema: unknown): fc.Arbitrary<unknown> {
+  if (!(schema instanceof z.ZodType)) return fc.constant(undefined);
+  if (derivable(schema)) return generator.inputOf(schema);
+  // Field by field, with a plain string where a field's values cannot be derived (a comma list, a colour).
+  const object = schema instanceof z.ZodEffects ? schema.innerType() : schema;
+  if (!(object instanceof z.ZodObject)) return fc.string();
+  const shape = object.shape as Record<string, z.ZodTypeAny>;
+  const fields = Object.fromEntries(Object.entries(shape).map(([key, field]) => [key, derivable(field) ? generator.inputOf(field) : fc.string({ maxLength: 20 })]));
+  return fc.record(fields, { requiredKeys: Object.keys(shape).filter((key) => !shape[key]?.isOptional()) });
+}
+
+/** A valid input, or one mutated the way clients get it wrong and attackers do it on purpose. */
+function mutated(schema: unknown): fc.Arbitrary<unknown> {
+  const valid = validInput(schema);
+  const mutation = fc.tuple(valid, fc.nat(), fc.string({ minLength: 1, maxLength: 12 }), weirdValue).map(([value, n, key, weird]) => {
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) return weird;
+    const entries = Object.entries(value);
+    const copy: Record<string, unknown> = { ...value };
+    const target = entries[n % Math.max(entries.length, 1)]?.[0];
+    switch (n % 4) {
+      case 0: // a field missing
+        if (target) delete copy[target];
+        return copy;
+      case 1: // a field of the wrong type or value
+        if (target) copy[target] = weird;
+        return copy;
+      case 2: // an extra field, server-owned or unknown
+        copy[n % 8 === 2 ? 'id' : key] = weird;
+        return copy;
+      default:
+        return weird;
+    }
+  });
+  return fc.oneof({ weight: 2, arbitrary: valid }, { weight: 3, arbitrary: mutation });
+}
+
+const asQueryValue = (value: unknown): string =>
+  Array.isArray(value) ? value.map(String).join(',') : typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value);
+
+interface Case {
+  caller: 'alice' | 'bob' | 'admin' | 'none' | 'forged';
+  params: number[];
+  garbageParam: string | undefined;
+  query: unknown;
+  body: unknown;
+  rawBody: string | undefined;
+  contentType: string | undefined;
+  headers: Record<string, string>;
+}
+
+function hostileCase(route: AppRoute): fc.Arbitrary<Case> {
+  const body = 'body' in route ? route.body : undefined;
+  return fc.record({
+    caller: fc.constantFrom('alice', 'alice', 'alice', 'bob', 'admin', 'none', 'forged'),
+    params: fc.array(fc.nat(), { minLength: 3, maxLength: 3 }),
+    garbageParam: fc.option(fc.oneof(edgeString, fc.uuid(), fc.string()).filter((s) => s.length > 0 && s.length < 5000), { freq: 4 }),
+    query: route.query ? mutated(route.query) : fc.option(fc.dictionary(fc.string({ maxLength: 10 }), fc.string({ maxLength: 20 })), { freq: 4 }),
+    body: mutated(body),
+    rawBody: fc.option(fc.oneof(deepJson, fc.string(), fc.constantFrom('{"title":', '{', '"\\ud800"', 'null', '{"a":1}{"b":2}')), { freq: 5 }),
+    contentType: fc.constantFrom(
+      'application/json', 'application/json', 'application/json', 'application/merge-patch+json', 'application/json; charset=utf-7',
+      'application/json; charset=utf-16le', 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', undefined,
+    ),
+    headers: fc.dictionary(
+      fc.constantFrom('if-match', 'if-none-match', 'range', 'if-range', 'x-request-id', 'accept', 'x-forwarded-for', 'origin', 'idempotency-key'),
+      fc.oneof(fc.string({ maxLength: 300 }), fc.constantFrom('*', 'W/"1"', '"1"', 'bytes=0-0', 'bytes=-5', 'bytes=9-1', 'bytes=0-1,2-3', 'x'.repeat(5000))),
+      { maxKeys: 3 },
+    ),
+  });
+}
+
+const mediaTypeOf = (route: AppRoute): string =>
+  'contentType' in route && route.contentType === 'multipart/form-data' ? 'multipart/form-data' : route.method === 'PATCH' ? 'application/merge-patch+json' : 'application/json';
+
+/** A request a correct client would send: the contract's valid inputs, the right media type, real ids. */
+function cleanCase(route: AppRoute): fc.Arbitrary<Case> {
+  const body = 'body' in route ? route.body : undefined;
+  return fc.record({
+    caller: fc.constantFrom('alice', 'alice', 'admin'),
+    params: fc.array(fc.nat(), { minLength: 3, maxLength: 3 }),
+    garbageParam: fc.constant(undefined),
+    query: route.query ? validInput(route.query) : fc.constant(undefined),
+    body: validInput(body),
+    rawBody: fc.constant(undefined),
+    contentType: fc.constant(mediaTypeOf(route)),
+    headers: fc.constant({}),
+  });
+}
+
+const caseFor = (route: AppRoute): fc.Arbitrary<Case> => fc.oneof({ weight: 2, arbitrary: cleanCase(route) }, { weight: 3, arbitrary: hostileCase(route) });
+
+/** A path segment for any string: a lone surrogate goes as the bytes a client would send for it. */
+function pathSegment(value: string): string {
+  try {
+    return encodeURIComponent(value);
+  } catch {
+    return encodeURIComponent(value.replace(/[\ud800-\udfff]/g, '')) + '%ED%A0%80';
+  }
+}
+
+function pathFor(route: AppRoute, c: Case): string {
+  let i = 0;
+  return route.path.replace(/:(\w+)/g, () => {
+    const pick = c.params[i++] ?? 0;
+    // Mostly a real id; sometimes garbage, which must be a 400 and never reach the database as such.
+    const value = i === 1 && c.garbageParam !== undefined ? c.garbageParam : (ids[pick % ids.length] ?? '');
+    return pathSegment(value);
+  });
+}
+
+function authorizationFor(c: Case): string | undefined {
+  switch (c.caller) {
+    case 'alice':
+      return alice.auth;
+    case 'bob':
+      return bob.auth;
+    case 'admin':
+      return admin.auth;
+    case 'forged':
+      return `Bearer ${alice.accessToken.slice(0, -4)}AAAA`;
+    case 'none':
+      return undefined;
+  }
+}
+
+async function send(route: AppRoute, c: Case): Promise<Response> {
+  const query = c.query && typeof c.query === 'object' ? Object.entries(c.query).map(([k, v]) => `${pathSegment(k)}=${pathSegment(asQueryValue(v))}`) : [];
+  const url = `${pathFor(route, c)}${query.length ? `?${query.join('&')}` : ''}`;
+  const method = route.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete';
+  let req = service.http[method](url);
+  for (const [name, value] of Object.entries(c.headers)) {
+    // Node refuses header values it cannot send (control characters): such a request never leaves.
+    if (/^[\t\x20-\x7e\x80-\xff]*$/.test(value)) req = req.set(name, value);
+  }
+  const authorization = authorizationFor(c);
+  if (authorization) req = req.set('Authorization', authorization);
+  if (route.method === 'GET') return req;
+  if ('contentType' in route && route.contentType === 'multipart/form-data' && c.contentType?.startsWith('multipart')) {
+    const name = typeof c.garbageParam === 'string' ? c.garbageParam.slice(0, 200) || 'file.bin' : 'file.bin';
+    return req.attach('file', Buffer.from(JSON.stringify(c.body ?? null)), { filename: name, contentType: 'application/octet-stream' });
+  }
+  if (c.contentType) req = req.set('Content-Type', c.contentType);
+  const text = c.rawBody ?? JSON.stringify(c.body) ?? '';
+  return text === '' ? req : req.send(c.contentType?.includes('utf-16') ? Buffer.from(text, 'utf16le') : text);
+}
+
+const outcomes = new Map<number, number>();
+let cases = 0;
+
+function checkAnswer(route: AppRoute, res: Response): void {
+  expect(res.status, res.text.slice(0, 500)).toBeLessThan(500);
+  if (res.status >= 400) {
+    expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+    const problem = ProblemSchema.strict().parse(res.body);
+    expect(problem.status).toBe(res.status);
+    return;
+  }
+  const schema: unknown = route.responses[res.status];
+  expect(schema, `status ${res.status} is not in the contract`).toBeDefined();
+  if (schema instanceof z.ZodType && /json/.test(String(res.headers['content-type'] ?? ''))) {
+    const parsed = schema.safeParse(res.body);
+    expect(parsed.success, JSON.stringify(parsed.error?.issues ?? []).slice(0, 500)).toBe(true);
+  }
+}
+
+beforeAll(async () => {
+  service = await startService();
+  alice = await registerUser(service);
+  bob = await registerUser(service);
+  admin = await registerAdmin(service);
+  const task = await createTask(service, alice, { title: 'with a file' });
+  await service.http.post(`/tasks/${task.id}/attachments`).set('Authorization', alice.auth).attach('file', Buffer.from('hello'), { filename: 'hello.txt' }).expect(201);
+  await createTask(service, bob, { title: "bob's" });
+  await refreshFixture();
+}, 60_000);
+afterAll(async () => {
+  console.log(`contract fuzzing: ${cases} cases over ${ROUTES.length} operations; answers by status: ${JSON.stringify(Object.fromEntries([...outcomes].sort()))}`);
+  await service.close();
+});
+
+describe('contract fuzzing', () => {
+  it('covers every operation of the contract', () => {
+    expect(ROUTES.length).toBeGreaterThan(30);
+  });
+
+  for (const [name, route] of ROUTES) {
+    it(`${route.method} ${route.path} (${name})`, async () => {
+      await fc.assert(
+        fc.asyncProperty(caseFor(route), async (c) => {
+          const before = await stateDigest();
+          const res = await send(route, c);
+          cases++;
+          outcomes.set(res.status, (outcomes.get(res.status) ?? 0) + 1);
+          checkAnswer(route, res);
+          if (res.status >= 400) expect(await stateDigest(), `${res.status} ${res.text.slice(0, 200)}`).toBe(before);
+          else if (route.method !== 'GET') await refreshFixture();
+        }),
+        { numRuns: RUNS },
+      );
+    }, 300_000);
+  }
+});

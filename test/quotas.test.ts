@@ -1,0 +1,89 @@
+// Per-user quotas (issue 9, weakness 2: one account stored 300 MiB in 10 s). Attacked with parallel
+// requests, so a quota that a race could pass would show here.
+import { readdir } from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startService, type TestService } from './support/app.js';
+import { expectProblem } from './support/problems.js';
+import { createTask } from './support/tasks.js';
+import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+
+const MAX_TASKS = 5;
+const MAX_TAGS = 3;
+const STORAGE_BYTES = 10_000;
+
+let service: TestService;
+beforeAll(async () => {
+  service = await startService({ USER_MAX_TASKS: String(MAX_TASKS), USER_MAX_TAGS: String(MAX_TAGS), USER_STORAGE_QUOTA_BYTES: String(STORAGE_BYTES) });
+});
+afterAll(() => service.close());
+
+const statuses = (responses: { status: number }[]) => responses.map((r) => r.status).sort();
+const createTaskRequest = (user: TestUser, title: string) => service.http.post('/tasks').set('Authorization', user.auth).send({ title });
+const upload = (user: TestUser, taskId: string, size: number) =>
+  service.http
+    .post(`/tasks/${taskId}/attachments`)
+    .set('Authorization', user.auth)
+    .attach('file', Buffer.alloc(size, 7), { filename: 'blob.bin', contentType: 'application/octet-stream' });
+const storedFiles = async () => (await readdir(path.join(service.ctx.config.dataDir, 'attachments', 'objects'))).length;
+
+describe('the task quota', () => {
+  it('lets exactly USER_MAX_TASKS of many parallel creates through, and the rest are 409 quota_exceeded', async () => {
+    const user = await registerUser(service);
+    const responses = await Promise.all(Array.from({ length: 4 * MAX_TASKS }, (_, i) => createTaskRequest(user, `parallel ${i}`)));
+    expect(statuses(responses).filter((s) => s === 201)).toHaveLength(MAX_TASKS);
+    const refused = responses.filter((r) => r.status !== 201);
+    for (const res of refused) expect(expectProblem(res, 409, 'quota_exceeded', '/tasks').detail).toContain('USER_MAX_TASKS');
+    expect(await service.ctx.db.prisma.task.count({ where: { ownerId: user.user.id } })).toBe(MAX_TASKS);
+  });
+
+  it('has room again once a task is deleted; other users and admins are not affected', async () => {
+    const user = await registerUser(service);
+    const tasks = await Promise.all(Array.from({ length: MAX_TASKS }, (_, i) => createTask(service, user, { title: `t${i}` })));
+    expectProblem(await createTaskRequest(user, 'one more'), 409, 'quota_exceeded');
+    await service.http.delete(`/tasks/${tasks[0]?.id}`).set('Authorization', user.auth).expect(204);
+    await createTaskRequest(user, 'fits again').expect(201);
+
+    await createTaskRequest(await registerUser(service), 'someone else').expect(201);
+    const admin = await registerAdmin(service);
+    const byAdmin = await Promise.all(Array.from({ length: MAX_TASKS + 2 }, (_, i) => createTaskRequest(admin, `admin ${i}`)));
+    expect(statuses(byAdmin).every((s) => s === 201)).toBe(true);
+  });
+});
+
+describe('the tag quota', () => {
+  it('lets exactly USER_MAX_TAGS of many parallel creates through', async () => {
+    const user = await registerUser(service);
+    const responses = await Promise.all(
+      Array.from({ length: 4 * MAX_TAGS }, (_, i) => service.http.post('/tags').set('Authorization', user.auth).send({ name: `tag ${i}` })),
+    );
+    expect(statuses(responses).filter((s) => s === 201)).toHaveLength(MAX_TAGS);
+    for (const res of responses.filter((r) => r.status !== 201)) expect(expectProblem(res, 409, 'quota_exceeded', '/tags').detail).toContain('USER_MAX_TAGS');
+    expect(await service.ctx.db.prisma.tag.count({ where: { ownerId: user.user.id } })).toBe(MAX_TAGS);
+  });
+});
+
+describe('the storage quota', () => {
+  it('refuses the upload that would pass USER_STORAGE_QUOTA_BYTES, keeping neither its row nor its bytes', async () => {
+    const user = await registerUser(service);
+    const task = await createTask(service, user);
+    await upload(user, task.id, 4_000).expect(201);
+    await upload(user, task.id, 4_000).expect(201);
+    const files = await storedFiles();
+    const res = await upload(user, task.id, 4_000);
+    expect(expectProblem(res, 409, 'quota_exceeded').detail).toContain('USER_STORAGE_QUOTA_BYTES');
+    expect(await service.ctx.db.prisma.attachment.count({ where: { uploadedBy: user.user.id } })).toBe(2);
+    expect(await storedFiles()).toBe(files);
+    await upload(user, task.id, 1_000).expect(201); // what still fits
+  });
+
+  it('holds under parallel uploads', async () => {
+    const user = await registerUser(service);
+    const task = await createTask(service, user);
+    const responses = await Promise.all(Array.from({ length: 8 }, () => upload(user, task.id, 3_000)));
+    expect(statuses(responses).filter((s) => s === 201)).toHaveLength(3);
+    for (const res of responses.filter((r) => r.status !== 201)) expectProblem(res, 409, 'quota_exceeded');
+    const used = await service.ctx.db.prisma.attachment.aggregate({ where: { uploadedBy: user.user.id }, _sum: { size: true } });
+    expect(Number(used._sum.size)).toBe(9_000);
+  });
+});

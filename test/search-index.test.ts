@@ -1,0 +1,60 @@
+// `q` is served by trigram indexes (issue 9, weakness 3: a search was a scan of every task).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TaskListQuerySchema } from '../contract/tasks.js';
+import { Prisma } from '../server/generated/prisma/client.js';
+import { taskPageQuery } from '../server/tasks/list-query.js';
+import { startService, type TestService } from './support/app.js';
+import { registerUser, type TestUser } from './support/users.js';
+
+const TASKS = 60_000;
+
+let service: TestService;
+let owner: TestUser;
+beforeAll(async () => {
+  service = await startService();
+  owner = await registerUser(service);
+  // Realistic volume: many tasks with text unlike the search term, a few that contain it.
+  await service.ctx.db.sql.exec(`
+    INSERT INTO users (id, email, name, role, password_hash, created_at, updated_at)
+      SELECT gen_random_uuid(), 'seed-' || i || '@example.test', 'Seed ' || md5(i::text), 'user', 'x', now(), now()
+      FROM generate_series(1, 5000) AS i;
+    INSERT INTO tasks (id, owner_id, title, description, created_at, updated_at)
+      SELECT gen_random_uuid(), '${owner.user.id}', 'Task ' || md5(i::text), md5((i * 7)::text) || ' ' || md5((i * 13)::text), now(), now()
+      FROM generate_series(1, ${TASKS}) AS i;
+    INSERT INTO tasks (id, owner_id, title, description, created_at, updated_at)
+      SELECT gen_random_uuid(), '${owner.user.id}', 'Find the needle ' || i, '', now(), now() FROM generate_series(1, 5) AS i;
+    INSERT INTO tags (id, owner_id, name, name_key, color, created_at)
+      SELECT gen_random_uuid(), '${owner.user.id}', 'tag ' || md5(i::text), 'tag ' || md5(i::text), '#000000', now()
+      FROM generate_series(1, 5000) AS i;`);
+  // What autovacuum does after a bulk load: statistics, and GIN pending lists merged.
+  for (const table of ['users', 'tasks', 'tags']) await service.ctx.db.sql.exec(`VACUUM ANALYZE ${table}`);
+}, 120_000);
+afterAll(() => service.close());
+
+async function plan(query: Prisma.Sql): Promise<string> {
+  const rows = await service.ctx.db.prisma.$queryRaw<{ 'QUERY PLAN': string }[]>(Prisma.sql`EXPLAIN ${query}`);
+  return rows.map((row) => row['QUERY PLAN']).join('\n');
+}
+
+describe('searches at volume', () => {
+  it('finds tasks by a substring of the title or description through the trigram indexes', async () => {
+    const query = TaskListQuerySchema.parse({ q: 'the needle' });
+    const explained = await plan(taskPageQuery({ kind: 'all' }, query, undefined, query.limit + 1));
+    expect(explained).toContain('tasks_title_trgm_idx');
+    expect(explained).toContain('tasks_description_trgm_idx');
+    expect(explained).not.toMatch(/Seq Scan on tasks/);
+
+    const started = performance.now();
+    const res = await service.http.get('/tasks?q=the%20needle').set('Authorization', owner.auth).expect(200);
+    expect(res.body.items).toHaveLength(5);
+    expect(performance.now() - started).toBeLessThan(1000);
+  });
+
+  it('searches users by email or name, and tags by name, through their indexes', async () => {
+    const users = await plan(Prisma.sql`SELECT id FROM users WHERE email ILIKE ${'%seed-4242@%'} OR name ILIKE ${'%seed-4242@%'} ORDER BY id LIMIT 21`);
+    expect(users).toContain('users_email_trgm_idx');
+    expect(users).toContain('users_name_trgm_idx');
+    const tags = await plan(Prisma.sql`SELECT id FROM tags WHERE name ILIKE ${'%a1b2c3d%'} ORDER BY id LIMIT 21`);
+    expect(tags).toContain('tags_name_trgm_idx');
+  });
+});
