@@ -81,7 +81,7 @@ export function createClient(options: ClientOptions) {
 
   const exchange = async (args: ApiFetcherArgs, accessToken: string | undefined): Promise<Answer> => {
     const headers = accessToken ? { ...args.headers, authorization: `Bearer ${accessToken}` } : args.headers;
-    const response = await fetchImpl(args.path, { ...args.fetchOptions, method: args.method, headers, body: requestBody(args) });
+    const response = await fetchImpl(args.path, { ...args.fetchOptions, method: args.method, headers, body: requestBody(args) ?? null });
     return { status: response.status, headers: response.headers, body: await responseBody(args.route, response, args.validateResponse ?? false) };
   };
 
