@@ -3,10 +3,10 @@ import type { AuthResult } from '../../contract/auth.js';
 import type { AppContext } from '../context.js';
 import { inTransaction } from '../db/transactions.js';
 import type { Prisma, User as UserRow } from '../generated/prisma/client.js';
-import { unauthenticated } from '../http/errors.js';
+import { invalidToken, unauthenticated } from '../http/errors.js';
 import type { Principal } from '../http/principal.js';
 import { serializeUser } from '../users/serialize.js';
-import { hashRefreshToken, newRefreshToken, type AccessClaims } from './tokens.js';
+import { hashRefreshToken, newRefreshToken, type AccessClaims, type TokenCheck, type TokenRejection } from './tokens.js';
 
 async function authResult(ctx: AppContext, user: UserRow, sessionId: string, refreshToken: string): Promise<AuthResult> {
   const accessToken = await ctx.tokens.issue({ userId: user.id, sessionId, role: user.role });
@@ -81,25 +81,37 @@ export async function revokeOtherSessions(ctx: AppContext, userId: string, keepS
   });
 }
 
-/** The verified claims of a bearer token (signature, algorithm, issuer, audience, type, expiry), if any. */
-export async function accessClaimsOf(ctx: AppContext, authorization: string | undefined): Promise<AccessClaims | undefined> {
+/**
+ * The bearer token's check (signature, algorithm, issuer, audience, type, expiry), or undefined when
+ * no bearer token was sent.
+ */
+export async function checkBearerToken(ctx: AppContext, authorization: string | undefined): Promise<TokenCheck | undefined> {
   // The scheme name is case-insensitive (RFC 9110 §11.1).
-  const match = /^Bearer ([A-Za-z0-9_\-.]+)$/i.exec(authorization ?? '');
-  return match?.[1] ? ctx.tokens.verify(match[1]) : undefined;
+  const bearer = /^Bearer(?: (.*))?$/i.exec(authorization ?? '');
+  if (!bearer) return undefined;
+  const token = bearer[1] ?? '';
+  return /^[A-Za-z0-9_\-.]+$/.test(token) ? ctx.tokens.check(token) : { rejected: 'invalid' };
 }
+
+const TOKEN_REFUSED: Record<TokenRejection, string> = {
+  expired: 'The access token has expired; refresh the session (POST /auth/refresh) and retry',
+  invalid: 'The access token is malformed or not signed by this service; log in again',
+};
 
 /**
  * Resolves verified claims to the caller. The session is looked up on every request, so a logout
  * is honoured at once by every instance; the role comes from the database, not the token.
+ * The 401 says why: no token, an expired or invalid one (`rejection`), or a session that ended.
  */
-export async function principalFor(ctx: AppContext, claims: AccessClaims | undefined): Promise<Principal> {
-  if (!claims) throw unauthenticated('A valid access token is required');
+export async function principalFor(ctx: AppContext, claims: AccessClaims | undefined, rejection?: TokenRejection): Promise<Principal> {
+  if (rejection) throw invalidToken(TOKEN_REFUSED[rejection]);
+  if (!claims) throw unauthenticated('An access token is required: send Authorization: Bearer <token>');
   const session = await ctx.db.prisma.session.findUnique({
     where: { id: claims.sessionId },
     select: { userId: true, revokedAt: true, user: { select: { role: true } } },
   });
   if (!session || session.revokedAt || session.userId !== claims.userId) {
-    throw unauthenticated('The session has ended');
+    throw invalidToken('The session has ended (logged out, revoked or expired); log in again');
   }
   return { userId: claims.userId, sessionId: claims.sessionId, role: session.user.role };
 }

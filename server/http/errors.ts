@@ -62,9 +62,16 @@ export class AppError extends Error {
 
 export const notFound = (what = 'resource') => new AppError('not_found', `No such ${what}`);
 
-/** 401 with the challenge RFC 6750 asks for. */
+/** 401 with the challenge RFC 6750 asks for when no token was sent. */
 export const unauthenticated = (detail: string) =>
   new AppError('unauthenticated', detail, { headers: { 'WWW-Authenticate': 'Bearer' } });
+
+/** 401 for a bearer token that was sent and refused: RFC 6750 §3.1 `invalid_token`, with the reason. */
+export const invalidToken = (detail: string) =>
+  new AppError('unauthenticated', detail, {
+    // RFC 6750 allows no `"` or `\\` in a description; the service's details are plain ASCII sentences.
+    headers: { 'WWW-Authenticate': `Bearer error="invalid_token", error_description="${detail}"` },
+  });
 
 export function issuesOf(location: string, error: ZodError): ValidationIssue[] {
   return error.issues.map((issue) => ({

@@ -4,7 +4,7 @@ import { isAppRouteNoBody, type AppRoute } from '@ts-rest/core';
 import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { v7 as uuidv7 } from 'uuid';
 import { isPublicRoute } from '../../contract/common.js';
-import { accessClaimsOf, principalFor } from '../auth/sessions.js';
+import { checkBearerToken, principalFor } from '../auth/sessions.js';
 import type { AppContext } from '../context.js';
 import { AppError, validationFailed } from './errors.js';
 import { clientAddress } from './principal.js';
@@ -25,8 +25,9 @@ export function requestId(req: Request, res: Response): string {
 /** Verifies the bearer token once, for the rate limit and then for authentication. */
 export function identifyCaller(ctx: AppContext): RequestHandler {
   return (req, _res, next) => {
-    accessClaimsOf(ctx, req.headers.authorization).then((claims) => {
-      req.accessClaims = claims;
+    checkBearerToken(ctx, req.headers.authorization).then((checked) => {
+      if (checked && 'claims' in checked) req.accessClaims = checked.claims;
+      else if (checked) req.tokenRejection = checked.rejected;
       next();
     }, next);
   };
@@ -36,7 +37,7 @@ export function identifyCaller(ctx: AppContext): RequestHandler {
 export function requireAuthentication(ctx: AppContext): RouteMiddleware {
   return (req, _res, next) => {
     if (isPublicRoute(req.tsRestRoute)) return next();
-    principalFor(ctx, req.accessClaims).then((principal) => {
+    principalFor(ctx, req.accessClaims, req.tokenRejection).then((principal) => {
       req.principal = principal;
       next();
     }, next);

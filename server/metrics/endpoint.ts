@@ -18,7 +18,7 @@ const isScrapeToken = (authorization: string | undefined, token: string | undefi
  */
 async function authorizeScrape(ctx: AppContext, req: Request): Promise<void> {
   if (isScrapeToken(req.headers.authorization, ctx.config.metricsToken)) return;
-  const principal = await principalFor(ctx, req.accessClaims);
+  const principal = await principalFor(ctx, req.accessClaims, req.tokenRejection);
   if (!isAdmin(principal)) throw new AppError('forbidden', 'Metrics are for administrators and the scrape token');
 }
 

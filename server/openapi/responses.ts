@@ -11,7 +11,9 @@ export const headers = {
   RateLimit: header('What is left of the general request budget (draft-ietf-httpapi-ratelimit-headers), e.g. `"default";r=599;t=60`; sent on operations the limit applies to when it is enabled'),
   'RateLimit-Policy': header('The general request budget, e.g. `"default";q=600;w=60`'),
   'Retry-After': header('Seconds to wait before trying again', { type: 'integer', format: 'int32', minimum: 1, maximum: 86400 }),
-  'WWW-Authenticate': header('`Bearer`: send a valid access token'),
+  'WWW-Authenticate': header(
+    'RFC 6750: `Bearer` when no token was sent; `Bearer error="invalid_token", error_description="…"` when the token sent is expired, invalid or of a session that ended',
+  ),
   Location: header('The path of the created resource'),
   ETag: header('The entity tag: `"<version>"` for a task, derived from the sha256 for attachment bytes'),
   Link: header('`<…>; rel="next"` when there is a next page'),
@@ -26,7 +28,11 @@ export const headerRefs = (names: HeaderName[]) =>
 /** The error answers of API.md's table, by status; each lists the problem codes it may carry. */
 const problems: Record<number, { name: string; description: string }> = {
   400: { name: 'BadRequest', description: 'The request does not match the contract (`validation_failed`, every issue in `errors`) or the body is not JSON (`malformed_json`)' },
-  401: { name: 'Unauthenticated', description: 'Missing, malformed, expired, revoked or wrongly signed token (`unauthenticated`), or a failed login (`invalid_credentials`)' },
+  401: {
+    name: 'Unauthenticated',
+    description:
+      'No token, an expired one (refresh and retry), an invalid one, or one of a session that ended (log in again): `unauthenticated`, the `detail` and `WWW-Authenticate` say which; or a failed login (`invalid_credentials`)',
+  },
   403: { name: 'Forbidden', description: 'Authenticated, but the role does not allow the operation (`forbidden`)' },
   404: { name: 'NotFound', description: 'No such resource, or not visible to the caller (`not_found`)' },
   409: { name: 'Conflict', description: 'A uniqueness rule or invariant would break (`email_taken`, `tag_name_taken`, `last_admin`, `conflict`)' },
