@@ -93,11 +93,14 @@ export function listOf<T extends z.ZodTypeAny>(item: T) {
   return z.object({ items: z.array(item) });
 }
 
-/** A comma-separated query value (`a,b,c`) parsed as a non-empty set of `item`. */
+/**
+ * A comma-separated query value (`a,b,c`) parsed as a non-empty set of `item`. The parameter may also
+ * be repeated (`?status=a&status=b`, as generated OpenAPI clients send arrays), and both combine.
+ */
 export function commaList<T extends z.ZodTypeAny>(item: T) {
   return z
-    .string()
-    .transform((value) => value.split(',').map((part) => part.trim()))
+    .union([z.string(), z.array(z.string()).max(50)])
+    .transform((value) => (typeof value === 'string' ? [value] : value).flatMap((part) => part.split(',')).map((part) => part.trim()))
     .pipe(z.array(item).min(1).max(50));
 }
 
