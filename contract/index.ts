@@ -32,3 +32,4 @@ export * from './service.js';
 export * from './tags.js';
 export * from './tasks.js';
 export * from './users.js';
+export * from './verify.js';
