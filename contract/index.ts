@@ -26,6 +26,7 @@ export * from './auth.js';
 export * from './answers.js';
 export * from './client.js';
 export * from './pages.js';
+export * from './problems.js';
 export type { RetryOptions } from './retry.js';
 export * from './docs.js';
 export * from './service.js';

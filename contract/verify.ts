@@ -104,6 +104,9 @@ export async function verify(options: VerifyOptions): Promise<VerifyReport> {
   await check('service.jwks', 200, () => client.service.jwks());
   await check('docs.openapi', 200, () => client.docs.openapi());
   await check('docs.reference', 200, () => client.docs.reference());
+  await check('docs.problems', 200, () => client.docs.problems());
+  await check('docs.problem', 200, () => client.docs.problem({ params: { code: 'precondition_failed' } }));
+  await check('docs.problem', 404, () => client.docs.problem({ params: { code: 'no_such_code' } }));
 
   const email = `verify-${randomId()}@example.com`;
   const password = `${randomId()}-${randomId()}`;

@@ -2,50 +2,9 @@ import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { RequestValidationError } from '@ts-rest/express';
 import type { ZodError } from 'zod';
 import type { Problem, ProblemCode, ValidationIssue } from '../../contract/common.js';
+import { problemCatalogue } from '../../contract/problems.js';
 import type { Logger } from 'pino';
 import { isDatabaseUnreachable } from '../db/errors.js';
-
-const TITLES: Record<ProblemCode, string> = {
-  validation_failed: 'Request validation failed',
-  malformed_json: 'Malformed JSON body',
-  unauthenticated: 'Authentication required',
-  invalid_credentials: 'Invalid email or password',
-  forbidden: 'Forbidden',
-  not_found: 'Not found',
-  method_not_allowed: 'Method not allowed',
-  email_taken: 'Email already registered',
-  tag_name_taken: 'Tag name already in use',
-  last_admin: 'Cannot remove the last administrator',
-  conflict: 'Conflict',
-  precondition_failed: 'Precondition failed',
-  payload_too_large: 'Payload too large',
-  unsupported_media_type: 'Unsupported media type',
-  range_not_satisfiable: 'Range not satisfiable',
-  rate_limited: 'Too many requests',
-  internal: 'Internal server error',
-  unavailable: 'Service unavailable',
-};
-
-const STATUSES: Record<ProblemCode, number> = {
-  validation_failed: 400,
-  malformed_json: 400,
-  unauthenticated: 401,
-  invalid_credentials: 401,
-  forbidden: 403,
-  not_found: 404,
-  method_not_allowed: 405,
-  email_taken: 409,
-  tag_name_taken: 409,
-  last_admin: 409,
-  conflict: 409,
-  precondition_failed: 412,
-  payload_too_large: 413,
-  unsupported_media_type: 415,
-  range_not_satisfiable: 416,
-  rate_limited: 429,
-  internal: 500,
-  unavailable: 503,
-};
 
 /** The one error type of the service; the error handler turns it into problem+json. */
 export class AppError extends Error {
@@ -55,8 +14,8 @@ export class AppError extends Error {
     readonly detail?: string,
     readonly options: { headers?: Record<string, string>; errors?: ValidationIssue[] } = {},
   ) {
-    super(detail ?? TITLES[code]);
-    this.status = STATUSES[code];
+    super(detail ?? problemCatalogue[code].title);
+    this.status = problemCatalogue[code].status;
   }
 }
 
@@ -129,10 +88,10 @@ export function toAppError(err: unknown): AppError {
 export function problemBody(error: AppError, instance: string, requestId: string): Problem {
   return {
     type: `/problems/${error.code}`,
-    title: TITLES[error.code],
+    title: problemCatalogue[error.code].title,
     status: error.status,
     code: error.code,
-    detail: error.detail ?? TITLES[error.code],
+    detail: error.detail ?? problemCatalogue[error.code].title,
     instance,
     requestId,
     ...(error.options.errors ? { errors: error.options.errors } : {}),
