@@ -4,7 +4,12 @@ import { defineConfig } from 'vitest/config';
 // when TEST_DATABASE_URL names one (CI runs Debian's PostgreSQL 15 there; see .ci/run).
 const postgres = process.env.TEST_DATABASE_URL;
 
+// `@task-service/client` (contract/) from its sources, as tsc checks it, not from its build.
+const sourceConditions = ['@task-service/source', 'module', 'node', 'import', 'default'];
+
 export default defineConfig({
+  resolve: { conditions: sourceConditions },
+  ssr: { resolve: { conditions: sourceConditions, externalConditions: ['@task-service/source'] } },
   test: {
     globalSetup: ['test/support/global-setup.ts'],
     testTimeout: 30_000,
