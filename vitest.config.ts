@@ -5,11 +5,11 @@ import { defineConfig } from 'vitest/config';
 const postgres = process.env.TEST_DATABASE_URL;
 
 // `@task-service/client` (contract/) from its sources, as tsc checks it, not from its build.
-const sourceConditions = ['@task-service/source', 'module', 'node', 'import', 'default'];
+// Vite's default server conditions follow it.
+const sourceConditions = ['@task-service/source', 'module', 'node', 'development|production'];
 
 export default defineConfig({
-  resolve: { conditions: sourceConditions },
-  ssr: { resolve: { conditions: sourceConditions, externalConditions: ['@task-service/source'] } },
+  ssr: { resolve: { conditions: sourceConditions } },
   test: {
     globalSetup: ['test/support/global-setup.ts'],
     testTimeout: 30_000,
