@@ -5,8 +5,9 @@ import { defineConfig } from 'vitest/config';
 const postgres = process.env.TEST_DATABASE_URL;
 
 // `@task-service/client` (contract/) from its sources, as tsc checks it, not from its build.
-// Vite's default server conditions follow it.
-const sourceConditions = ['@task-service/source', 'module', 'node', 'development|production'];
+// Then Vite's server conditions, without "module": that one hands node the bundler-only builds of
+// some packages (the AWS SDK's dist-es, with extensionless imports).
+const sourceConditions = ['@task-service/source', 'node', 'development|production'];
 
 export default defineConfig({
   ssr: { resolve: { conditions: sourceConditions } },
