@@ -1,7 +1,7 @@
 import express, { type Express } from 'express';
 import { createExpressEndpoints } from '@ts-rest/express';
 import { pinoHttp } from 'pino-http';
-import { contract } from '../contract/index.js';
+import { contract } from '@task-service/client';
 import { attachmentsRouter } from './attachments/router.js';
 import { authRouter } from './auth/router.js';
 import type { AppContext } from './context.js';

@@ -1,5 +1,5 @@
 import { v7 as uuidv7 } from 'uuid';
-import type { AuthResult } from '../../contract/auth.js';
+import type { AuthResult } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { inTransaction } from '../db/transactions.js';
 import type { Prisma, User as UserRow } from '../generated/prisma/client.js';

@@ -2,7 +2,7 @@ import { randomBytes, createHash } from 'node:crypto';
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
 import { v7 as uuidv7 } from 'uuid';
 import { z } from 'zod';
-import { RoleSchema, type Role } from '../../contract/users.js';
+import { RoleSchema, type Role } from '@task-service/client';
 import { SIGNING_ALGORITHM, type SigningKey } from './keys.js';
 
 export const ACCESS_TOKEN_TYPE = 'at+jwt';

@@ -1,8 +1,8 @@
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { RequestValidationError } from '@ts-rest/express';
 import type { ZodError } from 'zod';
-import type { Problem, ProblemCode, ValidationIssue } from '../../contract/common.js';
-import { problemCatalogue } from '../../contract/problems.js';
+import type { Problem, ProblemCode, ValidationIssue } from '@task-service/client';
+import { problemCatalogue } from '@task-service/client';
 import type { Logger } from 'pino';
 import { isDatabaseUnreachable } from '../db/errors.js';
 

@@ -3,7 +3,7 @@ import type { TsRestRequest } from '@ts-rest/express';
 import { isAppRouteNoBody, type AppRoute } from '@ts-rest/core';
 import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { v7 as uuidv7 } from 'uuid';
-import { isPublicRoute } from '../../contract/common.js';
+import { isPublicRoute } from '@task-service/client';
 import { checkBearerToken, principalFor } from '../auth/sessions.js';
 import type { AppContext } from '../context.js';
 import { AppError, validationFailed } from './errors.js';

@@ -1,4 +1,4 @@
-import type { Role } from '../../contract/users.js';
+import type { Role } from '@task-service/client';
 import type { AccessClaims, TokenRejection } from '../auth/tokens.js';
 import { unauthenticated } from './errors.js';
 

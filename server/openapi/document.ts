@@ -3,7 +3,7 @@ import path from 'node:path';
 import { isAppRouteNoBody, isAppRouteOtherResponse, type AppRoute, type AppRouteResponse } from '@ts-rest/core';
 import { generateOpenApi } from '@ts-rest/open-api';
 import { z } from 'zod';
-import { contract, isPublicRoute, ProblemSchema, TaskSchema } from '../../contract/index.js';
+import { contract, isPublicRoute, ProblemSchema, TaskSchema } from '@task-service/client';
 import { PROJECT_ROOT } from '../project-root.js';
 import { headerRefs, headers, problemResponseRef, problemResponses, reasonPhrases, type HeaderName } from './responses.js';
 import { schemaOf, withIntegerFormats, withNamedModels, type JsonSchema, type OpenApiDocument } from './schemas.js';

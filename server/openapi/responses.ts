@@ -1,5 +1,5 @@
-import type { ProblemCode } from '../../contract/common.js';
-import { problemCatalogue } from '../../contract/problems.js';
+import type { ProblemCode } from '@task-service/client';
+import { problemCatalogue } from '@task-service/client';
 // Response headers and the problem+json error answers, which the generator does not describe.
 
 const header = (description: string, schema: Record<string, unknown> = { type: 'string', maxLength: 1024 }) => ({ description, schema });

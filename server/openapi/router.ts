@@ -1,8 +1,8 @@
 import type { Express, RequestHandler } from 'express';
 import { initServer } from '@ts-rest/express';
-import { ProblemCodeSchema } from '../../contract/common.js';
-import { docsContract } from '../../contract/docs.js';
-import { problemCatalogue, problemPage } from '../../contract/problems.js';
+import { ProblemCodeSchema } from '@task-service/client';
+import { docsContract } from '@task-service/client';
+import { problemCatalogue, problemPage } from '@task-service/client';
 import { AppError } from '../http/errors.js';
 import { openApiDocument } from './document.js';
 import { loadDocsAssets, preferredEncoding } from './assets.js';
