@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'server/generated/', 'data/', '.test-data/', 'coverage/', 'dist/', 'scratch/'] },
+  { ignores: ['node_modules/', 'contract/dist/', 'server/generated/', 'data/', '.test-data/', 'coverage/', 'dist/', 'scratch/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

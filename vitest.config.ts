@@ -6,7 +6,13 @@ const postgres = process.env.TEST_DATABASE_URL;
 // `npm run test:stress`: process faults, sustained load and heavier fuzzing (test/stress, FUZZ_RUNS).
 const stress = process.env.TEST_STRESS === '1';
 
+// `@task-service/client` (contract/) from its sources, as tsc checks it, not from its build.
+// Then Vite's server conditions, without "module": that one hands node the bundler-only builds of
+// some packages (the AWS SDK's dist-es, with extensionless imports).
+const sourceConditions = ['@task-service/source', 'node', 'development|production'];
+
 export default defineConfig({
+  ssr: { resolve: { conditions: sourceConditions } },
   test: {
     globalSetup: ['test/support/global-setup.ts'],
     testTimeout: 30_000,

@@ -44,6 +44,8 @@ export const attachmentsContract = c.router(
       pathParams: TaskAttachmentsParams,
       responses: { 200: listOf(AttachmentSchema), 404: ProblemSchema },
       summary: "A task's attachments, oldest first",
+      description:
+        'The attachments of a task the caller can see, oldest first (at most ATTACHMENTS_MAX_PER_TASK, so not paginated).',
     },
     get: {
       method: 'GET',
@@ -51,6 +53,7 @@ export const attachmentsContract = c.router(
       pathParams: AttachmentParams,
       responses: { 200: AttachmentSchema, 404: ProblemSchema },
       summary: "An attachment's metadata",
+      description: "An attachment's metadata: name, media type, size and SHA-256 of its bytes.",
     },
     download: {
       method: 'GET',
@@ -82,6 +85,8 @@ export const attachmentsContract = c.router(
       body: c.noBody(),
       responses: { 204: c.noBody(), 403: ProblemSchema, 404: ProblemSchema },
       summary: "Delete an attachment (the task's owner, the uploader or an admin; others who can see it get 403)",
+      description:
+        "Deletes the attachment and its bytes; the task's attachmentCount and version change. The task's owner, the uploader or an administrator; others who can see it get 403.",
     },
   },
   { commonResponses: commonErrors },

@@ -24,6 +24,8 @@ export const authContract = c.router(
       body: RegisterSchema,
       responses: { 201: AuthResultSchema, 403: ProblemSchema, 409: ProblemSchema },
       summary: 'Create an account and a session',
+      description:
+        'Opens an account and its first session; the answer carries the access and refresh tokens. Self-registration can be switched off (403). An email already registered (any case) is 409 email_taken. Throttled per client address (429 with Retry-After).',
       metadata: { public: true },
     },
     login: {
@@ -32,6 +34,8 @@ export const authContract = c.router(
       body: LoginSchema,
       responses: { 200: AuthResultSchema },
       summary: 'Start a session',
+      description:
+        'Checks the email and password and opens a new session. A wrong password and an unknown email give the same 401 invalid_credentials; repeated failures are throttled per account and address (429 with Retry-After).',
       metadata: { public: true },
     },
     refresh: {
@@ -40,6 +44,8 @@ export const authContract = c.router(
       body: RefreshSchema,
       responses: { 200: AuthResultSchema },
       summary: 'Rotate the refresh token and get a new access token',
+      description:
+        'Exchanges the refresh token for a new access token and a new refresh token (rotation): keep the new one. Presenting a refresh token that was already rotated out ends the whole session (401); a session unused for SESSION_IDLE_DAYS has expired (401).',
       metadata: { public: true },
     },
     logout: {
@@ -48,12 +54,15 @@ export const authContract = c.router(
       body: c.noBody(),
       responses: { 204: c.noBody() },
       summary: 'Revoke the current session',
+      description:
+        'Ends the session the access token belongs to: its refresh token and every access token of the session are refused from now on, on every instance.',
     },
     me: {
       method: 'GET',
       path: '/auth/me',
       responses: { 200: UserSchema },
       summary: 'The authenticated user',
+      description: 'The user the access token belongs to, with the role as it is now in the database.',
     },
   },
   { commonResponses: commonErrors },

@@ -15,6 +15,8 @@ export const serviceContract = c.router({
     path: '/healthz',
     responses: { 200: HealthSchema },
     summary: 'The process is alive',
+    description:
+      'Liveness: answers 200 while the process runs, without touching the database.',
     metadata: { public: true },
   },
   readyz: {
@@ -22,6 +24,8 @@ export const serviceContract = c.router({
     path: '/readyz',
     responses: { 200: ReadinessSchema, 503: ReadinessSchema },
     summary: 'The database is reachable and every migration is applied',
+    description:
+      "Readiness: 200 when the database answers and every migration is applied, else 503 with what is wrong. Use it as the load balancer's probe.",
     metadata: { public: true },
   },
   jwks: {
@@ -29,6 +33,8 @@ export const serviceContract = c.router({
     path: '/.well-known/jwks.json',
     responses: { 200: JwksSchema, 500: ProblemSchema },
     summary: 'Public keys that verify access tokens',
+    description:
+      'The public keys (JWK Set, RFC 7517) that verify access tokens, for services that check tokens themselves.',
     metadata: { public: true },
   },
 });

@@ -46,6 +46,8 @@ export const tagsContract = c.router(
       query: TagListQuerySchema,
       responses: { 200: pageOf(TagSchema) },
       summary: "List the caller's tags (admin: all), oldest first",
+      description:
+        "The caller's tags (administrators: everyone's, or one owner's with ownerId), oldest first, keyset-paginated; `q` searches names.",
     },
     get: {
       method: 'GET',
@@ -53,6 +55,7 @@ export const tagsContract = c.router(
       pathParams: TagParams,
       responses: { 200: TagSchema, 404: ProblemSchema },
       summary: 'Get a tag',
+      description: "One of the caller's tags (any tag for an administrator).",
     },
     create: {
       method: 'POST',
@@ -60,6 +63,8 @@ export const tagsContract = c.router(
       body: TagCreateSchema,
       responses: { 201: TagSchema, 409: ProblemSchema },
       summary: 'Create a tag',
+      description:
+        'Creates a tag; names are unique per owner ignoring case (409 tag_name_taken). Without a colour one is picked from a fixed palette.',
     },
     update: {
       method: 'PATCH',
@@ -68,6 +73,8 @@ export const tagsContract = c.router(
       body: TagPatchSchema,
       responses: { 200: TagSchema, 404: ProblemSchema, 409: ProblemSchema },
       summary: 'Rename or recolour a tag',
+      description:
+        'Renames or recolours a tag; every task carrying it gets a new version (its representation changed).',
     },
     remove: {
       method: 'DELETE',
@@ -76,6 +83,7 @@ export const tagsContract = c.router(
       body: c.noBody(),
       responses: { 204: c.noBody(), 404: ProblemSchema },
       summary: 'Delete a tag and remove it from every task (each such task gets a new version)',
+      description: 'Deletes a tag and takes it off every task (each such task gets a new version).',
     },
     listForTask: {
       method: 'GET',
@@ -83,6 +91,7 @@ export const tagsContract = c.router(
       pathParams: z.object({ task_id: IdSchema }),
       responses: { 200: listOf(TagSchema), 404: ProblemSchema },
       summary: "A task's tags, ordered by name",
+      description: 'The tags on a task the caller can see, ordered by name.',
     },
     addToTask: {
       method: 'POST',
@@ -91,6 +100,8 @@ export const tagsContract = c.router(
       body: c.noBody(),
       responses: { 200: TagSchema, 201: TagSchema, 404: ProblemSchema },
       summary: "Put one of the task owner's tags on a task (201 new, 200 already there; a new link bumps the task's version)",
+      description:
+        "Puts one of the task owner's tags on the task: 201 when newly added (the task's version grows), 200 when it was already there.",
     },
     removeFromTask: {
       method: 'DELETE',
@@ -99,6 +110,7 @@ export const tagsContract = c.router(
       body: c.noBody(),
       responses: { 204: c.noBody(), 404: ProblemSchema },
       summary: "Take a tag off a task (404 when it is not on it; bumps the task's version)",
+      description: "Takes a tag off a task (404 when it is not on it); the task's version grows.",
     },
   },
   { commonResponses: commonErrors },

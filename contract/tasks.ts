@@ -100,6 +100,8 @@ export const tasksContract = c.router(
       query: TaskListQuerySchema,
       responses: { 200: pageOf(TaskSchema) },
       summary: 'List the tasks visible to the caller',
+      description:
+        'Tasks the caller owns or is assigned (administrators: all), keyset-paginated with `limit` and `cursor`. Filters combine with AND; a filter taking several values (`status=todo,done`, or the parameter repeated) matches any of them.',
     },
     get: {
       method: 'GET',
@@ -108,6 +110,8 @@ export const tasksContract = c.router(
       headers: IfNoneMatchHeaders,
       responses: { 200: TaskSchema, 304: c.noBody(), 404: ProblemSchema },
       summary: 'Get a task (honours If-None-Match)',
+      description:
+        'A task with its tags and attachment count. Sends `ETag: "<version>"`; with a matching If-None-Match the answer is 304 with no body.',
     },
     create: {
       method: 'POST',
@@ -115,6 +119,8 @@ export const tasksContract = c.router(
       body: TaskCreateSchema,
       responses: { 201: TaskSchema },
       summary: 'Create a task owned by the caller (an unknown assignee or tag is a 400)',
+      description:
+        "Creates a task owned by the caller; omitted fields take their defaults. An unknown assigneeId or a tagIds entry that is not one of the caller's tags is a 400 naming the field.",
     },
     replace: {
       method: 'PUT',
@@ -124,6 +130,8 @@ export const tasksContract = c.router(
       body: TaskReplaceSchema,
       responses: { 200: TaskSchema, 404: ProblemSchema, 412: ProblemSchema },
       summary: 'Replace a task (honours If-Match)',
+      description:
+        'Replaces every editable field (nullable ones as explicit null). Send If-Match with the ETag you read: a task changed meanwhile answers 412 and is left as it is. Setting status to done sets completedAt; leaving done clears it.',
     },
     update: {
       method: 'PATCH',
@@ -133,6 +141,8 @@ export const tasksContract = c.router(
       body: TaskPatchSchema,
       responses: { 200: TaskSchema, 404: ProblemSchema, 412: ProblemSchema },
       summary: 'Merge-patch a task (application/json or application/merge-patch+json; honours If-Match)',
+      description:
+        'Changes only the fields sent (JSON merge patch, RFC 7396: null clears dueAt or assigneeId). If-Match as for PUT (412). The assignee may change a task but not its assigneeId, except to null (hand it back).',
     },
     remove: {
       method: 'DELETE',
@@ -142,6 +152,8 @@ export const tasksContract = c.router(
       body: c.noBody(),
       responses: { 204: c.noBody(), 403: ProblemSchema, 404: ProblemSchema, 412: ProblemSchema },
       summary: 'Delete a task with its attachments and tag links (owner or admin)',
+      description:
+        'Deletes the task with its attachments and tag links. Only the owner or an administrator (the assignee gets 403). If-Match as for PUT.',
     },
   },
   { commonResponses: commonErrors },

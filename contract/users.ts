@@ -58,6 +58,8 @@ export const usersContract = c.router(
       query: UserListQuerySchema,
       responses: { 200: pageOf(UserSchema), 403: ProblemSchema },
       summary: 'List users (admin), oldest first',
+      description:
+        'Every user, oldest first, keyset-paginated; `q` searches name and email, `role` filters. Administrators only (403 for others).',
     },
     get: {
       method: 'GET',
@@ -65,6 +67,8 @@ export const usersContract = c.router(
       pathParams: UserParams,
       responses: { 200: UserSchema, 404: ProblemSchema },
       summary: 'Get a user (self or admin)',
+      description:
+        "A user's profile: yourself, or anyone for an administrator (404 for someone else's id otherwise).",
     },
     listTasks: {
       method: 'GET',
@@ -73,6 +77,8 @@ export const usersContract = c.router(
       query: UserTasksQuerySchema,
       responses: { 200: pageOf(TaskSchema), 404: ProblemSchema },
       summary: 'Tasks a user owns or is assigned to (self or admin)',
+      description:
+        'The tasks a user owns (`relation=owner`), is assigned (`assignee`) or either (`any`, the default), with the same filters and sorts as GET /tasks.',
     },
     create: {
       method: 'POST',
@@ -80,6 +86,8 @@ export const usersContract = c.router(
       body: UserCreateSchema,
       responses: { 201: UserSchema, 403: ProblemSchema, 409: ProblemSchema },
       summary: 'Create a user (admin)',
+      description:
+        'Creates an account with a password and an optional role. Administrators only (403); 409 email_taken for an email already registered.',
     },
     replace: {
       method: 'PUT',
@@ -88,6 +96,8 @@ export const usersContract = c.router(
       body: UserReplaceSchema,
       responses: { 200: UserSchema, 403: ProblemSchema, 404: ProblemSchema, 409: ProblemSchema },
       summary: 'Replace a user profile (self or admin)',
+      description:
+        'Replaces the editable profile (email, name; role for administrators only: 403 otherwise). 409 email_taken when the email belongs to someone else; 409 last_admin when it would leave no administrator.',
     },
     update: {
       method: 'PATCH',
@@ -96,6 +106,8 @@ export const usersContract = c.router(
       body: UserPatchSchema,
       responses: { 200: UserSchema, 403: ProblemSchema, 404: ProblemSchema, 409: ProblemSchema },
       summary: 'Update a user (self or admin)',
+      description:
+        'Changes some of email, name, password (with currentPassword when it is your own; changing it ends your other sessions) and role (administrators only). 409 as for PUT.',
     },
     remove: {
       method: 'DELETE',
@@ -104,6 +116,8 @@ export const usersContract = c.router(
       body: c.noBody(),
       responses: { 204: c.noBody(), 404: ProblemSchema, 409: ProblemSchema },
       summary: 'Delete a user with their tasks, tags, attachments and sessions (self or admin)',
+      description:
+        'Deletes the account with its tasks, tags, attachments and sessions; tasks of others assigned to it become unassigned. 409 last_admin for the last administrator.',
     },
   },
   { commonResponses: commonErrors },

@@ -1,13 +1,13 @@
 import express, { type Express } from 'express';
 import { createExpressEndpoints } from '@ts-rest/express';
 import { pinoHttp } from 'pino-http';
-import { contract } from '../contract/index.js';
+import { contract } from '@task-service/client';
 import { attachmentsRouter } from './attachments/router.js';
 import { authRouter } from './auth/router.js';
 import type { AppContext } from './context.js';
 import { corsFor } from './http/cors.js';
 import { errorHandler, unmatchedRoute } from './http/errors.js';
-import { identifyCaller, noStore, rateLimit, rejectUnexpectedQuery, requestId, requireAuthentication, requireMediaType, requireUtf8Json } from './http/middleware.js';
+import { conditionalOnlyWhereDeclared, identifyCaller, noStore, rateLimit, rejectUnexpectedQuery, requestId, requireAuthentication, requireMediaType, requireUtf8Json } from './http/middleware.js';
 import { warnUntrustedForwarding } from './http/proxy.js';
 import { methodsByPath } from './http/routes.js';
 import { serveMetrics } from './metrics/endpoint.js';
@@ -63,7 +63,7 @@ export function buildApp(ctx: AppContext): Express {
   createExpressEndpoints(contract, routers, app, {
     logInitialization: false,
     responseValidation: ctx.config.validateResponses,
-    globalMiddleware: [requireAuthentication, rejectUnexpectedQuery, requireMediaType],
+    globalMiddleware: [requireAuthentication, rejectUnexpectedQuery, requireMediaType, conditionalOnlyWhereDeclared],
     requestValidationErrorHandler: (err, _req, _res, next) => next(err),
   });
 

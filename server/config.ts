@@ -3,7 +3,7 @@ import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { OperatorError } from './operator-error.js';
-import { EmailSchema, PasswordSchema, PersonNameSchema } from '../contract/common.js';
+import { EmailSchema, PasswordSchema, PersonNameSchema } from '@task-service/client';
 
 const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 const positiveInt = z.coerce.number().int().positive();

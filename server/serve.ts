@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { buildApp } from './app.js';
 import type { AppContext } from './context.js';
 import { applyConnectionTimeouts } from './http/timeouts.js';
@@ -29,10 +30,33 @@ export interface Serving {
   close(): Promise<void>;
 }
 
-/** The HTTP server of one process (the main one, or a cluster worker). */
-export async function serve(ctx: AppContext): Promise<Serving> {
+/**
+ * A request Node's parser refuses before the app sees it (headers or URL over 16 KiB, a malformed
+ * request line) still gets a problem+json answer, as every error does.
+ */
+function answerUnparsableRequests(server: Server): void {
+  server.on('clientError', (error: Error, socket: Duplex) => {
+    const code = 'code' in error ? String(error.code) : '';
+    if (!code.startsWith('HPE_') || !socket.writable) return socket.destroy();
+    const detail = code === 'HPE_HEADER_OVERFLOW' ? 'The request line and headers must fit in 16 KiB' : 'The request is not well-formed HTTP/1.1';
+    const body = JSON.stringify({ type: '/problems/validation_failed', title: 'Request validation failed', status: 400, code: 'validation_failed', detail });
+    socket.end(
+      `HTTP/1.1 400 Bad Request\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  });
+}
+
+/** The service's HTTP server, with its connection timeouts and its answer to unparsable requests. */
+export function createHttpServer(ctx: AppContext): Server {
   const server = createServer(buildApp(ctx));
   applyConnectionTimeouts(server, ctx.config.httpTimeouts);
+  answerUnparsableRequests(server);
+  return server;
+}
+
+/** The HTTP server of one process (the main one, or a cluster worker). */
+export async function serve(ctx: AppContext): Promise<Serving> {
+  const server = createHttpServer(ctx);
   const port = await listen(server, ctx.config.port, ctx.config.host);
   return {
     port,

@@ -4,13 +4,15 @@
 // FUZZ_RUNS sets the cases per operation (npm run test:stress runs many more).
 import { isAppRoute, type AppRoute, type AppRouter } from '@ts-rest/core';
 import fc from 'fast-check';
-import type { Response } from 'supertest';
+import request, { type Response } from 'supertest';
+import type TestAgent from 'supertest/lib/agent.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ZodFastCheck } from 'zod-fast-check';
 import { contract } from '../contract/index.js';
 import { IdSchema, ProblemSchema, TimestampInputSchema } from '../contract/common.js';
 import { startService, type TestService } from './support/app.js';
+import { listen, type ListeningService } from './support/listening.js';
 import { createTask } from './support/tasks.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 
@@ -24,6 +26,9 @@ function routesOf(router: AppRouter, prefix = ''): [string, AppRoute][] {
 const ROUTES = routesOf(contract);
 
 let service: TestService;
+/** Through a real socket, so that what Node's own parser refuses is answered as the service answers it. */
+let listening: ListeningService;
+let http: TestAgent;
 let alice: TestUser;
 let bob: TestUser;
 let admin: TestUser;
@@ -219,7 +224,7 @@ async function send(route: AppRoute, c: Case): Promise<Response> {
   const query = c.query && typeof c.query === 'object' ? Object.entries(c.query).map(([k, v]) => `${pathSegment(k)}=${pathSegment(asQueryValue(v))}`) : [];
   const url = `${pathFor(route, c)}${query.length ? `?${query.join('&')}` : ''}`;
   const method = route.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete';
-  let req = service.http[method](url);
+  let req = http[method](url);
   for (const [name, value] of Object.entries(c.headers)) {
     // Node refuses header values it cannot send (control characters): such a request never leaves.
     if (/^[\t\x20-\x7e\x80-\xff]*$/.test(value)) req = req.set(name, value);
@@ -240,7 +245,7 @@ const outcomes = new Map<number, number>();
 let cases = 0;
 
 function checkAnswer(route: AppRoute, res: Response): void {
-  expect(res.status, res.text.slice(0, 500)).toBeLessThan(500);
+  expect(res.status, (res.text ?? '').slice(0, 500)).toBeLessThan(500);
   if (res.status >= 400) {
     expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
     const problem = ProblemSchema.strict().parse(res.body);
@@ -257,6 +262,8 @@ function checkAnswer(route: AppRoute, res: Response): void {
 
 beforeAll(async () => {
   service = await startService();
+  listening = await listen(service);
+  http = request(listening.baseUrl);
   alice = await registerUser(service);
   bob = await registerUser(service);
   admin = await registerAdmin(service);
@@ -267,6 +274,7 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => {
   console.log(`contract fuzzing: ${cases} cases over ${ROUTES.length} operations; answers by status: ${JSON.stringify(Object.fromEntries([...outcomes].sort()))}`);
+  await listening.close();
   await service.close();
 });
 

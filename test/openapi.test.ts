@@ -8,7 +8,7 @@ import { dereference, validate } from '@readme/openapi-parser';
 import { isAppRoute, type AppRoute, type AppRouter } from '@ts-rest/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { contract, isPublicRoute } from '../contract/index.js';
+import { contract, isPublicRoute, ProblemCodeSchema, problemCatalogue, ProblemPageSchema } from '../contract/index.js';
 import { startService, type TestService } from './support/app.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -97,9 +97,10 @@ describe('GET /openapi.json', () => {
     for (const { route } of operations) {
       expect(operationFor(route)?.security, `${route.method} ${route.path}`).toEqual(isPublicRoute(route) ? [] : [{ bearerAuth: [] }]);
     }
+    // API.md's public operations, /problems/{code} included.
     const publicPaths = operations.filter(({ route }) => isPublicRoute(route)).map(({ route }) => `${route.method} ${route.path}`);
     expect(publicPaths.sort()).toEqual(
-      ['POST /auth/register', 'POST /auth/login', 'POST /auth/refresh', 'GET /healthz', 'GET /readyz', 'GET /.well-known/jwks.json', 'GET /openapi.json', 'GET /docs'].sort(),
+      ['POST /auth/register', 'POST /auth/login', 'POST /auth/refresh', 'GET /healthz', 'GET /readyz', 'GET /.well-known/jwks.json', 'GET /openapi.json', 'GET /docs', 'GET /problems', 'GET /problems/:code'].sort(),
     );
   });
 
@@ -156,18 +157,87 @@ describe('GET /docs', () => {
     const page = await service.http.get('/docs').expect(200).expect('Content-Type', /^text\/html/);
     expect(page.headers['content-security-policy']).toContain("default-src 'self'");
     const assets = [...page.text.matchAll(/(?:src|href)="([^"]+)"/g)].map((match) => match[1] ?? '');
-    expect(assets).toEqual(expect.arrayContaining(['/docs/assets/swagger-ui.css', '/docs/assets/swagger-ui-bundle.js', '/docs/assets/reference.js']));
+    const names = assets.map((href) => /^\/docs\/assets\/[0-9a-f]{12}\/([\w.-]+)$/.exec(href)?.[1]);
+    expect(names).toEqual(expect.arrayContaining(['swagger-ui.css', 'swagger-ui-bundle.js', 'reference.js']));
     for (const asset of assets.filter((href) => href.startsWith('/docs/'))) {
       const res = await service.http.get(asset).expect(200);
       expect(Number(res.headers['content-length'] ?? res.text.length), asset).toBeGreaterThan(0);
+      expect(res.headers['cache-control'], asset).toBe('public, max-age=31536000, immutable');
     }
-    const script = await service.http.get('/docs/assets/reference.js').expect('Content-Type', /javascript/);
+    const scriptPath = assets.find((href) => href.endsWith('/reference.js')) ?? '';
+    const script = await service.http.get(scriptPath).expect('Content-Type', /javascript/);
     expect(script.text).toContain("url: '/openapi.json'");
+  });
+
+  it('sends the assets compressed (brotli, else gzip) and the bundle far smaller than it is', async () => {
+    const page = await service.http.get('/docs').expect(200);
+    const bundle = /src="(\/docs\/assets\/[0-9a-f]+\/swagger-ui-bundle\.js)"/.exec(page.text)?.[1] ?? '';
+    const plain = await service.http.get(bundle).set('Accept-Encoding', 'identity').expect(200);
+    expect(plain.headers['content-encoding']).toBeUndefined();
+    const size = Number(plain.headers['content-length']);
+    for (const [accept, encoding] of [['gzip, deflate, br', 'br'], ['gzip', 'gzip'], ['br;q=0, gzip', 'gzip']] as const) {
+      const res = await service.http.get(bundle).set('Accept-Encoding', accept).buffer(true).parse((r, done) => {
+        const chunks: Buffer[] = [];
+        r.on('data', (chunk: Buffer) => chunks.push(chunk));
+        r.on('end', () => done(null, Buffer.concat(chunks)));
+      }).expect(200);
+      expect(res.headers['content-encoding'], accept).toBe(encoding);
+      expect(res.headers.vary).toContain('Accept-Encoding');
+      expect(Number(res.headers['content-length']), accept).toBeLessThan(size / 3);
+    }
+  });
+
+  it('answers 404 for an asset of another version', async () => {
+    await service.http.get('/docs/assets/000000000000/swagger-ui.css').expect(404);
   });
 
   it('answers 404 for files it does not serve', async () => {
     const res = await service.http.get('/docs/assets/package.json').expect(404).expect('Content-Type', /application\/problem\+json/);
     expect(res.body.code).toBe('not_found');
     await service.http.get('/docs/assets/..%2Fpackage.json').expect(404);
+    const page = await service.http.get('/docs').expect(200);
+    const version = /\/docs\/assets\/([0-9a-f]+)\//.exec(page.text)?.[1] ?? '';
+    await service.http.get(`/docs/assets/${version}/package.json`).expect(404);
+    await service.http.get(`/docs/assets/${version}/..%2F..%2Fpackage.json`).expect(404);
+  });
+});
+
+describe('GET /problems/{code}', () => {
+  it("resolves every problem's type: what the code means and what to do", async () => {
+    const catalogue = await service.http.get('/problems').expect(200);
+    const codes = catalogue.body.items.map((item: { code: string }) => item.code);
+    expect(codes).toEqual(ProblemCodeSchema.options);
+    for (const code of ProblemCodeSchema.options) {
+      const page = await service.http.get(`/problems/${code}`).expect(200);
+      expect(ProblemPageSchema.strict().parse(page.body)).toMatchObject({ code });
+      expect(page.body.meaning.length).toBeGreaterThan(10);
+      expect(page.body.action.length).toBeGreaterThan(10);
+    }
+    // A problem body's type, resolved against the request URL, is that page.
+    const missing = await service.http.get('/tasks/00000000-0000-7000-8000-000000000000');
+    const type = new URL(missing.body.type, 'http://service.example/tasks/x').pathname;
+    expect((await service.http.get(type).expect(200)).body).toMatchObject({ code: missing.body.code, status: missing.status });
+  });
+
+  it('answers 404 for an unknown code and needs no token', async () => {
+    const res = await service.http.get('/problems/no_such_code').expect(404);
+    expect(res.body.code).toBe('not_found');
+  });
+});
+
+describe('the documentation in the document', () => {
+  it('describes every operation and gives each error response a matching example', () => {
+    const documented = z.object({ paths: z.record(z.record(z.object({ description: z.string().optional() }))), components: z.object({ responses: z.unknown() }) }).parse(served);
+    for (const [route, methods] of Object.entries(documented.paths)) {
+      for (const [method, operation] of Object.entries(methods)) {
+        expect(operation.description, `${method} ${route}`).toMatch(/\w{3,}/);
+      }
+    }
+    const responses = z.record(z.object({ content: z.record(z.object({ example: z.object({ status: z.number(), code: z.string(), type: z.string() }) })) })).parse(documented.components.responses);
+    for (const response of Object.values(responses)) {
+      const example = response.content['application/problem+json']?.example;
+      expect(example?.type).toBe(`/problems/${example?.code}`);
+      expect(problemCatalogue[ProblemCodeSchema.parse(example?.code)].status).toBe(example?.status);
+    }
   });
 });

@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import type { Response } from 'express';
 import { initServer } from '@ts-rest/express';
-import { attachmentsContract } from '../../contract/attachments.js';
+import { attachmentsContract } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { AppError, notFound } from '../http/errors.js';
 import { principalOf } from '../http/principal.js';

@@ -1,4 +1,4 @@
-import type { Attachment } from '../../contract/attachments.js';
+import type { Attachment } from '@task-service/client';
 import type { Attachment as AttachmentRow } from '../generated/prisma/client.js';
 
 export type { AttachmentRow };

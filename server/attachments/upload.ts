@@ -1,6 +1,6 @@
 import type { NextFunction, Request, Response } from 'express';
 import multer from 'multer';
-import { attachmentsContract } from '../../contract/attachments.js';
+import { attachmentsContract } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { AppError, invalidField, issuesOf, validationFailed } from '../http/errors.js';
 import { principalOf } from '../http/principal.js';

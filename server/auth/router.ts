@@ -1,5 +1,5 @@
 import { initServer } from '@ts-rest/express';
-import { authContract } from '../../contract/auth.js';
+import { authContract } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { AppError, notFound } from '../http/errors.js';
 import { clientAddress, principalOf } from '../http/principal.js';

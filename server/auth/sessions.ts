@@ -1,12 +1,12 @@
 import { v7 as uuidv7 } from 'uuid';
-import type { AuthResult } from '../../contract/auth.js';
+import type { AuthResult } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { inTransaction } from '../db/transactions.js';
 import type { Prisma, User as UserRow } from '../generated/prisma/client.js';
-import { unauthenticated } from '../http/errors.js';
+import { invalidToken, unauthenticated, type AppError } from '../http/errors.js';
 import type { Principal } from '../http/principal.js';
 import { serializeUser } from '../users/serialize.js';
-import { hashRefreshToken, newRefreshToken, type AccessClaims } from './tokens.js';
+import { hashRefreshToken, newRefreshToken, type AccessClaims, type TokenCheck, type TokenRejection } from './tokens.js';
 
 async function authResult(ctx: AppContext, user: UserRow, sessionId: string, refreshToken: string): Promise<AuthResult> {
   const accessToken = await ctx.tokens.issue({ userId: user.id, sessionId, role: user.role });
@@ -81,15 +81,22 @@ export async function revokeOtherSessions(ctx: AppContext, userId: string, keepS
   });
 }
 
-/** The verified claims of a bearer token (signature, algorithm, issuer, audience, type, expiry), if any. */
-export async function accessClaimsOf(ctx: AppContext, authorization: string | undefined): Promise<AccessClaims | undefined> {
+/**
+ * The bearer token's check (signature, algorithm, issuer, audience, type, expiry), or undefined when
+ * no bearer token was sent.
+ */
+export async function checkBearerToken(ctx: AppContext, authorization: string | undefined): Promise<TokenCheck | undefined> {
   // The scheme name is case-insensitive (RFC 9110 §11.1).
-  const match = /^Bearer ([A-Za-z0-9_\-.]+)$/i.exec(authorization ?? '');
-  return match?.[1] ? ctx.tokens.verify(match[1]) : undefined;
+  const bearer = /^Bearer(?: (.*))?$/i.exec(authorization ?? '');
+  if (!bearer) return undefined;
+  const token = bearer[1] ?? '';
+  return /^[A-Za-z0-9_\-.]+$/.test(token) ? ctx.tokens.check(token) : { rejected: 'invalid' };
 }
 
-export const TOKEN_REQUIRED = 'A valid access token is required';
-export const SESSION_ENDED = 'The session has ended';
+const TOKEN_REFUSED: Record<TokenRejection, string> = {
+  expired: 'The access token has expired; refresh the session (POST /auth/refresh) and retry',
+  invalid: 'The access token is malformed or not signed by this service; log in again',
+};
 
 /**
  * The caller whose verified claims name a live session, else undefined. The session is looked up on
@@ -105,12 +112,14 @@ export async function livePrincipal(ctx: AppContext, claims: AccessClaims): Prom
   return { userId: claims.userId, sessionId: claims.sessionId, role: session.user.role };
 }
 
-/** Resolves verified claims to the caller, or 401 saying why not. */
-export async function principalFor(ctx: AppContext, claims: AccessClaims | undefined): Promise<Principal> {
-  if (!claims) throw unauthenticated(TOKEN_REQUIRED);
-  const principal = await livePrincipal(ctx, claims);
-  if (!principal) throw unauthenticated(SESSION_ENDED);
-  return principal;
+/**
+ * The 401 for a request without a live caller, saying why: no token, an expired or invalid one
+ * (`rejection`), or verified `claims` whose session has ended.
+ */
+export function notAuthenticated(claims: AccessClaims | undefined, rejection: TokenRejection | undefined): AppError {
+  if (rejection) return invalidToken(TOKEN_REFUSED[rejection]);
+  if (claims) return invalidToken('The session has ended (logged out, revoked or expired); log in again');
+  return unauthenticated('An access token is required: send Authorization: Bearer <token>');
 }
 
 const ENDED_SESSION_RETENTION_MS = 24 * 3600 * 1000;

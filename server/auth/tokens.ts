@@ -1,8 +1,8 @@
 import { randomBytes, createHash } from 'node:crypto';
-import { jwtVerify, SignJWT } from 'jose';
+import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
 import { v7 as uuidv7 } from 'uuid';
 import { z } from 'zod';
-import { RoleSchema, type Role } from '../../contract/users.js';
+import { RoleSchema, type Role } from '@task-service/client';
 import { SIGNING_ALGORITHM, type SigningKey } from './keys.js';
 
 export const ACCESS_TOKEN_TYPE = 'at+jwt';
@@ -19,9 +19,31 @@ export interface AccessClaims {
   role: Role;
 }
 
+/** Why a bearer token was refused: the 401's detail and its RFC 6750 error description say which. */
+export type TokenRejection = 'expired' | 'invalid';
+export type TokenCheck = { claims: AccessClaims } | { rejected: TokenRejection };
+
 const ClaimsSchema = z.object({ sub: z.string().uuid(), sid: z.string().uuid(), role: RoleSchema });
 
 export function accessTokens(key: SigningKey, settings: AccessTokenSettings) {
+  /** Pins algorithm, issuer, audience and type (RFC 8725); tells an expired token from any other failure. */
+  const check = async (token: string): Promise<TokenCheck> => {
+    try {
+      const { payload } = await jwtVerify(token, key.publicKey, {
+        algorithms: [SIGNING_ALGORITHM],
+        issuer: settings.issuer,
+        audience: settings.audience,
+        typ: ACCESS_TOKEN_TYPE,
+        requiredClaims: ['sub', 'sid', 'role', 'iat', 'exp', 'jti'],
+      });
+      const claims = ClaimsSchema.safeParse(payload);
+      return claims.success ? { claims: { userId: claims.data.sub, sessionId: claims.data.sid, role: claims.data.role } } : { rejected: 'invalid' };
+    } catch (error) {
+      // jose checks the signature and the pinned header before the expiry: an expired token is otherwise genuine.
+      return { rejected: error instanceof joseErrors.JWTExpired ? 'expired' : 'invalid' };
+    }
+  };
+
   return {
     ttlSeconds: settings.accessTokenTtlSeconds,
 
@@ -36,21 +58,12 @@ export function accessTokens(key: SigningKey, settings: AccessTokenSettings) {
         .setJti(uuidv7())
         .sign(key.privateKey),
 
-    /** Pins algorithm, issuer, audience and type (RFC 8725); undefined for any token that fails. */
+    check,
+
+    /** The claims of a token that passes every check, else undefined. */
     verify: async (token: string): Promise<AccessClaims | undefined> => {
-      try {
-        const { payload } = await jwtVerify(token, key.publicKey, {
-          algorithms: [SIGNING_ALGORITHM],
-          issuer: settings.issuer,
-          audience: settings.audience,
-          typ: ACCESS_TOKEN_TYPE,
-          requiredClaims: ['sub', 'sid', 'role', 'iat', 'exp', 'jti'],
-        });
-        const claims = ClaimsSchema.safeParse(payload);
-        return claims.success ? { userId: claims.data.sub, sessionId: claims.data.sid, role: claims.data.role } : undefined;
-      } catch {
-        return undefined;
-      }
+      const checked = await check(token);
+      return 'claims' in checked ? checked.claims : undefined;
     },
   };
 }

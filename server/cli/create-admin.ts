@@ -1,7 +1,7 @@
 // `npm run create-admin -- <email> [name]`: creates (or promotes) an administrator. The password is
 // read from ADMIN_PASSWORD or, when unset, from standard input, so it never lands in shell history.
 import { createInterface } from 'node:readline/promises';
-import { EmailSchema, PasswordSchema } from '../../contract/common.js';
+import { EmailSchema, PasswordSchema } from '@task-service/client';
 import { passwordHasher } from '../auth/passwords.js';
 import { loadConfig } from '../config.js';
 import { openDatabase } from '../db/database.js';

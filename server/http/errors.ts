@@ -1,53 +1,10 @@
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { RequestValidationError } from '@ts-rest/express';
 import type { ZodError } from 'zod';
-import type { Problem, ProblemCode, ValidationIssue } from '../../contract/common.js';
+import type { Problem, ProblemCode, ValidationIssue } from '@task-service/client';
+import { problemCatalogue } from '@task-service/client';
 import type { Logger } from 'pino';
 import { isDatabaseUnreachable, isStatementTimeout } from '../db/errors.js';
-
-const TITLES: Record<ProblemCode, string> = {
-  validation_failed: 'Request validation failed',
-  malformed_json: 'Malformed JSON body',
-  unauthenticated: 'Authentication required',
-  invalid_credentials: 'Invalid email or password',
-  forbidden: 'Forbidden',
-  not_found: 'Not found',
-  method_not_allowed: 'Method not allowed',
-  email_taken: 'Email already registered',
-  tag_name_taken: 'Tag name already in use',
-  last_admin: 'Cannot remove the last administrator',
-  conflict: 'Conflict',
-  quota_exceeded: 'Quota exceeded',
-  precondition_failed: 'Precondition failed',
-  payload_too_large: 'Payload too large',
-  unsupported_media_type: 'Unsupported media type',
-  range_not_satisfiable: 'Range not satisfiable',
-  rate_limited: 'Too many requests',
-  internal: 'Internal server error',
-  unavailable: 'Service unavailable',
-};
-
-const STATUSES: Record<ProblemCode, number> = {
-  validation_failed: 400,
-  malformed_json: 400,
-  unauthenticated: 401,
-  invalid_credentials: 401,
-  forbidden: 403,
-  not_found: 404,
-  method_not_allowed: 405,
-  email_taken: 409,
-  tag_name_taken: 409,
-  last_admin: 409,
-  conflict: 409,
-  quota_exceeded: 409,
-  precondition_failed: 412,
-  payload_too_large: 413,
-  unsupported_media_type: 415,
-  range_not_satisfiable: 416,
-  rate_limited: 429,
-  internal: 500,
-  unavailable: 503,
-};
 
 /** The one error type of the service; the error handler turns it into problem+json. */
 export class AppError extends Error {
@@ -57,16 +14,23 @@ export class AppError extends Error {
     readonly detail?: string,
     readonly options: { headers?: Record<string, string>; errors?: ValidationIssue[] } = {},
   ) {
-    super(detail ?? TITLES[code]);
-    this.status = STATUSES[code];
+    super(detail ?? problemCatalogue[code].title);
+    this.status = problemCatalogue[code].status;
   }
 }
 
 export const notFound = (what = 'resource') => new AppError('not_found', `No such ${what}`);
 
-/** 401 with the challenge RFC 6750 asks for. */
+/** 401 with the challenge RFC 6750 asks for when no token was sent. */
 export const unauthenticated = (detail: string) =>
   new AppError('unauthenticated', detail, { headers: { 'WWW-Authenticate': 'Bearer' } });
+
+/** 401 for a bearer token that was sent and refused: RFC 6750 §3.1 `invalid_token`, with the reason. */
+export const invalidToken = (detail: string) =>
+  new AppError('unauthenticated', detail, {
+    // RFC 6750 allows no `"` or `\\` in a description; the service's details are plain ASCII sentences.
+    headers: { 'WWW-Authenticate': `Bearer error="invalid_token", error_description="${detail}"` },
+  });
 
 export function issuesOf(location: string, error: ZodError): ValidationIssue[] {
   return error.issues.map((issue) => ({
@@ -125,10 +89,10 @@ export function toAppError(err: unknown): AppError {
 export function problemBody(error: AppError, instance: string, requestId: string): Problem {
   return {
     type: `/problems/${error.code}`,
-    title: TITLES[error.code],
+    title: problemCatalogue[error.code].title,
     status: error.status,
     code: error.code,
-    detail: error.detail ?? TITLES[error.code],
+    detail: error.detail ?? problemCatalogue[error.code].title,
     instance,
     requestId,
     ...(error.options.errors ? { errors: error.options.errors } : {}),

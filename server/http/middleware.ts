@@ -3,10 +3,10 @@ import type { TsRestRequest } from '@ts-rest/express';
 import { isAppRouteNoBody, type AppRoute } from '@ts-rest/core';
 import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { v7 as uuidv7 } from 'uuid';
-import { isPublicRoute } from '../../contract/common.js';
-import { accessClaimsOf, livePrincipal, SESSION_ENDED, TOKEN_REQUIRED } from '../auth/sessions.js';
+import { isPublicRoute } from '@task-service/client';
+import { checkBearerToken, livePrincipal, notAuthenticated } from '../auth/sessions.js';
 import type { AppContext } from '../context.js';
-import { AppError, unauthenticated, validationFailed } from './errors.js';
+import { AppError, validationFailed } from './errors.js';
 import { clientAddress } from './principal.js';
 
 /** Middleware that runs for every contract route, after the route is known. */
@@ -28,10 +28,14 @@ export function requestId(req: Request, res: Response): string {
  */
 export function identifyCaller(ctx: AppContext): RequestHandler {
   return (req, _res, next) => {
-    accessClaimsOf(ctx, req.headers.authorization)
-      .then(async (claims) => {
-        req.accessClaims = claims;
-        req.principal = claims && (await livePrincipal(ctx, claims));
+    checkBearerToken(ctx, req.headers.authorization)
+      .then(async (checked) => {
+        if (checked && 'claims' in checked) {
+          req.accessClaims = checked.claims;
+          req.principal = await livePrincipal(ctx, checked.claims);
+        } else if (checked) {
+          req.tokenRejection = checked.rejected;
+        }
       })
       .then(() => next(), next);
   };
@@ -40,7 +44,19 @@ export function identifyCaller(ctx: AppContext): RequestHandler {
 /** Every route not marked public in the contract needs the live session identifyCaller found. */
 export const requireAuthentication: RouteMiddleware = (req, _res, next) => {
   if (isPublicRoute(req.tsRestRoute) || req.principal) return next();
-  next(unauthenticated(req.accessClaims ? SESSION_ENDED : TOKEN_REQUIRED));
+  next(notAuthenticated(req.accessClaims, req.tokenRejection));
+};
+
+/**
+ * Conditional GETs only where the contract offers a 304 (tasks, attachment content): elsewhere
+ * Express's freshness check would answer `If-None-Match: *` with a 304 the contract does not declare.
+ */
+export const conditionalOnlyWhereDeclared: RouteMiddleware = (req, _res, next) => {
+  if (!(304 in req.tsRestRoute.responses)) {
+    delete req.headers['if-none-match'];
+    delete req.headers['if-modified-since'];
+  }
+  next();
 };
 
 /** An operation that takes no query parameters rejects any, as those that take some reject unknown ones. */

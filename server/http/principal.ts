@@ -1,5 +1,5 @@
-import type { Role } from '../../contract/users.js';
-import type { AccessClaims } from '../auth/tokens.js';
+import type { Role } from '@task-service/client';
+import type { AccessClaims, TokenRejection } from '../auth/tokens.js';
 import { unauthenticated } from './errors.js';
 
 /** The authenticated caller of a request. */
@@ -13,6 +13,8 @@ declare module 'express-serve-static-core' {
   interface Request {
     /** Claims of a correctly signed bearer token, before its session is checked. */
     accessClaims?: AccessClaims;
+    /** Why a bearer token that was sent is not accepted. */
+    tokenRejection?: TokenRejection;
     principal?: Principal;
   }
 }

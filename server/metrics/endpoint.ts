@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Express, Request, RequestHandler } from 'express';
-import { principalFor } from '../auth/sessions.js';
+import { notAuthenticated } from '../auth/sessions.js';
 import type { AppContext } from '../context.js';
 import { AppError } from '../http/errors.js';
 import { isAdmin } from '../http/principal.js';
@@ -18,7 +18,8 @@ const isScrapeToken = (authorization: string | undefined, token: string | undefi
  */
 async function authorizeScrape(ctx: AppContext, req: Request): Promise<void> {
   if (isScrapeToken(req.headers.authorization, ctx.config.metricsToken)) return;
-  const principal = await principalFor(ctx, req.accessClaims);
+  const principal = req.principal;
+  if (!principal) throw notAuthenticated(req.accessClaims, req.tokenRejection);
   if (!isAdmin(principal)) throw new AppError('forbidden', 'Metrics are for administrators and the scrape token');
 }
 

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { isAppRouteNoBody, isAppRouteOtherResponse, type AppRoute, type AppRouteResponse } from '@ts-rest/core';
 import { generateOpenApi } from '@ts-rest/open-api';
 import { z } from 'zod';
-import { contract, isPublicRoute, ProblemSchema, TaskSchema } from '../../contract/index.js';
+import { contract, isPublicRoute, ProblemSchema, TaskSchema } from '@task-service/client';
 import { PROJECT_ROOT } from '../project-root.js';
 import { headerRefs, headers, problemResponseRef, problemResponses, reasonPhrases, type HeaderName } from './responses.js';
 import { schemaOf, withIntegerFormats, withNamedModels, type JsonSchema, type OpenApiDocument } from './schemas.js';
@@ -17,11 +17,12 @@ const packageVersion = (): string =>
 
 
 const INTRODUCTION = [
-  'Users, their tasks, tags and attachments. JSON in and out with camelCase fields; ids are UUIDv7; timestamps are RFC 3339 in UTC with milliseconds.',
-  'Every 4xx and 5xx answer is RFC 9457 problem details (`application/problem+json`) with a stable `code`. Every answer carries `X-Request-Id`.',
-  'Authenticate with `POST /auth/login` (or `/auth/register`) and send the access token as `Authorization: Bearer …`; renew it with `POST /auth/refresh`.',
-  'Lists answer `{ items, nextCursor }` with a `Link: rel="next"` header; pass `nextCursor` back as `cursor` (keyset pagination, `limit` 1-100).',
-  'Single tasks carry `ETag: "<version>"`: `PUT`, `PATCH` and `DELETE` honour `If-Match` (412), `GET` honours `If-None-Match` (304).',
+  'Users, their tasks, tags and attachments. JSON in and out with camelCase fields; ids are UUIDv7; timestamps are RFC 3339 in UTC with milliseconds. Every answer carries `X-Request-Id`. A typed TypeScript client is the package `@task-service/client`; `npx task-service-verify --base-url URL` runs its contract tests against a service.',
+  '## Authentication and refresh\n\n`POST /auth/register` or `POST /auth/login` answer `{ user, accessToken, refreshToken, expiresIn }`. Send `Authorization: Bearer <accessToken>` on every other call. The access token lasts `expiresIn` seconds (15 minutes by default); when a call answers 401 with `WWW-Authenticate: Bearer error="invalid_token", error_description="The access token has expired…"`, call `POST /auth/refresh` with the refresh token **once** (share one refresh between concurrent calls), keep the new pair (the old refresh token is spent: presenting it again ends the session) and retry. A 401 saying the session has ended means: log in again. `POST /auth/logout` ends the session everywhere.',
+  '## Pagination\n\nLists answer `{ items, nextCursor }` and a `Link: <…>; rel="next"` header. Pass `nextCursor` back as `cursor` with the same filters and `sort` until it is `null`. `limit` is 1-100 (default 20). Cursors are opaque keyset positions: pages neither skip nor repeat items when others insert or delete meanwhile. Filters with several values take a comma list (`status=todo,in_progress`) or the parameter repeated.',
+  '## ETags and concurrent changes\n\nA task carries `version` and `ETag: "<version>"`. Send `If-Match: "<version>"` with `PUT`, `PATCH` and `DELETE`: when someone changed the task since you read it, the answer is 412 `precondition_failed` and nothing changes; read it again, reapply your change and retry. `GET` with `If-None-Match` answers 304 when your copy is current.',
+  '## Attachments\n\nUpload with `POST /tasks/{task_id}/attachments` as `multipart/form-data` with one file part named `file` (at most ATTACHMENT_MAX_BYTES, 413 beyond). Download the bytes from `GET /attachments/{attach_id}/content`: `Range: bytes=…` answers 206, and its ETag is the SHA-256 of the bytes.',
+  '## Errors\n\nEvery 4xx and 5xx answer is RFC 9457 problem details (`application/problem+json`) with a stable `code`; `type` is `/problems/<code>`, a page saying what the code means and what to do (the whole catalogue: [/problems](/problems)). Validation errors list every issue in `errors`. 429 and 503 carry `Retry-After`: wait that long, then retry calls that are safe to repeat.',
 ].join('\n\n');
 
 const bearerAuth = {
@@ -137,7 +138,14 @@ export function buildOpenApiDocument(): OpenApiDocument {
   const generated = generateOpenApi(
     contract,
     {
-      info: { title: 'Task service', version: packageVersion(), description: INTRODUCTION },
+      info: {
+        title: 'Task service',
+        version: packageVersion(),
+        description: INTRODUCTION,
+        contact: { name: 'Task service maintainers', url: 'https://github.com/task-service/task-service/issues' },
+      },
+      // Relative: whichever deployment (production, staging or local) serves this document.
+      servers: [{ url: '/', description: 'The deployment serving this document: production, staging or local', 'x-internal': false }],
       tags,
       components: { securitySchemes: { bearerAuth }, headers, responses: problemResponses() },
     },

@@ -1,3 +1,5 @@
+import type { ProblemCode } from '@task-service/client';
+import { problemCatalogue } from '@task-service/client';
 // Response headers and the problem+json error answers, which the generator does not describe.
 
 const header = (description: string, schema: Record<string, unknown> = { type: 'string', maxLength: 1024 }) => ({ description, schema });
@@ -11,7 +13,9 @@ export const headers = {
   RateLimit: header('What is left of the general request budget (draft-ietf-httpapi-ratelimit-headers), e.g. `"default";r=599;t=60`; sent on operations the limit applies to when it is enabled'),
   'RateLimit-Policy': header('The general request budget, e.g. `"default";q=600;w=60`'),
   'Retry-After': header('Seconds to wait before trying again', { type: 'integer', format: 'int32', minimum: 1, maximum: 86400 }),
-  'WWW-Authenticate': header('`Bearer`: send a valid access token'),
+  'WWW-Authenticate': header(
+    'RFC 6750: `Bearer` when no token was sent; `Bearer error="invalid_token", error_description="…"` when the token sent is expired, invalid or of a session that ended',
+  ),
   Location: header('The path of the created resource'),
   ETag: header('The entity tag: `"<version>"` for a task, derived from the sha256 for attachment bytes'),
   Link: header('`<…>; rel="next"` when there is a next page'),
@@ -24,19 +28,24 @@ export const headerRefs = (names: HeaderName[]) =>
   Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${name}` }]));
 
 /** The error answers of API.md's table, by status; each lists the problem codes it may carry. */
-const problems: Record<number, { name: string; description: string }> = {
-  400: { name: 'BadRequest', description: 'The request does not match the contract (`validation_failed`, every issue in `errors`) or the body is not JSON (`malformed_json`)' },
-  401: { name: 'Unauthenticated', description: 'Missing, malformed, expired, revoked or wrongly signed token (`unauthenticated`), or a failed login (`invalid_credentials`)' },
-  403: { name: 'Forbidden', description: 'Authenticated, but the role does not allow the operation (`forbidden`)' },
-  404: { name: 'NotFound', description: 'No such resource, or not visible to the caller (`not_found`)' },
-  409: { name: 'Conflict', description: 'A uniqueness rule or invariant would break (`email_taken`, `tag_name_taken`, `last_admin`, `conflict`) or a per-user quota is reached (`quota_exceeded`)' },
-  412: { name: 'PreconditionFailed', description: '`If-Match` does not match the current ETag (`precondition_failed`)' },
-  413: { name: 'PayloadTooLarge', description: 'A JSON body over 1 MiB or an attachment over the configured limit (`payload_too_large`)' },
-  415: { name: 'UnsupportedMediaType', description: 'The body is not in the media type the operation takes (`unsupported_media_type`)' },
-  416: { name: 'RangeNotSatisfiable', description: 'The requested byte range lies outside the attachment (`range_not_satisfiable`)' },
-  429: { name: 'TooManyRequests', description: 'Too many requests (`rate_limited`); retry after `Retry-After` seconds' },
-  500: { name: 'InternalError', description: 'An unexpected error (`internal`); no internals are disclosed' },
-  503: { name: 'Unavailable', description: 'The database is unreachable (`unavailable`); retry after `Retry-After` seconds' },
+const problems: Record<number, { name: string; description: string; example: { code: ProblemCode; detail: string; instance: string } }> = {
+  400: { name: 'BadRequest', description: 'The request does not match the contract (`validation_failed`, every issue in `errors`) or the body is not JSON (`malformed_json`)', example: { code: 'validation_failed', detail: "body.title: String must contain at least 1 character(s)", instance: '/tasks' } },
+  401: {
+    name: 'Unauthenticated',
+    description:
+      'No token, an expired one (refresh and retry), an invalid one, or one of a session that ended (log in again): `unauthenticated`, the `detail` and `WWW-Authenticate` say which; or a failed login (`invalid_credentials`)',
+    example: { code: 'unauthenticated', detail: "The access token has expired; refresh the session (POST /auth/refresh) and retry", instance: '/tasks' },
+  },
+  403: { name: 'Forbidden', description: 'Authenticated, but the role does not allow the operation (`forbidden`)', example: { code: 'forbidden', detail: "Only the owner or an administrator may delete a task", instance: '/tasks/0193a5c2-7d4e-7b3a-9c1f-2e4d6f8a0b1c' } },
+  404: { name: 'NotFound', description: 'No such resource, or not visible to the caller (`not_found`)', example: { code: 'not_found', detail: "No such task", instance: '/tasks/0193a5c2-7d4e-7b3a-9c1f-2e4d6f8a0b1c' } },
+  409: { name: 'Conflict', description: 'A uniqueness rule or invariant would break (`email_taken`, `tag_name_taken`, `last_admin`, `conflict`) or a per-user quota is reached (`quota_exceeded`)', example: { code: 'email_taken', detail: "An account with this email already exists", instance: '/auth/register' } },
+  412: { name: 'PreconditionFailed', description: '`If-Match` does not match the current ETag (`precondition_failed`)', example: { code: 'precondition_failed', detail: "The task has changed since it was read (ETag \"3\"); read it again", instance: '/tasks/0193a5c2-7d4e-7b3a-9c1f-2e4d6f8a0b1c' } },
+  413: { name: 'PayloadTooLarge', description: 'A JSON body over 1 MiB or an attachment over the configured limit (`payload_too_large`)', example: { code: 'payload_too_large', detail: "Attachments are limited to 26214400 bytes", instance: '/tasks/0193a5c2-7d4e-7b3a-9c1f-2e4d6f8a0b1c/attachments' } },
+  415: { name: 'UnsupportedMediaType', description: 'The body is not in the media type the operation takes (`unsupported_media_type`)', example: { code: 'unsupported_media_type', detail: "Send the body as application/json", instance: '/tasks' } },
+  416: { name: 'RangeNotSatisfiable', description: 'The requested byte range lies outside the attachment (`range_not_satisfiable`)', example: { code: 'range_not_satisfiable', detail: "The attachment has 1234 bytes", instance: '/attachments/0193a5c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f/content' } },
+  429: { name: 'TooManyRequests', description: 'Too many requests (`rate_limited`); retry after `Retry-After` seconds', example: { code: 'rate_limited', detail: "At most 600 requests a minute", instance: '/tasks' } },
+  500: { name: 'InternalError', description: 'An unexpected error (`internal`); no internals are disclosed', example: { code: 'internal', detail: "An unexpected error occurred", instance: '/tasks' } },
+  503: { name: 'Unavailable', description: 'The database is unreachable (`unavailable`); retry after `Retry-After` seconds', example: { code: 'unavailable', detail: "The database is unreachable", instance: '/tasks' } },
 };
 
 export const problemResponseRef = (status: number) => {
@@ -49,14 +58,18 @@ const isClientError = (status: number) => status >= 400 && status < 500;
 
 export function problemResponses() {
   return Object.fromEntries(
-    Object.entries(problems).map(([code, { name, description }]) => {
+    Object.entries(problems).map(([code, { name, description, example }]) => {
       const status = Number(code);
       const names: HeaderName[] = ['X-Request-Id'];
       if (isClientError(status)) names.push('RateLimit', 'RateLimit-Policy');
       if (status === 401) names.push('WWW-Authenticate');
       if (status === 429 || status === 503) names.push('Retry-After');
       if (status === 416) names.push('Content-Range');
-      return [name, { description, headers: headerRefs(names), content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } } }];
+      const { title } = problemCatalogue[example.code];
+      const body = { type: `/problems/${example.code}`, title, status, ...example, requestId: '0193a5c2-8f00-7e1d-b2a4-6c3e5f7a9b0d' };
+      const errors = example.code === 'validation_failed' ? [{ path: 'body.title', code: 'too_small', message: 'String must contain at least 1 character(s)' }] : undefined;
+      const content = { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' }, example: errors ? { ...body, errors } : body } };
+      return [name, { description, headers: headerRefs(names), content }];
     }),
   );
 }

@@ -1,16 +1,16 @@
-import { createRequire } from 'node:module';
-import path from 'node:path';
 import type { Express, RequestHandler } from 'express';
 import { initServer } from '@ts-rest/express';
-import { docsContract } from '../../contract/docs.js';
+import { ProblemCodeSchema } from '@task-service/client';
+import { docsContract } from '@task-service/client';
+import { problemCatalogue, problemPage } from '@task-service/client';
 import { AppError } from '../http/errors.js';
 import { openApiDocument } from './document.js';
-import { REFERENCE_PAGE, REFERENCE_SCRIPT } from './reference-page.js';
+import { loadDocsAssets, preferredEncoding } from './assets.js';
+import { referencePage } from './reference-page.js';
 
-// Swagger UI's files come from the installed package: the page needs no network beyond the service.
-const swaggerUiDir = path.dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
-const SWAGGER_UI_FILES = new Set(['swagger-ui.css', 'swagger-ui-bundle.js', 'favicon-32x32.png']);
-const ASSET_MAX_AGE_SECONDS = 24 * 3600;
+const ONE_YEAR_SECONDS = 365 * 24 * 3600;
+const docsAssets = loadDocsAssets();
+const ASSETS_PATH = `/docs/assets/${docsAssets.version}`;
 
 const CONTENT_SECURITY_POLICY = "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
 
@@ -18,26 +18,32 @@ export function docsRouter() {
   const document = openApiDocument();
   return initServer().router(docsContract, {
     openapi: async () => ({ status: 200, body: document }),
+    problems: async () => ({ status: 200, body: { items: ProblemCodeSchema.options.map((code) => ({ code, ...problemCatalogue[code] })) } }),
+    problem: async ({ params }) => {
+      const page = problemPage(params.code);
+      if (!page) throw new AppError('not_found', `No problem code ${params.code}`);
+      return { status: 200, body: page };
+    },
     reference: async ({ res }) => {
       res.setHeader('Content-Security-Policy', CONTENT_SECURITY_POLICY);
-      return { status: 200, body: REFERENCE_PAGE };
+      return { status: 200, body: referencePage(ASSETS_PATH) };
     },
   });
 }
 
+/** An asset of the current version, compressed as the client accepts, cacheable for a year. */
 const serveAsset: RequestHandler = (req, res, next) => {
-  const asset = typeof req.params.asset === 'string' ? req.params.asset : '';
-  if (asset === 'reference.js') {
-    res.setHeader('Cache-Control', `public, max-age=${ASSET_MAX_AGE_SECONDS}`);
-    res.type('text/javascript').send(REFERENCE_SCRIPT);
-  } else if (SWAGGER_UI_FILES.has(asset)) {
-    res.sendFile(asset, { root: swaggerUiDir, maxAge: ASSET_MAX_AGE_SECONDS * 1000 }, (err) => err && next(err));
-  } else {
-    next(new AppError('not_found', `No such asset: ${asset}`));
-  }
+  const asset = req.params.version === docsAssets.version && typeof req.params.asset === 'string' ? docsAssets.assets.get(req.params.asset) : undefined;
+  if (!asset) return next(new AppError('not_found', `No such asset: ${req.path}`));
+  const encoding = preferredEncoding(req.headers['accept-encoding']);
+  res.setHeader('Cache-Control', `public, max-age=${ONE_YEAR_SECONDS}, immutable`);
+  res.setHeader('Vary', 'Accept-Encoding');
+  res.setHeader('Content-Type', asset.type);
+  if (encoding !== 'identity' && asset[encoding] !== asset.identity) res.setHeader('Content-Encoding', encoding);
+  res.send(asset[encoding]);
 };
 
-/** The reference page's scripts and styles, served locally under /docs/assets/. */
+/** The reference page's scripts and styles, served locally under /docs/assets/<version>/. */
 export function serveDocsAssets(app: Express): void {
-  app.get('/docs/assets/:asset', serveAsset);
+  app.get('/docs/assets/:version/:asset', serveAsset);
 }

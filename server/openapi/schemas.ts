@@ -27,7 +27,7 @@ import {
   UserReplaceSchema,
   UserSchema,
   ValidationIssueSchema,
-} from '../../contract/index.js';
+} from '@task-service/client';
 
 export type OpenApiDocument = ReturnType<typeof generateOpenApi>;
 export type SchemaObject = NonNullable<NonNullable<OpenApiDocument['components']>['schemas']>[string];

@@ -1,5 +1,5 @@
 import { initServer } from '@ts-rest/express';
-import { serviceContract } from '../../contract/service.js';
+import { serviceContract } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { pendingMigrations, readMigrations } from '../db/migrate.js';
 

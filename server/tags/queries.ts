@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { TagListQuery } from '../../contract/tags.js';
+import type { TagListQuery } from '@task-service/client';
 import { containsText } from '../db/search.js';
 import type { Prisma } from '../generated/prisma/client.js';
 import { isAdmin, type Principal } from '../http/principal.js';

@@ -1,5 +1,5 @@
 import { initServer } from '@ts-rest/express';
-import { tagsContract } from '../../contract/tags.js';
+import { tagsContract } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { principalOf } from '../http/principal.js';
 import { serializeTag } from './serialize.js';

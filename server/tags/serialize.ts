@@ -1,4 +1,4 @@
-import type { Tag } from '../../contract/tags.js';
+import type { Tag } from '@task-service/client';
 import type { Tag as TagRow } from '../generated/prisma/client.js';
 
 export type { TagRow };

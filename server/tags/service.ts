@@ -1,5 +1,5 @@
 import { v7 as uuidv7 } from 'uuid';
-import type { Tag, TagCreate, TagListQuery, TagPatch } from '../../contract/tags.js';
+import type { Tag, TagCreate, TagListQuery, TagPatch } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { inTransaction } from '../db/transactions.js';

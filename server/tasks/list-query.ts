@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { TimestampInputSchema } from '../../contract/common.js';
-import { TaskPrioritySchema, type TaskListQuery, type TaskSort } from '../../contract/tasks.js';
+import { TimestampInputSchema } from '@task-service/client';
+import { TaskPrioritySchema, type TaskListQuery, type TaskSort } from '@task-service/client';
 import { Prisma } from '../generated/prisma/client.js';
 import { invalidCursor, type Cursor } from '../http/pagination.js';
 

@@ -1,5 +1,5 @@
 import { initServer } from '@ts-rest/express';
-import { tasksContract } from '../../contract/tasks.js';
+import { tasksContract } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { principalOf } from '../http/principal.js';
 import { entityTag, noneMatchHits } from '../http/etags.js';

@@ -1,4 +1,4 @@
-import type { Task } from '../../contract/tasks.js';
+import type { Task } from '@task-service/client';
 import type { Prisma } from '../generated/prisma/client.js';
 import { tagsByName } from '../tags/queries.js';
 

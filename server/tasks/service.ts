@@ -1,5 +1,5 @@
 import { v7 as uuidv7 } from 'uuid';
-import type { Task, TaskCreate, TaskListQuery, TaskPatch, TaskStatus } from '../../contract/tasks.js';
+import type { Task, TaskCreate, TaskListQuery, TaskPatch, TaskStatus } from '@task-service/client';
 import { discardStoredBytes, storageKeysOf } from '../storage/stored-bytes.js';
 import type { AppContext } from '../context.js';
 import { isMissingRow } from '../db/errors.js';

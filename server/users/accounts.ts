@@ -1,5 +1,5 @@
 import { v7 as uuidv7 } from 'uuid';
-import type { Role } from '../../contract/users.js';
+import type { Role } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
 import type { User as UserRow } from '../generated/prisma/client.js';

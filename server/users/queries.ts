@@ -1,4 +1,4 @@
-import type { UserListQuery } from '../../contract/users.js';
+import type { UserListQuery } from '@task-service/client';
 import type { Prisma } from '../generated/prisma/client.js';
 import { containsText } from '../db/search.js';
 

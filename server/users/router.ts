@@ -1,5 +1,5 @@
 import { initServer } from '@ts-rest/express';
-import { usersContract } from '../../contract/users.js';
+import { usersContract } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { clientAddress, principalOf } from '../http/principal.js';
 import { listTasks } from '../tasks/service.js';

@@ -1,4 +1,4 @@
-import type { User } from '../../contract/users.js';
+import type { User } from '@task-service/client';
 import type { User as UserRow } from '../generated/prisma/client.js';
 
 export function serializeUser(row: UserRow): User {

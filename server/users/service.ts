@@ -1,4 +1,4 @@
-import type { Role, User, UserListQuery, UserPatch, UserReplace } from '../../contract/users.js';
+import type { Role, User, UserListQuery, UserPatch, UserReplace } from '@task-service/client';
 import { discardStoredBytes, storageKeysOf } from '../storage/stored-bytes.js';
 import { passwordAccepted } from '../auth/credentials.js';
 import { revokeOtherSessions } from '../auth/sessions.js';

@@ -1,6 +1,5 @@
 import { once } from 'node:events';
-import http from 'node:http';
-import { buildApp } from '../../server/app.js';
+import { createHttpServer } from '../../server/serve.js';
 import type { TestService } from './app.js';
 
 export interface ListeningService {
@@ -11,7 +10,7 @@ export interface ListeningService {
 
 /** The service's app on a real socket (port 0), for clients that speak HTTP themselves. */
 export async function listen(service: TestService): Promise<ListeningService> {
-  const server = http.createServer(buildApp(service.ctx));
+  const server = createHttpServer(service.ctx);
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const address = server.address();

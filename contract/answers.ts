@@ -1,0 +1,54 @@
+// The two branches of an answer: a success body, or RFC 9457 problem details.
+import { ProblemSchema, type Problem } from './common.js';
+
+interface AnyAnswer {
+  status: number;
+  body: unknown;
+  headers: Headers;
+}
+
+/** The statuses the contract declares for answers that are not errors. */
+const SUCCESS_STATUSES = [200, 201, 204, 206, 304] as const;
+type SuccessStatus = (typeof SUCCESS_STATUSES)[number];
+export type Success<A> = Extract<A, { status: SuccessStatus }>;
+
+/** True when the answer is an error with a problem+json body: narrows `answer.body` to `Problem`. */
+export const isProblem = <A extends AnyAnswer>(answer: A): answer is A & { body: Problem } =>
+  answer.status >= 400 && ProblemSchema.safeParse(answer.body).success;
+
+const isSuccess = <A extends AnyAnswer>(answer: A): answer is Success<A> => SUCCESS_STATUSES.some((status) => status === answer.status);
+
+/** An error answer, thrown by `ok()`: `problem` holds the service's problem details. */
+export class ProblemError extends Error {
+  override readonly name = 'ProblemError';
+  readonly status: number;
+  constructor(
+    readonly problem: Problem,
+    readonly headers: Headers,
+  ) {
+    super(`${problem.status} ${problem.code}: ${problem.detail}`);
+    this.status = problem.status;
+  }
+}
+
+/** An answer that is neither a declared success nor problem details (a proxy's HTML error page, say). */
+export class UnexpectedAnswerError extends Error {
+  override readonly name = 'UnexpectedAnswerError';
+  constructor(
+    readonly status: number,
+    readonly body: unknown,
+  ) {
+    super(`Unexpected answer with status ${status}`);
+  }
+}
+
+/**
+ * The answer when it succeeded (2xx or 304), typed by its status; throws `ProblemError` for a
+ * problem and `UnexpectedAnswerError` for anything else. `const task = (await ok(client.tasks.get(…))).body`.
+ */
+export async function ok<A extends AnyAnswer>(answer: A | Promise<A>): Promise<Success<A>> {
+  const settled = await answer;
+  if (isSuccess(settled)) return settled;
+  if (isProblem(settled)) throw new ProblemError(settled.body, settled.headers);
+  throw new UnexpectedAnswerError(settled.status, settled.body);
+}

@@ -1,0 +1,207 @@
+// Contract tests anyone can run: every operation of the contract against a running service, with a
+// throw-away account, checking that each answer has a status the contract declares and a body that
+// matches its schema. `npx task-service-verify --base-url URL`, or `await verify({ baseUrl })`.
+import { isAppRoute, isAppRouteNoBody, isAppRouteOtherResponse, isZodType, type AppRoute, type AppRouter } from '@ts-rest/core';
+import { createClient, type ClientOptions } from './client.js';
+import { contract } from './index.js';
+
+export interface VerifyOptions {
+  /** Where the service answers. Self-registration must be enabled there. */
+  baseUrl: string;
+  /** Called with each result line as it is known; default: nothing (read `results`). */
+  log?: (line: string) => void;
+  /** The fetch to use; the global one by default. */
+  fetch?: typeof fetch;
+}
+
+export interface OperationResult {
+  /** The contract's name for it, e.g. `tasks.create`. */
+  operation: string;
+  method: string;
+  path: string;
+  /** The statuses seen, in order (an operation may be called more than once). */
+  statuses: number[];
+  passed: boolean;
+  /** Why it failed. */
+  problems: string[];
+}
+
+export interface VerifyReport {
+  passed: boolean;
+  results: OperationResult[];
+}
+
+interface Answer {
+  status: number;
+  body: unknown;
+}
+
+/** Every route of a router, by its dotted name. */
+function routesOf(router: AppRouter, prefix = ''): Map<string, AppRoute> {
+  const routes = new Map<string, AppRoute>();
+  for (const [key, value] of Object.entries(router)) {
+    const name = prefix ? `${prefix}.${key}` : key;
+    if (isAppRoute(value)) routes.set(name, value);
+    else for (const [nested, route] of routesOf(value, name)) routes.set(nested, route);
+  }
+  return routes;
+}
+
+/** What is wrong with an answer to `route`, if anything. */
+function mismatches(route: AppRoute, answer: Answer, expected: number): string[] {
+  const declared = route.responses[answer.status];
+  if (declared === undefined) return [`status ${answer.status} is not declared (declared: ${Object.keys(route.responses).join(', ')})`];
+  const problems = answer.status === expected ? [] : [`expected ${expected}, got ${answer.status}`];
+  if (isAppRouteNoBody(declared)) {
+    if (answer.body !== undefined) problems.push('a body where none is declared');
+  } else if (isAppRouteOtherResponse(declared)) {
+    const text = declared.contentType.startsWith('text/');
+    if (text ? typeof answer.body !== 'string' : !(answer.body instanceof Blob)) problems.push(`the body is not ${declared.contentType}`);
+  } else if (isZodType(declared)) {
+    const parsed = declared.safeParse(answer.body);
+    if (!parsed.success) problems.push(...parsed.error.issues.map((issue) => `body.${issue.path.join('.')}: ${issue.message}`));
+  }
+  return problems;
+}
+
+const randomId = () => globalThis.crypto.randomUUID();
+
+/**
+ * Exercises every operation of the contract against the service at `baseUrl` with a throw-away
+ * account (deleted at the end), and reports per operation whether every answer was declared and
+ * matched its schema.
+ */
+export async function verify(options: VerifyOptions): Promise<VerifyReport> {
+  const routes = routesOf(contract);
+  const results = new Map<string, OperationResult>();
+  const clientOptions: ClientOptions = { baseUrl: options.baseUrl, retry: { maxDelayMs: 5000 }, ...(options.fetch ? { fetch: options.fetch } : {}) };
+  const client = createClient(clientOptions);
+  const second = createClient(clientOptions);
+
+  /** Records one call of `operation`, expecting `expected`; returns the answer when it passed. */
+  async function check<A extends Answer>(operation: string, expected: number, call: () => Promise<A>): Promise<A | undefined> {
+    const route = routes.get(operation);
+    if (!route) throw new Error(`No operation ${operation} in the contract`);
+    const result = results.get(operation) ?? { operation, method: route.method, path: route.path, statuses: [], passed: true, problems: [] };
+    results.set(operation, result);
+    let answer: A | undefined;
+    try {
+      answer = await call();
+      result.statuses.push(answer.status);
+      result.problems.push(...mismatches(route, answer, expected));
+    } catch (error) {
+      result.problems.push(error instanceof Error ? error.message : String(error));
+    }
+    result.passed = result.problems.length === 0;
+    return result.passed ? answer : undefined;
+  }
+  /** The body of a passed check with status `status`, narrowed; undefined otherwise. */
+  const bodyOf = <A extends Answer, S extends number>(answer: A | undefined, status: S): Extract<A, { status: S }>['body'] | undefined =>
+    answer && isStatus(answer, status) ? answer.body : undefined;
+
+  await check('service.healthz', 200, () => client.service.healthz());
+  await check('service.readyz', 200, () => client.service.readyz());
+  await check('service.jwks', 200, () => client.service.jwks());
+  await check('docs.openapi', 200, () => client.docs.openapi());
+  await check('docs.reference', 200, () => client.docs.reference());
+  await check('docs.problems', 200, () => client.docs.problems());
+  await check('docs.problem', 200, () => client.docs.problem({ params: { code: 'precondition_failed' } }));
+  await check('docs.problem', 404, () => client.docs.problem({ params: { code: 'no_such_code' } }));
+
+  const email = `verify-${randomId()}@example.com`;
+  const password = `${randomId()}-${randomId()}`;
+  const account = bodyOf(await check('auth.register', 201, () => client.auth.register({ body: { email, password, name: 'Contract verification' } })), 201);
+  if (account) {
+    const userId = account.user.id;
+    // A second session, to exercise login, refresh and logout without ending the first.
+    await check('auth.login', 200, () => second.auth.login({ body: { email, password } }));
+    const refreshToken = second.tokens()?.refreshToken;
+    if (refreshToken) await check('auth.refresh', 200, () => second.auth.refresh({ body: { refreshToken } }));
+    await check('auth.logout', 204, () => second.auth.logout());
+    await check('auth.me', 200, () => client.auth.me());
+
+    // A user who is not an admin: listing and creating users are forbidden.
+    await check('users.list', 403, () => client.users.list());
+    await check('users.create', 403, () => client.users.create({ body: { email: `verify-${randomId()}@example.com`, password, name: 'Never created' } }));
+    await check('users.get', 200, () => client.users.get({ params: { user_id: userId } }));
+    await check('users.replace', 200, () => client.users.replace({ params: { user_id: userId }, body: { email, name: 'Contract verification (replaced)' } }));
+    await check('users.update', 200, () => client.users.update({ params: { user_id: userId }, body: { name: 'Contract verification' } }));
+
+    const tag = bodyOf(await check('tags.create', 201, () => client.tags.create({ body: { name: 'verify', color: '#3366ff' } })), 201);
+    const other = bodyOf(await check('tags.create', 201, () => client.tags.create({ body: { name: 'verify-2' } })), 201);
+    await check('tags.list', 200, () => client.tags.list({ query: { limit: 10 } }));
+    if (tag) {
+      await check('tags.get', 200, () => client.tags.get({ params: { tag_id: tag.id } }));
+      await check('tags.update', 200, () => client.tags.update({ params: { tag_id: tag.id }, body: { color: '#ff6633' } }));
+    }
+
+    const task = bodyOf(
+      await check('tasks.create', 201, () =>
+        client.tasks.create({ body: { title: 'Verify the contract', priority: 'high', dueAt: '2030-01-01T09:00:00Z', tagIds: tag ? [tag.id] : [] } }),
+      ),
+      201,
+    );
+    await check('tasks.list', 200, () => client.tasks.list({ query: { status: ['todo', 'in_progress'], sort: '-priority', limit: 5 } }));
+    await check('users.listTasks', 200, () => client.users.listTasks({ params: { user_id: userId }, query: { relation: 'owner' } }));
+    if (task) {
+      const params = { task_id: task.id };
+      await check('tasks.get', 200, () => client.tasks.get({ params }));
+      await check('tasks.get', 304, () => client.tasks.get({ params, headers: { 'if-none-match': `"${task.version}"` } }));
+      const replaced = bodyOf(
+        await check('tasks.replace', 200, () =>
+          client.tasks.replace({
+            params,
+            headers: { 'if-match': `"${task.version}"` },
+            body: { title: 'Verify the contract', description: 'Replaced', status: 'in_progress', priority: 'high', dueAt: null, assigneeId: null },
+          }),
+        ),
+        200,
+      );
+      await check('tasks.update', 412, () => client.tasks.update({ params, headers: { 'if-match': `"${task.version}"` }, body: { status: 'done' } }));
+      await check('tasks.update', 200, () => client.tasks.update({ params, ...(replaced ? { headers: { 'if-match': `"${replaced.version}"` } } : {}), body: { status: 'done' } }));
+
+      await check('tags.listForTask', 200, () => client.tags.listForTask({ params }));
+      if (other) {
+        await check('tags.addToTask', 201, () => client.tags.addToTask({ params: { ...params, tag_id: other.id } }));
+        await check('tags.removeFromTask', 204, () => client.tags.removeFromTask({ params: { ...params, tag_id: other.id } }));
+      }
+
+      const text = 'Contract verification\n';
+      const attachment = bodyOf(
+        await check('attachments.upload', 201, () => client.attachments.upload({ params, body: { file: new File([text], 'verify.txt', { type: 'text/plain' }) } })),
+        201,
+      );
+      await check('attachments.listForTask', 200, () => client.attachments.listForTask({ params }));
+      if (attachment) {
+        const attachParams = { attach_id: attachment.id };
+        await check('attachments.get', 200, () => client.attachments.get({ params: attachParams }));
+        await check('attachments.download', 200, () => client.attachments.download({ params: attachParams }));
+        await check('attachments.download', 206, () => client.attachments.download({ params: attachParams, headers: { range: 'bytes=0-7' } }));
+        await check('attachments.remove', 204, () => client.attachments.remove({ params: attachParams }));
+      }
+      await check('tasks.get', 404, () => client.tasks.get({ params: { task_id: '00000000-0000-7000-8000-000000000000' } }));
+      await check('tasks.remove', 204, () => client.tasks.remove({ params }));
+    }
+    if (tag) await check('tags.remove', 204, () => client.tags.remove({ params: { tag_id: tag.id } }));
+    if (other) await check('tags.remove', 204, () => client.tags.remove({ params: { tag_id: other.id } }));
+    await check('users.remove', 204, () => client.users.remove({ params: { user_id: userId } }));
+  }
+
+  // An operation never reached (a step it needs failed, or it is new to the contract) fails too.
+  const report: OperationResult[] = [...routes].map(
+    ([operation, route]) =>
+      results.get(operation) ?? { operation, method: route.method, path: route.path, statuses: [], passed: false, problems: ['not exercised'] },
+  );
+  for (const result of report) options.log?.(formatResult(result));
+  return { passed: report.every((result) => result.passed), results: report };
+}
+
+function isStatus<A extends Answer, S extends number>(answer: A, status: S): answer is Extract<A, { status: S }> {
+  return answer.status === status;
+}
+
+/** `PASS tasks.create  POST /tasks  201` or `FAIL …  why`. */
+export const formatResult = (result: OperationResult): string =>
+  `${result.passed ? 'PASS' : 'FAIL'} ${result.operation.padEnd(24)} ${`${result.method} ${result.path}`.padEnd(44)} ${result.statuses.join(',') || '-'}${
+    result.passed ? '' : `  ${result.problems.join('; ')}`
+  }`;

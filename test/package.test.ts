@@ -1,0 +1,109 @@
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { startService, type TestService } from './support/app.js';
+import { listen, type ListeningService } from './support/listening.js';
+
+// The client as a user gets it: `npm pack --workspace contract`, installed into a fresh project,
+// compiled with plain tsc (strict, exactOptionalPropertyTypes) and run with node, as ES module and
+// as CommonJS, against a listening service. Asynchronous processes only: the service is in this one.
+const run = promisify(execFile);
+const root = path.resolve(import.meta.dirname, '..');
+const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+const npm = (args: string[], cwd: string) => run('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'], { cwd });
+
+const consumerSource = (format: 'esm' | 'cjs') => `${
+  format === 'esm'
+    ? "import { createClient, isProblem, ok, ProblemError, type Task } from '@task-service/client';"
+    : "import { createClient, isProblem, ok, ProblemError, type Task } from '@task-service/client';\n// compiled to require()"
+}
+async function main(baseUrl: string): Promise<void> {
+  const client = createClient({ baseUrl, timeoutMs: 10_000 });
+  const email = \`package-\${crypto.randomUUID()}@example.com\`;
+  await ok(client.auth.register({ body: { email, password: 'a long enough password', name: 'Package user' } }));
+  const created = await ok(client.tasks.create({ body: { title: 'From the tarball (${format})', priority: 'high' } }));
+  const task: Task = created.body;
+  const titles: string[] = [];
+  for await (const listed of client.tasks.all({ query: { status: ['todo', 'done'], priority: ['high'], limit: 1 } })) titles.push(listed.title);
+  const missing = await client.tasks.get({ params: { task_id: '00000000-0000-7000-8000-000000000000' } });
+  const code = isProblem(missing) ? missing.body.code : 'none';
+  const thrown = await ok(client.users.list()).then(() => 'no error', (error: unknown) => (error instanceof ProblemError ? error.problem.code : 'other'));
+  console.log(JSON.stringify({ id: task.id, version: task.version, titles, code, thrown }));
+}
+main(process.argv[2] ?? '').catch((error: unknown) => {
+  console.error(error);
+  process.exitCode = 1;
+});
+`;
+
+const tsconfig = {
+  compilerOptions: {
+    target: 'ES2022',
+    module: 'NodeNext',
+    moduleResolution: 'NodeNext',
+    lib: ['ES2023', 'DOM', 'DOM.Iterable'],
+    types: [],
+    strict: true,
+    exactOptionalPropertyTypes: true,
+    noUncheckedIndexedAccess: true,
+    // The client's own declarations are checked too.
+    skipLibCheck: false,
+    outDir: 'out',
+  },
+  include: ['src'],
+};
+
+let service: TestService;
+let listening: ListeningService;
+let work: string;
+beforeAll(async () => {
+  service = await startService();
+  listening = await listen(service);
+  work = await mkdtemp(path.join(tmpdir(), 'task-service-package-'));
+});
+afterAll(async () => {
+  await listening.close();
+  await service.close();
+  await rm(work, { recursive: true, force: true });
+});
+
+describe('the client package from its tarball', () => {
+  it('installs alone with its two dependencies, compiles with strict tsc and runs as ESM and CommonJS', { timeout: 240_000 }, async () => {
+    const { stdout: packed } = await npm(['pack', '--workspace', 'contract', '--pack-destination', work, '--json'], root);
+    const [{ filename }] = z.tuple([z.object({ filename: z.string() })]).parse(JSON.parse(packed.slice(packed.indexOf('['))));
+    const project = path.join(work, 'consumer');
+    await mkdir(path.join(project, 'src'), { recursive: true });
+    // `process` and `console` without @types/node: the consumer needs nothing but the package.
+    const nodeGlobals = 'declare const process: { argv: string[]; exitCode?: number };\n';
+    await writeFile(path.join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
+    await writeFile(path.join(project, 'tsconfig.json'), JSON.stringify(tsconfig));
+    await writeFile(path.join(project, 'src', 'main.mts'), nodeGlobals + consumerSource('esm'));
+    await writeFile(path.join(project, 'src', 'main.cts'), nodeGlobals + consumerSource('cjs'));
+    await npm(['install', '--prefer-offline', path.join(work, filename)], project);
+
+    const installed = (await run('npm', ['ls', '--all', '--parseable'], { cwd: project })).stdout.trim().split('\n').slice(1);
+    expect(installed.map((dir) => path.relative(path.join(project, 'node_modules'), dir)).sort()).toEqual(['@task-service/client', '@ts-rest/core', 'zod']);
+    const shipped = await readdir(path.join(project, 'node_modules', '@task-service', 'client', 'dist'));
+    expect(shipped.sort()).toEqual(['cjs', 'esm']);
+
+    await run(process.execPath, [tsc, '-p', project]);
+    for (const [script, flags] of [
+      ['main.mjs', []],
+      ['main.cjs', ['--no-experimental-require-module']],
+    ] as const) {
+      const { stdout } = await run(process.execPath, [...flags, path.join(project, 'out', script), listening.baseUrl]);
+      const result = JSON.parse(stdout);
+      expect(result, script).toMatchObject({ version: 1, code: 'not_found', thrown: 'forbidden' });
+      expect(result.titles, script).toEqual([script === 'main.mjs' ? 'From the tarball (esm)' : 'From the tarball (cjs)']);
+    }
+
+    const verified = await run(path.join(project, 'node_modules', '.bin', 'task-service-verify'), ['--base-url', listening.baseUrl]);
+    expect(verified.stdout).toMatch(/^All \d+ operations conform to the contract\.$/m);
+    expect(verified.stdout).not.toMatch(/^FAIL/m);
+  });
+});
