@@ -4,6 +4,7 @@ import { c } from './common.js';
 import { attachmentsContract } from './attachments.js';
 import { authContract } from './auth.js';
 import { docsContract } from './docs.js';
+import { eventsContract } from './events.js';
 import { serviceContract } from './service.js';
 import { tagsContract } from './tags.js';
 import { tasksContract } from './tasks.js';
@@ -15,6 +16,7 @@ export const contract = c.router({
   tasks: tasksContract,
   tags: tagsContract,
   attachments: attachmentsContract,
+  events: eventsContract,
   service: serviceContract,
   docs: docsContract,
 });
@@ -25,6 +27,7 @@ export * from './attachments.js';
 export * from './auth.js';
 export * from './client.js';
 export * from './docs.js';
+export * from './events.js';
 export * from './service.js';
 export * from './tags.js';
 export * from './tasks.js';

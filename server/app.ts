@@ -5,6 +5,7 @@ import { contract } from '../contract/index.js';
 import { attachmentsRouter } from './attachments/router.js';
 import { authRouter } from './auth/router.js';
 import type { AppContext } from './context.js';
+import { eventsRouter } from './events/router.js';
 import { corsFor } from './http/cors.js';
 import { errorHandler, unmatchedRoute } from './http/errors.js';
 import { identifyCaller, noStore, rateLimit, rejectUnexpectedQuery, requestId, requireAuthentication, requireMediaType } from './http/middleware.js';
@@ -54,6 +55,7 @@ export function buildApp(ctx: AppContext): Express {
     tasks: tasksRouter(ctx),
     attachments: attachmentsRouter(ctx),
     tags: tagsRouter(ctx),
+    events: eventsRouter(ctx),
     service: serviceRouter(ctx),
     docs: docsRouter(),
   };

@@ -1,6 +1,7 @@
 import { sweepOrphans } from './attachments/sweep.js';
 import { purgeEndedSessions } from './auth/sessions.js';
 import type { AppContext } from './context.js';
+import { purgeExpiredEvents } from './events/log.js';
 
 const EVERY_MS = 5 * 60_000;
 
@@ -14,6 +15,10 @@ async function runMaintenance(ctx: AppContext): Promise<void> {
     ['session purge', async () => {
       const purged = await purgeEndedSessions(ctx);
       if (purged > 0) ctx.logger.info({ purged }, 'purged ended sessions');
+    }],
+    ['event retention purge', async () => {
+      const purged = await purgeExpiredEvents(ctx);
+      if (purged > 0) ctx.logger.info({ purged }, 'purged events past the retention');
     }],
   ];
   for (const [name, job] of jobs) {

@@ -2,6 +2,8 @@ import { v7 as uuidv7 } from 'uuid';
 import type { Tag, TagCreate, TagListQuery, TagPatch } from '../../contract/tags.js';
 import type { AppContext } from '../context.js';
 import { isMissingRow, isUniqueViolation } from '../db/errors.js';
+import { recordTaskUpdates, tagChanged, tagDeleted } from '../events/domain-events.js';
+import { recordEvent } from '../events/outbox.js';
 import { AppError, notFound } from '../http/errors.js';
 import { createdAfter, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
 import type { Principal } from '../http/principal.js';
@@ -30,15 +32,19 @@ export async function findVisibleTag(ctx: AppContext, principal: Principal, tagI
 
 export async function createTag(ctx: AppContext, principal: Principal, input: TagCreate): Promise<TagRow> {
   try {
-    return await ctx.db.prisma.tag.create({
-      data: {
-        id: uuidv7(),
-        ownerId: principal.userId,
-        name: input.name,
-        nameKey: nameKeyOf(input.name),
-        color: (input.color ?? defaultColorFor(input.name)).toLowerCase(),
-        createdAt: new Date(),
-      },
+    return await ctx.db.prisma.$transaction(async (tx) => {
+      const tag = await tx.tag.create({
+        data: {
+          id: uuidv7(),
+          ownerId: principal.userId,
+          name: input.name,
+          nameKey: nameKeyOf(input.name),
+          color: (input.color ?? defaultColorFor(input.name)).toLowerCase(),
+          createdAt: new Date(),
+        },
+      });
+      await recordEvent(tx, principal.userId, tagChanged('tag.created', tag));
+      return tag;
     });
   } catch (error) {
     if (isUniqueViolation(error)) throw tagNameTaken(input.name);
@@ -54,8 +60,10 @@ export async function updateTag(ctx: AppContext, principal: Principal, tagId: st
   try {
     return await ctx.db.prisma.$transaction(async (tx) => {
       // The tasks carrying the tag show its name and colour.
-      await touchTasks(tx, { tags: { some: { tagId: tag.id } } });
-      return tx.tag.update({ where: { id: tag.id }, data: { name, nameKey: nameKeyOf(name), color } });
+      const touched = await touchTasks(tx, { tags: { some: { tagId: tag.id } } });
+      const updated = await tx.tag.update({ where: { id: tag.id }, data: { name, nameKey: nameKeyOf(name), color } });
+      await recordTaskUpdates(tx, principal.userId, touched, [tagChanged('tag.updated', updated)]);
+      return updated;
     });
   } catch (error) {
     if (isUniqueViolation(error)) throw tagNameTaken(name);
@@ -71,7 +79,8 @@ export async function deleteTag(ctx: AppContext, principal: Principal, tagId: st
     // Links are inserted under a key-share lock on the tag, so once this holds, the set of tasks is final.
     const locked = await tx.$queryRaw<{ id: string }[]>`SELECT id FROM tags WHERE id = ${tag.id}::uuid FOR UPDATE`;
     if (locked.length === 0) throw notFound('tag');
-    await touchTasks(tx, { tags: { some: { tagId: tag.id } } });
+    const touched = await touchTasks(tx, { tags: { some: { tagId: tag.id } } });
     await tx.tag.delete({ where: { id: tag.id } });
+    await recordTaskUpdates(tx, principal.userId, touched, [tagDeleted(tag)]);
   });
 }

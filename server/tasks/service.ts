@@ -3,6 +3,8 @@ import type { Task, TaskCreate, TaskListQuery, TaskPatch, TaskStatus } from '../
 import { discardStoredBytes, storageKeysOf } from '../attachments/stored-bytes.js';
 import type { AppContext } from '../context.js';
 import { isMissingRow } from '../db/errors.js';
+import { recordEvent } from '../events/outbox.js';
+import { taskChanged, taskDeleted } from '../events/domain-events.js';
 import { AppError, invalidField, notFound } from '../http/errors.js';
 import { entityTag, ifMatchHolds } from '../http/etags.js';
 import { decodeCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
@@ -71,22 +73,26 @@ export async function createTask(ctx: AppContext, principal: Principal, input: T
   }
   const now = new Date();
   try {
-    return await ctx.db.prisma.task.create({
-      data: {
-        id: uuidv7(),
-        ownerId: principal.userId,
-        assigneeId: input.assigneeId,
-        title: input.title,
-        description: input.description,
-        status: input.status,
-        priority: input.priority,
-        dueAt: input.dueAt === null ? null : new Date(input.dueAt),
-        completedAt: completion(undefined, input.status, now),
-        createdAt: now,
-        updatedAt: now,
-        tags: { create: tagIds.map((tagId) => ({ tagId, createdAt: now })) },
-      },
-      include: taskInclude,
+    return await ctx.db.prisma.$transaction(async (tx) => {
+      const task = await tx.task.create({
+        data: {
+          id: uuidv7(),
+          ownerId: principal.userId,
+          assigneeId: input.assigneeId,
+          title: input.title,
+          description: input.description,
+          status: input.status,
+          priority: input.priority,
+          dueAt: input.dueAt === null ? null : new Date(input.dueAt),
+          completedAt: completion(undefined, input.status, now),
+          createdAt: now,
+          updatedAt: now,
+          tags: { create: tagIds.map((tagId) => ({ tagId, createdAt: now })) },
+        },
+        include: taskInclude,
+      });
+      await recordEvent(tx, principal.userId, taskChanged('task.created', task));
+      return task;
     });
   } catch (error) {
     throw isMissingRow(error) ? referenceGone() : error;
@@ -125,29 +131,32 @@ export async function changeTask(
     if (!changesTask(current, change)) return current;
     const now = new Date();
     const status = change.status ?? current.status;
-    const { count } = await ctx.db.prisma.task.updateMany({
-      where: { id: taskId, version: current.version },
-      data: {
-        ...(change.title !== undefined && { title: change.title }),
-        ...(change.description !== undefined && { description: change.description }),
-        ...(change.priority !== undefined && { priority: change.priority }),
-        ...(change.assigneeId !== undefined && { assigneeId: change.assigneeId }),
-        ...(change.dueAt !== undefined && { dueAt: change.dueAt === null ? null : new Date(change.dueAt) }),
-        status,
-        completedAt: completion(current, status, now),
-        version: { increment: 1 },
-        updatedAt: now,
-      },
-    }).catch((error: unknown) => {
-      throw isMissingRow(error) ? referenceGone() : error;
-    });
-    if (count === 1) {
+    const updated = await ctx.db.prisma.$transaction(async (tx) => {
+      const { count } = await tx.task.updateMany({
+        where: { id: taskId, version: current.version },
+        data: {
+          ...(change.title !== undefined && { title: change.title }),
+          ...(change.description !== undefined && { description: change.description }),
+          ...(change.priority !== undefined && { priority: change.priority }),
+          ...(change.assigneeId !== undefined && { assigneeId: change.assigneeId }),
+          ...(change.dueAt !== undefined && { dueAt: change.dueAt === null ? null : new Date(change.dueAt) }),
+          status,
+          completedAt: completion(current, status, now),
+          version: { increment: 1 },
+          updatedAt: now,
+        },
+      }).catch((error: unknown) => {
+        throw isMissingRow(error) ? referenceGone() : error;
+      });
+      if (count !== 1) return undefined;
       // Read back without the visibility rule: an assignee who just unassigned themselves made a
       // change that took, even though they no longer see the task.
-      const updated = await ctx.db.prisma.task.findUnique({ where: { id: taskId }, include: taskInclude });
-      if (!updated) throw notFound('task');
-      return updated;
-    }
+      const row = await tx.task.findUnique({ where: { id: taskId }, include: taskInclude });
+      if (!row) throw notFound('task');
+      await recordEvent(tx, principal.userId, taskChanged('task.updated', row, current.assigneeId));
+      return row;
+    });
+    if (updated) return updated;
     if (ifMatch !== undefined || attempt >= 5) throw changedMeanwhile();
   }
 }
@@ -160,7 +169,14 @@ export async function deleteTask(ctx: AppContext, principal: Principal, taskId: 
   if (ifMatchHolds(ifMatch, entityTag(task.version)) === false) throw staleVersion(task.version);
   // Rows first (the cascade takes the attachments), then their bytes; later uploads are left to the orphan sweep.
   const storageKeys = await storageKeysOf(ctx, { taskId });
-  const { count } = await ctx.db.prisma.task.deleteMany({ where: { id: taskId, ...(ifMatch !== undefined && { version: task.version }) } });
+  const expectedVersion = ifMatch === undefined ? null : task.version;
+  const count = await ctx.db.prisma.$transaction(async (tx) => {
+    const gone = await tx.$queryRaw<{ owner_id: string; assignee_id: string | null }[]>`
+      DELETE FROM tasks WHERE id = ${taskId}::uuid AND (${expectedVersion}::int IS NULL OR version = ${expectedVersion}::int)
+      RETURNING owner_id::text, assignee_id::text`;
+    for (const row of gone) await recordEvent(tx, principal.userId, taskDeleted(taskId, { ownerId: row.owner_id, assigneeId: row.assignee_id }));
+    return gone.length;
+  });
   if (count === 0 && ifMatch !== undefined) throw changedMeanwhile();
   if (count > 0) await discardStoredBytes(ctx, storageKeys);
 }

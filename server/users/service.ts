@@ -4,6 +4,8 @@ import { passwordAccepted } from '../auth/credentials.js';
 import { revokeOtherSessions } from '../auth/sessions.js';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
+import { attachmentDeleted, recordTaskUpdates, taskDeleted, tagDeleted, userDeleted, userUpdated } from '../events/domain-events.js';
+import { recordEvent } from '../events/outbox.js';
 import type { Prisma, User as UserRow } from '../generated/prisma/client.js';
 import { AppError, invalidField, notFound } from '../http/errors.js';
 import { createdAfter, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
@@ -66,18 +68,23 @@ const changesUser = (user: UserRow, change: ProfileChange): boolean =>
   (change.role !== undefined && change.role !== user.role) ||
   change.passwordHash !== undefined;
 
-async function applyProfileChange(ctx: AppContext, user: UserRow, change: ProfileChange): Promise<UserRow> {
+async function applyProfileChange(ctx: AppContext, principal: Principal, user: UserRow, change: ProfileChange): Promise<UserRow> {
   if (!changesUser(user, change)) return user;
   const data = { ...change, updatedAt: new Date() };
+  const update = async (tx: Prisma.TransactionClient) => {
+    const updated = await tx.user.update({ where: { id: user.id }, data });
+    await recordEvent(tx, principal.userId, userUpdated(updated));
+    return updated;
+  };
   try {
     // Only a demotion needs the admins locked: it is the one change that can remove the last admin.
     if (user.role === 'admin' && change.role === 'user') {
       return await withAdminsLocked(ctx, async (tx, adminCount) => {
         if (adminCount <= 1) throw lastAdmin();
-        return tx.user.update({ where: { id: user.id }, data });
+        return update(tx);
       });
     }
-    return await ctx.db.prisma.user.update({ where: { id: user.id }, data });
+    return await ctx.db.prisma.$transaction(update);
   } catch (error) {
     if (isUniqueViolation(error)) throw emailTaken();
     throw error;
@@ -87,7 +94,7 @@ async function applyProfileChange(ctx: AppContext, user: UserRow, change: Profil
 export async function replaceUser(ctx: AppContext, principal: Principal, userId: string, body: UserReplace): Promise<UserRow> {
   const user = await findVisibleUser(ctx, principal, userId);
   if (body.role !== undefined && !isAdmin(principal)) throw roleNotSettable();
-  return applyProfileChange(ctx, user, { email: body.email, name: body.name, ...(body.role && { role: body.role }) });
+  return applyProfileChange(ctx, principal, user, { email: body.email, name: body.name, ...(body.role && { role: body.role }) });
 }
 
 const CURRENT_PASSWORD = 'body.currentPassword';
@@ -111,7 +118,7 @@ export async function patchUser(ctx: AppContext, principal: Principal, userId: s
     if (user.id === principal.userId) await proveCurrentPassword(ctx, user, body.currentPassword, address);
     change.passwordHash = await ctx.passwords.hash(body.password);
   }
-  const updated = await applyProfileChange(ctx, user, change);
+  const updated = await applyProfileChange(ctx, principal, user, change);
   if (body.password !== undefined) {
     await revokeOtherSessions(ctx, user.id, user.id === principal.userId ? principal.sessionId : undefined);
   }
@@ -128,9 +135,22 @@ export async function deleteUser(ctx: AppContext, principal: Principal, userId: 
   const storageKeys = await storageKeysOf(ctx, { OR: [{ task: { ownerId: user.id } }, { uploadedBy: user.id }] });
   await withAdminsLocked(ctx, async (tx, adminCount) => {
     if (user.role === 'admin' && adminCount <= 1) throw lastAdmin();
+    // Tombstones for what goes with the account, so that assignees and admins learn of it.
+    const tasks = await tx.task.findMany({ where: { ownerId: user.id }, select: { id: true, ownerId: true, assigneeId: true } });
+    const tags = await tx.tag.findMany({ where: { ownerId: user.id }, select: { id: true, ownerId: true } });
+    const uploads = await tx.attachment.findMany({
+      where: { uploadedBy: user.id, task: { ownerId: { not: user.id } } },
+      select: { id: true, taskId: true, task: { select: { ownerId: true, assigneeId: true } } },
+    });
     // Others' tasks lose this assignee or this uploader's attachments.
-    await touchTasks(tx, { ownerId: { not: user.id }, OR: [{ assigneeId: user.id }, { attachments: { some: { uploadedBy: user.id } } }] });
+    const touched = await touchTasks(tx, { ownerId: { not: user.id }, OR: [{ assigneeId: user.id }, { attachments: { some: { uploadedBy: user.id } } }] });
     await tx.user.delete({ where: { id: user.id } });
+    await recordTaskUpdates(tx, principal.userId, touched, [
+      userDeleted(user.id),
+      ...tasks.map((task) => taskDeleted(task.id, task)),
+      ...tags.map(tagDeleted),
+      ...uploads.map((upload) => attachmentDeleted(upload, upload.task)),
+    ]);
   });
   await discardStoredBytes(ctx, storageKeys);
 }
