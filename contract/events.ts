@@ -70,6 +70,19 @@ export const eventsContract = c.router(
         '`nextCursor` is always present; an empty page means up to date. A cursor older than the event ' +
         'retention (`EVENT_RETENTION_DAYS`) is 410 `cursor_expired`: do a full sync.',
     },
+    stream: {
+      method: 'GET',
+      path: '/events',
+      headers: EventStreamHeaders,
+      // The body is a stream of `text/event-stream` frames, not one value.
+      responses: { 200: c.otherResponse({ contentType: 'text/event-stream', body: z.unknown() }), 410: ProblemSchema },
+      summary: 'Live stream of events (Server-Sent Events)',
+      description:
+        'Answers `text/event-stream` at once with the events the caller may see that commit after the ' +
+        'stream opened: `id:` the event id, `event:` its type, `data:` the whole Event as JSON. A comment ' +
+        'line every 15 s keeps proxies open. Send `Last-Event-ID` to resume after that event with nothing ' +
+        'missed (410 `cursor_expired` when it is no longer retained). The stream ends when the session ends.',
+    },
   },
   { commonResponses: commonErrors },
 );

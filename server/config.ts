@@ -55,6 +55,7 @@ const EnvSchema = z
     ATTACHMENT_MAX_BYTES: positiveInt.default(25 * 1024 * 1024),
     ATTACHMENTS_MAX_PER_TASK: positiveInt.default(100),
     EVENT_RETENTION_DAYS: positiveInt.default(30),
+    EVENT_STREAM_HEARTBEAT_SECONDS: positiveInt.max(300).default(15),
     /** A static bearer token that may scrape /metrics (besides admins' access tokens). */
     METRICS_TOKEN: z.string().min(32, 'METRICS_TOKEN must be at least 32 characters').regex(/^[\x21-\x7e]+$/, 'METRICS_TOKEN must be printable ASCII without spaces').optional(),
   })
@@ -86,7 +87,7 @@ export interface Config {
   argon2: { memoryCost: number; timeCost: number };
   attachments: { maxBytes: number; maxPerTask: number };
   metricsToken: string | undefined;
-  events: { retentionDays: number };
+  events: { retentionDays: number; heartbeatSeconds: number };
 }
 
 export class ConfigError extends OperatorError {}
@@ -157,6 +158,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     argon2: { memoryCost: e.ARGON2_MEMORY_KIB, timeCost: e.ARGON2_TIME_COST },
     attachments: { maxBytes: e.ATTACHMENT_MAX_BYTES, maxPerTask: e.ATTACHMENTS_MAX_PER_TASK },
     metricsToken: e.METRICS_TOKEN,
-    events: { retentionDays: e.EVENT_RETENTION_DAYS },
+    events: { retentionDays: e.EVENT_RETENTION_DAYS, heartbeatSeconds: e.EVENT_STREAM_HEARTBEAT_SECONDS },
   };
 }
