@@ -17,8 +17,7 @@ import { eventCount, openSse, type SseConnection } from './support/sse.js';
 import { createTask } from './support/tasks.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 
-// LISTEN/NOTIFY needs a PostgreSQL server (the embedded database polls instead).
-describe.runIf(process.env.TEST_DB === 'postgres')('GET /events (Server-Sent Events)', () => {
+describe('GET /events (Server-Sent Events)', () => {
   let service: TestService;
   let server: ListeningService;
   let alice: TestUser;
@@ -131,7 +130,7 @@ describe.runIf(process.env.TEST_DB === 'postgres')('GET /events (Server-Sent Eve
       Number(
         (
           await service.ctx.db.prisma.$queryRaw<{ n: bigint }[]>`
-          SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%'`
+          SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'task-service event listener'`
         )[0]?.n,
       );
     await expect.poll(gauge, { timeout: 5_000 }).toBe(0);
@@ -145,10 +144,10 @@ describe.runIf(process.env.TEST_DB === 'postgres')('GET /events (Server-Sent Eve
   });
 
   it('delivers a change made on another instance of the service', async () => {
-    const second = openPostgres(service.databaseUrl ?? '', 2);
+    const second = openPostgres(service.ctx.db.url, { poolSize: 2 });
     const dataDir = await mkdtemp(path.join(tmpdir(), 'instance-'));
     try {
-      const config = loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '0', DATABASE_URL: service.databaseUrl ?? '' });
+      const config = loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '0', DATABASE_URL: service.ctx.db.url });
       const other = request(buildApp(await createContext(config, second, pino({ level: 'silent' }))));
       const sse = await connect(alice);
       // Tokens are checked against the session in the database; the key differs per data directory, so log in there.

@@ -3,8 +3,6 @@ import type { AppContext } from '../context.js';
 import { EVENTS_CHANNEL } from './outbox.js';
 
 const RECONNECT_MS = 1_000;
-/** Without a PostgreSQL URL to listen on (the embedded database), readers look every second. */
-const POLL_MS = 1_000;
 
 export type Wake = () => void;
 
@@ -37,17 +35,11 @@ export class EventSignal {
 
   private open(): void {
     this.closed = false;
-    const url = this.ctx.config.databaseUrl;
-    if (url === undefined) {
-      this.timer = setInterval(() => this.wakeAll(), POLL_MS);
-      this.timer.unref();
-      return;
-    }
-    void this.listen(url);
+    void this.listen(this.ctx.db.url);
   }
 
   private async listen(url: string): Promise<void> {
-    const client = new pg.Client({ connectionString: url });
+    const client = new pg.Client({ connectionString: url, application_name: 'task-service event listener' });
     this.client = client;
     const retry = () => {
       if (this.client !== client) return;
@@ -79,7 +71,6 @@ export class EventSignal {
   private close(): void {
     this.closed = true;
     clearTimeout(this.timer);
-    clearInterval(this.timer);
     const client = this.client;
     this.client = undefined;
     void client?.end().catch(() => undefined);
