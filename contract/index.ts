@@ -9,6 +9,7 @@ import { serviceContract } from './service.js';
 import { tagsContract } from './tags.js';
 import { tasksContract } from './tasks.js';
 import { usersContract } from './users.js';
+import { webhooksContract } from './webhooks.js';
 
 export const contract = c.router({
   auth: authContract,
@@ -17,6 +18,7 @@ export const contract = c.router({
   tags: tagsContract,
   attachments: attachmentsContract,
   events: eventsContract,
+  webhooks: webhooksContract,
   service: serviceContract,
   docs: docsContract,
 });
@@ -32,3 +34,4 @@ export * from './service.js';
 export * from './tags.js';
 export * from './tasks.js';
 export * from './users.js';
+export * from './webhooks.js';

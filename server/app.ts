@@ -17,6 +17,7 @@ import { serviceRouter } from './service/router.js';
 import { tagsRouter } from './tags/router.js';
 import { tasksRouter } from './tasks/router.js';
 import { usersRouter } from './users/router.js';
+import { webhooksRouter } from './webhooks/router.js';
 
 /** Builds the HTTP application from its context; no globals, so tests build as many as they like. */
 export function buildApp(ctx: AppContext): Express {
@@ -56,6 +57,7 @@ export function buildApp(ctx: AppContext): Express {
     attachments: attachmentsRouter(ctx),
     tags: tagsRouter(ctx),
     events: eventsRouter(ctx),
+    webhooks: webhooksRouter(ctx),
     service: serviceRouter(ctx),
     docs: docsRouter(),
   };

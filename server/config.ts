@@ -56,6 +56,13 @@ const EnvSchema = z
     ATTACHMENTS_MAX_PER_TASK: positiveInt.default(100),
     EVENT_RETENTION_DAYS: positiveInt.default(30),
     EVENT_STREAM_HEARTBEAT_SECONDS: positiveInt.max(300).default(15),
+    /** Seconds between attempts, each counted from the previous one (±20% jitter); decimals allowed. */
+    WEBHOOK_RETRY_SCHEDULE: z
+      .string()
+      .default('30,120,600,3600,21600,86400')
+      .transform((value) => value.split(',').map((part) => Number(part.trim())))
+      .pipe(z.array(z.number().positive().max(7 * 86400)).min(1).max(20)),
+    WEBHOOK_ALLOW_PRIVATE_TARGETS: bool.default('false'),
     /** A static bearer token that may scrape /metrics (besides admins' access tokens). */
     METRICS_TOKEN: z.string().min(32, 'METRICS_TOKEN must be at least 32 characters').regex(/^[\x21-\x7e]+$/, 'METRICS_TOKEN must be printable ASCII without spaces').optional(),
   })
@@ -88,6 +95,7 @@ export interface Config {
   attachments: { maxBytes: number; maxPerTask: number };
   metricsToken: string | undefined;
   events: { retentionDays: number; heartbeatSeconds: number };
+  webhooks: { retryScheduleSeconds: number[]; allowPrivateTargets: boolean };
 }
 
 export class ConfigError extends OperatorError {}
@@ -159,5 +167,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     attachments: { maxBytes: e.ATTACHMENT_MAX_BYTES, maxPerTask: e.ATTACHMENTS_MAX_PER_TASK },
     metricsToken: e.METRICS_TOKEN,
     events: { retentionDays: e.EVENT_RETENTION_DAYS, heartbeatSeconds: e.EVENT_STREAM_HEARTBEAT_SECONDS },
+    webhooks: { retryScheduleSeconds: e.WEBHOOK_RETRY_SCHEDULE, allowPrivateTargets: e.WEBHOOK_ALLOW_PRIVATE_TARGETS },
   };
 }

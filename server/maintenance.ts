@@ -2,6 +2,7 @@ import { sweepOrphans } from './attachments/sweep.js';
 import { purgeEndedSessions } from './auth/sessions.js';
 import type { AppContext } from './context.js';
 import { purgeExpiredEvents } from './events/log.js';
+import { startEventWorkers } from './events/workers.js';
 
 const EVERY_MS = 5 * 60_000;
 
@@ -27,8 +28,8 @@ async function runMaintenance(ctx: AppContext): Promise<void> {
 }
 
 /**
- * Runs housekeeping now and every few minutes (every instance may: each job is idempotent). The
- * returned function stops it and waits for a round under way.
+ * Runs housekeeping now and every few minutes (every instance may: each job is idempotent), and
+ * the event workers (webhook deliveries). The returned function stops both and waits for work under way.
  */
 export function startMaintenance(ctx: AppContext, everyMs = EVERY_MS): () => Promise<void> {
   let running: Promise<void> = runMaintenance(ctx);
@@ -36,8 +37,9 @@ export function startMaintenance(ctx: AppContext, everyMs = EVERY_MS): () => Pro
     running = running.then(() => runMaintenance(ctx));
   }, everyMs);
   timer.unref();
-  return () => {
+  const stopEventWorkers = startEventWorkers(ctx);
+  return async () => {
     clearInterval(timer);
-    return running;
+    await Promise.all([running, stopEventWorkers()]);
   };
 }

@@ -113,3 +113,7 @@ export async function purgeExpiredEvents(ctx: AppContext, now = new Date()): Pro
     return tx.$executeRaw`DELETE FROM events WHERE (txid, seq) <= (${end.txid}, ${end.seq})`;
   });
 }
+
+/** An event row as Prisma reads it, as the contract's Event. */
+export const eventFromRow = (row: { id: string; type: string; occurredAt: Date; actorId: string | null; data: unknown }): Event =>
+  EventSchema.parse({ id: row.id, type: row.type, occurredAt: row.occurredAt.toISOString(), actorId: row.actorId, data: row.data });

@@ -1,9 +1,14 @@
 import { v7 as uuidv7 } from 'uuid';
 import type { Event } from '../../contract/events.js';
-import type { Prisma } from '../generated/prisma/client.js';
+import { Prisma } from '../generated/prisma/client.js';
 
 /** The PostgreSQL channel that wakes live streams and webhook workers on every instance. */
 export const EVENTS_CHANNEL = 'task_service_events';
+
+// A UUIDv7 made in SQL (PostgreSQL 15 has no function for it): 48 bits of milliseconds, then random bits, version 7.
+const UUIDV7 = Prisma.raw(
+  `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing substring(int8send(floor(extract(epoch from clock_timestamp()) * 1000)::bigint) from 3) from 1 for 6), 52, 1), 53, 1), 'hex')::uuid`,
+);
 
 type Change = Event extends infer E ? (E extends Event ? Pick<E, 'type' | 'data'> : never) : never;
 
@@ -11,8 +16,9 @@ type Change = Event extends infer E ? (E extends Event ? Pick<E, 'type' | 'data'
 export type OutboxEvent = Change & { audience: (string | null | undefined)[] };
 
 /**
- * Writes events in the caller's transaction, so each exists exactly when its change commits, and
- * wakes the readers on every instance at commit (NOTIFY is delivered only then). One statement.
+ * Writes events in the caller's transaction, so each exists exactly when its change commits, with
+ * a first delivery attempt for each webhook that receives it, and wakes the readers on every
+ * instance at commit (NOTIFY is delivered only then). One statement.
  */
 export async function recordEvents(tx: Prisma.TransactionClient, actorId: string | null, events: OutboxEvent[]): Promise<void> {
   if (events.length === 0) return;
@@ -29,7 +35,16 @@ export async function recordEvents(tx: Prisma.TransactionClient, actorId: string
       SELECT (r->>'id')::uuid, r->>'type', statement_timestamp(), ${actorId}::uuid, r->'data',
              ARRAY(SELECT jsonb_array_elements_text(r->'audience'))::uuid[]
       FROM rows ORDER BY n
-      RETURNING 1
+      RETURNING id, type, audience
+    ),
+    -- Each webhook whose owner may see the event gets its first delivery attempt, due now.
+    deliveries AS (
+      INSERT INTO webhook_deliveries (id, webhook_id, event_id, event_type, attempt, state, next_attempt_at)
+      SELECT ${UUIDV7}, w.id, i.id, i.type, 1, 'pending', statement_timestamp()
+      FROM inserted i
+      JOIN webhooks w ON w.active AND (i.type = ANY(w.events) OR '*' = ANY(w.events))
+      JOIN users u ON u.id = w.owner_id
+      WHERE u.role = 'admin' OR w.owner_id = ANY(i.audience)
     )
     SELECT pg_notify(${EVENTS_CHANNEL}, '') FROM (SELECT count(*) FROM inserted) AS done`;
 }

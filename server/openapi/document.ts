@@ -38,6 +38,7 @@ const tags = [
   { name: 'tasks', description: "Tasks the caller owns or is assigned to (admin: all)" },
   { name: 'tags', description: "The caller's tags, and tags on tasks" },
   { name: 'attachments', description: 'Files attached to tasks' },
+  { name: 'webhooks', description: 'Signed deliveries of events to your URLs (Standard Webhooks), with a delivery log' },
   { name: 'events', description: 'Every change as an event: the changes feed (delta sync) and the live stream (SSE)' },
   { name: 'service', description: 'Health, readiness and the keys that verify access tokens' },
   { name: 'docs', description: 'This document and its reference page' },
