@@ -186,7 +186,7 @@ describe('commit order under concurrent writers', () => {
     await recorded;
     // Later transactions commit first; the feed stops before the one still running.
     const early = await createTask(service, admin, { title: 'committed first' });
-    const before = await readAllChanges(service, admin, cursor);
+    const before = await readAllChanges(service, admin, cursor, 100, { settle: false });
     expect(before.events).toEqual([]);
     releaseLate();
     await late;
@@ -212,7 +212,7 @@ describe('commit order under concurrent writers', () => {
     const seen: string[] = [];
     let next = cursor;
     while (!done || seen.length < writers) {
-      const page = await readAllChanges(service, admin, next, 7);
+      const page = await readAllChanges(service, admin, next, 7, { settle: done });
       seen.push(...ofType(page.events, 'tag.deleted').map((e) => e.data.tagId));
       next = page.cursor;
       if (done && page.events.length === 0) break;

@@ -68,7 +68,7 @@ export function openSse(baseUrl: string, headers: Record<string, string>): Promi
         headers: res.headers,
         frames,
         events: () => frames.filter((f) => f.data !== undefined).map((f) => EventSchema.parse(JSON.parse(f.data ?? ''))),
-        until: (predicate, timeoutMs = 5_000) =>
+        until: (predicate, timeoutMs = 20_000) =>
           new Promise((resolveWait, rejectWait) => {
             const check = () => {
               if (predicate(frames)) {
