@@ -9,6 +9,7 @@ import { eventsRouter } from './events/router.js';
 import { corsFor } from './http/cors.js';
 import { errorHandler, unmatchedRoute } from './http/errors.js';
 import { identifyCaller, noStore, rateLimit, rejectUnexpectedQuery, requestId, requireAuthentication, requireMediaType } from './http/middleware.js';
+import { idempotencyKeys } from './http/idempotency.js';
 import { methodsByPath } from './http/routes.js';
 import { serveMetrics } from './metrics/endpoint.js';
 import { httpMetrics } from './metrics/http-metrics.js';
@@ -64,7 +65,7 @@ export function buildApp(ctx: AppContext): Express {
   createExpressEndpoints(contract, routers, app, {
     logInitialization: false,
     responseValidation: ctx.config.validateResponses,
-    globalMiddleware: [requireAuthentication(ctx), rejectUnexpectedQuery, requireMediaType],
+    globalMiddleware: [requireAuthentication(ctx), rejectUnexpectedQuery, requireMediaType, idempotencyKeys(ctx)],
     requestValidationErrorHandler: (err, _req, _res, next) => next(err),
   });
 

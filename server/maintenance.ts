@@ -3,6 +3,7 @@ import { purgeEndedSessions } from './auth/sessions.js';
 import type { AppContext } from './context.js';
 import { purgeExpiredEvents } from './events/log.js';
 import { startEventWorkers } from './events/workers.js';
+import { purgeExpiredIdempotencyKeys } from './http/idempotency.js';
 
 const EVERY_MS = 5 * 60_000;
 
@@ -21,6 +22,7 @@ async function runMaintenance(ctx: AppContext): Promise<void> {
       const purged = await purgeExpiredEvents(ctx);
       if (purged > 0) ctx.logger.info({ purged }, 'purged events past the retention');
     }],
+    ['idempotency key purge', () => purgeExpiredIdempotencyKeys(ctx)],
   ];
   for (const [name, job] of jobs) {
     await job().catch((error: unknown) => ctx.logger.warn({ err: error }, `${name} failed; it will run again`));

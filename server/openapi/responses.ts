@@ -13,6 +13,7 @@ export const headers = {
   'Retry-After': header('Seconds to wait before trying again', { type: 'integer', format: 'int32', minimum: 1, maximum: 86400 }),
   'WWW-Authenticate': header('`Bearer`: send a valid access token'),
   Location: header('The path of the created resource'),
+  'Idempotent-Replayed': header('`true` when this answer is the kept answer to an earlier request with the same `Idempotency-Key`', { type: 'string', enum: ['true'] }),
   ETag: header('The entity tag: `"<version>"` for a task, derived from the sha256 for attachment bytes'),
   Link: header('`<…>; rel="next"` when there is a next page'),
   'Content-Disposition': header('`attachment` with the stored filename (RFC 6266)'),
