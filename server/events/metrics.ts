@@ -1,5 +1,5 @@
+import { perInstance } from './per-instance.js';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { AppContext } from '../context.js';
 
 /** The event system's metrics of one service instance, scraped with the HTTP metrics at /metrics. */
 export interface EventMetrics {
@@ -36,13 +36,4 @@ function create(): EventMetrics {
   };
 }
 
-const byContext = new WeakMap<AppContext, EventMetrics>();
-
-export function eventMetrics(ctx: AppContext): EventMetrics {
-  let metrics = byContext.get(ctx);
-  if (!metrics) {
-    metrics = create();
-    byContext.set(ctx, metrics);
-  }
-  return metrics;
-}
+export const eventMetrics = perInstance(create);

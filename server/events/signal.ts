@@ -1,3 +1,4 @@
+import { perInstance } from './per-instance.js';
 import pg from 'pg';
 import type { AppContext } from '../context.js';
 import { EVENTS_CHANNEL } from './outbox.js';
@@ -77,14 +78,4 @@ export class EventSignal {
   }
 }
 
-const signals = new WeakMap<AppContext, EventSignal>();
-
-/** The one signal of this service instance. */
-export function eventSignal(ctx: AppContext): EventSignal {
-  let signal = signals.get(ctx);
-  if (!signal) {
-    signal = new EventSignal(ctx);
-    signals.set(ctx, signal);
-  }
-  return signal;
-}
+export const eventSignal = perInstance((ctx) => new EventSignal(ctx));

@@ -1,3 +1,4 @@
+import { perInstance } from './per-instance.js';
 import { PassThrough, type Readable } from 'node:stream';
 import type { Event } from '../../contract/events.js';
 import type { AppContext } from '../context.js';
@@ -159,13 +160,4 @@ class StreamHub {
   }
 }
 
-const hubs = new WeakMap<AppContext, StreamHub>();
-
-export function streamHub(ctx: AppContext): StreamHub {
-  let hub = hubs.get(ctx);
-  if (!hub) {
-    hub = new StreamHub(ctx);
-    hubs.set(ctx, hub);
-  }
-  return hub;
-}
+export const streamHub = perInstance((ctx) => new StreamHub(ctx));
