@@ -212,10 +212,12 @@ describe('commit order under concurrent writers', () => {
     const seen: string[] = [];
     let next = cursor;
     while (!done || seen.length < writers) {
-      const page = await readAllChanges(service, admin, next, 7, { settle: done });
+      // Once every writer committed, a settled read that finds nothing new means the reader is done.
+      const finished = done;
+      const page = await readAllChanges(service, admin, next, 7, { settle: finished });
       seen.push(...ofType(page.events, 'tag.deleted').map((e) => e.data.tagId));
       next = page.cursor;
-      if (done && page.events.length === 0) break;
+      if (finished && page.events.length === 0) break;
     }
     await written;
     expect(seen.length).toBe(writers);
