@@ -7,7 +7,7 @@ import { UserSchema } from '../contract/users.js';
 import { purgeExpiredEvents } from '../server/events/log.js';
 import { recordEvent } from '../server/events/outbox.js';
 import { startService, type TestService } from './support/app.js';
-import { ofType, readAllChanges } from './support/events.js';
+import { feedSettled, ofType, readAllChanges } from './support/events.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { createTask } from './support/tasks.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
@@ -105,6 +105,7 @@ describe('GET /changes', () => {
     const cursor = await endOfFeed(alice);
     const tasks = [];
     for (let i = 0; i < 5; i++) tasks.push(await createTask(service, alice, { title: `paged ${i}` }));
+    await feedSettled(service);
     const seen: string[] = [];
     let next = cursor;
     for (let page = 0; page < 3; page++) {
