@@ -103,7 +103,17 @@ export function commaList<T extends z.ZodTypeAny>(item: T) {
     .pipe(z.array(item).min(1).max(50));
 }
 
-export const IfMatchHeaders = z.object({ 'if-match': z.string().max(200).optional() });
+// RFC 9110 §8.8.3, §13.1.1: `*`, or a comma-separated list of entity tags, each in quotes, maybe weak.
+const ENTITY_TAG = String.raw`(W/)?"[\x21\x23-\x7e\x80-\xff]*"`;
+const IF_MATCH = new RegExp(String.raw`^\s*(\*|${ENTITY_TAG}(\s*,\s*${ENTITY_TAG})*)\s*$`);
+export const IfMatchHeaders = z.object({
+  'if-match': z
+    .string()
+    .max(200)
+    .regex(IF_MATCH, 'If-Match takes * or ETags in quotes, exactly as the ETag header sends them: If-Match: "4", not If-Match: 4')
+    .optional()
+    .describe('`*` (any current version) or ETags in quotes as the ETag header sends them (`"4"`); a mismatch is 412, an unquoted value 400'),
+});
 export const IfNoneMatchHeaders = z.object({ 'if-none-match': z.string().max(200).optional() });
 
 // A UTF-16 surrogate without its partner: JSON can carry one (`"\ud800"`), UTF-8 cannot.

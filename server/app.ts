@@ -47,7 +47,7 @@ export function buildApp(ctx: AppContext): Express {
   if (cors) app.use(cors);
   app.use(noStore);
   app.use(identifyCaller(ctx));
-  app.use(rateLimit(ctx.config.rateLimitPerMinute));
+  app.use(rateLimit(ctx.requestLimiter?.limiter));
   // strict: false lets a scalar body (`"x"`, `null`) through to validation: valid JSON, wrong shape.
   app.use(express.json({ limit: '1mb', strict: false, type: ['application/json', 'application/merge-patch+json'] }));
 

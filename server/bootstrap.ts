@@ -1,18 +1,26 @@
-import path from 'node:path';
 import type { Logger } from 'pino';
-import { fileSystemStorage } from './attachments/fs-storage.js';
 import { loadSigningKey } from './auth/keys.js';
 import { passwordHasher } from './auth/passwords.js';
-import { loginThrottle } from './auth/throttle.js';
+import { loginThrottle, registrationThrottle } from './auth/throttle.js';
 import { accessTokens } from './auth/tokens.js';
 import type { Config } from './config.js';
 import type { AppContext } from './context.js';
 import type { Database } from './db/database.js';
+import { openRequestLimiter } from './limits/request-limiter.js';
+import { openAttachmentStorage } from './storage/open-storage.js';
 import { ensureAdmin } from './users/accounts.js';
 
-/** Everything the app needs beside the database: keys, hashing, throttling; and the first admin. */
+/**
+ * Everything the app needs beside the database: keys, hashing, throttling, attachment storage;
+ * and the first admin. A store the configuration names but that cannot be used stops the start.
+ */
 export async function createContext(config: Config, db: Database, logger: Logger): Promise<AppContext> {
-  const signingKey = await loadSigningKey(config.jwt.privateKeyPem, config.dataDir);
+  const signingKey = await loadSigningKey(config.jwt.privateKeyPem, db.prisma, config.dataDir);
+  const attachmentStorage = await openAttachmentStorage(config);
+  const requestLimiter = await openRequestLimiter(config, db.sql, logger).catch(async (error: unknown) => {
+    await attachmentStorage.close();
+    throw error;
+  });
   const ctx: AppContext = {
     config,
     db,
@@ -21,11 +29,21 @@ export async function createContext(config: Config, db: Database, logger: Logger
     tokens: accessTokens(signingKey, config.jwt),
     passwords: passwordHasher(config.argon2),
     loginThrottle: loginThrottle(db.prisma, config.loginThrottle),
-    attachmentStorage: await fileSystemStorage(path.join(config.dataDir, 'attachments')),
+    attachmentStorage,
+    requestLimiter,
+    registrationThrottle: registrationThrottle(db.prisma, config.registrationsPerAddressPerHour),
   };
   if (config.admin) {
-    const admin = await ensureAdmin(ctx, config.admin, { promoteExisting: false });
+    const admin = await ensureAdmin(ctx, config.admin, { promoteExisting: false }).catch(async (error: unknown) => {
+      await closeContext(ctx);
+      throw error;
+    });
     logger.info({ userId: admin.id, email: admin.email }, 'administrator from configuration is present');
   }
   return ctx;
+}
+
+/** Lets go of the connections the context opened (object store, rate limit store); the database is the caller's. */
+export async function closeContext(ctx: AppContext): Promise<void> {
+  await Promise.all([ctx.attachmentStorage.close(), ctx.requestLimiter?.close()]);
 }

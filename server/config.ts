@@ -47,13 +47,25 @@ const EnvSchema = z
     ADMIN_PASSWORD: PasswordSchema.optional(),
     ADMIN_NAME: PersonNameSchema.default('Administrator'),
     RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).default(600),
-    LOGIN_MAX_FAILURES_PER_ACCOUNT: positiveInt.default(5),
+    LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS: positiveInt.default(5),
     LOGIN_MAX_FAILURES_PER_ADDRESS: positiveInt.default(30),
+    LOGIN_MAX_FAILURES_PER_ACCOUNT: positiveInt.default(100),
     LOGIN_THROTTLE_WINDOW_SECONDS: positiveInt.default(900),
+    REGISTRATIONS_PER_ADDRESS_PER_HOUR: z.coerce.number().int().min(0).default(20),
+    REFRESH_REUSE_GRACE_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
     ARGON2_MEMORY_KIB: z.coerce.number().int().min(19456).default(19456),
     ARGON2_TIME_COST: z.coerce.number().int().min(2).default(2),
     ATTACHMENT_MAX_BYTES: positiveInt.default(25 * 1024 * 1024),
     ATTACHMENTS_MAX_PER_TASK: positiveInt.default(100),
+    ATTACHMENT_STORAGE: z.enum(['fs', 's3']).default('fs'),
+    S3_BUCKET: z.string().min(1).optional(),
+    S3_REGION: z.string().min(1).default('us-east-1'),
+    S3_ENDPOINT: z.string().url().optional(),
+    S3_FORCE_PATH_STYLE: bool.default('false'),
+    S3_ACCESS_KEY_ID: z.string().min(1).optional(),
+    S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
+    RATE_LIMIT_STORE: z.enum(['memory', 'postgres', 'redis']).default('memory'),
+    REDIS_URL: z.string().regex(/^rediss?:\/\/\S+$/, 'REDIS_URL must be a redis:// or rediss:// URL').optional(),
     EVENT_RETENTION_DAYS: positiveInt.default(30),
     EVENT_STREAM_HEARTBEAT_SECONDS: positiveInt.max(300).default(15),
     /** Seconds between attempts, each counted from the previous one (±20% jitter); decimals allowed. */
@@ -69,7 +81,40 @@ const EnvSchema = z
   .refine((env) => (env.ADMIN_EMAIL === undefined) === (env.ADMIN_PASSWORD === undefined), {
     message: 'ADMIN_EMAIL and ADMIN_PASSWORD must be set together',
     path: ['ADMIN_PASSWORD'],
+  })
+  .refine((env) => env.ATTACHMENT_STORAGE !== 's3' || env.S3_BUCKET !== undefined, {
+    message: 'S3_BUCKET is required when ATTACHMENT_STORAGE=s3',
+    path: ['S3_BUCKET'],
+  })
+  .refine((env) => (env.S3_ACCESS_KEY_ID === undefined) === (env.S3_SECRET_ACCESS_KEY === undefined), {
+    message: 'S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY must be set together',
+    path: ['S3_SECRET_ACCESS_KEY'],
+  })
+  .refine((env) => env.RATE_LIMIT_STORE !== 'redis' || env.REDIS_URL !== undefined, {
+    message: 'REDIS_URL is required when RATE_LIMIT_STORE=redis',
+    path: ['REDIS_URL'],
+  })
+  // This variable used to be the strict per-account limit (default 5) that let anyone lock any
+  // account; a value that low now would do the same from every address, so it stops the start.
+  .refine((env) => env.LOGIN_MAX_FAILURES_PER_ACCOUNT >= env.LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS, {
+    message:
+      'LOGIN_MAX_FAILURES_PER_ACCOUNT must be at least LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS: it is now the ceiling for one account across all addresses ' +
+      '(default 100); the strict limit per account and address is LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS',
+    path: ['LOGIN_MAX_FAILURES_PER_ACCOUNT'],
   });
+
+/** An S3-compatible bucket for attachments; without credentials the AWS SDK's default chain applies. */
+export interface S3StorageConfig {
+  kind: 's3';
+  bucket: string;
+  region: string;
+  endpoint: string | undefined;
+  forcePathStyle: boolean;
+  credentials: { accessKeyId: string; secretAccessKey: string } | undefined;
+}
+
+/** Where the general request rate limit is counted: per instance, or shared by all of them. */
+export type RateLimitStoreConfig = { kind: 'memory' } | { kind: 'postgres' } | { kind: 'redis'; url: string };
 
 export interface Config {
   port: number;
@@ -90,9 +135,14 @@ export interface Config {
   registrationEnabled: boolean;
   admin: { email: string; password: string; name: string } | undefined;
   rateLimitPerMinute: number;
-  loginThrottle: { maxFailuresPerAccount: number; maxFailuresPerAddress: number; windowSeconds: number };
+  rateLimitStore: RateLimitStoreConfig;
+  loginThrottle: { maxFailuresPerAccountAddress: number; maxFailuresPerAddress: number; maxFailuresPerAccount: number; windowSeconds: number };
+  /** Registrations per client address per hour; 0: unlimited. */
+  registrationsPerAddressPerHour: number;
+  /** How long a refresh token just rotated out still refreshes its session (two tabs, a retry); 0: never. */
+  refreshReuseGraceSeconds: number;
   argon2: { memoryCost: number; timeCost: number };
-  attachments: { maxBytes: number; maxPerTask: number };
+  attachments: { maxBytes: number; maxPerTask: number; storage: { kind: 'fs' } | S3StorageConfig };
   metricsToken: string | undefined;
   events: { retentionDays: number; heartbeatSeconds: number };
   webhooks: { retryScheduleSeconds: number[]; allowPrivateTargets: boolean };
@@ -119,6 +169,24 @@ function parseTrustProxy(value: string): boolean | number | string {
   if (value === 'true' || value === 'false') return value === 'true';
   if (/^\d+$/.test(value)) return Number(value);
   return value; // a list of addresses or subnets, as Express takes it
+}
+
+function rateLimitStoreOf(e: z.infer<typeof EnvSchema>): RateLimitStoreConfig {
+  if (e.RATE_LIMIT_STORE === 'redis' && e.REDIS_URL) return { kind: 'redis', url: e.REDIS_URL };
+  return e.RATE_LIMIT_STORE === 'postgres' ? { kind: 'postgres' } : { kind: 'memory' };
+}
+
+function attachmentStorageOf(e: z.infer<typeof EnvSchema>): Config['attachments']['storage'] {
+  if (e.ATTACHMENT_STORAGE === 'fs' || e.S3_BUCKET === undefined) return { kind: 'fs' };
+  return {
+    kind: 's3',
+    bucket: e.S3_BUCKET,
+    region: e.S3_REGION,
+    endpoint: e.S3_ENDPOINT,
+    forcePathStyle: e.S3_FORCE_PATH_STYLE,
+    credentials:
+      e.S3_ACCESS_KEY_ID && e.S3_SECRET_ACCESS_KEY ? { accessKeyId: e.S3_ACCESS_KEY_ID, secretAccessKey: e.S3_SECRET_ACCESS_KEY } : undefined,
+  };
 }
 
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
@@ -158,13 +226,17 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         ? { email: e.ADMIN_EMAIL, password: e.ADMIN_PASSWORD, name: e.ADMIN_NAME }
         : undefined,
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
+    rateLimitStore: rateLimitStoreOf(e),
     loginThrottle: {
-      maxFailuresPerAccount: e.LOGIN_MAX_FAILURES_PER_ACCOUNT,
+      maxFailuresPerAccountAddress: e.LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS,
       maxFailuresPerAddress: e.LOGIN_MAX_FAILURES_PER_ADDRESS,
+      maxFailuresPerAccount: e.LOGIN_MAX_FAILURES_PER_ACCOUNT,
       windowSeconds: e.LOGIN_THROTTLE_WINDOW_SECONDS,
     },
+    registrationsPerAddressPerHour: e.REGISTRATIONS_PER_ADDRESS_PER_HOUR,
+    refreshReuseGraceSeconds: e.REFRESH_REUSE_GRACE_SECONDS,
     argon2: { memoryCost: e.ARGON2_MEMORY_KIB, timeCost: e.ARGON2_TIME_COST },
-    attachments: { maxBytes: e.ATTACHMENT_MAX_BYTES, maxPerTask: e.ATTACHMENTS_MAX_PER_TASK },
+    attachments: { maxBytes: e.ATTACHMENT_MAX_BYTES, maxPerTask: e.ATTACHMENTS_MAX_PER_TASK, storage: attachmentStorageOf(e) },
     metricsToken: e.METRICS_TOKEN,
     events: { retentionDays: e.EVENT_RETENTION_DAYS, heartbeatSeconds: e.EVENT_STREAM_HEARTBEAT_SECONDS },
     webhooks: { retryScheduleSeconds: e.WEBHOOK_RETRY_SCHEDULE, allowPrivateTargets: e.WEBHOOK_ALLOW_PRIVATE_TARGETS },

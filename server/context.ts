@@ -1,11 +1,12 @@
 import type { Logger } from 'pino';
-import type { AttachmentStorage } from './attachments/storage.js';
+import type { AttachmentStorage } from './storage/storage.js';
 import type { AccessTokens } from './auth/tokens.js';
 import type { PasswordHasher } from './auth/passwords.js';
 import type { SigningKey } from './auth/keys.js';
-import type { LoginThrottle } from './auth/throttle.js';
+import type { LoginThrottle, RegistrationThrottle } from './auth/throttle.js';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
+import type { RequestLimiter } from './limits/request-limiter.js';
 
 /** What every part of the service is built from; tests build as many as they like. */
 export interface AppContext {
@@ -16,5 +17,8 @@ export interface AppContext {
   tokens: AccessTokens;
   passwords: PasswordHasher;
   loginThrottle: LoginThrottle;
+  registrationThrottle: RegistrationThrottle;
   attachmentStorage: AttachmentStorage;
+  /** The general request rate limit; undefined when it is off. */
+  requestLimiter: RequestLimiter | undefined;
 }

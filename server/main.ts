@@ -2,11 +2,13 @@ import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
 import { pino, type Logger } from 'pino';
 import { z } from 'zod';
-import { createContext } from './bootstrap.js';
+import { closeContext, createContext } from './bootstrap.js';
 import { runCommand } from './cli/run.js';
 import { loadConfig, type Config } from './config.js';
-import { openDatabase, openPostgres, type Database } from './db/database.js';
+import type { AppContext } from './context.js';
+import { openDatabase, openPostgres } from './db/database.js';
 import { migrate } from './db/migrate.js';
+import { shareMemoryLimiterWithWorkers } from './limits/request-limiter.js';
 import { startMaintenance } from './maintenance.js';
 import { OperatorError } from './operator-error.js';
 import { onStopSignal, serve } from './serve.js';
@@ -18,11 +20,12 @@ const StartupFailureSchema = z.object({ startupFailure: z.string() });
 
 const listeningLine = (config: Config, port: number) => `task service listening on http://${config.host}:${port}`;
 
-/** Closes what the main process holds, last: maintenance, then the database (and its embedded server). */
-async function closeAll(logger: Logger, stopMaintenance: () => Promise<void>, db: Database): Promise<void> {
+/** Closes what the main process holds, last: maintenance, the stores, then the database (and its embedded server). */
+async function closeAll(logger: Logger, stopMaintenance: () => Promise<void>, ctx: AppContext): Promise<void> {
   try {
     await stopMaintenance();
-    await db.close();
+    await closeContext(ctx);
+    await ctx.db.close();
     logger.info('stopped');
   } catch (error) {
     logger.error({ err: error }, 'error while closing the database');
@@ -38,17 +41,19 @@ async function closeAll(logger: Logger, stopMaintenance: () => Promise<void>, db
 async function runMain(config: Config, logger: Logger): Promise<void> {
   const db = await openDatabase(config, { log: (message) => logger.info(message) });
   let stopMaintenance = () => Promise.resolve();
+  let ctx: AppContext | undefined;
   try {
     const applied = await migrate(db.sql);
     logger.info({ database: db.kind, applied }, applied.length ? 'migrations applied' : 'database schema is current');
-    const ctx = await createContext(config, db, logger);
+    const created = await createContext(config, db, logger);
+    ctx = created;
     if (config.webConcurrency === 1) {
       const serving = await serve(ctx);
       stopMaintenance = startMaintenance(ctx);
       logger.info({ port: serving.port, database: db.kind, dataDir: config.dataDir }, listeningLine(config, serving.port));
       onStopSignal((signal) => {
         logger.info({ signal }, 'shutting down');
-        void serving.close().then(() => closeAll(logger, stopMaintenance, db));
+        void serving.close().then(() => closeAll(logger, stopMaintenance, created));
       });
       return;
     }
@@ -57,9 +62,11 @@ async function runMain(config: Config, logger: Logger): Promise<void> {
     logger.info({ port, workers: config.webConcurrency, database: db.kind, dataDir: config.dataDir }, listeningLine(config, port));
   } catch (error) {
     await stopMaintenance();
+    if (ctx) await closeContext(ctx).catch(() => undefined);
     await db.close().catch(() => undefined);
     throw error;
   }
+  const context = ctx;
   onStopSignal((signal) => {
     logger.info({ signal }, 'shutting down');
     const workers = Object.values(cluster.workers ?? {}).filter((worker): worker is Worker => worker !== undefined);
@@ -69,7 +76,7 @@ async function runMain(config: Config, logger: Logger): Promise<void> {
         worker.process.kill('SIGTERM');
         await exited;
       }),
-    ).then(() => closeAll(logger, stopMaintenance, db));
+    ).then(() => closeAll(logger, stopMaintenance, context));
   });
 }
 
@@ -77,12 +84,13 @@ async function runMain(config: Config, logger: Logger): Promise<void> {
 async function startWorkers(config: Config, logger: Logger, databaseUrl: string): Promise<number> {
   let stopping = false;
   onStopSignal(() => (stopping = true));
+  shareMemoryLimiterWithWorkers(config);
   const fork = () => cluster.fork({ [WORKER_DATABASE_URL]: databaseUrl });
   const starting = Array.from({ length: config.webConcurrency }, () => {
     const worker = fork();
     return new Promise<number>((resolve, reject) => {
       let reason: string | undefined;
-      worker.once('message', (message: unknown) => {
+      worker.on('message', (message: unknown) => {
         const failure = StartupFailureSchema.safeParse(message);
         if (failure.success) reason = failure.data.startupFailure;
       });
@@ -107,7 +115,7 @@ async function runWorker(config: Config, logger: Logger, databaseUrl: string): P
     const ctx = await createContext({ ...config, admin: undefined }, db, logger);
     const serving = await serve(ctx);
     onStopSignal(() => {
-      void serving.close().then(() => db.close()).finally(() => process.exit());
+      void serving.close().then(() => closeContext(ctx)).then(() => db.close()).finally(() => process.exit());
     });
   } catch (error) {
     await db.close().catch(() => undefined);

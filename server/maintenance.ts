@@ -1,14 +1,17 @@
 import { sweepOrphans } from './attachments/sweep.js';
 import { purgeEndedSessions } from './auth/sessions.js';
 import type { AppContext } from './context.js';
+import { underLease } from './db/leases.js';
 import { purgeExpiredEvents } from './events/log.js';
 import { startEventWorkers } from './events/workers.js';
 import { purgeExpiredIdempotencyKeys } from './http/idempotency.js';
 
 const EVERY_MS = 5 * 60_000;
+/** Far longer than a round takes; only a crashed holder makes the others wait this long. */
+const LEASE_MS = 15 * 60_000;
 
 /** One round of housekeeping; each job's failure is logged and retried next round. */
-async function runMaintenance(ctx: AppContext): Promise<void> {
+export async function runMaintenance(ctx: AppContext): Promise<void> {
   const jobs: [string, () => Promise<unknown>][] = [
     ['attachment orphan sweep', async () => {
       const result = await sweepOrphans(ctx);
@@ -25,13 +28,19 @@ async function runMaintenance(ctx: AppContext): Promise<void> {
     ['idempotency key purge', () => purgeExpiredIdempotencyKeys(ctx)],
   ];
   for (const [name, job] of jobs) {
-    await job().catch((error: unknown) => ctx.logger.warn({ err: error }, `${name} failed; it will run again`));
+    // Every instance runs housekeeping; the lease lets one at a time do each job.
+    const outcome = await underLease(ctx.db.sql, name, LEASE_MS, job).catch((error: unknown) => {
+      ctx.logger.warn({ err: error }, `${name} failed; it will run again`);
+    });
+    if (outcome && !outcome.ran) ctx.logger.debug(`${name}: another instance is running it`);
   }
 }
 
 /**
- * Runs housekeeping now and every few minutes (every instance may: each job is idempotent), and
- * the event workers (webhook deliveries). The returned function stops both and waits for work under way.
+ * Runs housekeeping now and every few minutes, and the event workers (webhook deliveries). Safe on
+ * every instance: a housekeeping job runs on one instance at a time, and each is idempotent; the
+ * delivery workers of all instances share the queue. The returned function stops both and waits
+ * for work under way.
  */
 export function startMaintenance(ctx: AppContext, everyMs = EVERY_MS): () => Promise<void> {
   let running: Promise<void> = runMaintenance(ctx);

@@ -1,10 +1,12 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
 import { mkdir, readdir, rm, utimes, writeFile } from 'node:fs/promises';
+import { once } from 'node:events';
 import http from 'node:http';
+import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import type { Response as SuperagentResponse } from 'superagent';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { AttachmentSchema, type Attachment } from '../contract/attachments.js';
 import { listOf, ProblemSchema } from '../contract/common.js';
@@ -12,6 +14,8 @@ import type { Task } from '../contract/tasks.js';
 import { buildApp } from '../server/app.js';
 import { sweepOrphans, ORPHAN_GRACE_MS } from '../server/attachments/sweep.js';
 import { startService, type TestService } from './support/app.js';
+import { binary } from './support/binary.js';
+import { startObjectStore, type TestObjectStore } from './support/object-store.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 import { expectProblem } from './support/problems.js';
 import { createTask, getTask } from './support/tasks.js';
@@ -30,8 +34,23 @@ let admin: TestUser;
 let server: http.Server;
 let port: number;
 
+// The same tests run with the bytes in an S3-compatible store (test/attachments-s3.test.ts).
+const backend = process.env.TEST_ATTACHMENT_STORAGE === 's3' ? 's3' : 'fs';
+let objectStore: TestObjectStore | undefined;
+/** Writes that reached the storage (the S3 store shows no trace of an upload under way). */
+let writesBegun = 0;
+
 beforeAll(async () => {
-  service = await startService({ ATTACHMENT_MAX_BYTES: String(MAX_BYTES), ATTACHMENTS_MAX_PER_TASK: String(MAX_PER_TASK) });
+  objectStore = backend === 's3' ? await startObjectStore() : undefined;
+  service = await startService({ ATTACHMENT_MAX_BYTES: String(MAX_BYTES), ATTACHMENTS_MAX_PER_TASK: String(MAX_PER_TASK), ...objectStore?.env });
+  const storage = service.ctx.attachmentStorage;
+  service.ctx.attachmentStorage = {
+    ...storage,
+    write: (source, options) => {
+      writesBegun++;
+      return storage.write(source, options);
+    },
+  };
   [alice, bob, carol, admin] = await Promise.all([
     registerUser(service, { name: 'Alice' }),
     registerUser(service, { name: 'Bob' }),
@@ -44,13 +63,28 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await new Promise((resolve) => server.close(resolve));
+  await service.ctx.attachmentStorage.close();
   await service.close();
+  await objectStore?.close();
 });
 
 const storageDir = (sub: 'objects' | 'tmp') => path.join(service.ctx.config.dataDir, 'attachments', sub);
-const storedObjects = () => readdir(storageDir('objects'));
+async function storedObjects(): Promise<string[]> {
+  const keys: string[] = [];
+  for await (const entry of service.ctx.attachmentStorage.list()) keys.push(entry.key);
+  return keys;
+}
 const partialWrites = () => readdir(storageDir('tmp'));
+/** An upload is under way: its partial file exists (fs), or its write began (s3). */
+const uploadStarted = async (writesBefore: number) => (backend === 'fs' ? (await partialWrites()).length > 0 : writesBegun > writesBefore);
+/** No partial write is left. An S3 upload cannot be listed on s3rver; test/storage.test.ts shows a failed one keeps nothing. */
+const noPartialWrites = async () => backend === 's3' || (await partialWrites()).length === 0;
 const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
+
+/** Waits until `check` holds, checking every 25 ms. */
+async function eventuallyTrue(check: () => boolean): Promise<void> {
+  while (!check()) await new Promise((resolve) => setTimeout(resolve, 25));
+}
 
 /** Waits until `check` holds (the server finishes its clean-up after the client has gone). */
 async function eventually(check: () => Promise<boolean>, what: string): Promise<void> {
@@ -124,13 +158,6 @@ function rawUpload(taskId: string, contentType: string, contentLength: number) {
   return { req, answer };
 }
 
-/** Collects a response body as bytes, whatever its content type. */
-function binary(res: SuperagentResponse, done: (error: Error | null, body: Buffer) => void): void {
-  const chunks: Buffer[] = [];
-  res.on('data', (chunk: Buffer) => chunks.push(chunk));
-  res.on('end', () => done(null, Buffer.concat(chunks)));
-}
-
 async function download(user: TestUser, id: string, headers: Record<string, string> = {}) {
   const res = await service.http.get(`/attachments/${id}/content`).set('Authorization', user.auth).set(headers).buffer(true).parse(binary);
   return { status: res.status, headers: res.headers, bytes: z.instanceof(Buffer).parse(res.body), res };
@@ -141,6 +168,12 @@ async function listFor(user: TestUser, taskId: string): Promise<Attachment[]> {
 }
 
 describe('upload and download', () => {
+  it(`keeps the bytes in the configured storage (${backend})`, async () => {
+    const task = await createTask(service, alice);
+    await upload(alice, task.id, Buffer.from('where am I'));
+    expect((await readdir(service.ctx.config.dataDir)).includes('attachments')).toBe(backend === 'fs');
+  });
+
   it('round-trips a 1 MiB random binary byte for byte, with its metadata', async () => {
     const task = await createTask(service, alice);
     // A fixed prefix, so that random bytes cannot happen to look like a known format.
@@ -247,6 +280,27 @@ describe('range requests', () => {
     expect(got.bytes.equals(bytes)).toBe(true);
   });
 
+  it('answers HEAD with the headers of GET and no body, without reading the stored bytes', async () => {
+    const open = vi.spyOn(service.ctx.attachmentStorage, 'open');
+    try {
+      const head = (headers: Record<string, string> = {}) =>
+        fetch(`http://127.0.0.1:${port}/attachments/${attachment.id}/content`, { method: 'HEAD', headers: { Authorization: alice.auth, ...headers } });
+      const whole = await head();
+      expect(whole.status).toBe(200);
+      expect(whole.headers.get('content-length')).toBe('1000');
+      expect(whole.headers.get('etag')).toBe(`"${attachment.sha256}"`);
+      expect(whole.headers.get('content-disposition')).toContain('ranged.bin');
+      expect((await whole.arrayBuffer()).byteLength).toBe(0);
+      const part = await head({ Range: 'bytes=0-9' });
+      expect(part.status).toBe(206);
+      expect(part.headers.get('content-length')).toBe('10');
+      expect(part.headers.get('content-range')).toBe('bytes 0-9/1000');
+      expect(open).not.toHaveBeenCalled();
+    } finally {
+      open.mockRestore();
+    }
+  });
+
   it('honours If-Range only when it names the current ETag', async () => {
     expect((await download(alice, attachment.id, { Range: 'bytes=0-9', 'If-Range': `"${attachment.sha256}"` })).status).toBe(206);
     const stale = await download(alice, attachment.id, { Range: 'bytes=0-9', 'If-Range': '"stale"' });
@@ -313,7 +367,7 @@ describe('rejected uploads leave nothing behind', () => {
   async function expectNothingStored(taskId: string) {
     expect(await listFor(alice, taskId)).toEqual([]);
     expect((await getTask(service, alice, taskId)).attachmentCount).toBe(0);
-    await eventually(async () => (await partialWrites()).length === 0, 'partial writes removed');
+    await eventually(noPartialWrites, 'partial writes removed');
     const keys = new Set((await service.ctx.db.prisma.attachment.findMany({ select: { storageKey: true } })).map((a) => a.storageKey));
     expect((await storedObjects()).filter((key) => !keys.has(key))).toEqual([]);
   }
@@ -341,19 +395,50 @@ describe('rejected uploads leave nothing behind', () => {
     const answer = await upload.answer;
     upload.req.destroy();
     expect(answer.status).toBe(413);
-    expect(answer.headers.connection).toBe('close');
     expect(ProblemSchema.parse(JSON.parse(answer.body)).code).toBe('payload_too_large');
+    await expectNothingStored(task.id);
+  });
+
+  it('answers a client that sends the whole oversized body before reading (fetch, a raw socket) with the 413 problem, not a reset connection', async () => {
+    const task = await createTask(service, alice);
+    // Just over the limit (refused as it streams) and far over it (refused from Content-Length).
+    for (const size of [MAX_BYTES + 1, MAX_BYTES * 12]) {
+      const form = new FormData();
+      form.append('file', new Blob([Buffer.alloc(size, 3)]), 'big.bin');
+      const res = await fetch(`http://127.0.0.1:${port}/tasks/${task.id}/attachments`, { method: 'POST', headers: { Authorization: alice.auth }, body: form });
+      expect(res.status).toBe(413);
+      expect(ProblemSchema.parse(await res.json()).code).toBe('payload_too_large');
+    }
+    // A client that writes every byte, at the socket's pace, before it reads the answer.
+    const { body, contentType } = multipart([{ name: 'file', params: 'filename="huge.bin"', data: Buffer.alloc(MAX_BYTES * 12, 4) }]);
+    const socket = net.connect(port, '127.0.0.1');
+    await once(socket, 'connect');
+    const received: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => received.push(chunk));
+    const failed = new Promise<never>((_resolve, reject) => socket.on('error', reject));
+    const head = `POST /tasks/${task.id}/attachments HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ${alice.auth}\r\nContent-Type: ${contentType}\r\nContent-Length: ${body.length}\r\n\r\n`;
+    const sendAll = async () => {
+      socket.write(head);
+      for (let offset = 0; offset < body.length; offset += 64 * 1024) {
+        if (!socket.write(body.subarray(offset, offset + 64 * 1024))) await once(socket, 'drain');
+      }
+    };
+    await Promise.race([sendAll(), failed]);
+    await Promise.race([eventuallyTrue(() => Buffer.concat(received).includes('payload_too_large')), failed]);
+    socket.destroy();
+    expect(Buffer.concat(received).toString()).toMatch(/^HTTP\/1\.1 413 /);
     await expectNothingStored(task.id);
   });
 
   it('removes a half-received file when the client aborts mid-upload', async () => {
     const task = await createTask(service, alice);
     const { body, contentType } = multipart([{ name: 'file', params: 'filename="half.bin"', data: randomBytes(1024 * 1024) }]);
+    const writesBefore = writesBegun;
     const upload = rawUpload(task.id, contentType, body.length);
     upload.answer.catch(() => undefined);
     upload.req.write(body.subarray(0, body.length / 2));
-    // The upload is under way once its partial write exists; then the client goes away.
-    await eventually(async () => (await partialWrites()).length > 0, 'the upload started');
+    // The upload is under way once it reached the storage; then the client goes away.
+    await eventually(() => uploadStarted(writesBefore), 'the upload started');
     upload.req.destroy();
     await expectNothingStored(task.id);
     await service.http.get('/healthz').expect(200);
@@ -362,15 +447,16 @@ describe('rejected uploads leave nothing behind', () => {
   it('removes the stored bytes when the row cannot be written (the task went away mid-upload)', async () => {
     const task = await createTask(service, alice);
     const { body, contentType } = multipart([{ name: 'file', params: 'filename="late.bin"', data: randomBytes(512 * 1024) }]);
+    const writesBefore = writesBegun;
     const upload = rawUpload(task.id, contentType, body.length);
     upload.req.write(body.subarray(0, body.length / 2));
-    await eventually(async () => (await partialWrites()).length > 0, 'the upload started');
+    await eventually(() => uploadStarted(writesBefore), 'the upload started');
     await service.http.delete(`/tasks/${task.id}`).set('Authorization', alice.auth).expect(204);
     upload.req.end(body.subarray(body.length / 2));
     const answer = await upload.answer;
     expect(answer.status).toBe(404);
     expect(await service.ctx.db.prisma.attachment.count({ where: { taskId: task.id } })).toBe(0);
-    await eventually(async () => (await partialWrites()).length === 0, 'partial writes removed');
+    await eventually(noPartialWrites, 'partial writes removed');
     const keys = new Set((await service.ctx.db.prisma.attachment.findMany({ select: { storageKey: true } })).map((a) => a.storageKey));
     expect((await storedObjects()).filter((key) => !keys.has(key))).toEqual([]);
   });
@@ -507,7 +593,21 @@ describe('deleting what attachments belong to', () => {
 });
 
 describe('orphan sweep', () => {
-  it('removes old partial writes and old unreferenced objects, and keeps recent ones and referenced ones', async () => {
+  it('removes objects no row names once older than the grace period, and keeps referenced ones', async () => {
+    const task = await createTask(service, alice);
+    const kept = await upload(alice, task.id, Buffer.from('referenced'));
+    const orphan = await service.ctx.attachmentStorage.write(Readable.from([Buffer.from('no row names me')]), { maxBytes: MAX_BYTES });
+    const now = new Date();
+    expect((await sweepOrphans(service.ctx, now)).orphans).toBe(0);
+    expect(await storedObjects()).toContain(orphan.key);
+
+    const later = new Date(now.getTime() + ORPHAN_GRACE_MS + 60_000);
+    expect((await sweepOrphans(service.ctx, later)).orphans).toBeGreaterThanOrEqual(1);
+    expect(await storedObjects()).not.toContain(orphan.key);
+    expect((await download(alice, kept.id)).bytes.toString()).toBe('referenced');
+  });
+
+  it.runIf(backend === 'fs')('removes old partial writes and old unreferenced objects, and keeps recent ones and referenced ones', async () => {
     const task = await createTask(service, alice);
     const kept = await upload(alice, task.id, Buffer.from('referenced'));
     const [keptKey] = (await service.ctx.db.prisma.attachment.findMany({ where: { id: kept.id }, select: { storageKey: true } })).map((a) => a.storageKey);

@@ -1,7 +1,7 @@
-import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, exportSPKI, generateKeyPair, jwtVerify, UnsecuredJWT } from 'jose';
+import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, exportPKCS8, exportSPKI, generateKeyPair, jwtVerify, UnsecuredJWT } from 'jose';
 import { pino } from 'pino';
 import type { Response } from 'supertest';
 import { v7 as uuidv7 } from 'uuid';
@@ -154,46 +154,87 @@ describe('POST /auth/login', () => {
 });
 
 describe('login throttling', () => {
-  it('after the allowed failures per account answers 429 with Retry-After, even to the right password', async () => {
-    const throttled = await startService({ LOGIN_MAX_FAILURES_PER_ACCOUNT: '3' });
+  // Addresses come from X-Forwarded-For here, so one test plays several clients.
+  const from = (throttled: TestService, address: string, email: string, password: string) =>
+    throttled.http.post('/auth/login').set('X-Forwarded-For', address).send({ email, password });
+  const withThrottle = async (env: Record<string, string>, run: (throttled: TestService) => Promise<void>) => {
+    const throttled = await startService({ TRUST_PROXY: 'true', ...env });
     try {
-      const user = await registerUser(throttled);
-      for (let i = 0; i < 3; i++) expectProblem(await loginRequest(throttled, user.email, 'wrong password'), 401, 'invalid_credentials');
-      const res = await loginRequest(throttled, user.email, user.password);
-      expectProblem(res, 429, 'rate_limited');
-      expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
-      // Another account from the same address is not affected.
-      const other = await registerUser(throttled);
-      await login(throttled, other.email, other.password);
+      await run(throttled);
     } finally {
       await throttled.close();
     }
+  };
+  const STRANGER = '198.51.100.66';
+  const OWNER = '203.0.113.10';
+
+  it('locks only the (account, address) pair a stranger guesses from: the owner still logs in from theirs', async () => {
+    await withThrottle({}, async (throttled) => {
+      const user = await registerUser(throttled);
+      for (let i = 0; i < 5; i++) expectProblem(await from(throttled, STRANGER, user.email, 'wrong password'), 401, 'invalid_credentials');
+      const blocked = await from(throttled, STRANGER, user.email, user.password);
+      const problem = expectProblem(blocked, 429, 'rate_limited');
+      const retryAfter = Number(blocked.headers['retry-after']);
+      expect(retryAfter).toBeGreaterThan(800);
+      expect(problem.detail).toMatch(/for this account from your address; try again in 1[45] minutes \(at \d{4}-\d\d-\d\dT[\d:.]+Z\)/);
+      await from(throttled, OWNER, user.email, user.password).expect(200);
+      // The stranger's address may still try other accounts.
+      const other = await registerUser(throttled);
+      await from(throttled, STRANGER, other.email, other.password).expect(200);
+    });
   });
 
   it('throttles an address failing across different emails', async () => {
-    const throttled = await startService({ LOGIN_MAX_FAILURES_PER_ADDRESS: '3' });
-    try {
+    await withThrottle({ LOGIN_MAX_FAILURES_PER_ADDRESS: '3' }, async (throttled) => {
       const user = await registerUser(throttled);
-      for (let i = 0; i < 3; i++) expectProblem(await loginRequest(throttled, uniqueEmail('guess'), 'wrong password'), 401, 'invalid_credentials');
-      const res = await loginRequest(throttled, user.email, user.password);
-      expectProblem(res, 429, 'rate_limited');
-      expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
-    } finally {
-      await throttled.close();
-    }
+      for (let i = 0; i < 3; i++) expectProblem(await from(throttled, STRANGER, uniqueEmail('guess'), 'wrong password'), 401, 'invalid_credentials');
+      const problem = expectProblem(await from(throttled, STRANGER, user.email, user.password), 429, 'rate_limited');
+      expect(problem.detail).toContain('from your address');
+      await from(throttled, OWNER, user.email, user.password).expect(200);
+    });
   });
 
-  it('resets the account count after a successful login', async () => {
-    const throttled = await startService({ LOGIN_MAX_FAILURES_PER_ACCOUNT: '3' });
-    try {
+  it('locks an account guessed at from many addresses once its high ceiling is reached', async () => {
+    await withThrottle({ LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS: '2', LOGIN_MAX_FAILURES_PER_ACCOUNT: '6' }, async (throttled) => {
+      const user = await registerUser(throttled);
+      for (const address of ['198.51.100.1', '198.51.100.2', '198.51.100.3']) {
+        for (let i = 0; i < 2; i++) await from(throttled, address, user.email, 'wrong password').expect(401);
+      }
+      const problem = expectProblem(await from(throttled, OWNER, user.email, user.password), 429, 'rate_limited');
+      expect(problem.detail).toContain('for this account');
+    });
+  });
+
+  it('resets the pair after a successful login', async () => {
+    await withThrottle({ LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS: '3' }, async (throttled) => {
       const user = await registerUser(throttled);
       for (let round = 0; round < 2; round++) {
-        for (let i = 0; i < 2; i++) expectProblem(await loginRequest(throttled, user.email, 'wrong password'), 401, 'invalid_credentials');
-        await login(throttled, user.email, user.password);
+        for (let i = 0; i < 2; i++) expectProblem(await from(throttled, OWNER, user.email, 'wrong password'), 401, 'invalid_credentials');
+        await from(throttled, OWNER, user.email, user.password).expect(200);
       }
-      // Control: without a success in between, the third failure does lock the account.
-      for (let i = 0; i < 3; i++) await loginRequest(throttled, user.email, 'wrong password').expect(401);
-      expectProblem(await loginRequest(throttled, user.email, user.password), 429, 'rate_limited');
+      // Control: without a success in between, the third failure does lock the pair.
+      for (let i = 0; i < 3; i++) await from(throttled, OWNER, user.email, 'wrong password').expect(401);
+      expectProblem(await from(throttled, OWNER, user.email, user.password), 429, 'rate_limited');
+    });
+  });
+
+  it('refuses an account ceiling below the pair limit at start-up, naming the variable', () => {
+    expect(() => loadConfig({ LOGIN_MAX_FAILURES_PER_ACCOUNT: '3' })).toThrow(/LOGIN_MAX_FAILURES_PER_ACCOUNT must be at least LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS/);
+  });
+});
+
+describe('registration throttling', () => {
+  it('allows the configured registrations an hour per address, then 429 with Retry-After; other addresses go on', async () => {
+    const throttled = await startService({ TRUST_PROXY: 'true', REGISTRATIONS_PER_ADDRESS_PER_HOUR: '3' });
+    try {
+      const register = (address: string) =>
+        throttled.http.post('/auth/register').set('X-Forwarded-For', address).send({ email: uniqueEmail(), password: PASSWORD, name: 'New' });
+      for (let i = 0; i < 3; i++) await register('198.51.100.20').expect(201);
+      const blocked = await register('198.51.100.20');
+      const problem = expectProblem(blocked, 429, 'rate_limited');
+      expect(Number(blocked.headers['retry-after'])).toBeGreaterThan(3000);
+      expect(problem.detail).toMatch(/try again in \d+ minutes/);
+      await register('198.51.100.21').expect(201);
     } finally {
       await throttled.close();
     }
@@ -211,12 +252,19 @@ describe('POST /auth/refresh', () => {
     await me(`Bearer ${second.accessToken}`).expect(200);
   });
 
-  it('treats an already-rotated token as reuse: 401, and the whole session is revoked', async () => {
+  /** Moves the rotation of every rotated-out token of the session `seconds` into the past. */
+  const rotatedAgo = async (accessToken: string, seconds: number) => {
+    const sessionId = z.string().parse(decodeJwt(accessToken).sid);
+    await service.ctx.db.prisma.rotatedRefreshToken.updateMany({ where: { sessionId }, data: { rotatedAt: new Date(Date.now() - seconds * 1000) } });
+  };
+
+  it('treats an already-rotated token as reuse once the grace has passed: 401, and the whole session is revoked', async () => {
     const user = await registerUser(service);
     const other = await login(service, user.email, user.password);
     const first = AuthResultSchema.parse((await refresh(user.refreshToken).expect(200)).body);
     const newest = AuthResultSchema.parse((await refresh(first.refreshToken).expect(200)).body);
     await me(`Bearer ${newest.accessToken}`).expect(200);
+    await rotatedAgo(user.accessToken, service.ctx.config.refreshReuseGraceSeconds + 1);
 
     expectUnauthenticated(await refresh(user.refreshToken));
 
@@ -226,6 +274,30 @@ describe('POST /auth/refresh', () => {
     // The user's other session is a different one and lives on.
     await me(other.auth).expect(200);
     await refresh(other.refreshToken).expect(200);
+  });
+
+  it('within the reuse grace answers the token just rotated out with a new pair for the same session', async () => {
+    const user = await registerUser(service);
+    const winner = AuthResultSchema.parse((await refresh(user.refreshToken).expect(200)).body);
+    const late = AuthResultSchema.parse((await refresh(user.refreshToken).expect(200)).body);
+    expect(decodeJwt(late.accessToken).sid).toBe(decodeJwt(user.accessToken).sid);
+    expect(new Set([user.refreshToken, winner.refreshToken, late.refreshToken]).size).toBe(3);
+    // Both tabs carry on: each new token refreshes, and the session stays open.
+    await refresh(winner.refreshToken).expect(200);
+    const last = AuthResultSchema.parse((await refresh(late.refreshToken).expect(200)).body);
+    await me(`Bearer ${last.accessToken}`).expect(200);
+  });
+
+  it('has no grace when REFRESH_REUSE_GRACE_SECONDS is 0', async () => {
+    const strict = await startService({ REFRESH_REUSE_GRACE_SECONDS: '0' });
+    try {
+      const user = await registerUser(strict);
+      const next = AuthResultSchema.parse((await strict.http.post('/auth/refresh').send({ refreshToken: user.refreshToken }).expect(200)).body);
+      expectUnauthenticated(await strict.http.post('/auth/refresh').send({ refreshToken: user.refreshToken }));
+      expectUnauthenticated(await strict.http.get('/auth/me').set('Authorization', `Bearer ${next.accessToken}`));
+    } finally {
+      await strict.close();
+    }
   });
 
   it('rejects an unknown refresh token', async () => {
@@ -407,26 +479,46 @@ describe('GET /.well-known/jwks.json', () => {
 });
 
 describe('the signing key', () => {
-  it('is generated once and kept in the data directory, so tokens survive a restart', async () => {
-    const dataDir = await mkdtemp(path.join(tmpdir(), 'task-service-keys-'));
+  const silent = pino({ level: 'silent' });
+
+  it('is generated once and kept in the database, so every instance and every restart signs with it', async () => {
+    const dataDirs = await Promise.all([1, 2].map(() => mkdtemp(path.join(tmpdir(), 'task-service-keys-'))));
     try {
-      const config = loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent' });
-      const logger = pino({ level: 'silent' });
-      const before = await createContext(config, service.ctx.db, logger);
-      const keyFile = await stat(path.join(dataDir, 'keys', 'jwt-ed25519.pem'));
-      expect(keyFile.mode & 0o077).toBe(0);
-      const after = await createContext(config, service.ctx.db, logger);
-      expect(after.signingKey.kid).toBe(before.signingKey.kid);
-      expect(before.signingKey.kid).not.toBe(service.ctx.signingKey.kid);
+      const [one, two] = await Promise.all(dataDirs.map((dir) => createContext(loadConfig({ DATA_DIR: dir, LOG_LEVEL: 'silent' }), service.ctx.db, silent)));
+      expect(one?.signingKey.kid).toBe(service.ctx.signingKey.kid);
+      expect(two?.signingKey.kid).toBe(service.ctx.signingKey.kid);
 
       const user = await registerUser(service);
       const claims = decodeJwt(user.accessToken);
-      const token = await before.tokens.issue({ userId: user.user.id, sessionId: String(claims.sid), role: 'user' });
-      expect(await after.tokens.verify(token)).toEqual({ userId: user.user.id, sessionId: claims.sid, role: 'user' });
-      // A key from another data directory does not verify it.
-      expect(await service.ctx.tokens.verify(token)).toBeUndefined();
+      const token = await one!.tokens.issue({ userId: user.user.id, sessionId: String(claims.sid), role: 'user' });
+      expect(await two!.tokens.verify(token)).toEqual({ userId: user.user.id, sessionId: claims.sid, role: 'user' });
+      // The private key is not copied to the data directories.
+      for (const dir of dataDirs) expect(await readdir(dir)).not.toContain('keys');
     } finally {
-      await rm(dataDir, { recursive: true, force: true });
+      await Promise.all(dataDirs.map((dir) => rm(dir, { recursive: true, force: true })));
+    }
+  });
+
+  it('adopts the key an earlier version kept in DATA_DIR/keys when the database has none yet', async () => {
+    const { prisma } = service.ctx.db;
+    const [dataDir, otherDir] = await Promise.all([1, 2].map(() => mkdtemp(path.join(tmpdir(), 'task-service-keys-'))));
+    const kept = await prisma.signingKey.findMany();
+    try {
+      const { privateKey } = await generateKeyPair('EdDSA', { crv: 'Ed25519', extractable: true });
+      await mkdir(path.join(dataDir!, 'keys'));
+      await writeFile(path.join(dataDir!, 'keys', 'jwt-ed25519.pem'), await exportPKCS8(privateKey), { mode: 0o600 });
+      await prisma.signingKey.deleteMany();
+
+      const upgraded = await createContext(loadConfig({ DATA_DIR: dataDir!, LOG_LEVEL: 'silent' }), service.ctx.db, silent);
+      const token = await upgraded.tokens.issue({ userId: uuidv7(), sessionId: uuidv7(), role: 'user' });
+      const other = await createContext(loadConfig({ DATA_DIR: otherDir!, LOG_LEVEL: 'silent' }), service.ctx.db, silent);
+      expect(other.signingKey.kid).toBe(upgraded.signingKey.kid);
+      expect(await other.tokens.verify(token)).toBeDefined();
+      expect(upgraded.signingKey.kid).not.toBe(service.ctx.signingKey.kid);
+    } finally {
+      await prisma.signingKey.deleteMany();
+      await prisma.signingKey.createMany({ data: kept });
+      await Promise.all([dataDir, otherDir].map((dir) => rm(dir!, { recursive: true, force: true })));
     }
   });
 });

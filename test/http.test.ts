@@ -4,9 +4,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ProblemSchema, type ProblemCode } from '../contract/common.js';
 import { HealthSchema, ReadinessSchema } from '../contract/service.js';
 import { buildApp } from '../server/app.js';
-import { createContext } from '../server/bootstrap.js';
+import { loginThrottle } from '../server/auth/throttle.js';
+import type { AppContext } from '../server/context.js';
 import { loadConfig } from '../server/config.js';
-import { openPostgres } from '../server/db/database.js';
+import { openPostgres, type Database } from '../server/db/database.js';
 import { startService, type TestService } from './support/app.js';
 import { freshDatabase } from './support/databases.js';
 import { registerUser, uniqueEmail, type TestUser } from './support/users.js';
@@ -216,6 +217,9 @@ describe('service endpoints', () => {
   });
 });
 
+/** The service's context on another database handle (createContext would read the signing key from it). */
+const onDatabase = (db: Database): AppContext => ({ ...service.ctx, db, loginThrottle: loginThrottle(db.prisma, service.ctx.config.loginThrottle) });
+
 describe('with the database gone', () => {
   let gone: Express;
   let refused: Express;
@@ -225,9 +229,9 @@ describe('with the database gone', () => {
     // The service's handles closed under it, as at shutdown (a dropped database closes its handle).
     const closed = await freshDatabase();
     await closed.drop();
-    gone = buildApp(await createContext(service.ctx.config, closed.db, service.ctx.logger));
+    gone = buildApp(onDatabase(closed.db));
     // A PostgreSQL server that refuses connections (nothing listens on port 1).
-    refused = buildApp(await createContext(service.ctx.config, unreachable, service.ctx.logger));
+    refused = buildApp(onDatabase(unreachable));
   });
 
   it.each([

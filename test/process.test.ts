@@ -148,6 +148,8 @@ describe.runIf(once)('start-up failures', () => {
     [{ DATABASE_URL: 'mysql://db.internal/tasks' }, /DATABASE_URL must be a PostgreSQL connection string/],
     [{ DATABASE_URL: 'postgresql://tasks:secret@127.0.0.1:1/tasks' }, /Cannot reach PostgreSQL at 127\.0\.0\.1:1\/tasks \(ECONNREFUSED\): is the server running, and is DATABASE_URL right\?/],
     [{ JWT_PRIVATE_KEY: 'not a key' }, /JWT_PRIVATE_KEY is not an Ed25519 private key in PKCS#8 PEM: make one with `openssl genpkey -algorithm ed25519`/],
+    [{ ATTACHMENT_STORAGE: 's3', S3_BUCKET: 'files', S3_ENDPOINT: 'http://127.0.0.1:1', S3_ACCESS_KEY_ID: 'id', S3_SECRET_ACCESS_KEY: 'secret' }, /Attachment storage: bucket "files" at http:\/\/127\.0\.0\.1:1 is not usable: /],
+    [{ RATE_LIMIT_STORE: 'redis', REDIS_URL: 'redis://127.0.0.1:1' }, /Rate limit store: Redis at REDIS_URL is not reachable: /],
   ])('says what is wrong with %j in one line', async (env, message) => {
     expect(await failure(env)).toMatch(message);
   }, 60_000);

@@ -444,6 +444,55 @@ describe('PATCH /tasks/{id}', () => {
   });
 });
 
+describe('If-Match forms', () => {
+  it('answers 400 with a hint for an unquoted ETag, and changes nothing', async () => {
+    const task = await createTask(service, alice);
+    for (const [method, body] of [['patch', { title: 'x' }], ['put', { title: 'x', description: '', status: 'todo', priority: 'low', dueAt: null, assigneeId: null }], ['delete', undefined]] as const) {
+      const req = service.http[method](`/tasks/${task.id}`).set('Authorization', alice.auth).set('If-Match', '1');
+      const problem = expectProblem(await (body ? req.send(body) : req), 400, 'validation_failed');
+      expect(problem.errors?.[0]?.path).toBe('header.if-match');
+      expect(problem.errors?.[0]?.message).toContain('in quotes');
+    }
+    expect(await getTask(service, alice, task.id)).toEqual(task);
+  });
+
+  it('takes *, quoted, weak and listed ETags', async () => {
+    const task = await createTask(service, alice);
+    await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).set('If-Match', '*').send({ title: 'star' }).expect(200);
+    await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).set('If-Match', 'W/"2", "9"').send({ title: 'listed' }).expect(412);
+    await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).set('If-Match', '"9" , "2"').send({ title: 'listed' }).expect(200);
+    await service.http.delete(`/tasks/${task.id}`).set('Authorization', alice.auth).set('If-Match', '*').expect(204);
+  });
+});
+
+describe('who may change the assignee', () => {
+  it('lets the owner and an admin reassign', async () => {
+    const task = await createTask(service, alice, { assigneeId: bob.user.id });
+    await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).send({ assigneeId: carol.user.id }).expect(200);
+    const res = await service.http.patch(`/tasks/${task.id}`).set('Authorization', admin.auth).send({ assigneeId: bob.user.id }).expect(200);
+    expect(TaskSchema.parse(res.body).assigneeId).toBe(bob.user.id);
+  });
+
+  it('forbids the assignee to hand the task to anyone else (403), by PATCH or PUT, and changes nothing', async () => {
+    const task = await createTask(service, alice, { assigneeId: bob.user.id });
+    expectProblem(await service.http.patch(`/tasks/${task.id}`).set('Authorization', bob.auth).send({ assigneeId: carol.user.id }), 403, 'forbidden');
+    const full = { title: 'kept', description: '', status: 'todo', priority: 'low', dueAt: null };
+    expectProblem(await service.http.put(`/tasks/${task.id}`).set('Authorization', bob.auth).send({ ...full, assigneeId: carol.user.id }), 403, 'forbidden');
+    expectProblem(await service.http.patch(`/tasks/${task.id}`).set('Authorization', bob.auth).send({ title: 'and this', assigneeId: carol.user.id }), 403, 'forbidden');
+    expect(await getTask(service, alice, task.id)).toEqual(task);
+    expectProblem(await service.http.get(`/tasks/${task.id}`).set('Authorization', carol.auth), 404, 'not_found');
+    // Sending the assignee unchanged is no change of assignee.
+    await service.http.put(`/tasks/${task.id}`).set('Authorization', bob.auth).send({ ...full, assigneeId: bob.user.id }).expect(200);
+  });
+
+  it('lets the assignee hand the task back (null), after which they no longer see it', async () => {
+    const task = await createTask(service, alice, { assigneeId: bob.user.id });
+    const res = await service.http.patch(`/tasks/${task.id}`).set('Authorization', bob.auth).send({ assigneeId: null }).expect(200);
+    expect(TaskSchema.parse(res.body)).toMatchObject({ assigneeId: null, version: 2 });
+    expectProblem(await service.http.get(`/tasks/${task.id}`).set('Authorization', bob.auth), 404, 'not_found');
+  });
+});
+
 describe('DELETE /tasks/{id}', () => {
   it('lets the owner delete (204, no body), then the task is 404', async () => {
     const task = await createTask(service, alice);

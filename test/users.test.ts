@@ -421,8 +421,8 @@ describe('users', () => {
     it('throttles guesses of the current password like failed logins', async () => {
       const mallory = await registerUser(service);
       const path = `/users/${mallory.user.id}`;
-      const { maxFailuresPerAccount } = service.ctx.config.loginThrottle;
-      for (let i = 0; i < maxFailuresPerAccount; i++) {
+      const { maxFailuresPerAccountAddress } = service.ctx.config.loginThrottle;
+      for (let i = 0; i < maxFailuresPerAccountAddress; i++) {
         const guess = await service.http.patch(path).set('Authorization', mallory.auth).send({ password: 'taken over!', currentPassword: `guess ${i}` });
         expectProblem(guess, 400, 'validation_failed');
       }

@@ -1,4 +1,4 @@
-import type { ByteRange } from './storage.js';
+import type { ByteRange } from '../storage/storage.js';
 
 export type RangeDecision = { kind: 'full' } | { kind: 'partial'; range: ByteRange } | { kind: 'unsatisfiable' };
 

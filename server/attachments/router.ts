@@ -1,4 +1,4 @@
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import type { Response } from 'express';
 import { initServer } from '@ts-rest/express';
 import { attachmentsContract } from '../../contract/attachments.js';
@@ -55,7 +55,8 @@ export function attachmentsRouter(ctx: AppContext) {
         throw new AppError('range_not_satisfiable', `The content is ${size} bytes long`, { headers: { 'Content-Range': `bytes */${size}` } });
       }
       const range = decision.kind === 'partial' ? decision.range : undefined;
-      const bytes = await ctx.attachmentStorage.open(row.storageKey, range);
+      // HEAD answers the same headers from the row alone: the bytes are not read at all.
+      const bytes = req.method === 'HEAD' ? Readable.from([]) : await ctx.attachmentStorage.open(row.storageKey, range);
       if (!bytes) throw notFound('attachment'); // deleted since the row was read
       res.setHeader('Content-Type', row.contentType);
       // Served as a download of inert content, whatever type it claims.

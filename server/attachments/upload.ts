@@ -5,17 +5,40 @@ import type { AppContext } from '../context.js';
 import { AppError, invalidField, issuesOf, validationFailed } from '../http/errors.js';
 import { idempotencyKeys } from '../http/idempotency.js';
 import { principalOf } from '../http/principal.js';
-import { tooLarge } from './fs-storage.js';
+import { ObjectTooLargeError } from '../storage/storage.js';
 import { admitUpload, type ReceivedFile } from './service.js';
 
 /** Room for the multipart envelope (boundaries, part headers) around a file of the maximum size. */
 const ENVELOPE_ALLOWANCE = 64 * 1024;
 const FILE_FIELD = 'file';
 
+/** What is read and dropped of a refused upload before the connection is cut instead. */
+const DISCARD_LIMIT = 64 * 1024 * 1024;
+
 const received = new WeakMap<object, ReceivedFile>();
+
+/**
+ * Once an upload is refused as too large, what the client still sends is read and dropped, so a
+ * client that sends the whole body before it reads the answer (a plain fetch) receives the 413
+ * rather than a reset connection; past DISCARD_LIMIT bytes the connection is cut.
+ */
+const discarding = new WeakSet<object>();
+function discardRestOf(req: Request): void {
+  if (discarding.has(req)) return;
+  discarding.add(req);
+  let discarded = 0;
+  req.on('data', (chunk: Buffer) => {
+    discarded += chunk.length;
+    if (discarded > DISCARD_LIMIT) req.destroy();
+  });
+  req.resume();
+}
+
 
 /** The file part the upload middleware stored for this request, if any. */
 export const receivedFile = (req: object): ReceivedFile | undefined => received.get(req);
+
+const tooLarge = (maxBytes: number) => new AppError('payload_too_large', `Attachments are limited to ${maxBytes} bytes`);
 
 const filePartProblem = (code: string, message: string) => invalidField(`body.${FILE_FIELD}`, code, message);
 
@@ -24,14 +47,20 @@ function attachmentStorageEngine(ctx: AppContext): multer.StorageEngine {
   const { maxBytes } = ctx.config.attachments;
   return {
     _handleFile(req, file, done) {
+      // multer drains the rest of the request after this; bound what it reads.
+      file.stream.once('limit', () => discardRestOf(req));
       ctx.attachmentStorage.write(file.stream, { maxBytes }).then(
         (stored) => {
           received.set(req, { clientFilename: file.originalname, declaredType: file.mimetype, stored });
           done(null, { size: stored.size });
         },
         (error: unknown) => {
+          if (error instanceof ObjectTooLargeError) {
+            discardRestOf(req);
+            return done(tooLarge(maxBytes));
+          }
           // The part's own stream failing means the request failed; anything else is the storage's fault.
-          if (error instanceof AppError || file.stream.errored) return done(error);
+          if (file.stream.errored) return done(error);
           ctx.logger.error({ err: error }, 'could not store an attachment');
           done(new AppError('internal', 'The attachment could not be stored'));
         },
@@ -76,8 +105,8 @@ export function uploadMiddleware(ctx: AppContext) {
       return next(validationFailed(issuesOf('path', params.error)));
     }
     if (Number(req.headers['content-length']) > maxBytes + ENVELOPE_ALLOWANCE) {
-      // Answer at once and close rather than read a body that will be refused (RFC 9110 §15.5.14).
-      res.setHeader('Connection', 'close');
+      // Answer at once, before the body that will be refused (RFC 9110 §15.5.14), and drop it as it comes.
+      discardRestOf(req);
       return next(tooLarge(maxBytes));
     }
     admitUpload(ctx, principalOf(req), params.data.task_id).then(() => next(), next);

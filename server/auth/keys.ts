@@ -1,9 +1,13 @@
-import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { calculateJwkThumbprint, exportJWK, exportPKCS8, generateKeyPair, importJWK, importPKCS8, type CryptoKey, type JWK, type KeyObject } from 'jose';
 import { OperatorError } from '../operator-error.js';
+import type { PrismaClient } from '../db/database.js';
 
 export const SIGNING_ALGORITHM = 'EdDSA';
+/** The name of the generated key's row in signing_keys. */
+const GENERATED_KEY = 'generated';
+const STORED_KEY = 'The generated signing key in the signing_keys table';
 
 export interface SigningKey {
   kid: string;
@@ -25,24 +29,36 @@ async function fromPrivatePem(pem: string, source: string): Promise<SigningKey> 
   return { kid, privateKey, publicKey, publicJwk: { ...publicJwk, kid, alg: SIGNING_ALGORITHM, use: 'sig' } };
 }
 
+/** The key earlier versions generated into DATA_DIR/keys, adopted so their tokens stay valid. */
+async function keyFileOf(file: string): Promise<string | undefined> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (error) {
+    if (error instanceof Error && 'code' in error && error.code === 'ENOENT') return undefined;
+    throw error;
+  }
+}
+
+async function newPrivatePem(): Promise<string> {
+  const { privateKey } = await generateKeyPair(SIGNING_ALGORITHM, { crv: 'Ed25519', extractable: true });
+  return exportPKCS8(privateKey);
+}
+
 /**
  * The token signing key: from configuration (a PKCS#8 PEM Ed25519 key) when given, else generated
- * once and kept in DATA_DIR/keys so tokens survive a restart.
+ * once and kept in the database, so that every instance on it signs with the same key and tokens
+ * survive a restart.
  */
-export async function loadSigningKey(configuredPem: string | undefined, dataDir: string): Promise<SigningKey> {
+export async function loadSigningKey(configuredPem: string | undefined, prisma: PrismaClient, dataDir: string): Promise<SigningKey> {
   if (configuredPem) return fromPrivatePem(configuredPem, 'JWT_PRIVATE_KEY');
+  const stored = await prisma.signingKey.findUnique({ where: { name: GENERATED_KEY } });
+  if (stored) return fromPrivatePem(stored.privateKeyPem, STORED_KEY);
   const file = path.join(dataDir, 'keys', 'jwt-ed25519.pem');
-  try {
-    return await fromPrivatePem(await readFile(file, 'utf8'), file);
-  } catch (error) {
-    if (!(error instanceof Error && 'code' in error && error.code === 'ENOENT')) throw error;
-  }
-  const { privateKey } = await generateKeyPair(SIGNING_ALGORITHM, { crv: 'Ed25519', extractable: true });
-  const pem = await exportPKCS8(privateKey);
-  await mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
-  const tmp = `${file}.${process.pid}.tmp`;
-  await writeFile(tmp, pem, { mode: 0o600 });
-  await chmod(tmp, 0o600);
-  await rename(tmp, file);
-  return fromPrivatePem(pem, file);
+  const fromFile = await keyFileOf(file);
+  if (fromFile) await fromPrivatePem(fromFile, file); // a broken file is named before it is adopted
+  const candidate = fromFile ?? (await newPrivatePem());
+  // Of instances starting together on a new database, the first insert wins and all use its key.
+  await prisma.signingKey.createMany({ data: [{ name: GENERATED_KEY, privateKeyPem: candidate }], skipDuplicates: true });
+  const chosen = await prisma.signingKey.findUniqueOrThrow({ where: { name: GENERATED_KEY } });
+  return fromPrivatePem(chosen.privateKeyPem, STORED_KEY);
 }

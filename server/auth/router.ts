@@ -10,8 +10,9 @@ import { refreshSession, revokeSession, startSession } from './sessions.js';
 
 export function authRouter(ctx: AppContext) {
   return initServer().router(authContract, {
-    register: async ({ body, res }) => {
+    register: async ({ body, req, res }) => {
       if (!ctx.config.registrationEnabled) throw new AppError('forbidden', 'Self-registration is disabled on this service');
+      await ctx.registrationThrottle.admit(clientAddress(req));
       const user = await createAccount(ctx, body);
       res.setHeader('Location', `/users/${user.id}`);
       return { status: 201, body: await startSession(ctx, user) };

@@ -1,7 +1,8 @@
 import { v7 as uuidv7 } from 'uuid';
 import type { AuthResult } from '../../contract/auth.js';
 import type { AppContext } from '../context.js';
-import type { User as UserRow } from '../generated/prisma/client.js';
+import { inTransaction } from '../db/transactions.js';
+import type { Prisma, User as UserRow } from '../generated/prisma/client.js';
 import { unauthenticated } from '../http/errors.js';
 import type { Principal } from '../http/principal.js';
 import { serializeUser } from '../users/serialize.js';
@@ -22,41 +23,50 @@ export async function startSession(ctx: AppContext, user: UserRow): Promise<Auth
   return authResult(ctx, user, session.id, refreshToken);
 }
 
+const refreshRefused = () => unauthenticated('The refresh token is invalid, expired or revoked');
+
+/** The session a refresh token belongs to, whether it is the current token or one rotated out. */
+async function sessionIdOf(tx: Prisma.TransactionClient, tokenHash: string): Promise<string | undefined> {
+  const current = await tx.session.findUnique({ where: { refreshTokenHash: tokenHash }, select: { id: true } });
+  if (current) return current.id;
+  const rotated = await tx.rotatedRefreshToken.findUnique({ where: { tokenHash }, select: { sessionId: true } });
+  return rotated?.sessionId;
+}
+
+type Refresh = { kind: 'rotated'; user: UserRow; sessionId: string } | { kind: 'refused' } | { kind: 'reuse'; sessionId: string };
+
 /**
- * Rotates a refresh token. A token that was already rotated out is reuse (RFC 9700 §4.14.2):
- * it revokes the whole session, whoever holds the current token.
+ * Rotates a refresh token, with the session's row locked so concurrent refreshes apply one after the
+ * other. The token just rotated out still refreshes within the reuse grace (two tabs, a retried
+ * request): a new pair for the same session. Later it is reuse (RFC 9700 §4.14.2): the whole session
+ * is revoked, whoever holds the current token.
  */
 export async function refreshSession(ctx: AppContext, refreshToken: string): Promise<AuthResult> {
-  const { prisma } = ctx.db;
   const presentedHash = hashRefreshToken(refreshToken);
-  const session = await prisma.session.findUnique({ where: { refreshTokenHash: presentedHash }, include: { user: true } });
-  if (!session) {
-    const rotated = await prisma.rotatedRefreshToken.findUnique({ where: { tokenHash: presentedHash } });
-    if (rotated) {
-      await revokeSession(ctx, rotated.sessionId);
-      ctx.logger.warn({ sessionId: rotated.sessionId }, 'refresh token reuse: session revoked');
-    }
-    throw unauthenticated('The refresh token is invalid, expired or revoked');
-  }
-  const now = new Date();
-  if (session.revokedAt || now.getTime() - session.lastUsedAt.getTime() > ctx.config.sessionIdleMs) {
-    throw unauthenticated('The refresh token is invalid, expired or revoked');
-  }
   const next = newRefreshToken();
-  // Conditional on the presented hash: of two concurrent refreshes with one token, one wins and
-  // the other is treated as reuse.
-  const [rotated] = await prisma.$transaction([
-    prisma.session.updateMany({
-      where: { id: session.id, refreshTokenHash: presentedHash, revokedAt: null },
-      data: { refreshTokenHash: hashRefreshToken(next), lastUsedAt: now },
-    }),
-    prisma.rotatedRefreshToken.createMany({ data: [{ tokenHash: presentedHash, sessionId: session.id, rotatedAt: now }], skipDuplicates: true }),
-  ]);
-  if (rotated.count !== 1) {
-    await revokeSession(ctx, session.id);
-    throw unauthenticated('The refresh token is invalid, expired or revoked');
-  }
-  return authResult(ctx, session.user, session.id, next);
+  const graceMs = ctx.config.refreshReuseGraceSeconds * 1000;
+  const outcome = await inTransaction(ctx.db.prisma, async (tx): Promise<Refresh> => {
+    const sessionId = await sessionIdOf(tx, presentedHash);
+    if (!sessionId) return { kind: 'refused' };
+    await tx.$queryRaw`SELECT id FROM sessions WHERE id = ${sessionId}::uuid FOR UPDATE`;
+    const session = await tx.session.findUnique({ where: { id: sessionId }, include: { user: true } });
+    const now = new Date();
+    if (!session || session.revokedAt || now.getTime() - session.lastUsedAt.getTime() > ctx.config.sessionIdleMs) return { kind: 'refused' };
+    if (session.refreshTokenHash !== presentedHash) {
+      const rotated = await tx.rotatedRefreshToken.findUnique({ where: { tokenHash: presentedHash } });
+      if (!rotated || graceMs === 0 || now.getTime() - rotated.rotatedAt.getTime() > graceMs) {
+        await tx.session.update({ where: { id: session.id }, data: { revokedAt: now } });
+        return { kind: 'reuse', sessionId: session.id };
+      }
+    }
+    // The current token is rotated out (by a grace refresh too: the other tab's new token gets the same grace).
+    await tx.rotatedRefreshToken.createMany({ data: [{ tokenHash: session.refreshTokenHash, sessionId: session.id, rotatedAt: now }], skipDuplicates: true });
+    await tx.session.update({ where: { id: session.id }, data: { refreshTokenHash: hashRefreshToken(next), lastUsedAt: now } });
+    return { kind: 'rotated', user: session.user, sessionId: session.id };
+  });
+  if (outcome.kind === 'reuse') ctx.logger.warn({ sessionId: outcome.sessionId }, 'refresh token reuse: session revoked');
+  if (outcome.kind !== 'rotated') throw refreshRefused();
+  return authResult(ctx, outcome.user, outcome.sessionId, next);
 }
 
 export async function revokeSession(ctx: AppContext, sessionId: string): Promise<void> {

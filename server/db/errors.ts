@@ -1,11 +1,19 @@
+import { z } from 'zod';
 import { Prisma } from '../generated/prisma/client.js';
 
 // PostgreSQL's own codes, where a driver adapter passes them through as the cause of a
 // DriverAdapterError instead of letting Prisma map them to P2002/P2003.
 const UNIQUE_VIOLATION = '23505';
 const FOREIGN_KEY_VIOLATION = '23503';
+const SERIALIZATION_FAILURE = '40001';
+const DEADLOCK_DETECTED = '40P01';
+
+// A raw query's failure comes as P2010 with the driver's error in `meta` (seen for 40P01).
+const RawQueryFailure = z.object({ meta: z.object({ driverAdapterError: z.object({ cause: z.object({ code: z.string() }) }) }) });
 
 function postgresCode(error: unknown): string | undefined {
+  const raw = RawQueryFailure.safeParse(error);
+  if (raw.success) return raw.data.meta.driverAdapterError.cause.code;
   if (!(error instanceof Error) || !(error.cause instanceof Object) || !('code' in error.cause)) return undefined;
   return typeof error.cause.code === 'string' ? error.cause.code : undefined;
 }
@@ -20,6 +28,10 @@ export const isUniqueViolation = (error: unknown): boolean =>
 /** A referenced row does not exist, or the row to change is gone. */
 export const isMissingRow = (error: unknown): boolean =>
   prismaCode(error) === 'P2003' || prismaCode(error) === 'P2025' || postgresCode(error) === FOREIGN_KEY_VIOLATION;
+
+/** PostgreSQL aborted the transaction for a deadlock or a serialization failure: it may run again. */
+export const isTransactionConflict = (error: unknown): boolean =>
+  prismaCode(error) === 'P2034' || postgresCode(error) === SERIALIZATION_FAILURE || postgresCode(error) === DEADLOCK_DETECTED;
 
 // Network errors, PostgreSQL connection and shutdown states, Prisma's "cannot reach / timed out" codes.
 const UNREACHABLE_CODES = new Set([

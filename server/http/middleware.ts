@@ -1,7 +1,7 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { TsRestRequest } from '@ts-rest/express';
 import { isAppRouteNoBody, type AppRoute } from '@ts-rest/core';
-import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
+import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { v7 as uuidv7 } from 'uuid';
 import { isPublicRoute } from '../../contract/common.js';
 import { accessClaimsOf, principalFor } from '../auth/sessions.js';
@@ -73,13 +73,13 @@ export const requireMediaType: RouteMiddleware = (req, _res, next) => {
 };
 
 /**
- * A general request budget per user (or per address without a valid token), kept in memory: each
- * instance counts its own traffic. Sends the RateLimit and RateLimit-Policy headers.
+ * A general request budget per user (or per address without a valid token), counted where the
+ * configuration says (server/limits). Sends the RateLimit and RateLimit-Policy headers.
  */
-export function rateLimit(perMinute: number): RequestHandler {
-  if (perMinute === 0) return (_req, _res, next) => next();
-  const limiter = new RateLimiterMemory({ points: perMinute, duration: 60 });
-  const policy = `"default";q=${perMinute};w=60`;
+export function rateLimit(limiter: RateLimiterAbstract | undefined): RequestHandler {
+  if (!limiter) return (_req, _res, next) => next();
+  const perMinute = limiter.points;
+  const policy = `"default";q=${perMinute};w=${limiter.duration}`;
   const setHeaders = (res: Response, result: RateLimiterRes) => {
     res.setHeader('RateLimit-Policy', policy);
     res.setHeader('RateLimit', `"default";r=${result.remainingPoints};t=${Math.ceil(result.msBeforeNext / 1000)}`);

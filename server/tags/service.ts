@@ -1,9 +1,11 @@
 import { v7 as uuidv7 } from 'uuid';
 import type { Tag, TagCreate, TagListQuery, TagPatch } from '../../contract/tags.js';
 import type { AppContext } from '../context.js';
-import { isMissingRow, isUniqueViolation } from '../db/errors.js';
+import { isUniqueViolation } from '../db/errors.js';
+import { inTransaction } from '../db/transactions.js';
 import { recordTaskUpdates, tagChanged, tagDeleted } from '../events/domain-events.js';
 import { recordEvent } from '../events/outbox.js';
+import type { Prisma } from '../generated/prisma/client.js';
 import { AppError, notFound } from '../http/errors.js';
 import { createdAfter, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
 import type { Principal } from '../http/principal.js';
@@ -32,7 +34,7 @@ export async function findVisibleTag(ctx: AppContext, principal: Principal, tagI
 
 export async function createTag(ctx: AppContext, principal: Principal, input: TagCreate): Promise<TagRow> {
   try {
-    return await ctx.db.prisma.$transaction(async (tx) => {
+    return await inTransaction(ctx.db.prisma, async (tx) => {
       const tag = await tx.tag.create({
         data: {
           id: uuidv7(),
@@ -52,33 +54,46 @@ export async function createTag(ctx: AppContext, principal: Principal, input: Ta
   }
 }
 
+/**
+ * Locks a tag's row until the transaction ends (`forDelete`: against links too, else against other
+ * writers only), then reads it as the caller may see it.
+ */
+async function lockVisibleTag(tx: Prisma.TransactionClient, principal: Principal, tagId: string, { forDelete }: { forDelete: boolean }): Promise<TagRow> {
+  if (forDelete) await tx.$queryRaw`SELECT id FROM tags WHERE id = ${tagId}::uuid FOR UPDATE`;
+  else await tx.$queryRaw`SELECT id FROM tags WHERE id = ${tagId}::uuid FOR NO KEY UPDATE`;
+  const row = await tx.tag.findFirst({ where: { AND: [{ id: tagId }, tagVisibleTo(principal)] } });
+  if (!row) throw notFound('tag');
+  return row;
+}
+
+/** Renames and recolours under the tag's lock, writing only what was sent: concurrent changes all stay. */
 export async function updateTag(ctx: AppContext, principal: Principal, tagId: string, change: TagPatch): Promise<TagRow> {
-  const tag = await findVisibleTag(ctx, principal, tagId);
-  const name = change.name ?? tag.name;
-  const color = change.color?.toLowerCase() ?? tag.color;
-  if (name === tag.name && color === tag.color) return tag;
   try {
-    return await ctx.db.prisma.$transaction(async (tx) => {
+    return await inTransaction(ctx.db.prisma, async (tx) => {
+      const tag = await lockVisibleTag(tx, principal, tagId, { forDelete: false });
+      const name = change.name ?? tag.name;
+      const color = change.color?.toLowerCase() ?? tag.color;
+      if (name === tag.name && color === tag.color) return tag;
       // The tasks carrying the tag show its name and colour.
       const touched = await touchTasks(tx, { tags: { some: { tagId: tag.id } } });
-      const updated = await tx.tag.update({ where: { id: tag.id }, data: { name, nameKey: nameKeyOf(name), color } });
+      const updated = await tx.tag.update({
+        where: { id: tag.id },
+        data: { ...(change.name !== undefined && { name, nameKey: nameKeyOf(name) }), ...(change.color !== undefined && { color }) },
+      });
       await recordTaskUpdates(tx, principal.userId, touched, [tagChanged('tag.updated', updated)]);
       return updated;
     });
   } catch (error) {
-    if (isUniqueViolation(error)) throw tagNameTaken(name);
-    if (isMissingRow(error)) throw notFound('tag');
+    if (isUniqueViolation(error) && change.name !== undefined) throw tagNameTaken(change.name);
     throw error;
   }
 }
 
 /** Deletes a tag; every task that carried it changes its tag set, so it gets a new version. */
 export async function deleteTag(ctx: AppContext, principal: Principal, tagId: string): Promise<void> {
-  const tag = await findVisibleTag(ctx, principal, tagId);
-  await ctx.db.prisma.$transaction(async (tx) => {
+  await inTransaction(ctx.db.prisma, async (tx) => {
     // Links are inserted under a key-share lock on the tag, so once this holds, the set of tasks is final.
-    const locked = await tx.$queryRaw<{ id: string }[]>`SELECT id FROM tags WHERE id = ${tag.id}::uuid FOR UPDATE`;
-    if (locked.length === 0) throw notFound('tag');
+    const tag = await lockVisibleTag(tx, principal, tagId, { forDelete: true });
     const touched = await touchTasks(tx, { tags: { some: { tagId: tag.id } } });
     await tx.tag.delete({ where: { id: tag.id } });
     await recordTaskUpdates(tx, principal.userId, touched, [tagDeleted(tag)]);

@@ -1,5 +1,6 @@
 import type { AppContext } from '../context.js';
 import { isMissingRow } from '../db/errors.js';
+import { inTransaction } from '../db/transactions.js';
 import { recordTaskUpdates } from '../events/domain-events.js';
 import { notFound } from '../http/errors.js';
 import type { Principal } from '../http/principal.js';
@@ -25,7 +26,7 @@ export async function addTagToTask(
   const tag = await ctx.db.prisma.tag.findFirst({ where: { id: tagId, ownerId: task.ownerId } });
   if (!tag) throw notFound('tag');
   try {
-    const created = await ctx.db.prisma.$transaction(async (tx) => {
+    const created = await inTransaction(ctx.db.prisma, async (tx) => {
       // skipDuplicates: a concurrent add of the same tag finds the link there and answers 200.
       const { count } = await tx.taskTag.createMany({ data: [{ taskId: task.id, tagId: tag.id, createdAt: new Date() }], skipDuplicates: true });
       if (count === 0) return false;
@@ -43,7 +44,7 @@ export async function addTagToTask(
 export async function removeTagFromTask(ctx: AppContext, principal: Principal, taskId: string, tagId: string): Promise<void> {
   const task = await findVisibleTaskRef(ctx, principal, taskId);
   try {
-    await ctx.db.prisma.$transaction(async (tx) => {
+    await inTransaction(ctx.db.prisma, async (tx) => {
       const { count } = await tx.taskTag.deleteMany({ where: { taskId: task.id, tagId } });
       if (count === 0) throw notFound('tag on this task');
       await recordTaskUpdates(tx, principal.userId, await touchTasks(tx, { id: task.id }));

@@ -1,8 +1,10 @@
 import { v7 as uuidv7 } from 'uuid';
 import type { Task, TaskCreate, TaskListQuery, TaskPatch, TaskStatus } from '../../contract/tasks.js';
-import { discardStoredBytes, storageKeysOf } from '../attachments/stored-bytes.js';
+import { discardStoredBytes, storageKeysOf } from '../storage/stored-bytes.js';
 import type { AppContext } from '../context.js';
 import { isMissingRow } from '../db/errors.js';
+import type { Prisma } from '../generated/prisma/client.js';
+import { inTransaction } from '../db/transactions.js';
 import { recordEvent } from '../events/outbox.js';
 import { taskChanged, taskDeleted } from '../events/domain-events.js';
 import { AppError, invalidField, notFound } from '../http/errors.js';
@@ -49,12 +51,9 @@ const referenceGone = () => invalidField('body', 'unknown_reference', 'A user or
 const staleVersion = (version: number) =>
   new AppError('precondition_failed', `The task is at version ${version}`, { headers: { ETag: entityTag(version) } });
 
-/** A concurrent change won the compare-and-set. */
-const changedMeanwhile = () => new AppError('precondition_failed', 'The task changed while this request was applied');
-
-async function assertUserExists(ctx: AppContext, userId: string | null | undefined): Promise<void> {
+async function assertUserExists(db: Prisma.TransactionClient, userId: string | null | undefined): Promise<void> {
   if (!userId) return;
-  const user = await ctx.db.prisma.user.findUnique({ where: { id: userId }, select: { id: true } });
+  const user = await db.user.findUnique({ where: { id: userId }, select: { id: true } });
   if (!user) throw invalidField('body.assigneeId', 'unknown_user', 'No user has this id');
 }
 
@@ -65,7 +64,7 @@ function completion(previous: { status: TaskStatus; completedAt: Date | null } |
 }
 
 export async function createTask(ctx: AppContext, principal: Principal, input: TaskCreate): Promise<TaskRow> {
-  await assertUserExists(ctx, input.assigneeId);
+  await assertUserExists(ctx.db.prisma, input.assigneeId);
   const tagIds = [...new Set(input.tagIds)];
   if (tagIds.length > 0) {
     const owned = await ctx.db.prisma.tag.count({ where: { id: { in: tagIds }, ownerId: principal.userId } });
@@ -73,7 +72,7 @@ export async function createTask(ctx: AppContext, principal: Principal, input: T
   }
   const now = new Date();
   try {
-    return await ctx.db.prisma.$transaction(async (tx) => {
+    return await inTransaction(ctx.db.prisma, async (tx) => {
       const task = await tx.task.create({
         data: {
           id: uuidv7(),
@@ -114,8 +113,27 @@ function changesTask(current: TaskRow, change: TaskPatch): boolean {
 }
 
 /**
- * Applies a change to a visible task as one compare-and-set on its version, so that a concurrent
- * change is never lost: with If-Match a stale version is 412, without it the write retries.
+ * Locks a task's row until the transaction ends (`forDelete`: against every other lock, else against
+ * other writers only, so links and uploads still reference it), then reads it as the caller may see it.
+ */
+async function lockVisibleTask(tx: Prisma.TransactionClient, principal: Principal, taskId: string, { forDelete }: { forDelete: boolean }): Promise<TaskRow> {
+  if (forDelete) await tx.$queryRaw`SELECT id FROM tasks WHERE id = ${taskId}::uuid FOR UPDATE`;
+  else await tx.$queryRaw`SELECT id FROM tasks WHERE id = ${taskId}::uuid FOR NO KEY UPDATE`;
+  const row = await tx.task.findFirst({ where: visibleTask(principal, taskId), include: taskInclude });
+  if (!row) throw notFound('task');
+  return row;
+}
+
+/** API.md: only the owner or an admin reassigns a task; its assignee may only hand it back (null). */
+function assertMayReassign(principal: Principal, task: TaskRow, assigneeId: string | null): void {
+  if (isAdmin(principal) || task.ownerId === principal.userId) return;
+  if (assigneeId === null && task.assigneeId === principal.userId) return;
+  throw new AppError('forbidden', 'Only the owner of a task or an admin may change its assignee; the assignee may only set it to null');
+}
+
+/**
+ * Applies a change to a visible task with its row locked, so concurrent changes apply one after the
+ * other and none is lost; only If-Match can refuse one (412). Only the fields sent are written.
  */
 export async function changeTask(
   ctx: AppContext,
@@ -124,16 +142,20 @@ export async function changeTask(
   ifMatch: string | undefined,
   change: TaskPatch,
 ): Promise<TaskRow> {
-  if (change.assigneeId !== undefined) await assertUserExists(ctx, change.assigneeId);
-  for (let attempt = 0; ; attempt++) {
-    const current = await findVisibleTask(ctx, principal, taskId);
-    if (ifMatchHolds(ifMatch, entityTag(current.version)) === false) throw staleVersion(current.version);
-    if (!changesTask(current, change)) return current;
-    const now = new Date();
-    const status = change.status ?? current.status;
-    const updated = await ctx.db.prisma.$transaction(async (tx) => {
-      const { count } = await tx.task.updateMany({
-        where: { id: taskId, version: current.version },
+  try {
+    return await inTransaction(ctx.db.prisma, async (tx) => {
+      const current = await lockVisibleTask(tx, principal, taskId, { forDelete: false });
+      const reassigns = change.assigneeId !== undefined && change.assigneeId !== current.assigneeId;
+      if (reassigns) assertMayReassign(principal, current, change.assigneeId ?? null);
+      if (ifMatchHolds(ifMatch, entityTag(current.version)) === false) throw staleVersion(current.version);
+      if (!changesTask(current, change)) return current;
+      if (reassigns) await assertUserExists(tx, change.assigneeId);
+      const now = new Date();
+      const status = change.status ?? current.status;
+      // Read back without the visibility rule: an assignee who just handed the task back made a
+      // change that took, even though they no longer see the task.
+      const updated = await tx.task.update({
+        where: { id: taskId },
         data: {
           ...(change.title !== undefined && { title: change.title }),
           ...(change.description !== undefined && { description: change.description }),
@@ -145,38 +167,29 @@ export async function changeTask(
           version: { increment: 1 },
           updatedAt: now,
         },
-      }).catch((error: unknown) => {
-        throw isMissingRow(error) ? referenceGone() : error;
+        include: taskInclude,
       });
-      if (count !== 1) return undefined;
-      // Read back without the visibility rule: an assignee who just unassigned themselves made a
-      // change that took, even though they no longer see the task.
-      const row = await tx.task.findUnique({ where: { id: taskId }, include: taskInclude });
-      if (!row) throw notFound('task');
-      await recordEvent(tx, principal.userId, taskChanged('task.updated', row, current.assigneeId));
-      return row;
+      await recordEvent(tx, principal.userId, taskChanged('task.updated', updated, current.assigneeId));
+      return updated;
     });
-    if (updated) return updated;
-    if (ifMatch !== undefined || attempt >= 5) throw changedMeanwhile();
+  } catch (error) {
+    throw isMissingRow(error) ? referenceGone() : error;
   }
 }
 
+/** Owner or admin. Of concurrent deletes one succeeds; the others find no task (404), whatever their If-Match. */
 export async function deleteTask(ctx: AppContext, principal: Principal, taskId: string, ifMatch: string | undefined): Promise<void> {
-  const task = await findVisibleTaskRef(ctx, principal, taskId);
-  if (task.ownerId !== principal.userId && !isAdmin(principal)) {
-    throw new AppError('forbidden', 'Only the owner of a task or an admin may delete it');
-  }
-  if (ifMatchHolds(ifMatch, entityTag(task.version)) === false) throw staleVersion(task.version);
-  // Rows first (the cascade takes the attachments), then their bytes; later uploads are left to the orphan sweep.
-  const storageKeys = await storageKeysOf(ctx, { taskId });
-  const expectedVersion = ifMatch === undefined ? null : task.version;
-  const count = await ctx.db.prisma.$transaction(async (tx) => {
-    const gone = await tx.$queryRaw<{ owner_id: string; assignee_id: string | null }[]>`
-      DELETE FROM tasks WHERE id = ${taskId}::uuid AND (${expectedVersion}::int IS NULL OR version = ${expectedVersion}::int)
-      RETURNING owner_id::text, assignee_id::text`;
-    for (const row of gone) await recordEvent(tx, principal.userId, taskDeleted(taskId, { ownerId: row.owner_id, assigneeId: row.assignee_id }));
-    return gone.length;
+  const storageKeys = await inTransaction(ctx.db.prisma, async (tx) => {
+    const task = await lockVisibleTask(tx, principal, taskId, { forDelete: true });
+    if (task.ownerId !== principal.userId && !isAdmin(principal)) {
+      throw new AppError('forbidden', 'Only the owner of a task or an admin may delete it');
+    }
+    if (ifMatchHolds(ifMatch, entityTag(task.version)) === false) throw staleVersion(task.version);
+    // The lock keeps uploads out, so these are all its attachments; the cascade takes their rows.
+    const keys = await storageKeysOf(tx, { taskId });
+    await tx.task.delete({ where: { id: taskId } });
+    await recordEvent(tx, principal.userId, taskDeleted(taskId, task));
+    return keys;
   });
-  if (count === 0 && ifMatch !== undefined) throw changedMeanwhile();
-  if (count > 0) await discardStoredBytes(ctx, storageKeys);
+  await discardStoredBytes(ctx, storageKeys);
 }

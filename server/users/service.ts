@@ -1,9 +1,10 @@
 import type { Role, User, UserListQuery, UserPatch, UserReplace } from '../../contract/users.js';
-import { discardStoredBytes, storageKeysOf } from '../attachments/stored-bytes.js';
+import { discardStoredBytes, storageKeysOf } from '../storage/stored-bytes.js';
 import { passwordAccepted } from '../auth/credentials.js';
 import { revokeOtherSessions } from '../auth/sessions.js';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
+import { inTransaction } from '../db/transactions.js';
 import { attachmentDeleted, recordTaskUpdates, taskDeleted, tagDeleted, userDeleted, userUpdated } from '../events/domain-events.js';
 import { recordEvent } from '../events/outbox.js';
 import type { Prisma, User as UserRow } from '../generated/prisma/client.js';
@@ -43,15 +44,26 @@ const roleNotSettable = () => invalidField('body.role', 'admin_only', 'Only an a
 
 const lastAdmin = () => new AppError('last_admin', 'The service must keep at least one admin');
 
+// Every transaction that takes the admin role from someone (a demotion, a deletion) holds this lock
+// first, so two of them never both count the other's admin; promotions need not wait.
+const ADMIN_REMOVAL_LOCK = 7_202_611_250_001n;
+
+/** Locks the user's row until the transaction ends and reads it as it now is; 404 when gone. */
+async function lockUser(tx: Prisma.TransactionClient, userId: string): Promise<UserRow> {
+  await tx.$queryRaw`SELECT id FROM users WHERE id = ${userId}::uuid FOR UPDATE`;
+  const user = await tx.user.findUnique({ where: { id: userId } });
+  if (!user) throw notFound('user');
+  return user;
+}
+
 /**
- * Runs `work` while holding a lock on every admin row, so that two requests cannot both remove
- * one of the last two admins.
+ * Called with the admin's own row locked, before it stops being an admin: 409 unless another admin
+ * remains. Ordinary users' changes never come here, so they never wait for the admins.
  */
-async function withAdminsLocked<T>(ctx: AppContext, work: (tx: Prisma.TransactionClient, adminCount: number) => Promise<T>): Promise<T> {
-  return ctx.db.prisma.$transaction(async (tx) => {
-    const admins = await tx.$queryRaw<{ id: string }[]>`SELECT id FROM users WHERE role = 'admin' FOR UPDATE`;
-    return work(tx, admins.length);
-  });
+async function assertAnotherAdminRemains(tx: Prisma.TransactionClient, adminId: string): Promise<void> {
+  await tx.$executeRaw`SELECT pg_advisory_xact_lock(${ADMIN_REMOVAL_LOCK})`;
+  const others = await tx.user.count({ where: { role: 'admin', id: { not: adminId } } });
+  if (others === 0) throw lastAdmin();
 }
 
 interface ProfileChange {
@@ -68,23 +80,17 @@ const changesUser = (user: UserRow, change: ProfileChange): boolean =>
   (change.role !== undefined && change.role !== user.role) ||
   change.passwordHash !== undefined;
 
-async function applyProfileChange(ctx: AppContext, principal: Principal, user: UserRow, change: ProfileChange): Promise<UserRow> {
-  if (!changesUser(user, change)) return user;
-  const data = { ...change, updatedAt: new Date() };
-  const update = async (tx: Prisma.TransactionClient) => {
-    const updated = await tx.user.update({ where: { id: user.id }, data });
-    await recordEvent(tx, principal.userId, userUpdated(updated));
-    return updated;
-  };
+/** Applies the change to the user's row as it is once locked; a demotion of the last admin is 409. */
+async function applyProfileChange(ctx: AppContext, principal: Principal, userId: string, change: ProfileChange): Promise<UserRow> {
   try {
-    // Only a demotion needs the admins locked: it is the one change that can remove the last admin.
-    if (user.role === 'admin' && change.role === 'user') {
-      return await withAdminsLocked(ctx, async (tx, adminCount) => {
-        if (adminCount <= 1) throw lastAdmin();
-        return update(tx);
-      });
-    }
-    return await ctx.db.prisma.$transaction(update);
+    return await inTransaction(ctx.db.prisma, async (tx) => {
+      const user = await lockUser(tx, userId);
+      if (!changesUser(user, change)) return user;
+      if (user.role === 'admin' && change.role === 'user') await assertAnotherAdminRemains(tx, user.id);
+      const updated = await tx.user.update({ where: { id: user.id }, data: { ...change, updatedAt: new Date() } });
+      await recordEvent(tx, principal.userId, userUpdated(updated));
+      return updated;
+    });
   } catch (error) {
     if (isUniqueViolation(error)) throw emailTaken();
     throw error;
@@ -94,7 +100,7 @@ async function applyProfileChange(ctx: AppContext, principal: Principal, user: U
 export async function replaceUser(ctx: AppContext, principal: Principal, userId: string, body: UserReplace): Promise<UserRow> {
   const user = await findVisibleUser(ctx, principal, userId);
   if (body.role !== undefined && !isAdmin(principal)) throw roleNotSettable();
-  return applyProfileChange(ctx, principal, user, { email: body.email, name: body.name, ...(body.role && { role: body.role }) });
+  return applyProfileChange(ctx, principal, user.id, { email: body.email, name: body.name, ...(body.role && { role: body.role }) });
 }
 
 const CURRENT_PASSWORD = 'body.currentPassword';
@@ -118,7 +124,7 @@ export async function patchUser(ctx: AppContext, principal: Principal, userId: s
     if (user.id === principal.userId) await proveCurrentPassword(ctx, user, body.currentPassword, address);
     change.passwordHash = await ctx.passwords.hash(body.password);
   }
-  const updated = await applyProfileChange(ctx, principal, user, change);
+  const updated = await applyProfileChange(ctx, principal, user.id, change);
   if (body.password !== undefined) {
     await revokeOtherSessions(ctx, user.id, user.id === principal.userId ? principal.sessionId : undefined);
   }
@@ -130,12 +136,14 @@ export async function patchUser(ctx: AppContext, principal: Principal, userId: s
  * go with them by foreign key cascades, then the attachments' stored bytes are discarded.
  */
 export async function deleteUser(ctx: AppContext, principal: Principal, userId: string): Promise<void> {
-  const user = await findVisibleUser(ctx, principal, userId);
-  // Bytes of attachments added after this read are left to the orphan sweep.
-  const storageKeys = await storageKeysOf(ctx, { OR: [{ task: { ownerId: user.id } }, { uploadedBy: user.id }] });
-  await withAdminsLocked(ctx, async (tx, adminCount) => {
-    if (user.role === 'admin' && adminCount <= 1) throw lastAdmin();
-    // Tombstones for what goes with the account, so that assignees and admins learn of it.
+  await findVisibleUser(ctx, principal, userId);
+  const storageKeys = await inTransaction(ctx.db.prisma, async (tx) => {
+    const user = await lockUser(tx, userId);
+    if (user.role === 'admin') await assertAnotherAdminRemains(tx, user.id);
+    // Bytes of attachments added after this read are left to the orphan sweep.
+    const keys = await storageKeysOf(tx, { OR: [{ task: { ownerId: user.id } }, { uploadedBy: user.id }] });
+    // Tombstones for what goes with the account, so that assignees and admins learn of it. The
+    // user's row lock keeps new tasks, tags and uploads referencing it out until this commits.
     const tasks = await tx.task.findMany({ where: { ownerId: user.id }, select: { id: true, ownerId: true, assigneeId: true } });
     const tags = await tx.tag.findMany({ where: { ownerId: user.id }, select: { id: true, ownerId: true } });
     const uploads = await tx.attachment.findMany({
@@ -151,6 +159,7 @@ export async function deleteUser(ctx: AppContext, principal: Principal, userId: 
       ...tags.map(tagDeleted),
       ...uploads.map((upload) => attachmentDeleted(upload, upload.task)),
     ]);
+    return keys;
   });
   await discardStoredBytes(ctx, storageKeys);
 }

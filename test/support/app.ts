@@ -24,7 +24,14 @@ export interface TestService {
  */
 export async function startService(env: Record<string, string> = {}): Promise<TestService> {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'task-service-test-'));
-  const config: Config = loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '0', VALIDATE_RESPONSES: 'true', ...env });
+  const config: Config = loadConfig({
+    DATA_DIR: dataDir,
+    LOG_LEVEL: 'silent',
+    RATE_LIMIT_PER_MINUTE: '0',
+    REGISTRATIONS_PER_ADDRESS_PER_HOUR: '0',
+    VALIDATE_RESPONSES: 'true',
+    ...env,
+  });
   const database = await freshDatabase();
   const ctx = await createContext(config, database.db, pino({ level: config.logLevel }));
   const app = buildApp(ctx);

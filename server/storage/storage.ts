@@ -20,12 +20,20 @@ export interface StoredEntry {
   modifiedAt: Date;
 }
 
+/** A write went past its `maxBytes`; nothing of it was kept. */
+export class ObjectTooLargeError extends Error {
+  constructor(readonly maxBytes: number) {
+    super(`The object is larger than ${maxBytes} bytes`);
+  }
+}
+
 /**
- * Where attachment bytes live. A write is all or nothing: it resolves only once the bytes are
- * durable, and leaves nothing behind when it fails.
+ * Where attachment bytes live (a directory, an S3 bucket). A write is all or nothing: it resolves
+ * only once the bytes are durable, and leaves nothing behind when it fails. Keys are made by the
+ * storage and are UUIDs.
  */
 export interface AttachmentStorage {
-  /** Streams `source` into storage; rejects with 413 (payload_too_large) beyond `maxBytes`. */
+  /** Streams `source` into storage; rejects with ObjectTooLargeError beyond `maxBytes`. */
   write(source: Readable, options: { maxBytes: number }): Promise<StoredObject>;
   /** The object's bytes, or a part of them; undefined when the object does not exist (deleted meanwhile). */
   open(key: string, range?: ByteRange): Promise<Readable | undefined>;
@@ -33,6 +41,10 @@ export interface AttachmentStorage {
   remove(key: string): Promise<void>;
   /** Every stored object, for the orphan sweep. */
   list(): AsyncIterable<StoredEntry>;
-  /** Removes partial writes (left by a crash) last touched before `olderThan`; answers how many. */
+  /** Removes partial writes (left by a crash) begun before `olderThan`; answers how many. */
   removeStaleWrites(olderThan: Date): Promise<number>;
+  /** Lets go of connections; the storage is not used afterwards. */
+  close(): Promise<void>;
 }
+
+export const STORAGE_KEY = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

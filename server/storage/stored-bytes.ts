@@ -2,8 +2,8 @@ import type { AppContext } from '../context.js';
 import type { Prisma } from '../generated/prisma/client.js';
 
 /** The storage keys of the attachments `where` selects, read before their rows are deleted. */
-export async function storageKeysOf(ctx: AppContext, where: Prisma.AttachmentWhereInput): Promise<string[]> {
-  const rows = await ctx.db.prisma.attachment.findMany({ where, select: { storageKey: true } });
+export async function storageKeysOf(db: Prisma.TransactionClient, where: Prisma.AttachmentWhereInput): Promise<string[]> {
+  const rows = await db.attachment.findMany({ where, select: { storageKey: true } });
   return rows.map((row) => row.storageKey);
 }
 

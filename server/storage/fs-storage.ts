@@ -1,16 +1,11 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { mkdir, open, opendir, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { AppError } from '../http/errors.js';
-import type { AttachmentStorage, ByteRange, StoredEntry, StoredObject } from './storage.js';
+import { STORAGE_KEY, type AttachmentStorage, type ByteRange, type StoredEntry, type StoredObject } from './storage.js';
+import { Tally } from './tally.js';
 
-/** file-type's own sample size: enough to recognise most formats. */
-export const HEAD_BYTES = 4100;
-const KEY = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const PARTIAL_SUFFIX = '.partial';
-
-export const tooLarge = (maxBytes: number) => new AppError('payload_too_large', `Attachments are limited to ${maxBytes} bytes`);
 
 async function writeFully(handle: FileHandle, chunk: Buffer): Promise<void> {
   for (let offset = 0; offset < chunk.length; ) {
@@ -45,7 +40,7 @@ export async function fileSystemStorage(root: string): Promise<AttachmentStorage
 
   const objectPath = (key: string): string => {
     // Keys come from the database; a path must never be built from anything else.
-    if (!KEY.test(key)) throw new Error(`Not a storage key: ${JSON.stringify(key)}`);
+    if (!STORAGE_KEY.test(key)) throw new Error(`Not a storage key: ${JSON.stringify(key)}`);
     return path.join(objects, key);
   };
 
@@ -54,30 +49,16 @@ export async function fileSystemStorage(root: string): Promise<AttachmentStorage
       const key = randomUUID();
       const partial = path.join(tmp, `${key}${PARTIAL_SUFFIX}`);
       const handle = await open(partial, 'wx', 0o600);
-      const hash = createHash('sha256');
-      const head: Buffer[] = [];
-      let headLength = 0;
-      let size = 0;
+      const tally = new Tally(maxBytes);
       let closed = false;
       try {
-        for await (const data of source) {
-          const chunk = Buffer.isBuffer(data) ? data : Buffer.from(String(data));
-          size += chunk.length;
-          if (size > maxBytes) throw tooLarge(maxBytes);
-          hash.update(chunk);
-          if (headLength < HEAD_BYTES) {
-            const part = chunk.subarray(0, HEAD_BYTES - headLength);
-            head.push(part);
-            headLength += part.length;
-          }
-          await writeFully(handle, chunk);
-        }
+        for await (const data of source) await writeFully(handle, tally.add(data));
         await handle.sync();
         closed = true;
         await handle.close();
         await rename(partial, objectPath(key));
         await syncDirectory(objects);
-        return { key, size, sha256: hash.digest('hex'), head: Buffer.concat(head) };
+        return tally.storedAs(key);
       } catch (error) {
         if (!closed) await handle.close().catch(() => undefined);
         await rm(partial, { force: true });
@@ -99,7 +80,7 @@ export async function fileSystemStorage(root: string): Promise<AttachmentStorage
 
     async *list(): AsyncIterable<StoredEntry> {
       for await (const entry of await opendir(objects)) {
-        if (!entry.isFile() || !KEY.test(entry.name)) continue;
+        if (!entry.isFile() || !STORAGE_KEY.test(entry.name)) continue;
         const info = await stat(path.join(objects, entry.name)).catch(() => undefined);
         if (info) yield { key: entry.name, modifiedAt: info.mtime };
       }
@@ -118,5 +99,7 @@ export async function fileSystemStorage(root: string): Promise<AttachmentStorage
       }
       return removed;
     },
+
+    close: () => Promise.resolve(),
   };
 }

@@ -1,0 +1,63 @@
+// What the harness asks of the load generator (a child process) and what it answers, as zod
+// schemas: both sides cross an IPC channel, where messages arrive as unknown.
+import { z } from 'zod';
+
+const BodySchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('json'), value: z.string() }),
+  /** A multipart/form-data body with one file part named `file` of this many bytes. */
+  z.object({ kind: z.literal('file'), bytes: z.number().int().positive() }),
+]);
+export type LoadBody = z.infer<typeof BodySchema>;
+
+const RequestsSchema = z.discriminatedUnion('kind', [
+  /** Every request takes the next path (and the next body, if any) round-robin. */
+  z.object({
+    kind: z.literal('rotate'),
+    method: z.enum(['GET', 'POST']),
+    paths: z.array(z.string()).min(1),
+    bodies: z.array(BodySchema).default([]),
+    headers: z.record(z.string()).default({}),
+  }),
+  /**
+   * PATCH /tasks/{id} with If-Match: a request takes a task no other request in flight holds,
+   * sends its known version and learns the next one from the response's ETag, so no 412 is expected.
+   */
+  z.object({
+    kind: z.literal('patch'),
+    tasks: z.array(z.object({ id: z.string(), version: z.number().int() })).min(1),
+    headers: z.record(z.string()).default({}),
+  }),
+]);
+export type LoadRequests = z.input<typeof RequestsSchema>;
+
+export const LoadSpecSchema = z.object({
+  url: z.string().url(),
+  connections: z.number().int().positive(),
+  warmupSeconds: z.number().nonnegative(),
+  seconds: z.number().positive(),
+  requests: RequestsSchema,
+});
+export type LoadSpec = z.input<typeof LoadSpecSchema>;
+
+/** Several loads run at once (a login storm and its /healthz probe). */
+export const LoadJobSchema = z.array(LoadSpecSchema).min(1);
+
+export const LoadResultSchema = z.object({
+  /** Answers received in the measured window. */
+  answers: z.number().int(),
+  requestsPerSecond: z.number(),
+  p50Ms: z.number(),
+  p99Ms: z.number(),
+  /** Non-2xx answers plus socket errors and timeouts. */
+  errors: z.number().int(),
+  /** Answers by status code, for spotting 4xx and 5xx. */
+  statusCodes: z.record(z.number().int()),
+  socketErrors: z.number().int(),
+});
+export type LoadResult = z.infer<typeof LoadResultSchema>;
+
+export const LoadReplySchema = z.union([
+  z.object({ ok: z.literal(true), results: z.array(LoadResultSchema) }),
+  z.object({ ok: z.literal(false), error: z.string() }),
+]);
+export type LoadReply = z.infer<typeof LoadReplySchema>;

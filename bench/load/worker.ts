@@ -1,0 +1,38 @@
+// The load generator: a child process of the harness, so that it never shares an event loop with
+// the service or a baseline. It receives one job (loads to run at once) over IPC and answers with
+// one result per load.
+import autocannon from 'autocannon';
+import { autocannonRequests } from './requests.js';
+import { LoadJobSchema, LoadSpecSchema, type LoadReply, type LoadResult } from './spec.js';
+import type { z } from 'zod';
+
+async function run(spec: z.output<typeof LoadSpecSchema>): Promise<LoadResult> {
+  const result = await autocannon({
+    url: spec.url,
+    connections: spec.connections,
+    duration: spec.seconds,
+    requests: autocannonRequests(spec.requests),
+    ...(spec.warmupSeconds > 0 && { warmup: { connections: spec.connections, duration: spec.warmupSeconds } }),
+  });
+  const statusCodes: Record<string, number> = {};
+  for (const [code, { count }] of Object.entries(result.statusCodeStats ?? {})) statusCodes[code] = count ?? 0;
+  return {
+    answers: result.requests.total,
+    requestsPerSecond: result.requests.average,
+    p50Ms: result.latency.p50,
+    p99Ms: result.latency.p99,
+    errors: result.non2xx + result.errors,
+    statusCodes,
+    socketErrors: result.errors,
+  };
+}
+
+process.once('message', (message: unknown) => {
+  const reply = (answer: LoadReply) => process.send?.(answer, () => process.disconnect());
+  Promise.resolve(message)
+    .then((job) => Promise.all(LoadJobSchema.parse(job).map(run)))
+    .then(
+      (results) => reply({ ok: true, results }),
+      (error: unknown) => reply({ ok: false, error: error instanceof Error ? error.message : String(error) }),
+    );
+});

@@ -1,0 +1,60 @@
+// Command line of `npm run bench`: sizes and durations of the full and the quick run.
+import { parseArgs } from 'node:util';
+import type { SeedSize } from './seed.js';
+
+export interface BenchOptions {
+  mode: 'full' | 'quick';
+  seed: SeedSize;
+  connections: number;
+  warmupSeconds: number;
+  seconds: number;
+  /** `GET /tasks/{id}` is the page this deep (or the last page, when the list is shorter). */
+  deepPage: number;
+  pageLimit: number;
+  uploadBytes: number;
+  /** WEB_CONCURRENCY for the main run; the other count of 1 and 2 gets a row for GET /tasks/{id} (full runs). */
+  workers: number;
+  /** Admins' deep pages of every sort, and the second worker count: full runs only. */
+  everything: boolean;
+  json: string | undefined;
+}
+
+const USAGE = `npm run bench [-- --quick] [--json FILE] [--workers N] [--seconds S] [--warmup S] [--tasks-per-user N]`;
+
+export function parseOptions(argv: string[]): BenchOptions {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      quick: { type: 'boolean', default: false },
+      json: { type: 'string' },
+      workers: { type: 'string' },
+      seconds: { type: 'string' },
+      warmup: { type: 'string' },
+      'tasks-per-user': { type: 'string' },
+      help: { type: 'boolean', default: false },
+    },
+  });
+  if (values.help) {
+    console.log(USAGE);
+    process.exit(0);
+  }
+  const number = (value: string | undefined, fallback: number, name: string) => {
+    const n = value === undefined ? fallback : Number(value);
+    if (!(n > 0)) throw new Error(`--${name} must be a positive number (${USAGE})`);
+    return n;
+  };
+  const quick = values.quick;
+  return {
+    mode: quick ? 'quick' : 'full',
+    seed: { users: 10, tasksPerUser: Math.round(number(values['tasks-per-user'], quick ? 2_000 : 10_000, 'tasks-per-user')) },
+    connections: 50,
+    warmupSeconds: number(values.warmup, quick ? 1 : 5, 'warmup'),
+    seconds: number(values.seconds, quick ? 3 : 15, 'seconds'),
+    deepPage: 500,
+    pageLimit: 20,
+    uploadBytes: 1024 * 1024,
+    workers: Math.round(number(values.workers, 2, 'workers')),
+    everything: !quick,
+    json: values.json,
+  };
+}

@@ -1,0 +1,105 @@
+// Seeding, fast: users through the API (real password hashes and sessions), everything else in a
+// few set-based INSERTs straight into the service's database, then ANALYZE.
+import pg from 'pg';
+import { register, login } from './api.js';
+import { ADMIN } from './service.js';
+
+export interface SeedSize {
+  users: number;
+  tasksPerUser: number;
+}
+
+export interface BenchUser {
+  id: string;
+  email: string;
+  password: string;
+  token: string;
+}
+
+export interface Seeded {
+  users: BenchUser[];
+  adminToken: string;
+  /** Tasks of the first user, oldest first, with their versions. */
+  ownTasks: { id: string; version: number }[];
+  /** Whether tasks keep a stored attachment_count (the schema of the day decides). */
+  storedAttachmentCount: boolean;
+  seconds: number;
+}
+
+const USER_PASSWORD = 'bench user password';
+const TAGS_PER_USER = 5;
+
+const INSERT_TAGS = `
+  INSERT INTO tags (id, owner_id, name, name_key, color, created_at)
+  SELECT gen_random_uuid(), u.id, 'tag-' || k, 'tag-' || k, '#3366cc', now()
+  FROM unnest($1::uuid[]) AS u(id) CROSS JOIN generate_series(1, ${TAGS_PER_USER}) AS k`;
+
+// Every fifth task is assigned to the next user; a third have no due date; titles sort randomly.
+const INSERT_TASKS = `
+  INSERT INTO tasks (id, owner_id, assignee_id, title, description, status, priority, due_at, completed_at, version, created_at, updated_at)
+  SELECT gen_random_uuid(), u.id,
+    CASE WHEN g.i % 5 = 0 THEN ($1::uuid[])[u.n % cardinality($1::uuid[]) + 1] END,
+    'Task ' || substr(md5(u.id::text || g.i), 1, 12), '',
+    (ARRAY['todo', 'in_progress', 'done'])[g.i % 3 + 1]::"TaskStatus",
+    (ARRAY['low', 'medium', 'high', 'urgent'])[g.i % 4 + 1]::"TaskPriority",
+    CASE WHEN g.i % 3 <> 0 THEN now() + g.i * interval '1 minute' END,
+    CASE WHEN g.i % 3 = 2 THEN now() END,
+    1, now() - ($2 - g.i) * interval '1 second', now() - ($2 - g.i) * interval '1 second'
+  FROM unnest($1::uuid[]) WITH ORDINALITY AS u(id, n) CROSS JOIN generate_series(1, $2::int) AS g(i)`;
+
+// About a third of each owner's tags on each task.
+const INSERT_TASK_TAGS = `
+  INSERT INTO task_tags (task_id, tag_id, created_at)
+  SELECT t.id, g.id, now() FROM tasks t JOIN tags g ON g.owner_id = t.owner_id
+  WHERE t.owner_id = ANY($1::uuid[]) AND abs(hashtext(t.id::text || g.id::text)) % 3 = 0`;
+
+// Metadata rows only (their bytes are never downloaded): 2, 1, 1 and 0 on every four tasks, one per task on average.
+const INSERT_ATTACHMENTS = `
+  INSERT INTO attachments (id, task_id, filename, content_type, size, sha256, storage_key, uploaded_by, created_at)
+  SELECT gen_random_uuid(), t.id, 'seeded-' || k || '.txt', 'text/plain', 1024, repeat('0', 64), 'seeded/' || gen_random_uuid(), t.owner_id, now()
+  FROM (SELECT id, owner_id, row_number() OVER (ORDER BY id) AS rn FROM tasks WHERE owner_id = ANY($1::uuid[])) AS t
+  CROSS JOIN generate_series(1, 2) AS k
+  WHERE k <= CASE t.rn % 4 WHEN 0 THEN 2 WHEN 3 THEN 0 ELSE 1 END`;
+
+const UPDATE_ATTACHMENT_COUNT = `
+  UPDATE tasks t SET attachment_count = a.n
+  FROM (SELECT task_id, count(*)::int AS n FROM attachments GROUP BY task_id) AS a
+  WHERE a.task_id = t.id AND t.attachment_count IS DISTINCT FROM a.n`;
+
+async function registerUsers(base: string, count: number): Promise<BenchUser[]> {
+  const users: BenchUser[] = [];
+  for (let i = 1; i <= count; i++) {
+    const email = `bench-user-${i}@example.test`;
+    const { user, accessToken } = await register(base, email, USER_PASSWORD, `Bench User ${i}`);
+    users.push({ id: user.id, email, password: USER_PASSWORD, token: accessToken });
+  }
+  return users;
+}
+
+export async function seed(base: string, databaseUrl: string, size: SeedSize): Promise<Seeded> {
+  const started = Date.now();
+  const users = await registerUsers(base, size.users);
+  const adminToken = (await login(base, ADMIN.email, ADMIN.password)).accessToken;
+  const db = new pg.Client({ connectionString: databaseUrl });
+  await db.connect();
+  try {
+    const ids = users.map((user) => user.id);
+    const { rows: columns } = await db.query<{ column_name: string }>(
+      "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'tasks'",
+    );
+    const storedAttachmentCount = columns.some((column) => column.column_name === 'attachment_count');
+    await db.query(INSERT_TAGS, [ids]);
+    await db.query(INSERT_TASKS, [ids, size.tasksPerUser]);
+    await db.query(INSERT_TASK_TAGS, [ids]);
+    await db.query(INSERT_ATTACHMENTS, [ids]);
+    if (storedAttachmentCount) await db.query(UPDATE_ATTACHMENT_COUNT);
+    await db.query('ANALYZE');
+    const { rows: ownTasks } = await db.query<{ id: string; version: number }>(
+      'SELECT id, version FROM tasks WHERE owner_id = $1 ORDER BY created_at, id',
+      [ids[0]],
+    );
+    return { users, adminToken, ownTasks, storedAttachmentCount, seconds: (Date.now() - started) / 1000 };
+  } finally {
+    await db.end();
+  }
+}
