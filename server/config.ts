@@ -55,6 +55,7 @@ const EnvSchema = z
     REFRESH_REUSE_GRACE_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
     ARGON2_MEMORY_KIB: z.coerce.number().int().min(19456).default(19456),
     ARGON2_TIME_COST: z.coerce.number().int().min(2).default(2),
+    PASSWORD_HASH_CONCURRENCY: positiveInt.max(64).optional(),
     ATTACHMENT_MAX_BYTES: positiveInt.default(25 * 1024 * 1024),
     ATTACHMENTS_MAX_PER_TASK: positiveInt.default(100),
     ATTACHMENT_STORAGE: z.enum(['fs', 's3']).default('fs'),
@@ -141,7 +142,8 @@ export interface Config {
   registrationsPerAddressPerHour: number;
   /** How long a refresh token just rotated out still refreshes its session (two tabs, a retry); 0: never. */
   refreshReuseGraceSeconds: number;
-  argon2: { memoryCost: number; timeCost: number };
+  /** argon2id cost, and how many hashes one process runs at once. */
+  argon2: { memoryCost: number; timeCost: number; concurrency: number };
   attachments: { maxBytes: number; maxPerTask: number; storage: { kind: 'fs' } | S3StorageConfig };
   metricsToken: string | undefined;
   events: { retentionDays: number; heartbeatSeconds: number };
@@ -202,13 +204,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(lines.join('\n'));
   }
   const e = parsed.data;
+  const webConcurrency = e.WEB_CONCURRENCY ?? availableParallelism();
   return {
     port: e.PORT,
     host: e.HOST,
     dataDir: path.resolve(e.DATA_DIR),
     databaseUrl: e.DATABASE_URL,
     databasePoolSize: e.DATABASE_POOL_SIZE,
-    webConcurrency: e.WEB_CONCURRENCY ?? availableParallelism(),
+    webConcurrency,
     validateResponses: e.VALIDATE_RESPONSES,
     logLevel: e.LOG_LEVEL,
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
@@ -235,7 +238,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     },
     registrationsPerAddressPerHour: e.REGISTRATIONS_PER_ADDRESS_PER_HOUR,
     refreshReuseGraceSeconds: e.REFRESH_REUSE_GRACE_SECONDS,
-    argon2: { memoryCost: e.ARGON2_MEMORY_KIB, timeCost: e.ARGON2_TIME_COST },
+    argon2: {
+      memoryCost: e.ARGON2_MEMORY_KIB,
+      timeCost: e.ARGON2_TIME_COST,
+      // The cores shared out among the HTTP workers, so that all of them together hash on every core.
+      concurrency: e.PASSWORD_HASH_CONCURRENCY ?? Math.max(1, Math.floor(availableParallelism() / webConcurrency)),
+    },
     attachments: { maxBytes: e.ATTACHMENT_MAX_BYTES, maxPerTask: e.ATTACHMENTS_MAX_PER_TASK, storage: attachmentStorageOf(e) },
     metricsToken: e.METRICS_TOKEN,
     events: { retentionDays: e.EVENT_RETENTION_DAYS, heartbeatSeconds: e.EVENT_STREAM_HEARTBEAT_SECONDS },

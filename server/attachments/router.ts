@@ -18,7 +18,9 @@ function streamedTo(res: Response, bytes: Readable, ctx: AppContext): Readable {
     ctx.logger.error({ err: error }, 'reading attachment bytes failed');
     res.destroy(error);
   });
-  res.on('close', () => bytes.destroy());
+  // A client gone before the bytes were opened closed its response already: let the file go now.
+  if (res.closed) bytes.destroy();
+  else res.on('close', () => bytes.destroy());
   return bytes;
 }
 
