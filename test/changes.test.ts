@@ -225,3 +225,36 @@ describe('commit order under concurrent writers', () => {
     expect(new Set(seen).size).toBe(writers);
   });
 });
+
+describe('events of row-locked writes under concurrency', () => {
+  it('records one task.updated per change that took, each with the state it committed, and one tombstone of concurrent deletes', async () => {
+    const task = await createTask(service, alice, { title: 'contended' });
+    const cursor = await endOfFeed(alice);
+    const patch = (body: object, ifMatch?: string) => {
+      const req = service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth);
+      return (ifMatch === undefined ? req : req.set('If-Match', ifMatch)).send(body);
+    };
+    // Without If-Match every PATCH applies in turn; with the same If-Match one wins, the rest are 412.
+    const free = await Promise.all(Array.from({ length: 6 }, (_, i) => patch({ title: `free ${i}` })));
+    expect(free.map((res) => res.status)).toEqual(Array(6).fill(200));
+    const current = TaskSchema.parse((await service.http.get(`/tasks/${task.id}`).set('Authorization', alice.auth).expect(200)).body);
+    const guarded = await Promise.all(Array.from({ length: 4 }, (_, i) => patch({ title: `guarded ${i}` }, `"${current.version}"`)));
+    expect(guarded.filter((res) => res.status === 200)).toHaveLength(1);
+    expect(guarded.filter((res) => res.status === 412)).toHaveLength(3);
+    const final = TaskSchema.parse(guarded.find((res) => res.status === 200)?.body);
+    const deletes = await Promise.all(Array.from({ length: 3 }, () => service.http.delete(`/tasks/${task.id}`).set('Authorization', alice.auth)));
+    expect(deletes.map((res) => res.status).sort()).toEqual([204, 404, 404]);
+
+    const { events } = await readAllChanges(service, alice, cursor);
+    const updates = ofType(events, 'task.updated').map((event) => event.data.task);
+    // Each event holds the state its write committed: one per version, none repeated or skipped.
+    // Not asserted: feed order = version order. API.md asks for commit order, but a writer waiting for
+    // the row lock may already hold its transaction id (the feed's position), so concurrent PATCHes of
+    // one task can appear out of version order (seen: 2, 3, 7, 5, 4, 6). Open question for the lead.
+    expect(updates.map((t) => t.version).sort((x, y) => x - y)).toEqual(Array.from({ length: 7 }, (_, i) => task.version + 1 + i));
+    expect(new Set(updates.map((t) => t.title)).size).toBe(7);
+    expect(updates.find((t) => t.version === final.version)).toEqual(final);
+    expect(ofType(events, 'task.deleted').map((event) => event.data.taskId)).toEqual([task.id]);
+    expect(events.at(-1)?.type).toBe('task.deleted');
+  });
+});
