@@ -4,7 +4,7 @@ import { Prisma } from '../generated/prisma/client.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 
 /**
- * A place in the event log: the writing transaction's id, then the order within it. Positions
+ * A place in the event log: the writing (sub)transaction's id, then the order within it. Positions
  * below the oldest transaction still running are final: nothing can commit there any more.
  */
 export interface Position {

@@ -18,10 +18,29 @@ export type OutboxEvent = Change & { audience: (string | null | undefined)[] };
 /**
  * Writes events in the caller's transaction, so each exists exactly when its change commits, with
  * a first delivery attempt for each webhook that receives it, and wakes the readers on every
- * instance at commit (NOTIFY is delivered only then). One statement.
+ * instance at commit (NOTIFY is delivered only then).
+ *
+ * The events' position is the id of a subtransaction begun here, not the transaction's own id: a
+ * transaction that waited for a row lock may have been given its id before the wait, earlier than
+ * the lock holder that commits first. The subtransaction's id is given now, with the caller's locks
+ * held, so writers of one row are placed in the order they commit. It is above the transaction's
+ * own id, so the feed's horizon (the oldest running transaction) still stops below it until commit.
  */
 export async function recordEvents(tx: Prisma.TransactionClient, actorId: string | null, events: OutboxEvent[]): Promise<void> {
   if (events.length === 0) return;
+  await tx.$executeRawUnsafe('SAVEPOINT record_events');
+  await insertEvents(tx, actorId, events);
+  await tx.$executeRawUnsafe('RELEASE SAVEPOINT record_events');
+}
+
+// The subtransaction's full id: its 32 bits (xmin of the rows it wrote) in the transaction's epoch,
+// or the next one if the counter wrapped in between (a subtransaction's id is never below its parent's).
+const SUBTRANSACTION_ID = Prisma.raw(
+  `((pg_current_xact_id()::text::bigint >> 32) << 32) + xmin::text::bigint
+   + CASE WHEN xmin::text::bigint < (pg_current_xact_id()::text::bigint & 4294967295) THEN 4294967296 ELSE 0 END`,
+);
+
+async function insertEvents(tx: Prisma.TransactionClient, actorId: string | null, events: OutboxEvent[]): Promise<void> {
   const rows = events.map((event) => ({
     id: uuidv7(),
     type: event.type,
@@ -47,6 +66,7 @@ export async function recordEvents(tx: Prisma.TransactionClient, actorId: string
       WHERE u.role = 'admin' OR w.owner_id = ANY(i.audience)
     )
     SELECT pg_notify(${EVENTS_CHANNEL}, '') FROM (SELECT count(*) FROM inserted) AS done`;
+  await tx.$executeRaw`UPDATE events SET txid = ${SUBTRANSACTION_ID} WHERE id = ANY(${rows.map((row) => row.id)}::uuid[])`;
 }
 
 /** Records one event in the caller's transaction (see recordEvents). */
