@@ -4,10 +4,12 @@ import { c } from './common.js';
 import { attachmentsContract } from './attachments.js';
 import { authContract } from './auth.js';
 import { docsContract } from './docs.js';
+import { eventsContract } from './events.js';
 import { serviceContract } from './service.js';
 import { tagsContract } from './tags.js';
 import { tasksContract } from './tasks.js';
 import { usersContract } from './users.js';
+import { webhooksContract } from './webhooks.js';
 
 export const contract = c.router({
   auth: authContract,
@@ -15,6 +17,8 @@ export const contract = c.router({
   tasks: tasksContract,
   tags: tagsContract,
   attachments: attachmentsContract,
+  events: eventsContract,
+  webhooks: webhooksContract,
   service: serviceContract,
   docs: docsContract,
 });
@@ -29,8 +33,10 @@ export * from './pages.js';
 export * from './problems.js';
 export type { RetryOptions } from './retry.js';
 export * from './docs.js';
+export * from './events.js';
 export * from './service.js';
 export * from './tags.js';
 export * from './tasks.js';
 export * from './users.js';
 export * from './verify.js';
+export * from './webhooks.js';

@@ -87,6 +87,18 @@ export const problemCatalogue: Record<ProblemCode, Entry> = {
     meaning: 'The account holds as much as one account may (`detail` names the quota: stored attachment bytes, tasks or tags); administrators are exempt.',
     action: 'Delete what is no longer needed (attachments, tasks or tags) and try again, or ask an administrator to raise the quota.',
   },
+  idempotency_key_in_use: {
+    status: 409,
+    title: 'Idempotency key in use',
+    meaning: 'A request with this `Idempotency-Key` is still being processed.',
+    action: 'Wait a moment and send the same request again: it then gets the first answer, replayed.',
+  },
+  cursor_expired: {
+    status: 410,
+    title: 'Cursor expired',
+    meaning: 'The changes-feed cursor (or `Last-Event-ID`) is older than the event retention (`EVENT_RETENTION_DAYS`): events after it may be gone.',
+    action: 'Sync in full (list what you need), then follow `GET /changes` from a new cursor.',
+  },
   precondition_failed: {
     status: 412,
     title: 'Precondition failed',
@@ -110,6 +122,12 @@ export const problemCatalogue: Record<ProblemCode, Entry> = {
     title: 'Range not satisfiable',
     meaning: 'The requested byte range starts beyond the end of the attachment; Content-Range gives its size (`bytes */<size>`).',
     action: 'Ask for a range within the size, or for the whole content.',
+  },
+  idempotency_key_reused: {
+    status: 422,
+    title: 'Idempotency key reused',
+    meaning: 'This `Idempotency-Key` was sent before with a different request (method, path or body).',
+    action: 'Use a new key for a new request; reuse a key only to retry the very same request.',
   },
   rate_limited: {
     status: 429,

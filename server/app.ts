@@ -5,10 +5,12 @@ import { contract } from '@task-service/client';
 import { attachmentsRouter } from './attachments/router.js';
 import { authRouter } from './auth/router.js';
 import type { AppContext } from './context.js';
+import { eventsRouter } from './events/router.js';
 import { corsFor } from './http/cors.js';
 import { errorHandler, unmatchedRoute } from './http/errors.js';
 import { conditionalOnlyWhereDeclared, identifyCaller, noStore, rateLimit, rejectUnexpectedQuery, requestId, requireAuthentication, requireMediaType, requireUtf8Json } from './http/middleware.js';
 import { warnUntrustedForwarding } from './http/proxy.js';
+import { idempotencyKeys } from './http/idempotency.js';
 import { methodsByPath } from './http/routes.js';
 import { serveMetrics } from './metrics/endpoint.js';
 import { httpMetrics } from './metrics/http-metrics.js';
@@ -17,6 +19,7 @@ import { serviceRouter } from './service/router.js';
 import { tagsRouter } from './tags/router.js';
 import { tasksRouter } from './tasks/router.js';
 import { usersRouter } from './users/router.js';
+import { webhooksRouter } from './webhooks/router.js';
 
 /** Builds the HTTP application from its context; no globals, so tests build as many as they like. */
 export function buildApp(ctx: AppContext): Express {
@@ -57,13 +60,15 @@ export function buildApp(ctx: AppContext): Express {
     tasks: tasksRouter(ctx),
     attachments: attachmentsRouter(ctx),
     tags: tagsRouter(ctx),
+    events: eventsRouter(ctx),
+    webhooks: webhooksRouter(ctx),
     service: serviceRouter(ctx),
     docs: docsRouter(),
   };
   createExpressEndpoints(contract, routers, app, {
     logInitialization: false,
     responseValidation: ctx.config.validateResponses,
-    globalMiddleware: [requireAuthentication, rejectUnexpectedQuery, requireMediaType, conditionalOnlyWhereDeclared],
+    globalMiddleware: [requireAuthentication, rejectUnexpectedQuery, requireMediaType, conditionalOnlyWhereDeclared, idempotencyKeys(ctx)],
     requestValidationErrorHandler: (err, _req, _res, next) => next(err),
   });
 

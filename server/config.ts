@@ -75,6 +75,15 @@ const EnvSchema = z
     USER_STORAGE_QUOTA_BYTES: positiveInt.default(1024 ** 3),
     USER_MAX_TASKS: positiveInt.default(100_000),
     USER_MAX_TAGS: positiveInt.default(1_000),
+    EVENT_RETENTION_DAYS: positiveInt.default(30),
+    EVENT_STREAM_HEARTBEAT_SECONDS: positiveInt.max(300).default(15),
+    /** Seconds between attempts, each counted from the previous one (±20% jitter); decimals allowed. */
+    WEBHOOK_RETRY_SCHEDULE: z
+      .string()
+      .default('30,120,600,3600,21600,86400')
+      .transform((value) => value.split(',').map((part) => Number(part.trim())))
+      .pipe(z.array(z.number().positive().max(7 * 86400)).min(1).max(20)),
+    WEBHOOK_ALLOW_PRIVATE_TARGETS: bool.default('false'),
     /** A static bearer token that may scrape /metrics (besides admins' access tokens). */
     METRICS_TOKEN: z.string().min(32, 'METRICS_TOKEN must be at least 32 characters').regex(/^[\x21-\x7e]+$/, 'METRICS_TOKEN must be printable ASCII without spaces').optional(),
   })
@@ -155,6 +164,8 @@ export interface Config {
   /** Per-user ceilings (admins exempt), so one account cannot fill the disk or the tables. */
   quotas: { storageBytes: number; tasks: number; tags: number };
   metricsToken: string | undefined;
+  events: { retentionDays: number; heartbeatSeconds: number };
+  webhooks: { retryScheduleSeconds: number[]; allowPrivateTargets: boolean };
 }
 
 export interface HttpTimeouts {
@@ -268,5 +279,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     attachments: { maxBytes: e.ATTACHMENT_MAX_BYTES, maxPerTask: e.ATTACHMENTS_MAX_PER_TASK, storage: attachmentStorageOf(e) },
     quotas: { storageBytes: e.USER_STORAGE_QUOTA_BYTES, tasks: e.USER_MAX_TASKS, tags: e.USER_MAX_TAGS },
     metricsToken: e.METRICS_TOKEN,
+    events: { retentionDays: e.EVENT_RETENTION_DAYS, heartbeatSeconds: e.EVENT_STREAM_HEARTBEAT_SECONDS },
+    webhooks: { retryScheduleSeconds: e.WEBHOOK_RETRY_SCHEDULE, allowPrivateTargets: e.WEBHOOK_ALLOW_PRIVATE_TARGETS },
   };
 }

@@ -2,6 +2,9 @@ import { sweepOrphans } from './attachments/sweep.js';
 import { purgeEndedSessions } from './auth/sessions.js';
 import type { AppContext } from './context.js';
 import { underLease } from './db/leases.js';
+import { purgeExpiredEvents } from './events/log.js';
+import { startEventWorkers } from './events/workers.js';
+import { purgeExpiredIdempotencyKeys } from './http/idempotency.js';
 
 const EVERY_MS = 5 * 60_000;
 /** Far longer than a round takes; only a crashed holder makes the others wait this long. */
@@ -18,6 +21,11 @@ export async function runMaintenance(ctx: AppContext): Promise<void> {
       const purged = await purgeEndedSessions(ctx);
       if (purged > 0) ctx.logger.info({ purged }, 'purged ended sessions');
     }],
+    ['event retention purge', async () => {
+      const purged = await purgeExpiredEvents(ctx);
+      if (purged > 0) ctx.logger.info({ purged }, 'purged events past the retention');
+    }],
+    ['idempotency key purge', () => purgeExpiredIdempotencyKeys(ctx)],
   ];
   for (const [name, job] of jobs) {
     // Every instance runs housekeeping; the lease lets one at a time do each job.
@@ -29,8 +37,10 @@ export async function runMaintenance(ctx: AppContext): Promise<void> {
 }
 
 /**
- * Runs housekeeping now and every few minutes. Safe on every instance: a job runs on one instance
- * at a time, and each is idempotent. The returned function stops it and waits for a round under way.
+ * Runs housekeeping now and every few minutes, and the event workers (webhook deliveries). Safe on
+ * every instance: a housekeeping job runs on one instance at a time, and each is idempotent; the
+ * delivery workers of all instances share the queue. The returned function stops both and waits
+ * for work under way.
  */
 export function startMaintenance(ctx: AppContext, everyMs = EVERY_MS): () => Promise<void> {
   let running: Promise<void> = runMaintenance(ctx);
@@ -38,8 +48,9 @@ export function startMaintenance(ctx: AppContext, everyMs = EVERY_MS): () => Pro
     running = running.then(() => runMaintenance(ctx));
   }, everyMs);
   timer.unref();
-  return () => {
+  const stopEventWorkers = startEventWorkers(ctx);
+  return async () => {
     clearInterval(timer);
-    return running;
+    await Promise.all([running, stopEventWorkers()]);
   };
 }

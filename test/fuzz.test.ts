@@ -23,7 +23,10 @@ function routesOf(router: AppRouter, prefix = ''): [string, AppRoute][] {
     isAppRoute(entry) ? [[`${prefix}${name}`, entry] as [string, AppRoute]] : routesOf(entry, `${prefix}${name}.`),
   );
 }
-const ROUTES = routesOf(contract);
+// GET /events answers a stream that stays open: a request-and-answer fuzzer would wait on it for
+// ever. test/event-stream.test.ts attacks its inputs (bad Last-Event-ID, expired, no token).
+const STREAMS = new Set(['events.stream']);
+const ROUTES = routesOf(contract).filter(([name]) => !STREAMS.has(name));
 
 let service: TestService;
 /** Through a real socket, so that what Node's own parser refuses is answered as the service answers it. */

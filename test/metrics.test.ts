@@ -3,6 +3,8 @@ import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../server/app.js';
 import { ConfigError, loadConfig } from '../server/config.js';
+import { listen } from './support/listening.js';
+import { openSse } from './support/sse.js';
 import { startService, type TestService } from './support/app.js';
 import { createTask } from './support/tasks.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
@@ -113,6 +115,24 @@ describe('GET /metrics', () => {
     const second = request(buildApp(service.ctx));
     const res = await second.get('/metrics').set('Authorization', `Bearer ${METRICS_TOKEN}`).expect(200);
     expect(valueOf(samplesOf(res.text), 'http_requests_total', labels)).toBe(0);
+  });
+});
+
+describe('event metrics', () => {
+  it('counts open event streams, and declares the webhook delivery series', async () => {
+    const server = await listen(service);
+    try {
+      const sse = await openSse(server.baseUrl, { Authorization: alice.auth });
+      expect(valueOf(await scrape(), 'event_streams_open', {})).toBe(1);
+      sse.close();
+      await expect.poll(async () => valueOf(await scrape(), 'event_streams_open', {})).toBe(0);
+    } finally {
+      await server.close();
+    }
+    const text = (await service.http.get('/metrics').set('Authorization', `Bearer ${METRICS_TOKEN}`).expect(200)).text;
+    for (const name of ['webhook_delivery_attempts_total counter', 'webhook_delivery_duration_seconds histogram', 'webhook_delivery_lag_seconds histogram']) {
+      expect(text).toContain(`# TYPE ${name}`);
+    }
   });
 });
 

@@ -3,6 +3,7 @@ import type { AppContext } from '../context.js';
 import { claimQuota } from '../quotas.js';
 import type { Prisma } from '../generated/prisma/client.js';
 import { inTransaction } from '../db/transactions.js';
+import { attachmentCreated, attachmentDeleted, recordTaskUpdates } from '../events/domain-events.js';
 import { AppError, notFound } from '../http/errors.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { taskVisibleTo, visibleTask } from '../tasks/queries.js';
@@ -61,12 +62,12 @@ export async function createAttachment(ctx: AppContext, principal: Principal, ta
     return await inTransaction(ctx.db.prisma, async (tx) => {
       // Against other writers of the task only: links and other references to it may still be made.
       await tx.$queryRaw`SELECT id FROM tasks WHERE id = ${taskId}::uuid FOR NO KEY UPDATE`;
-      const task = await tx.task.findFirst({ where: visibleTask(principal, taskId), select: { id: true } });
+      const task = await tx.task.findFirst({ where: visibleTask(principal, taskId), select: { id: true, ownerId: true, assigneeId: true } });
       if (!task) throw notFound('task');
       await assertRoomFor(tx, taskId, ctx.config.attachments.maxPerTask);
       await claimQuota(tx, ctx, principal, 'storageBytes', file.stored.size);
-      await touchTasks(tx, { id: taskId }); // its attachmentCount changes
-      return tx.attachment.create({
+      const touched = await touchTasks(tx, { id: taskId }); // its attachmentCount changes
+      const attachment = await tx.attachment.create({
         data: {
           id: uuidv7(),
           taskId,
@@ -79,6 +80,8 @@ export async function createAttachment(ctx: AppContext, principal: Principal, ta
           createdAt: new Date(),
         },
       });
+      await recordTaskUpdates(tx, principal.userId, touched, [attachmentCreated(attachment, task)]);
+      return attachment;
     });
   } catch (error) {
     await discardStoredBytes(ctx, [file.stored.key]);
@@ -94,7 +97,10 @@ export async function deleteAttachment(ctx: AppContext, principal: Principal, at
   }
   const count = await inTransaction(ctx.db.prisma, async (tx) => {
     const deleted = await tx.attachment.deleteMany({ where: { id: row.id } });
-    if (deleted.count > 0) await touchTasks(tx, { id: row.taskId }); // its attachmentCount changes
+    if (deleted.count === 0) return 0;
+    const touched = await touchTasks(tx, { id: row.taskId }); // its attachmentCount changes
+    const task = await tx.task.findUnique({ where: { id: row.taskId }, select: { ownerId: true, assigneeId: true } });
+    await recordTaskUpdates(tx, principal.userId, touched, task ? [attachmentDeleted(row, task)] : []);
     return deleted.count;
   });
   if (count > 0) await discardStoredBytes(ctx, [row.storageKey]);

@@ -3,6 +3,7 @@ import multer from 'multer';
 import { attachmentsContract } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { AppError, invalidField, issuesOf, validationFailed } from '../http/errors.js';
+import { idempotencyKeys } from '../http/idempotency.js';
 import { principalOf } from '../http/principal.js';
 import { ObjectTooLargeError } from '../storage/storage.js';
 import { admitUpload, type ReceivedFile } from './service.js';
@@ -119,5 +120,12 @@ export function uploadMiddleware(ctx: AppContext) {
     });
   };
 
-  return [admit, receive];
+  // Same upload: the same file name, declared type and bytes (a replay's stored copy is left to the orphan sweep).
+  const idempotent = idempotencyKeys(ctx, {
+    contentOf: (req) => {
+      const file = received.get(req);
+      return { name: file?.clientFilename, type: file?.declaredType, sha256: file?.stored.sha256 };
+    },
+  });
+  return [admit, receive, idempotent];
 }

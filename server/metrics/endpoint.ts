@@ -1,7 +1,9 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Express, Request, RequestHandler } from 'express';
+import { Registry } from 'prom-client';
 import { notAuthenticated } from '../auth/sessions.js';
 import type { AppContext } from '../context.js';
+import { eventMetrics } from '../events/metrics.js';
 import { AppError } from '../http/errors.js';
 import { isAdmin } from '../http/principal.js';
 import type { HttpMetrics } from './http-metrics.js';
@@ -26,8 +28,9 @@ async function authorizeScrape(ctx: AppContext, req: Request): Promise<void> {
 export function serveMetrics(app: Express, ctx: AppContext, metrics: HttpMetrics): void {
   const scrape: RequestHandler = async (req, res) => {
     await authorizeScrape(ctx, req);
-    res.setHeader('Content-Type', metrics.registry.contentType);
-    res.send(await metrics.registry.metrics());
+    const registry = Registry.merge([metrics.registry, eventMetrics(ctx).registry]);
+    res.setHeader('Content-Type', registry.contentType);
+    res.send(await registry.metrics());
   };
   app.get('/metrics', scrape);
   app.all('/metrics', (_req, _res, next) => next(new AppError('method_not_allowed', 'Metrics are read with GET', { headers: { Allow: 'GET, HEAD' } })));

@@ -5,6 +5,7 @@ import { generateOpenApi } from '@ts-rest/open-api';
 import { z } from 'zod';
 import { contract, isPublicRoute, ProblemSchema, TaskSchema } from '@task-service/client';
 import { PROJECT_ROOT } from '../project-root.js';
+import { isCreatingPost } from '../http/idempotency.js';
 import { headerRefs, headers, problemResponseRef, problemResponses, reasonPhrases, type HeaderName } from './responses.js';
 import { schemaOf, withIntegerFormats, withNamedModels, type JsonSchema, type OpenApiDocument } from './schemas.js';
 
@@ -39,6 +40,8 @@ const tags = [
   { name: 'tasks', description: "Tasks the caller owns or is assigned to (admin: all)" },
   { name: 'tags', description: "The caller's tags, and tags on tasks" },
   { name: 'attachments', description: 'Files attached to tasks' },
+  { name: 'webhooks', description: 'Signed deliveries of events to your URLs (Standard Webhooks), with a delivery log' },
+  { name: 'events', description: 'Every change as an event: the changes feed (delta sync) and the live stream (SSE)' },
   { name: 'service', description: 'Health, readiness and the keys that verify access tokens' },
   { name: 'docs', description: 'This document and its reference page' },
 ];
@@ -91,6 +94,7 @@ function successHeaders(status: number, declared: AppRouteResponse): HeaderName[
   const names: HeaderName[] = ['X-Request-Id'];
   if (status < 300) names.push('RateLimit', 'RateLimit-Policy');
   if (status === 201) names.push('Location');
+  if (status === 201 || status === 202) names.push('Idempotent-Replayed');
   if (declared === TaskSchema || status === 304) names.push('ETag');
   if (declared instanceof z.ZodObject && 'nextCursor' in declared.shape) names.push('Link');
   if (isAppRouteOtherResponse(declared) && !declared.contentType.startsWith('text/')) {
@@ -122,12 +126,25 @@ function describeResponses(route: AppRoute, generated: Operation['responses']): 
   }
   // The rate limit and unexpected failures apply to every operation.
   for (const status of [429, 500]) responses[status] ??= problemResponseRef(status);
+  if (isCreatingPost(route)) for (const status of [409, 422]) responses[status] ??= problemResponseRef(status);
   return responses;
 }
 
+const idempotencyKeyParameter: Parameter = {
+  name: 'Idempotency-Key',
+  in: 'header',
+  required: false,
+  description:
+    'Makes a retry safe: the first request with a key runs and its answer (2xx or 4xx) is kept 24 hours for the caller; the same request again gets it with `Idempotent-Replayed: true`. The key with another request is 422 `idempotency_key_reused`, one while the first still runs 409 `idempotency_key_in_use`.',
+  schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x20-\\x7e]+$' },
+};
+
 const describeOperation: OperationMapper = (operation, route) => ({
   ...operation,
-  parameters: operation.parameters?.map((parameter) => describeParameter(parameter, route)),
+  parameters: [
+    ...(operation.parameters?.map((parameter) => describeParameter(parameter, route)) ?? []),
+    ...(isCreatingPost(route) ? [idempotencyKeyParameter] : []),
+  ],
   ...(operation.requestBody ? { requestBody: describeRequestBody(route, operation.requestBody) } : {}),
   responses: describeResponses(route, operation.responses),
   security: isPublicRoute(route) ? [] : [{ bearerAuth: [] }],

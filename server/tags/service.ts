@@ -3,6 +3,8 @@ import type { Tag, TagCreate, TagListQuery, TagPatch } from '@task-service/clien
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { inTransaction } from '../db/transactions.js';
+import { recordTaskUpdates, tagChanged, tagDeleted } from '../events/domain-events.js';
+import { recordEvent } from '../events/outbox.js';
 import type { Prisma } from '../generated/prisma/client.js';
 import { withinQuota } from '../quotas.js';
 import { AppError, notFound } from '../http/errors.js';
@@ -33,16 +35,20 @@ export async function findVisibleTag(ctx: AppContext, principal: Principal, tagI
 
 export async function createTag(ctx: AppContext, principal: Principal, input: TagCreate): Promise<TagRow> {
   try {
-    return await withinQuota(ctx, principal, 'tags', (tx) => tx.tag.create({
-      data: {
-        id: uuidv7(),
-        ownerId: principal.userId,
-        name: input.name,
-        nameKey: nameKeyOf(input.name),
-        color: (input.color ?? defaultColorFor(input.name)).toLowerCase(),
-        createdAt: new Date(),
-      },
-    }));
+    return await withinQuota(ctx, principal, 'tags', async (tx) => {
+      const tag = await tx.tag.create({
+        data: {
+          id: uuidv7(),
+          ownerId: principal.userId,
+          name: input.name,
+          nameKey: nameKeyOf(input.name),
+          color: (input.color ?? defaultColorFor(input.name)).toLowerCase(),
+          createdAt: new Date(),
+        },
+      });
+      await recordEvent(tx, principal.userId, tagChanged('tag.created', tag));
+      return tag;
+    });
   } catch (error) {
     if (isUniqueViolation(error)) throw tagNameTaken(input.name);
     throw error;
@@ -70,11 +76,13 @@ export async function updateTag(ctx: AppContext, principal: Principal, tagId: st
       const color = change.color?.toLowerCase() ?? tag.color;
       if (name === tag.name && color === tag.color) return tag;
       // The tasks carrying the tag show its name and colour.
-      await touchTasks(tx, { tags: { some: { tagId: tag.id } } });
-      return tx.tag.update({
+      const touched = await touchTasks(tx, { tags: { some: { tagId: tag.id } } });
+      const updated = await tx.tag.update({
         where: { id: tag.id },
         data: { ...(change.name !== undefined && { name, nameKey: nameKeyOf(name) }), ...(change.color !== undefined && { color }) },
       });
+      await recordTaskUpdates(tx, principal.userId, touched, [tagChanged('tag.updated', updated)]);
+      return updated;
     });
   } catch (error) {
     if (isUniqueViolation(error) && change.name !== undefined) throw tagNameTaken(change.name);
@@ -87,7 +95,8 @@ export async function deleteTag(ctx: AppContext, principal: Principal, tagId: st
   await inTransaction(ctx.db.prisma, async (tx) => {
     // Links are inserted under a key-share lock on the tag, so once this holds, the set of tasks is final.
     const tag = await lockVisibleTag(tx, principal, tagId, { forDelete: true });
-    await touchTasks(tx, { tags: { some: { tagId: tag.id } } });
+    const touched = await touchTasks(tx, { tags: { some: { tagId: tag.id } } });
     await tx.tag.delete({ where: { id: tag.id } });
+    await recordTaskUpdates(tx, principal.userId, touched, [tagDeleted(tag)]);
   });
 }

@@ -1,6 +1,7 @@
 import type { AppContext } from '../context.js';
 import { isMissingRow } from '../db/errors.js';
 import { inTransaction } from '../db/transactions.js';
+import { recordTaskUpdates } from '../events/domain-events.js';
 import { notFound } from '../http/errors.js';
 import type { Principal } from '../http/principal.js';
 import { findVisibleTaskRef } from '../tasks/service.js';
@@ -29,7 +30,7 @@ export async function addTagToTask(
       // skipDuplicates: a concurrent add of the same tag finds the link there and answers 200.
       const { count } = await tx.taskTag.createMany({ data: [{ taskId: task.id, tagId: tag.id, createdAt: new Date() }], skipDuplicates: true });
       if (count === 0) return false;
-      await touchTasks(tx, { id: task.id });
+      await recordTaskUpdates(tx, principal.userId, await touchTasks(tx, { id: task.id }));
       return true;
     });
     return { tag, created };
@@ -46,7 +47,7 @@ export async function removeTagFromTask(ctx: AppContext, principal: Principal, t
     await inTransaction(ctx.db.prisma, async (tx) => {
       const { count } = await tx.taskTag.deleteMany({ where: { taskId: task.id, tagId } });
       if (count === 0) throw notFound('tag on this task');
-      await touchTasks(tx, { id: task.id });
+      await recordTaskUpdates(tx, principal.userId, await touchTasks(tx, { id: task.id }));
     });
   } catch (error) {
     if (isMissingRow(error)) throw notFound('task');

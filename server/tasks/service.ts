@@ -6,6 +6,8 @@ import { isMissingRow } from '../db/errors.js';
 import type { Prisma } from '../generated/prisma/client.js';
 import { inTransaction } from '../db/transactions.js';
 import { withinQuota } from '../quotas.js';
+import { recordEvent } from '../events/outbox.js';
+import { taskChanged, taskDeleted } from '../events/domain-events.js';
 import { AppError, invalidField, notFound } from '../http/errors.js';
 import { entityTag, ifMatchHolds } from '../http/etags.js';
 import { toPage, type ListExchange, type Page } from '../http/pagination.js';
@@ -71,23 +73,27 @@ export async function createTask(ctx: AppContext, principal: Principal, input: T
   }
   const now = new Date();
   try {
-    return await withinQuota(ctx, principal, 'tasks', (tx) => tx.task.create({
-      data: {
-        id: uuidv7(),
-        ownerId: principal.userId,
-        assigneeId: input.assigneeId,
-        title: input.title,
-        description: input.description,
-        status: input.status,
-        priority: input.priority,
-        dueAt: input.dueAt === null ? null : new Date(input.dueAt),
-        completedAt: completion(undefined, input.status, now),
-        createdAt: now,
-        updatedAt: now,
-        tags: { create: tagIds.map((tagId) => ({ tagId, createdAt: now })) },
-      },
-      include: taskInclude,
-    }));
+    return await withinQuota(ctx, principal, 'tasks', async (tx) => {
+      const task = await tx.task.create({
+        data: {
+          id: uuidv7(),
+          ownerId: principal.userId,
+          assigneeId: input.assigneeId,
+          title: input.title,
+          description: input.description,
+          status: input.status,
+          priority: input.priority,
+          dueAt: input.dueAt === null ? null : new Date(input.dueAt),
+          completedAt: completion(undefined, input.status, now),
+          createdAt: now,
+          updatedAt: now,
+          tags: { create: tagIds.map((tagId) => ({ tagId, createdAt: now })) },
+        },
+        include: taskInclude,
+      });
+      await recordEvent(tx, principal.userId, taskChanged('task.created', task));
+      return task;
+    });
   } catch (error) {
     throw isMissingRow(error) ? referenceGone() : error;
   }
@@ -149,7 +155,7 @@ export async function changeTask(
       const status = change.status ?? current.status;
       // Read back without the visibility rule: an assignee who just handed the task back made a
       // change that took, even though they no longer see the task.
-      return tx.task.update({
+      const updated = await tx.task.update({
         where: { id: taskId },
         data: {
           ...(change.title !== undefined && { title: change.title }),
@@ -164,6 +170,8 @@ export async function changeTask(
         },
         include: taskInclude,
       });
+      await recordEvent(tx, principal.userId, taskChanged('task.updated', updated, current.assigneeId));
+      return updated;
     });
   } catch (error) {
     throw isMissingRow(error) ? referenceGone() : error;
@@ -181,6 +189,7 @@ export async function deleteTask(ctx: AppContext, principal: Principal, taskId: 
     // The lock keeps uploads out, so these are all its attachments; the cascade takes their rows.
     const keys = await storageKeysOf(tx, { taskId });
     await tx.task.delete({ where: { id: taskId } });
+    await recordEvent(tx, principal.userId, taskDeleted(taskId, task));
     return keys;
   });
   await discardStoredBytes(ctx, storageKeys);

@@ -5,6 +5,8 @@ import { revokeOtherSessions } from '../auth/sessions.js';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { inTransaction } from '../db/transactions.js';
+import { attachmentDeleted, recordTaskUpdates, taskDeleted, tagDeleted, userDeleted, userUpdated } from '../events/domain-events.js';
+import { recordEvent } from '../events/outbox.js';
 import type { Prisma, User as UserRow } from '../generated/prisma/client.js';
 import { AppError, invalidField, notFound } from '../http/errors.js';
 import { createdAfter, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
@@ -79,13 +81,15 @@ const changesUser = (user: UserRow, change: ProfileChange): boolean =>
   change.passwordHash !== undefined;
 
 /** Applies the change to the user's row as it is once locked; a demotion of the last admin is 409. */
-async function applyProfileChange(ctx: AppContext, userId: string, change: ProfileChange): Promise<UserRow> {
+async function applyProfileChange(ctx: AppContext, principal: Principal, userId: string, change: ProfileChange): Promise<UserRow> {
   try {
     return await inTransaction(ctx.db.prisma, async (tx) => {
       const user = await lockUser(tx, userId);
       if (!changesUser(user, change)) return user;
       if (user.role === 'admin' && change.role === 'user') await assertAnotherAdminRemains(tx, user.id);
-      return tx.user.update({ where: { id: user.id }, data: { ...change, updatedAt: new Date() } });
+      const updated = await tx.user.update({ where: { id: user.id }, data: { ...change, updatedAt: new Date() } });
+      await recordEvent(tx, principal.userId, userUpdated(updated));
+      return updated;
     });
   } catch (error) {
     if (isUniqueViolation(error)) throw emailTaken();
@@ -96,7 +100,7 @@ async function applyProfileChange(ctx: AppContext, userId: string, change: Profi
 export async function replaceUser(ctx: AppContext, principal: Principal, userId: string, body: UserReplace): Promise<UserRow> {
   const user = await findVisibleUser(ctx, principal, userId);
   if (body.role !== undefined && !isAdmin(principal)) throw roleNotSettable();
-  return applyProfileChange(ctx, user.id, { email: body.email, name: body.name, ...(body.role && { role: body.role }) });
+  return applyProfileChange(ctx, principal, user.id, { email: body.email, name: body.name, ...(body.role && { role: body.role }) });
 }
 
 const CURRENT_PASSWORD = 'body.currentPassword';
@@ -120,7 +124,7 @@ export async function patchUser(ctx: AppContext, principal: Principal, userId: s
     if (user.id === principal.userId) await proveCurrentPassword(ctx, user, body.currentPassword, address);
     change.passwordHash = await ctx.passwords.hash(body.password);
   }
-  const updated = await applyProfileChange(ctx, user.id, change);
+  const updated = await applyProfileChange(ctx, principal, user.id, change);
   if (body.password !== undefined) {
     await revokeOtherSessions(ctx, user.id, user.id === principal.userId ? principal.sessionId : undefined);
   }
@@ -138,9 +142,23 @@ export async function deleteUser(ctx: AppContext, principal: Principal, userId: 
     if (user.role === 'admin') await assertAnotherAdminRemains(tx, user.id);
     // Bytes of attachments added after this read are left to the orphan sweep.
     const keys = await storageKeysOf(tx, { OR: [{ task: { ownerId: user.id } }, { uploadedBy: user.id }] });
+    // Tombstones for what goes with the account, so that assignees and admins learn of it. The
+    // user's row lock keeps new tasks, tags and uploads referencing it out until this commits.
+    const tasks = await tx.task.findMany({ where: { ownerId: user.id }, select: { id: true, ownerId: true, assigneeId: true } });
+    const tags = await tx.tag.findMany({ where: { ownerId: user.id }, select: { id: true, ownerId: true } });
+    const uploads = await tx.attachment.findMany({
+      where: { uploadedBy: user.id, task: { ownerId: { not: user.id } } },
+      select: { id: true, taskId: true, task: { select: { ownerId: true, assigneeId: true } } },
+    });
     // Others' tasks lose this assignee or this uploader's attachments.
-    await touchTasks(tx, { ownerId: { not: user.id }, OR: [{ assigneeId: user.id }, { attachments: { some: { uploadedBy: user.id } } }] });
+    const touched = await touchTasks(tx, { ownerId: { not: user.id }, OR: [{ assigneeId: user.id }, { attachments: { some: { uploadedBy: user.id } } }] });
     await tx.user.delete({ where: { id: user.id } });
+    await recordTaskUpdates(tx, principal.userId, touched, [
+      userDeleted(user.id),
+      ...tasks.map((task) => taskDeleted(task.id, task)),
+      ...tags.map(tagDeleted),
+      ...uploads.map((upload) => attachmentDeleted(upload, upload.task)),
+    ]);
     return keys;
   });
   await discardStoredBytes(ctx, storageKeys);

@@ -1,0 +1,88 @@
+import { z } from 'zod';
+import { AttachmentSchema } from './attachments.js';
+import { c, commonErrors, IdSchema, ProblemSchema, TimestampSchema } from './common.js';
+import { TagSchema } from './tags.js';
+import { TaskSchema } from './tasks.js';
+import { UserSchema } from './users.js';
+
+const eventOf = <T extends string, D extends z.ZodRawShape>(type: T, data: D) =>
+  z.object({
+    /** UUIDv7; the SSE `id:` and the webhook `webhook-id`. */
+    id: IdSchema,
+    type: z.literal(type),
+    occurredAt: TimestampSchema,
+    /** The user whose request made the change; null for the service itself. */
+    actorId: IdSchema.nullable(),
+    /** The state after the change (a deletion carries only ids: a tombstone). */
+    data: z.object(data),
+  });
+
+/** One change, as recorded in the same transaction as the change itself. */
+export const EventSchema = z.discriminatedUnion('type', [
+  eventOf('task.created', { task: TaskSchema }),
+  eventOf('task.updated', { task: TaskSchema }),
+  eventOf('task.deleted', { taskId: IdSchema }),
+  eventOf('attachment.created', { attachment: AttachmentSchema }),
+  eventOf('attachment.deleted', { attachmentId: IdSchema, taskId: IdSchema }),
+  eventOf('tag.created', { tag: TagSchema }),
+  eventOf('tag.updated', { tag: TagSchema }),
+  eventOf('tag.deleted', { tagId: IdSchema }),
+  eventOf('user.updated', { user: UserSchema }),
+  eventOf('user.deleted', { userId: IdSchema }),
+]);
+export type Event = z.infer<typeof EventSchema>;
+export type EventType = Event['type'];
+export const EVENT_TYPES = EventSchema.options.map((option) => option.shape.type.value);
+
+export const ChangesQuerySchema = z
+  .object({
+    limit: z.coerce.number().int().min(1).max(1000).default(100),
+    /** Opaque; from a previous answer's `nextCursor`. Without it the feed starts at the oldest retained event. */
+    cursor: z.string().min(1).max(512).optional(),
+  })
+  .strict();
+export type ChangesQuery = z.infer<typeof ChangesQuerySchema>;
+
+export const ChangesPageSchema = z.object({
+  items: z.array(EventSchema),
+  /** Always present: keep it and ask again later; an empty page means up to date. */
+  nextCursor: z.string(),
+});
+export type ChangesPage = z.infer<typeof ChangesPageSchema>;
+
+export const EventStreamHeaders = z.object({
+  /** Resume after this event (the `id:` of the last event received) with nothing missed. */
+  'last-event-id': IdSchema.optional(),
+});
+
+export const eventsContract = c.router(
+  {
+    changes: {
+      method: 'GET',
+      path: '/changes',
+      query: ChangesQuerySchema,
+      responses: { 200: ChangesPageSchema, 410: ProblemSchema },
+      summary: 'Changes feed: the events the caller may see, in commit order (delta sync)',
+      description:
+        'Returns the events visible to the caller in commit order, oldest first, starting after `cursor` ' +
+        '(or at the oldest retained event). Deletions appear as `*.deleted` events (tombstones). A transaction ' +
+        'that commits late is never skipped: the feed stops before the oldest transaction still running. ' +
+        '`nextCursor` is always present; an empty page means up to date. A cursor older than the event ' +
+        'retention (`EVENT_RETENTION_DAYS`) is 410 `cursor_expired`: do a full sync.',
+    },
+    stream: {
+      method: 'GET',
+      path: '/events',
+      headers: EventStreamHeaders,
+      // The body is a stream of `text/event-stream` frames, not one value.
+      responses: { 200: c.otherResponse({ contentType: 'text/event-stream', body: z.unknown() }), 410: ProblemSchema },
+      summary: 'Live stream of events (Server-Sent Events)',
+      description:
+        'Answers `text/event-stream` at once with the events the caller may see that commit after the ' +
+        'stream opened: `id:` the event id, `event:` its type, `data:` the whole Event as JSON. A comment ' +
+        'line every 15 s keeps proxies open. Send `Last-Event-ID` to resume after that event with nothing ' +
+        'missed (410 `cursor_expired` when it is no longer retained). The stream ends when the session ends.',
+    },
+  },
+  { commonResponses: commonErrors },
+);

@@ -1,0 +1,58 @@
+import type { User as UserRow } from '../generated/prisma/client.js';
+import type { Prisma } from '../generated/prisma/client.js';
+import { serializeAttachment, type AttachmentRow } from '../attachments/serialize.js';
+import { serializeTag, type TagRow } from '../tags/serialize.js';
+import { serializeTask, taskInclude, type TaskRow } from '../tasks/serialize.js';
+import { serializeUser } from '../users/serialize.js';
+import { recordEvents, type OutboxEvent } from './outbox.js';
+
+/** Who may see a task's events: its owner and assignee, and an assignee the change removed. */
+interface TaskParties {
+  ownerId: string;
+  assigneeId: string | null;
+}
+
+export const taskChanged = (type: 'task.created' | 'task.updated', row: TaskRow, formerAssigneeId?: string | null): OutboxEvent => ({
+  type,
+  data: { task: serializeTask(row) },
+  audience: [row.ownerId, row.assigneeId, formerAssigneeId],
+});
+
+export const taskDeleted = (taskId: string, task: TaskParties): OutboxEvent => ({
+  type: 'task.deleted',
+  data: { taskId },
+  audience: [task.ownerId, task.assigneeId],
+});
+
+export const attachmentCreated = (row: AttachmentRow, task: TaskParties): OutboxEvent => ({
+  type: 'attachment.created',
+  data: { attachment: serializeAttachment(row) },
+  audience: [task.ownerId, task.assigneeId],
+});
+
+export const attachmentDeleted = (row: { id: string; taskId: string }, task: TaskParties): OutboxEvent => ({
+  type: 'attachment.deleted',
+  data: { attachmentId: row.id, taskId: row.taskId },
+  audience: [task.ownerId, task.assigneeId],
+});
+
+export const tagChanged = (type: 'tag.created' | 'tag.updated', row: TagRow): OutboxEvent => ({
+  type,
+  data: { tag: serializeTag(row) },
+  audience: [row.ownerId],
+});
+
+export const tagDeleted = (row: { id: string; ownerId: string }): OutboxEvent => ({ type: 'tag.deleted', data: { tagId: row.id }, audience: [row.ownerId] });
+
+export const userUpdated = (row: UserRow): OutboxEvent => ({ type: 'user.updated', data: { user: serializeUser(row) }, audience: [row.id] });
+
+export const userDeleted = (userId: string): OutboxEvent => ({ type: 'user.deleted', data: { userId }, audience: [userId] });
+
+/**
+ * Records `extra` and a `task.updated` with the state after the change for every task in `taskIds`
+ * (tasks touched by a tag, attachment or account change), in the caller's transaction.
+ */
+export async function recordTaskUpdates(tx: Prisma.TransactionClient, actorId: string | null, taskIds: string[], extra: OutboxEvent[] = []): Promise<void> {
+  const rows = taskIds.length === 0 ? [] : await tx.task.findMany({ where: { id: { in: taskIds } }, include: taskInclude, orderBy: { id: 'asc' } });
+  await recordEvents(tx, actorId, [...extra, ...rows.map((row) => taskChanged('task.updated', row))]);
+}

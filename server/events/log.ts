@@ -1,0 +1,119 @@
+import { EventSchema, type Event } from '@task-service/client';
+import type { AppContext } from '../context.js';
+import { Prisma } from '../generated/prisma/client.js';
+import { isAdmin, type Principal } from '../http/principal.js';
+
+/**
+ * A place in the event log: the writing (sub)transaction's id, then the order within it. Positions
+ * below the oldest transaction still running are final: nothing can commit there any more.
+ */
+export interface Position {
+  txid: bigint;
+  seq: bigint;
+}
+
+export const START: Position = { txid: 0n, seq: 0n };
+
+export const isAfter = (a: Position, b: Position): boolean => a.txid > b.txid || (a.txid === b.txid && a.seq > b.seq);
+export const later = (a: Position, b: Position): Position => (isAfter(a, b) ? a : b);
+
+/** Who reads: admins see every event, others those naming them in the audience. */
+export interface Reader {
+  userId: string;
+  admin: boolean;
+}
+export const readerOf = (principal: Principal): Reader => ({ userId: principal.userId, admin: isAdmin(principal) });
+
+export interface LoggedEvent {
+  event: Event;
+  position: Position;
+  audience: string[];
+}
+
+interface EventRow {
+  id: string;
+  type: string;
+  occurred_at: Date;
+  actor_id: string | null;
+  data: unknown;
+  audience: string[] | null;
+  txid: bigint;
+  seq: bigint;
+}
+
+function toLogged(row: EventRow): LoggedEvent {
+  const event = EventSchema.parse({ id: row.id, type: row.type, occurredAt: row.occurred_at.toISOString(), actorId: row.actor_id, data: row.data });
+  return { event, position: { txid: row.txid, seq: row.seq }, audience: row.audience ?? [] };
+}
+
+export const visibleTo = (reader: Reader, audience: string[]): boolean => reader.admin || audience.includes(reader.userId);
+
+export interface LogPage {
+  events: LoggedEvent[];
+  /** Where the next read starts: after the last event returned, or the horizon when the page was not full. */
+  next: Position;
+}
+
+/**
+ * Up to `limit` events after `after` that `reader` may see (every reader when undefined), in log
+ * order, stopping below the horizon: the oldest transaction running when the query started. So a
+ * transaction that commits late is read later, never skipped. One statement, one snapshot.
+ */
+export async function readLog(ctx: AppContext, after: Position, limit: number, reader?: Reader): Promise<LogPage> {
+  const visibility = !reader || reader.admin ? Prisma.empty : Prisma.sql`AND e.audience @> ARRAY[${reader.userId}::uuid]`;
+  const rows = await ctx.db.prisma.$queryRaw<(EventRow & { horizon: bigint })[]>`
+    WITH h AS (SELECT (pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS horizon)
+    SELECT h.horizon, e.id::text AS id, e.type, e.occurred_at, e.actor_id::text AS actor_id, e.data,
+           e.audience::text[] AS audience, e.txid, e.seq
+    FROM h LEFT JOIN LATERAL (
+      SELECT * FROM events e
+      WHERE (e.txid, e.seq) > (${after.txid}, ${after.seq}) AND e.txid < h.horizon ${visibility}
+      ORDER BY e.txid, e.seq
+      LIMIT ${limit}
+    ) e ON true`;
+  const horizon = rows[0]?.horizon ?? 0n;
+  const events = rows.filter((row) => row.id !== null).map(toLogged);
+  const last = events[events.length - 1];
+  const next = events.length === limit && last ? last.position : later(after, { txid: horizon, seq: 0n });
+  return { events, next };
+}
+
+/** The position of an event by id, or undefined when it is not (or no longer) in the log. */
+export async function positionOf(ctx: AppContext, eventId: string): Promise<Position | undefined> {
+  const rows = await ctx.db.prisma.$queryRaw<Position[]>`SELECT txid, seq FROM events WHERE id = ${eventId}::uuid`;
+  return rows[0];
+}
+
+/** The current horizon as a position: where a reader that wants only what commits from now on starts. */
+export async function currentHorizon(ctx: AppContext): Promise<Position> {
+  const rows = await ctx.db.prisma.$queryRaw<{ horizon: bigint }[]>`SELECT (pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS horizon`;
+  return { txid: rows[0]?.horizon ?? 0n, seq: 0n };
+}
+
+/** Whether the retention purge has deleted events after `position` (a reader there has missed some). */
+export async function purgedPast(ctx: AppContext, position: Position): Promise<boolean> {
+  const state = await ctx.db.prisma.eventLogState.findUnique({ where: { id: 1 } });
+  return state !== null && isAfter({ txid: state.purgedTxid, seq: state.purgedSeq }, position);
+}
+
+/**
+ * Deletes events older than the retention, as a prefix of the log, and records how far it went.
+ * Every instance may run it: the state row is updated under its lock.
+ */
+export async function purgeExpiredEvents(ctx: AppContext, now = new Date()): Promise<number> {
+  const cutoff = new Date(now.getTime() - ctx.config.events.retentionDays * 24 * 3600 * 1000);
+  return ctx.db.prisma.$transaction(async (tx) => {
+    const [end] = await tx.$queryRaw<Position[]>`
+      SELECT txid, seq FROM events WHERE occurred_at < ${cutoff} ORDER BY txid DESC, seq DESC LIMIT 1`;
+    if (!end) return 0;
+    await tx.$executeRaw`
+      INSERT INTO event_log_state (id, purged_txid, purged_seq) VALUES (1, ${end.txid}, ${end.seq})
+      ON CONFLICT (id) DO UPDATE SET purged_txid = EXCLUDED.purged_txid, purged_seq = EXCLUDED.purged_seq
+      WHERE (event_log_state.purged_txid, event_log_state.purged_seq) < (EXCLUDED.purged_txid, EXCLUDED.purged_seq)`;
+    return tx.$executeRaw`DELETE FROM events WHERE (txid, seq) <= (${end.txid}, ${end.seq})`;
+  });
+}
+
+/** An event row as Prisma reads it, as the contract's Event. */
+export const eventFromRow = (row: { id: string; type: string; occurredAt: Date; actorId: string | null; data: unknown }): Event =>
+  EventSchema.parse({ id: row.id, type: row.type, occurredAt: row.occurredAt.toISOString(), actorId: row.actorId, data: row.data });

@@ -1,0 +1,74 @@
+import { v7 as uuidv7 } from 'uuid';
+import type { Event } from '@task-service/client';
+import { Prisma } from '../generated/prisma/client.js';
+
+/** The PostgreSQL channel that wakes live streams and webhook workers on every instance. */
+export const EVENTS_CHANNEL = 'task_service_events';
+
+// A UUIDv7 made in SQL (PostgreSQL 15 has no function for it): 48 bits of milliseconds, then random bits, version 7.
+const UUIDV7 = Prisma.raw(
+  `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing substring(int8send(floor(extract(epoch from clock_timestamp()) * 1000)::bigint) from 3) from 1 for 6), 52, 1), 53, 1), 'hex')::uuid`,
+);
+
+type Change = Event extends infer E ? (E extends Event ? Pick<E, 'type' | 'data'> : never) : never;
+
+/** A change to record, with the users who may see it besides admins. */
+export type OutboxEvent = Change & { audience: (string | null | undefined)[] };
+
+/**
+ * Writes events in the caller's transaction, so each exists exactly when its change commits, with
+ * a first delivery attempt for each webhook that receives it, and wakes the readers on every
+ * instance at commit (NOTIFY is delivered only then).
+ *
+ * The events' position is the id of a subtransaction begun here, not the transaction's own id: a
+ * transaction that waited for a row lock may have been given its id before the wait, earlier than
+ * the lock holder that commits first. The subtransaction's id is given now, with the caller's locks
+ * held, so writers of one row are placed in the order they commit. It is above the transaction's
+ * own id, so the feed's horizon (the oldest running transaction) still stops below it until commit.
+ */
+export async function recordEvents(tx: Prisma.TransactionClient, actorId: string | null, events: OutboxEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  await tx.$executeRawUnsafe('SAVEPOINT record_events');
+  await insertEvents(tx, actorId, events);
+  await tx.$executeRawUnsafe('RELEASE SAVEPOINT record_events');
+}
+
+// The subtransaction's full id: its 32 bits (xmin of the rows it wrote) in the transaction's epoch,
+// or the next one if the counter wrapped in between (a subtransaction's id is never below its parent's).
+const SUBTRANSACTION_ID = Prisma.raw(
+  `((pg_current_xact_id()::text::bigint >> 32) << 32) + xmin::text::bigint
+   + CASE WHEN xmin::text::bigint < (pg_current_xact_id()::text::bigint & 4294967295) THEN 4294967296 ELSE 0 END`,
+);
+
+async function insertEvents(tx: Prisma.TransactionClient, actorId: string | null, events: OutboxEvent[]): Promise<void> {
+  const rows = events.map((event) => ({
+    id: uuidv7(),
+    type: event.type,
+    data: event.data,
+    audience: [...new Set(event.audience.filter((id): id is string => typeof id === 'string'))],
+  }));
+  await tx.$executeRaw`
+    WITH rows AS (SELECT r, n FROM jsonb_array_elements(${JSON.stringify(rows)}::jsonb) WITH ORDINALITY AS t(r, n)),
+    inserted AS (
+      INSERT INTO events (id, type, occurred_at, actor_id, data, audience)
+      SELECT (r->>'id')::uuid, r->>'type', statement_timestamp(), ${actorId}::uuid, r->'data',
+             ARRAY(SELECT jsonb_array_elements_text(r->'audience'))::uuid[]
+      FROM rows ORDER BY n
+      RETURNING id, type, audience
+    ),
+    -- Each webhook whose owner may see the event gets its first delivery attempt, due now.
+    deliveries AS (
+      INSERT INTO webhook_deliveries (id, webhook_id, event_id, event_type, attempt, state, next_attempt_at)
+      SELECT ${UUIDV7}, w.id, i.id, i.type, 1, 'pending', statement_timestamp()
+      FROM inserted i
+      JOIN webhooks w ON w.active AND (i.type = ANY(w.events) OR '*' = ANY(w.events))
+      JOIN users u ON u.id = w.owner_id
+      WHERE u.role = 'admin' OR w.owner_id = ANY(i.audience)
+    )
+    SELECT pg_notify(${EVENTS_CHANNEL}, '') FROM (SELECT count(*) FROM inserted) AS done`;
+  await tx.$executeRaw`UPDATE events SET txid = ${SUBTRANSACTION_ID} WHERE id = ANY(${rows.map((row) => row.id)}::uuid[])`;
+}
+
+/** Records one event in the caller's transaction (see recordEvents). */
+export const recordEvent = (tx: Prisma.TransactionClient, actorId: string | null, event: OutboxEvent): Promise<void> =>
+  recordEvents(tx, actorId, [event]);

@@ -1,0 +1,163 @@
+import { perInstance } from './per-instance.js';
+import { PassThrough, type Readable } from 'node:stream';
+import type { Event } from '@task-service/client';
+import type { AppContext } from '../context.js';
+import { eventMetrics } from './metrics.js';
+import { currentHorizon, isAfter, later, readLog, visibleTo, type LoggedEvent, type Position, type Reader } from './log.js';
+import { eventSignal } from './signal.js';
+
+const PAGE = 1000;
+/** A client that reads slower than events come is cut off; it resumes with Last-Event-ID. */
+const MAX_BUFFERED_BYTES = 1024 * 1024;
+
+interface Stream {
+  reader: Reader;
+  sessionId: string;
+  position: Position;
+  out: PassThrough;
+  /** Deliveries to one stream run one after the other. */
+  queue: Promise<void>;
+}
+
+const frame = (event: Event) => `id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
+
+/**
+ * The live streams of one instance. One reader follows the whole log when woken (by NOTIFY from
+ * any instance, or the heartbeat) and hands each stream what it may see; a stream that is behind
+ * (resuming with Last-Event-ID) catches up with its own reads first.
+ */
+class StreamHub {
+  private readonly streams = new Set<Stream>();
+  private position: Position | undefined;
+  private starting: Promise<Position> | undefined;
+  private reading = false;
+  private readAgain = false;
+  private stopListening: (() => void) | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
+
+  constructor(private readonly ctx: AppContext) {}
+
+  /** Opens a stream from `resumeAfter`, or from now. The caller pipes the result to the client. */
+  async open(reader: Reader, sessionId: string, resumeAfter: Position | undefined): Promise<{ body: Readable; close: () => void }> {
+    const now = await this.start();
+    const stream: Stream = { reader, sessionId, position: resumeAfter ?? now, out: new PassThrough(), queue: Promise.resolve() };
+    this.streams.add(stream);
+    eventMetrics(this.ctx).openStreams.inc();
+    stream.out.write(': connected\n\n');
+    if (resumeAfter) this.enqueue(stream, () => this.catchUp(stream));
+    return { body: stream.out, close: () => this.close(stream) };
+  }
+
+  private start(): Promise<Position> {
+    if (this.position) return Promise.resolve(this.position);
+    this.starting ??= currentHorizon(this.ctx).then((horizon) => {
+      this.position = horizon;
+      this.stopListening = eventSignal(this.ctx).subscribe(() => this.follow());
+      this.heartbeat = setInterval(() => this.beat(), this.ctx.config.events.heartbeatSeconds * 1000);
+      this.heartbeat.unref();
+      return horizon;
+    });
+    return this.starting.finally(() => (this.starting = undefined));
+  }
+
+  private stop(): void {
+    this.stopListening?.();
+    this.stopListening = undefined;
+    clearInterval(this.heartbeat);
+    this.position = undefined;
+  }
+
+  private close(stream: Stream): void {
+    if (!this.streams.delete(stream)) return;
+    eventMetrics(this.ctx).openStreams.dec();
+    stream.out.end();
+    if (this.streams.size === 0) this.stop();
+  }
+
+  private enqueue(stream: Stream, work: () => Promise<void>): void {
+    stream.queue = stream.queue.then(work).catch((error: unknown) => {
+      this.ctx.logger.warn({ err: error }, 'an event stream failed; the client may resume with Last-Event-ID');
+      this.close(stream);
+    });
+  }
+
+  private send(stream: Stream, logged: LoggedEvent): void {
+    if (!isAfter(logged.position, stream.position)) return;
+    stream.position = logged.position;
+    if (!visibleTo(stream.reader, logged.audience)) return;
+    stream.out.write(frame(logged.event));
+    if (stream.out.writableLength > MAX_BUFFERED_BYTES) this.close(stream);
+  }
+
+  /** Reads the log as `stream`'s reader sees it until the stream is at the horizon. */
+  private async catchUp(stream: Stream): Promise<void> {
+    for (;;) {
+      const page = await readLog(this.ctx, stream.position, PAGE, stream.reader);
+      for (const logged of page.events) this.send(stream, logged);
+      stream.position = later(stream.position, page.next);
+      if (page.events.length < PAGE || !this.streams.has(stream)) return;
+    }
+  }
+
+  /** Reads what committed since the last read and hands it to every stream; one read at a time. */
+  private follow(): void {
+    if (this.reading) {
+      this.readAgain = true;
+      return;
+    }
+    this.reading = true;
+    void (async () => {
+      try {
+        do {
+          this.readAgain = false;
+          const from = this.position;
+          if (!from) return;
+          const page = await readLog(this.ctx, from, PAGE);
+          if (!this.position) return;
+          this.position = page.next;
+          if (page.events.length === PAGE) this.readAgain = true;
+          for (const stream of this.streams) this.enqueue(stream, async () => this.deliver(stream, from, page.events, page.next));
+        } while (this.readAgain);
+      } catch (error) {
+        this.ctx.logger.warn({ err: error }, 'reading the event log for live streams failed; retrying at the next heartbeat');
+      } finally {
+        this.reading = false;
+      }
+    })();
+  }
+
+  private async deliver(stream: Stream, from: Position, events: LoggedEvent[], to: Position): Promise<void> {
+    if (isAfter(from, stream.position)) return this.catchUp(stream); // behind what the hub read
+    for (const logged of events) this.send(stream, logged);
+    stream.position = later(stream.position, to);
+  }
+
+  /** Keeps proxies open, ends streams whose session ended, and reads in case a signal was lost. */
+  private beat(): void {
+    for (const stream of this.streams) stream.out.write(': heartbeat\n\n');
+    void this.checkSessions().catch((error: unknown) => this.ctx.logger.warn({ err: error }, 'checking the sessions of event streams failed'));
+    this.follow();
+  }
+
+  private async checkSessions(): Promise<void> {
+    const streams = [...this.streams];
+    if (streams.length === 0) return;
+    const live = await this.ctx.db.prisma.session.findMany({
+      where: { id: { in: [...new Set(streams.map((s) => s.sessionId))] }, revokedAt: null },
+      select: { id: true, user: { select: { role: true } } },
+    });
+    const roles = new Map(live.map((session) => [session.id, session.user.role]));
+    for (const stream of streams) {
+      const role = roles.get(stream.sessionId);
+      if (role === undefined) this.close(stream);
+      else stream.reader.admin = role === 'admin';
+    }
+  }
+
+  /** Ends every stream (shutdown); clients reconnect to another instance and resume. */
+  closeAll(): void {
+    for (const stream of [...this.streams]) this.close(stream);
+  }
+}
+
+export const streamHub = perInstance((ctx) => new StreamHub(ctx));

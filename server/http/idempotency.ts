@@ -1,0 +1,122 @@
+import { createHash } from 'node:crypto';
+import type { NextFunction, Request, Response } from 'express';
+import type { TsRestRequest } from '@ts-rest/express';
+import type { AppRoute } from '@ts-rest/core';
+import { z } from 'zod';
+import { isPublicRoute } from '@task-service/client';
+import type { AppContext } from '../context.js';
+import { Prisma } from '../generated/prisma/client.js';
+import { AppError, invalidField } from './errors.js';
+import { principalOf } from './principal.js';
+
+const KEPT_MS = 24 * 3600 * 1000;
+const KEY = /^[\x20-\x7e]{1,255}$/;
+/** The parts of an answer a replay repeats. */
+const REPLAYED_HEADERS = ['location', 'etag', 'content-type'];
+
+const StoredResponseSchema = z.object({ headers: z.record(z.string()), body: z.string() });
+
+/** A POST that creates something: the contract declares a 201 or 202 answer. Public ones have no caller to key by. */
+export const isCreatingPost = (route: AppRoute): boolean =>
+  route.method === 'POST' && !isPublicRoute(route) && ('201' in route.responses || '202' in route.responses);
+
+/** JSON with object keys sorted, so that JSON-equal bodies hash alike. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    return `{${Object.entries(value).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'undefined';
+}
+
+const fingerprintOf = (req: Request, content: unknown) =>
+  createHash('sha256').update(`${req.method} ${req.originalUrl}\n${canonical(content)}`).digest('hex');
+
+type Claim = { kind: 'claimed' } | { kind: 'replay'; status: number; response: z.infer<typeof StoredResponseSchema> } | { kind: 'in_use' } | { kind: 'reused' };
+
+/** INSERT … ON CONFLICT DO NOTHING claims the key: of concurrent requests with one key, one runs. */
+async function claim(ctx: AppContext, userId: string, key: string, fingerprint: string): Promise<Claim> {
+  const { prisma } = ctx.db;
+  await prisma.idempotencyKey.deleteMany({ where: { userId, key, expiresAt: { lt: new Date() } } });
+  const now = new Date();
+  const inserted = await prisma.$executeRaw`
+    INSERT INTO idempotency_keys (user_id, key, fingerprint, created_at, expires_at)
+    VALUES (${userId}::uuid, ${key}, ${fingerprint}, ${now}, ${new Date(now.getTime() + KEPT_MS)})
+    ON CONFLICT (user_id, key) DO NOTHING`;
+  if (inserted === 1) return { kind: 'claimed' };
+  const row = await prisma.idempotencyKey.findUnique({ where: { userId_key: { userId, key } } });
+  if (!row) return claim(ctx, userId, key, fingerprint); // the first request failed (5xx) meanwhile
+  if (row.fingerprint !== fingerprint) return { kind: 'reused' };
+  if (row.status === null) return { kind: 'in_use' };
+  return { kind: 'replay', status: row.status, response: StoredResponseSchema.parse(row.response) };
+}
+
+/**
+ * Keeps a 2xx or 4xx answer for replays before it is sent, so a retry right after it replays it;
+ * forgets the key after a 5xx or when no answer was sent, so that a retry runs again.
+ */
+function keepAnswer(ctx: AppContext, res: Response, userId: string, key: string): void {
+  const { prisma } = ctx.db;
+  const send = res.send.bind(res);
+  let sent = false;
+  res.send = (chunk?: unknown) => {
+    if (sent) return send(chunk);
+    sent = true;
+    const body = typeof chunk === 'string' ? chunk : Buffer.isBuffer(chunk) ? chunk.toString('utf8') : '';
+    const headers = Object.fromEntries(REPLAYED_HEADERS.flatMap((name) => (res.hasHeader(name) ? [[name, String(res.getHeader(name))]] : [])));
+    const where = { userId_key: { userId, key } };
+    const record =
+      res.statusCode < 500
+        ? prisma.idempotencyKey.update({ where, data: { status: res.statusCode, response: { headers, body } satisfies Prisma.InputJsonValue } })
+        : prisma.idempotencyKey.delete({ where });
+    record
+      .catch((error: unknown) => ctx.logger.warn({ err: error }, 'could not record an idempotent answer'))
+      .finally(() => send(chunk));
+    return res;
+  };
+  res.once('close', () => {
+    if (sent) return;
+    prisma.idempotencyKey.deleteMany({ where: { userId, key, status: null } }).catch((error: unknown) => ctx.logger.warn({ err: error }, 'could not release an idempotency key'));
+  });
+}
+
+/**
+ * Idempotency-Key on creating POSTs (draft-ietf-httpapi-idempotency-key-header): the first request
+ * with a key runs and its answer is kept 24 hours per caller; the same request again gets that
+ * answer with `Idempotent-Replayed: true`; another request with the key is 422, one while the
+ * first still runs 409. `contentOf` says what of the request must match (default: the JSON body).
+ */
+export function idempotencyKeys(ctx: AppContext, upload?: { contentOf: (req: Request) => unknown }) {
+  const contentOf = upload?.contentOf ?? ((req: Request) => req.body);
+  return <R extends AppRoute>(req: TsRestRequest<R>, res: Response, next: NextFunction): void => {
+    const key = req.headers['idempotency-key'];
+    // An upload's body is read after the global middleware: its route checks the key once the file is in.
+    const multipart = 'contentType' in req.tsRestRoute && req.tsRestRoute.contentType === 'multipart/form-data';
+    if (key === undefined || !isCreatingPost(req.tsRestRoute) || multipart !== (upload !== undefined)) return next();
+    if (typeof key !== 'string' || !KEY.test(key)) {
+      return next(invalidField('header.idempotency-key', 'invalid_idempotency_key', 'Idempotency-Key takes 1 to 255 printable ASCII characters'));
+    }
+    const userId = principalOf(req).userId;
+    claim(ctx, userId, key, fingerprintOf(req, contentOf(req))).then((outcome) => {
+      switch (outcome.kind) {
+        case 'claimed':
+          keepAnswer(ctx, res, userId, key);
+          return next();
+        case 'reused':
+          return next(new AppError('idempotency_key_reused', 'This Idempotency-Key was used with a different request: use a new key for a new request'));
+        case 'in_use':
+          return next(new AppError('idempotency_key_in_use', 'A request with this Idempotency-Key is still running: retry after it finished', { headers: { 'Retry-After': '1' } }));
+        case 'replay':
+          for (const [name, value] of Object.entries(outcome.response.headers)) res.setHeader(name, value);
+          res.setHeader('Idempotent-Replayed', 'true');
+          res.status(outcome.status).send(outcome.response.body);
+      }
+    }, next);
+  };
+}
+
+/** Deletes answers kept past their 24 hours (housekeeping). */
+export async function purgeExpiredIdempotencyKeys(ctx: AppContext, now = new Date()): Promise<number> {
+  const { count } = await ctx.db.prisma.idempotencyKey.deleteMany({ where: { expiresAt: { lt: now } } });
+  return count;
+}

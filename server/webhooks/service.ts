@@ -1,0 +1,100 @@
+import { randomBytes } from 'node:crypto';
+import { v7 as uuidv7 } from 'uuid';
+import type { Delivery, Webhook, WebhookCreate, WebhookListQuery, WebhookPatch } from '@task-service/client';
+import type { AppContext } from '../context.js';
+import { EVENTS_CHANNEL } from '../events/outbox.js';
+import type { Prisma } from '../generated/prisma/client.js';
+import { AppError, invalidField, notFound } from '../http/errors.js';
+import { createdAfter, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
+import { isAdmin, type Principal } from '../http/principal.js';
+import { serializeDelivery, serializeWebhook, type DeliveryRow, type WebhookRow } from './serialize.js';
+import { refusedTarget } from './targets.js';
+
+/** Admins see every webhook, others their own. */
+const webhookVisibleTo = (principal: Principal): Prisma.WebhookWhereInput => (isAdmin(principal) ? {} : { ownerId: principal.userId });
+
+/** A signing secret as Standard Webhooks writes it: `whsec_` + base64 of 32 random bytes. */
+const newSecret = () => `whsec_${randomBytes(32).toString('base64')}`;
+
+async function assertAllowedTarget(ctx: AppContext, url: string): Promise<void> {
+  if (ctx.config.webhooks.allowPrivateTargets) return;
+  const reason = await refusedTarget(new URL(url));
+  if (reason) throw invalidField('body.url', 'refused_target', `Webhooks may not target this address: ${reason}`);
+}
+
+export async function createWebhook(ctx: AppContext, principal: Principal, input: WebhookCreate): Promise<Webhook & { secret: string }> {
+  await assertAllowedTarget(ctx, input.url);
+  const now = new Date();
+  const row = await ctx.db.prisma.webhook.create({
+    data: { id: uuidv7(), ownerId: principal.userId, url: input.url, events: input.events, description: input.description, secret: newSecret(), createdAt: now, updatedAt: now },
+  });
+  return { ...serializeWebhook(row), secret: row.secret };
+}
+
+export async function listWebhooks(ctx: AppContext, principal: Principal, query: WebhookListQuery, http: ListExchange): Promise<Page<Webhook>> {
+  const rows = await ctx.db.prisma.webhook.findMany({
+    where: { AND: [webhookVisibleTo(principal), ...createdAfter(ctx.cursors, query.cursor)] },
+    orderBy: { id: 'asc' },
+    take: query.limit + 1,
+  });
+  return toPage(ctx.cursors, http, rows, query.limit, creationCursor, serializeWebhook);
+}
+
+/** A webhook the caller may see, or 404. */
+export async function findVisibleWebhook(ctx: AppContext, principal: Principal, webhookId: string): Promise<WebhookRow> {
+  const row = await ctx.db.prisma.webhook.findFirst({ where: { AND: [{ id: webhookId }, webhookVisibleTo(principal)] } });
+  if (!row) throw notFound('webhook');
+  return row;
+}
+
+export async function updateWebhook(ctx: AppContext, principal: Principal, webhookId: string, change: WebhookPatch): Promise<WebhookRow> {
+  const webhook = await findVisibleWebhook(ctx, principal, webhookId);
+  if (change.url !== undefined) await assertAllowedTarget(ctx, change.url);
+  const { count } = await ctx.db.prisma.webhook.updateMany({
+    where: { id: webhook.id },
+    data: {
+      ...(change.url !== undefined && { url: change.url }),
+      ...(change.events !== undefined && { events: change.events }),
+      ...(change.description !== undefined && { description: change.description }),
+      // Switching on forgets the failures; switching off is the owner's own reason.
+      ...(change.active === true && { active: true, disabledReason: null, failingSince: null }),
+      ...(change.active === false && { active: false, disabledReason: 'switched off by its owner' }),
+      updatedAt: new Date(),
+    },
+  });
+  if (count === 0) throw notFound('webhook');
+  return findVisibleWebhook(ctx, principal, webhookId);
+}
+
+export async function deleteWebhook(ctx: AppContext, principal: Principal, webhookId: string): Promise<void> {
+  const webhook = await findVisibleWebhook(ctx, principal, webhookId);
+  await ctx.db.prisma.webhook.deleteMany({ where: { id: webhook.id } });
+}
+
+/** Newest first: ids are UUIDv7, so descending id order is newest first. */
+export async function listDeliveries(ctx: AppContext, principal: Principal, webhookId: string, query: WebhookListQuery, http: ListExchange): Promise<Page<Delivery>> {
+  const webhook = await findVisibleWebhook(ctx, principal, webhookId);
+  const before = createdAfter(ctx.cursors, query.cursor).map(({ id }) => ({ id: { lt: id.gt } }));
+  const rows = await ctx.db.prisma.webhookDelivery.findMany({
+    where: { AND: [{ webhookId: webhook.id }, ...before] },
+    orderBy: { id: 'desc' },
+    take: query.limit + 1,
+  });
+  return toPage(ctx.cursors, http, rows, query.limit, creationCursor, serializeDelivery);
+}
+
+/** Schedules the event of a logged attempt again, due now, as the next attempt number. */
+export async function retryDelivery(ctx: AppContext, principal: Principal, webhookId: string, deliveryId: string): Promise<DeliveryRow> {
+  const webhook = await findVisibleWebhook(ctx, principal, webhookId);
+  if (!webhook.active) throw new AppError('conflict', 'The webhook is switched off: switch it on (PATCH active: true) first');
+  const delivery = await ctx.db.prisma.webhookDelivery.findFirst({ where: { id: deliveryId, webhookId: webhook.id } });
+  if (!delivery) throw notFound('delivery');
+  return ctx.db.prisma.$transaction(async (tx) => {
+    const last = await tx.webhookDelivery.aggregate({ where: { webhookId: webhook.id, eventId: delivery.eventId }, _max: { attempt: true } });
+    const retry = await tx.webhookDelivery.create({
+      data: { id: uuidv7(), webhookId: webhook.id, eventId: delivery.eventId, eventType: delivery.eventType, attempt: (last._max.attempt ?? 0) + 1, nextAttemptAt: new Date() },
+    });
+    await tx.$executeRaw`SELECT pg_notify(${EVENTS_CHANNEL}, '')`; // wake the delivery workers
+    return retry;
+  });
+}

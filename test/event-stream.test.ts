@@ -1,0 +1,163 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { pino } from 'pino';
+import request from 'supertest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../server/app.js';
+import { createContext } from '../server/bootstrap.js';
+import { loadConfig } from '../server/config.js';
+import { openPostgres } from '../server/db/database.js';
+import { eventMetrics } from '../server/events/metrics.js';
+import { startService, type TestService } from './support/app.js';
+import { readAllChanges } from './support/events.js';
+import { listen, type ListeningService } from './support/listening.js';
+import { expectProblem } from './support/problems.js';
+import { eventCount, openSse, type SseConnection } from './support/sse.js';
+import { createTask } from './support/tasks.js';
+import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+
+describe('GET /events (Server-Sent Events)', () => {
+  let service: TestService;
+  let server: ListeningService;
+  let alice: TestUser;
+  let bob: TestUser;
+  let admin: TestUser;
+  const open: SseConnection[] = [];
+
+  const connect = async (user: { auth: string }, headers: Record<string, string> = {}) => {
+    const sse = await openSse(server.baseUrl, { Authorization: user.auth, ...headers });
+    open.push(sse);
+    return sse;
+  };
+
+  beforeAll(async () => {
+    service = await startService({ EVENT_STREAM_HEARTBEAT_SECONDS: '1' });
+    server = await listen(service);
+    [alice, bob, admin] = await Promise.all([registerUser(service), registerUser(service), registerAdmin(service)]);
+  });
+  afterAll(async () => {
+    for (const sse of open) sse.close();
+    await server.close();
+    await service.close();
+  });
+
+  it('answers with the headers at once, then each event as id, event and data', async () => {
+    const sse = await connect(alice);
+    expect(sse.status).toBe(200);
+    expect(sse.headers['content-type']).toBe('text/event-stream; charset=utf-8');
+    expect(sse.headers['cache-control']).toBe('no-store');
+    const task = await createTask(service, alice, { title: 'streamed' });
+    await sse.until((frames) => eventCount(frames) === 1);
+    const frame = sse.frames.find((f) => f.data !== undefined);
+    const [event] = sse.events();
+    expect(event).toMatchObject({ type: 'task.created', data: { task } });
+    expect(frame).toMatchObject({ id: event?.id, event: 'task.created' });
+    // The same event the changes feed holds.
+    const feed = await readAllChanges(service, alice);
+    expect(feed.events.find((e) => e.id === event?.id)).toEqual(event);
+    sse.close();
+  });
+
+  it('sends only what the caller may see; admins see everything', async () => {
+    const [bobs, admins] = await Promise.all([connect(bob), connect(admin)]);
+    await createTask(service, alice, { title: 'private' });
+    const shared = await createTask(service, alice, { title: 'shared', assigneeId: bob.user.id });
+    await service.http.post('/tags').set('Authorization', alice.auth).send({ name: 'mine' }).expect(201);
+    await admins.until((frames) => eventCount(frames) === 3);
+    await bobs.until((frames) => eventCount(frames) === 1);
+    // A last change bob sees, so that anything sent before it has arrived too.
+    await service.http.patch(`/tasks/${shared.id}`).set('Authorization', alice.auth).send({ title: 'shared 2' }).expect(200);
+    await bobs.until((frames) => eventCount(frames) === 2);
+    expect(bobs.events().map((e) => e.type)).toEqual(['task.created', 'task.updated']);
+    expect(bobs.events().every((e) => 'task' in e.data && e.data.task.id === shared.id)).toBe(true);
+  });
+
+  it('resumes after Last-Event-ID with nothing missed and nothing repeated', async () => {
+    const first = await connect(alice);
+    const before = await createTask(service, alice, { title: 'before the drop' });
+    await first.until((frames) => eventCount(frames) === 1);
+    const lastId = first.events()[0]?.id ?? '';
+    first.close();
+    const missed = [];
+    for (let i = 0; i < 5; i++) missed.push(await createTask(service, alice, { title: `while away ${i}` }));
+    const resumed = await connect(alice, { 'Last-Event-ID': lastId });
+    await resumed.until((frames) => eventCount(frames) === 5);
+    const after = await createTask(service, alice, { title: 'after the return' });
+    await resumed.until((frames) => eventCount(frames) === 6);
+    const ids = resumed.events().map((e) => ('task' in e.data ? e.data.task.id : ''));
+    expect(ids).toEqual([...missed, after].map((t) => t.id));
+    expect(ids).not.toContain(before.id);
+  });
+
+  it('loses nothing when resuming while many changes commit', async () => {
+    const first = await connect(bob);
+    const own = await createTask(service, bob, { title: 'mark' });
+    await first.until((frames) => eventCount(frames) === 1);
+    const lastId = first.events()[0]?.id ?? '';
+    first.close();
+    const writes = Promise.all(Array.from({ length: 30 }, (_, i) => createTask(service, bob, { title: `burst ${i}` })));
+    const resumed = await connect(bob, { 'Last-Event-ID': lastId });
+    const created = await writes;
+    await resumed.until((frames) => eventCount(frames) === 30);
+    await createTask(service, bob, { title: 'end marker' });
+    await resumed.until((frames) => eventCount(frames) === 31);
+    const ids = resumed.events().map((e) => ('task' in e.data ? e.data.task.id : ''));
+    expect(new Set(ids.slice(0, 30))).toEqual(new Set(created.map((t) => t.id)));
+    expect(ids).not.toContain(own.id);
+  });
+
+  it('answers 400 to a malformed Last-Event-ID, 410 to one no longer in the log, 401 without a token', async () => {
+    const malformed = await service.http.get('/events').set('Authorization', alice.auth).set('Last-Event-ID', 'nope');
+    expectProblem(malformed, 400, 'validation_failed');
+    const gone = await service.http.get('/events').set('Authorization', alice.auth).set('Last-Event-ID', '01900000-0000-7000-8000-000000000000');
+    expectProblem(gone, 410, 'cursor_expired');
+    expectProblem(await service.http.get('/events'), 401, 'unauthenticated');
+  });
+
+  it('sends a heartbeat comment, and ends the stream when its session is logged out', async () => {
+    const carol = await registerUser(service);
+    const sse = await connect(carol);
+    await sse.until((frames) => frames.some((f) => f.comment === 'heartbeat'), 3_000);
+    await service.http.post('/auth/logout').set('Authorization', carol.auth).expect(204);
+    await sse.ended;
+  });
+
+  it('cleans up on disconnect: the open-stream gauge goes back, and the LISTEN connection closes with the last stream', async () => {
+    for (const sse of open) sse.close();
+    const gauge = async () => (await eventMetrics(service.ctx).openStreams.get()).values[0]?.value ?? 0;
+    const listeners = async () =>
+      Number(
+        (
+          await service.ctx.db.prisma.$queryRaw<{ n: bigint }[]>`
+          SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'task-service event listener'`
+        )[0]?.n,
+      );
+    await expect.poll(gauge, { timeout: 5_000 }).toBe(0);
+    await expect.poll(listeners, { timeout: 5_000 }).toBe(0);
+    const streams = await Promise.all([1, 2, 3].map(() => connect(alice)));
+    await expect.poll(gauge).toBe(3);
+    await expect.poll(listeners, { timeout: 5_000 }).toBe(1); // one per instance, not one per stream
+    for (const sse of streams) sse.close();
+    await expect.poll(gauge, { timeout: 5_000 }).toBe(0);
+    await expect.poll(listeners, { timeout: 5_000 }).toBe(0);
+  });
+
+  it('delivers a change made on another instance of the service', async () => {
+    const second = openPostgres(service.ctx.db.url, { poolSize: 2 });
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'instance-'));
+    try {
+      const config = loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '0', DATABASE_URL: service.ctx.db.url });
+      const other = request(buildApp(await createContext(config, second, pino({ level: 'silent' }))));
+      const sse = await connect(alice);
+      // Tokens are checked against the session in the database; the key differs per data directory, so log in there.
+      const login = await other.post('/auth/login').send({ email: alice.email, password: alice.password }).expect(200);
+      const res = await other.post('/tasks').set('Authorization', `Bearer ${String(login.body.accessToken)}`).send({ title: 'from instance two' }).expect(201);
+      await sse.until((frames) => eventCount(frames) === 1);
+      expect(sse.events()[0]).toMatchObject({ type: 'task.created', data: { task: { id: res.body.id } } });
+    } finally {
+      await second.close();
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+});

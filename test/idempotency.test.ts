@@ -1,0 +1,109 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TaskSchema } from '../contract/tasks.js';
+import { startService, type TestService } from './support/app.js';
+import { errorPaths, expectProblem } from './support/problems.js';
+import { createTask } from './support/tasks.js';
+import { registerUser, type TestUser } from './support/users.js';
+
+let service: TestService;
+let alice: TestUser;
+let bob: TestUser;
+let keyCount = 0;
+const freshKey = () => `key-${Date.now()}-${++keyCount}`;
+
+beforeAll(async () => {
+  service = await startService();
+  [alice, bob] = await Promise.all([registerUser(service), registerUser(service)]);
+});
+afterAll(() => service.close());
+
+const postTask = (user: TestUser, key: string, body: Record<string, unknown>) =>
+  service.http.post('/tasks').set('Authorization', user.auth).set('Idempotency-Key', key).send(body);
+
+const tasksTitled = async (title: string) => service.ctx.db.prisma.task.count({ where: { title } });
+
+describe('Idempotency-Key', () => {
+  it('replays the first answer to the same request, with Idempotent-Replayed, and creates nothing more', async () => {
+    const key = freshKey();
+    const first = await postTask(alice, key, { title: 'once', priority: 'high' }).expect(201);
+    expect(first.headers['idempotent-replayed']).toBeUndefined();
+    // JSON-equal: the same fields in another order.
+    const again = await postTask(alice, key, { priority: 'high', title: 'once' }).expect(201);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.body).toEqual(first.body);
+    expect(again.headers.location).toBe(first.headers.location);
+    expect(again.headers.etag).toBe(first.headers.etag);
+    expect(again.headers['content-type']).toBe(first.headers['content-type']);
+    expect(await tasksTitled('once')).toBe(1);
+  });
+
+  it('answers 422 to the same key with a different request, and keeps keys per caller', async () => {
+    const key = freshKey();
+    await postTask(alice, key, { title: 'first use' }).expect(201);
+    expectProblem(await postTask(alice, key, { title: 'another request' }), 422, 'idempotency_key_reused');
+    expectProblem(await service.http.post('/tags').set('Authorization', alice.auth).set('Idempotency-Key', key).send({ name: 'x' }), 422, 'idempotency_key_reused');
+    const bobs = TaskSchema.parse((await postTask(bob, key, { title: 'first use' }).expect(201)).body);
+    expect(bobs.ownerId).toBe(bob.user.id);
+    expect(await tasksTitled('another request')).toBe(0);
+  });
+
+  it('keeps a 4xx answer too, and answers 400 to a malformed key', async () => {
+    const key = freshKey();
+    const refused = await postTask(alice, key, { title: '' });
+    expectProblem(refused, 400, 'validation_failed');
+    const replay = await postTask(alice, key, { title: '' });
+    expect(replay.status).toBe(400);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.body).toEqual(refused.body);
+    for (const bad of ['x'.repeat(256), 'tab\there', 'ünïcode']) {
+      const res = await service.http.post('/tasks').set('Authorization', alice.auth).set('Idempotency-Key', bad).send({ title: 'bad key' });
+      expect(errorPaths(expectProblem(res, 400, 'validation_failed'))).toEqual(['header.idempotency-key']);
+    }
+    expect(await tasksTitled('bad key')).toBe(0);
+  });
+
+  it('runs a request again once its key expired after 24 hours', async () => {
+    const key = freshKey();
+    await postTask(alice, key, { title: 'expiring' }).expect(201);
+    await service.ctx.db.prisma.idempotencyKey.updateMany({ where: { key }, data: { expiresAt: new Date(Date.now() - 1000) } });
+    const again = await postTask(alice, key, { title: 'expiring' }).expect(201);
+    expect(again.headers['idempotent-replayed']).toBeUndefined();
+    expect(await tasksTitled('expiring')).toBe(2);
+  });
+
+  it('creates exactly one resource when a request is retried concurrently (409 while the first runs)', async () => {
+    for (let round = 0; round < 5; round++) {
+      const key = freshKey();
+      const title = `concurrent ${round}`;
+      const answers = await Promise.all(Array.from({ length: 8 }, () => postTask(alice, key, { title })));
+      const created = answers.filter((res) => res.status === 201);
+      for (const res of answers.filter((r) => r.status !== 201)) expectProblem(res, 409, 'idempotency_key_in_use');
+      expect(created.length).toBeGreaterThanOrEqual(1);
+      expect(new Set(created.map((res) => TaskSchema.parse(res.body).id)).size).toBe(1);
+      expect(await tasksTitled(title)).toBe(1);
+      const after = await postTask(alice, key, { title }).expect(201);
+      expect(after.headers['idempotent-replayed']).toBe('true');
+    }
+  });
+
+  it('replays an upload of the same file and refuses other bytes under the same key', async () => {
+    const task = await createTask(service, alice);
+    const key = freshKey();
+    const upload = (bytes: string) =>
+      service.http.post(`/tasks/${task.id}/attachments`).set('Authorization', alice.auth).set('Idempotency-Key', key).attach('file', Buffer.from(bytes), { filename: 'a.txt' });
+    const first = await upload('same bytes').expect(201);
+    const again = await upload('same bytes').expect(201);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.body).toEqual(first.body);
+    expectProblem(await upload('other bytes'), 422, 'idempotency_key_reused');
+    expect(await service.ctx.db.prisma.attachment.count({ where: { taskId: task.id } })).toBe(1);
+  });
+
+  it('applies to every creating POST: tags, tag links and webhooks', async () => {
+    const key = freshKey();
+    const tag = await service.http.post('/tags').set('Authorization', alice.auth).set('Idempotency-Key', key).send({ name: 'idem' }).expect(201);
+    const replay = await service.http.post('/tags').set('Authorization', alice.auth).set('Idempotency-Key', key).send({ name: 'idem' }).expect(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.body).toEqual(tag.body);
+  });
+});

@@ -1,0 +1,69 @@
+import { once } from 'node:events';
+import http from 'node:http';
+import { Webhook } from 'standardwebhooks';
+import { EventSchema, type Event } from '../../contract/events.js';
+
+export interface Received {
+  path: string;
+  headers: http.IncomingHttpHeaders;
+  event: Event;
+  /** Whether the signature verified with the secret registered for this path. */
+  verified: boolean;
+  at: number;
+}
+
+/** A webhook receiver on loopback that checks signatures and fails on purpose when told. */
+export interface Receiver {
+  url(path: string): string;
+  /** The secret to verify requests to `path` with. */
+  expect(path: string, secret: string): void;
+  /** The status to answer the nth request (from 1) to `path` with; 204 by default. */
+  answer(path: string, status: (nth: number) => number): void;
+  received(path: string): Received[];
+  close(): Promise<void>;
+}
+
+export async function startReceiver(): Promise<Receiver> {
+  const secrets = new Map<string, string>();
+  const answers = new Map<string, (nth: number) => number>();
+  const log: Received[] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const path = req.url ?? '/';
+      const body = Buffer.concat(chunks).toString('utf8');
+      const verified = (() => {
+        try {
+          new Webhook(secrets.get(path) ?? 'whsec_AAAA').verify(body, {
+            'webhook-id': String(req.headers['webhook-id']),
+            'webhook-timestamp': String(req.headers['webhook-timestamp']),
+            'webhook-signature': String(req.headers['webhook-signature']),
+          });
+          return true;
+        } catch {
+          return false;
+        }
+      })();
+      log.push({ path, headers: req.headers, event: EventSchema.parse(JSON.parse(body)), verified, at: Date.now() });
+      const nth = log.filter((r) => r.path === path).length;
+      res.statusCode = (answers.get(path) ?? (() => 204))(nth);
+      res.end();
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('expected a TCP address');
+  return {
+    url: (path) => `http://127.0.0.1:${address.port}${path}`,
+    expect: (path, secret) => secrets.set(path, secret),
+    answer: (path, status) => answers.set(path, status),
+    received: (path) => log.filter((r) => r.path === path),
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}

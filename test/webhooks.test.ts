@@ -1,0 +1,276 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { pino } from 'pino';
+import { v7 as uuidv7 } from 'uuid';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pageOf } from '../contract/common.js';
+import { CreatedWebhookSchema, DeliverySchema, WebhookSchema, type CreatedWebhook, type Delivery } from '../contract/webhooks.js';
+import { createContext } from '../server/bootstrap.js';
+import { loadConfig } from '../server/config.js';
+import type { AppContext } from '../server/context.js';
+import { openPostgres, type Database } from '../server/db/database.js';
+import { startDeliveryWorker } from '../server/webhooks/worker.js';
+import { startService, type TestService } from './support/app.js';
+import { readAllChanges } from './support/events.js';
+import { errorPaths, expectProblem } from './support/problems.js';
+import { startReceiver, type Receiver } from './support/receiver.js';
+import { createTask } from './support/tasks.js';
+import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+
+const DeliveryPageSchema = pageOf(DeliverySchema);
+const FAST_RETRIES = { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', WEBHOOK_RETRY_SCHEDULE: '0.2,0.2,0.2' };
+
+let service: TestService;
+let receiver: Receiver;
+let alice: TestUser;
+let bob: TestUser;
+let admin: TestUser;
+let stopWorker: () => Promise<void>;
+let pathCount = 0;
+
+beforeAll(async () => {
+  service = await startService(FAST_RETRIES);
+  receiver = await startReceiver();
+  stopWorker = startDeliveryWorker(service.ctx);
+  [alice, bob, admin] = await Promise.all([registerUser(service), registerUser(service), registerAdmin(service)]);
+});
+afterAll(async () => {
+  await stopWorker();
+  await receiver.close();
+  await service.close();
+});
+
+/** Registers a webhook for `user` at a fresh receiver path whose requests are verified with its secret. */
+async function hook(user: TestUser, events: string[] = ['*']): Promise<CreatedWebhook & { path: string }> {
+  const path = `/hook-${++pathCount}`;
+  const res = await service.http.post('/webhooks').set('Authorization', user.auth).send({ url: receiver.url(path), events }).expect(201);
+  const webhook = CreatedWebhookSchema.parse(res.body);
+  receiver.expect(path, webhook.secret);
+  return { ...webhook, path };
+}
+
+async function deliveries(user: TestUser, webhookId: string): Promise<Delivery[]> {
+  const res = await service.http.get(`/webhooks/${webhookId}/deliveries`).query({ limit: 100 }).set('Authorization', user.auth).expect(200);
+  return DeliveryPageSchema.parse(res.body).items;
+}
+
+describe('webhook CRUD', () => {
+  it('creates a webhook with a whsec_ secret shown once, and reads, lists, changes and deletes it', async () => {
+    const res = await service.http.post('/webhooks').set('Authorization', alice.auth).send({ url: 'https://example.test/hook', events: ['task.created', 'task.created'], description: 'ci' }).expect(201);
+    const created = CreatedWebhookSchema.parse(res.body);
+    expect(created).toMatchObject({ ownerId: alice.user.id, url: 'https://example.test/hook', events: ['task.created'], active: true, disabledReason: null });
+    expect(created.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+    expect(res.headers.location).toBe(`/webhooks/${created.id}`);
+    const read = await service.http.get(`/webhooks/${created.id}`).set('Authorization', alice.auth).expect(200);
+    expect(read.body).not.toHaveProperty('secret');
+    expect(WebhookSchema.strict().parse(read.body).id).toBe(created.id);
+    const listed = pageOf(WebhookSchema).parse((await service.http.get('/webhooks').set('Authorization', alice.auth).expect(200)).body);
+    expect(listed.items.map((w) => w.id)).toContain(created.id);
+    expect(listed.items.every((w) => w.ownerId === alice.user.id)).toBe(true);
+    const patched = WebhookSchema.parse((await service.http.patch(`/webhooks/${created.id}`).set('Authorization', alice.auth).send({ events: ['*'], active: false }).expect(200)).body);
+    expect(patched).toMatchObject({ events: ['*'], active: false, disabledReason: 'switched off by its owner' });
+    await service.http.delete(`/webhooks/${created.id}`).set('Authorization', alice.auth).expect(204);
+    expectProblem(await service.http.get(`/webhooks/${created.id}`).set('Authorization', alice.auth), 404, 'not_found');
+  });
+
+  it("answers 404 for another user's webhook (admins see it), 400 for bad input, 401 without a token", async () => {
+    const mine = await hook(alice);
+    for (const req of [
+      service.http.get(`/webhooks/${mine.id}`),
+      service.http.patch(`/webhooks/${mine.id}`).send({ active: false }),
+      service.http.delete(`/webhooks/${mine.id}`),
+      service.http.get(`/webhooks/${mine.id}/deliveries`),
+    ]) expectProblem(await req.set('Authorization', bob.auth), 404, 'not_found');
+    await service.http.get(`/webhooks/${mine.id}`).set('Authorization', admin.auth).expect(200);
+    const bad = [
+      [{ url: 'ftp://example.test/', events: ['*'] }, ['body.url']],
+      [{ url: 'https://user:pw@example.test/', events: ['*'] }, ['body.url']],
+      [{ url: 'not a url', events: ['*'] }, ['body.url']],
+      [{ url: 'https://example.test/', events: [] }, ['body.events']],
+      [{ url: 'https://example.test/', events: ['task.exploded'] }, ['body.events.0']],
+      [{ url: 'https://example.test/', events: ['*'], secret: 'mine' }, ['body']],
+    ] as const;
+    for (const [body, paths] of bad) {
+      expect(errorPaths(expectProblem(await service.http.post('/webhooks').set('Authorization', alice.auth).send(body), 400, 'validation_failed'))).toEqual(paths);
+    }
+    expectProblem(await service.http.get('/webhooks'), 401, 'unauthenticated');
+  });
+});
+
+describe('deliveries', () => {
+  it('POSTs each event signed per Standard Webhooks, the same event as the changes feed', async () => {
+    const webhook = await hook(alice);
+    const task = await createTask(service, alice, { title: 'hooked' });
+    await expect.poll(() => receiver.received(webhook.path).length).toBe(1);
+    const [got] = receiver.received(webhook.path);
+    expect(got?.verified).toBe(true);
+    expect(got?.event).toMatchObject({ type: 'task.created', data: { task } });
+    expect(got?.headers['webhook-id']).toBe(got?.event.id);
+    const feed = await readAllChanges(service, alice);
+    expect(feed.events.find((e) => e.id === got?.event.id)).toEqual(got?.event);
+    await expect.poll(async () => (await deliveries(alice, webhook.id)).map((d) => [d.attempt, d.state, d.statusCode])).toEqual([[1, 'succeeded', 204]]);
+  });
+
+  it('retries a failing receiver with the same webhook-id until it succeeds, and logs every attempt newest first', async () => {
+    const webhook = await hook(alice, ['tag.created']);
+    receiver.answer(webhook.path, (nth) => (nth <= 2 ? 500 : 200));
+    await service.http.post('/tags').set('Authorization', alice.auth).send({ name: 'retried' }).expect(201);
+    await expect.poll(() => receiver.received(webhook.path).length, { timeout: 10_000 }).toBe(3);
+    const got = receiver.received(webhook.path);
+    expect(new Set(got.map((r) => r.headers['webhook-id'])).size).toBe(1);
+    expect(got.every((r) => r.verified)).toBe(true);
+    await expect
+      .poll(async () => (await deliveries(alice, webhook.id)).map((d) => [d.attempt, d.state, d.statusCode]))
+      .toEqual([[3, 'succeeded', 200], [2, 'failed', 500], [1, 'failed', 500]]);
+    const log = await deliveries(alice, webhook.id);
+    expect(log[1]?.error).toMatch(/500/);
+    // Each retry waited about the scheduled 0.2 s (±20%) after the previous attempt.
+    const gap = (got[1]?.at ?? 0) - (got[0]?.at ?? 0);
+    expect(gap).toBeGreaterThanOrEqual(150);
+  });
+
+  it('sends only the event types asked for, and only what the owner may see', async () => {
+    const bobs = await hook(bob);
+    const admins = await hook(admin, ['task.created']);
+    const privateTask = await createTask(service, alice, { title: 'alice only' });
+    const shared = await createTask(service, alice, { title: 'shared', assigneeId: bob.user.id });
+    await expect.poll(() => receiver.received(admins.path).length).toBe(2);
+    await expect.poll(() => receiver.received(bobs.path).length).toBe(1);
+    await createTask(service, bob, { title: 'marker' });
+    await expect.poll(() => receiver.received(bobs.path).length).toBe(2);
+    const bobSaw = receiver.received(bobs.path).map((r) => ('task' in r.event.data ? r.event.data.task.id : ''));
+    expect(bobSaw[0]).toBe(shared.id);
+    expect(bobSaw).not.toContain(privateTask.id);
+    expect(receiver.received(admins.path).every((r) => r.event.type === 'task.created')).toBe(true);
+  });
+
+  it('retries by hand (202) and refuses while the webhook is switched off (409)', async () => {
+    const webhook = await hook(alice, ['tag.created']);
+    await service.http.post('/tags').set('Authorization', alice.auth).send({ name: 'manual' }).expect(201);
+    await expect.poll(async () => (await deliveries(alice, webhook.id)).length).toBe(1);
+    const [first] = await deliveries(alice, webhook.id);
+    const res = await service.http.post(`/webhooks/${webhook.id}/deliveries/${first?.id}/retry`).set('Authorization', alice.auth).expect(202);
+    expect(DeliverySchema.parse(res.body)).toMatchObject({ attempt: 2, eventId: first?.eventId, state: 'pending' });
+    await expect.poll(() => receiver.received(webhook.path).length).toBe(2);
+    expectProblem(await service.http.post(`/webhooks/${webhook.id}/deliveries/${uuidv7()}/retry`).set('Authorization', alice.auth), 404, 'not_found');
+    await service.http.patch(`/webhooks/${webhook.id}`).set('Authorization', alice.auth).send({ active: false }).expect(200);
+    expectProblem(await service.http.post(`/webhooks/${webhook.id}/deliveries/${first?.id}/retry`).set('Authorization', alice.auth), 409, 'conflict');
+  });
+
+  it('switches a webhook off after 3 days of failures, with the reason', async () => {
+    const webhook = await hook(alice, ['tag.created']);
+    receiver.answer(webhook.path, () => 503);
+    await service.ctx.db.prisma.webhook.update({ where: { id: webhook.id }, data: { failingSince: new Date(Date.now() - 3 * 24 * 3600 * 1000 - 1000) } });
+    await service.http.post('/tags').set('Authorization', alice.auth).send({ name: 'doomed' }).expect(201);
+    await expect
+      .poll(async () => WebhookSchema.parse((await service.http.get(`/webhooks/${webhook.id}`).set('Authorization', alice.auth).expect(200)).body).active)
+      .toBe(false);
+    const read = WebhookSchema.parse((await service.http.get(`/webhooks/${webhook.id}`).set('Authorization', alice.auth)).body);
+    expect(read.disabledReason).toMatch(/failed for 3 days/);
+    expect((await deliveries(alice, webhook.id)).map((d) => d.state)).toEqual(['failed']);
+    // Switching it on again forgets the failures.
+    const on = WebhookSchema.parse((await service.http.patch(`/webhooks/${webhook.id}`).set('Authorization', alice.auth).send({ active: true }).expect(200)).body);
+    expect(on).toMatchObject({ active: true, disabledReason: null });
+  });
+});
+
+describe('several instances and restarts', () => {
+  const instances: { ctx: AppContext; db: Database; dataDir: string }[] = [];
+  const instance = async () => {
+    const db = openPostgres(service.ctx.db.url, { poolSize: 3 });
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'webhook-instance-'));
+    const config = loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent', DATABASE_URL: service.ctx.db.url, ...FAST_RETRIES });
+    const made = { ctx: await createContext(config, db, pino({ level: 'silent' })), db, dataDir };
+    instances.push(made);
+    return made.ctx;
+  };
+  afterAll(async () => {
+    for (const made of instances) {
+      await made.db.close();
+      await rm(made.dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('a new instance takes over a pending retry after a restart', async () => {
+    await stopWorker();
+    const first = await instance();
+    const stopFirst = startDeliveryWorker(first);
+    const webhook = await hook(alice, ['tag.created']);
+    receiver.answer(webhook.path, (nth) => (nth === 1 ? 500 : 200));
+    await service.http.post('/tags').set('Authorization', alice.auth).send({ name: 'restart' }).expect(201);
+    await expect.poll(() => receiver.received(webhook.path).length).toBe(1);
+    await stopFirst(); // the retry is pending in the table, nobody delivers now
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(receiver.received(webhook.path).length).toBe(1);
+    const second = await instance();
+    const stopSecond = startDeliveryWorker(second);
+    try {
+      await expect.poll(() => receiver.received(webhook.path).length, { timeout: 10_000 }).toBe(2);
+      await expect.poll(async () => (await deliveries(alice, webhook.id)).map((d) => [d.attempt, d.state])).toEqual([[2, 'succeeded'], [1, 'failed']]);
+    } finally {
+      await stopSecond();
+    }
+  });
+
+  it('two instances deliver each attempt once between them', async () => {
+    const [one, two] = [await instance(), await instance()];
+    const stops = [startDeliveryWorker(one), startDeliveryWorker(two)];
+    try {
+      const webhook = await hook(alice, ['task.created']);
+      const tasks = await Promise.all(Array.from({ length: 40 }, (_, i) => createTask(service, alice, { title: `fan ${i}` })));
+      await expect.poll(() => receiver.received(webhook.path).length, { timeout: 15_000 }).toBe(40);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const got = receiver.received(webhook.path);
+      expect(got.length).toBe(40); // no duplicates: each attempt was taken by one instance
+      expect(new Set(got.map((r) => ('task' in r.event.data ? r.event.data.task.id : '')))).toEqual(new Set(tasks.map((t) => t.id)));
+      const log = await deliveries(alice, webhook.id);
+      expect(log.every((d) => d.state === 'succeeded' && d.attempt === 1)).toBe(true);
+    } finally {
+      await Promise.all(stops.map((stop) => stop()));
+    }
+  });
+});
+
+describe('SSRF guard', () => {
+  let guarded: TestService;
+  let stopGuarded: () => Promise<void>;
+  beforeAll(async () => {
+    guarded = await startService({ WEBHOOK_RETRY_SCHEDULE: '0.2' });
+    stopGuarded = startDeliveryWorker(guarded.ctx);
+  });
+  afterAll(async () => {
+    await stopGuarded();
+    await guarded.close();
+  });
+
+  it('refuses loopback, private, link-local and unspecified targets in any spelling (400 on body.url)', async () => {
+    const carol = await registerUser(guarded);
+    const hosts = [
+      '127.0.0.1', 'localhost', '[::1]', '0x7f.0.0.1', '2130706433', '0177.0.0.1', '127.1', '[::ffff:127.0.0.1]', '[::ffff:7f00:1]',
+      '10.0.0.8', '172.16.5.4', '192.168.1.1', '169.254.169.254', '0.0.0.0', '[::]', '[fe80::1]', '[fd00::1]', '100.64.0.1',
+    ];
+    for (const host of hosts) {
+      const res = await guarded.http.post('/webhooks').set('Authorization', carol.auth).send({ url: `http://${host}:8080/x`, events: ['*'] });
+      expect(errorPaths(expectProblem(res, 400, 'validation_failed')), host).toEqual(['body.url']);
+    }
+    await guarded.http.post('/webhooks').set('Authorization', carol.auth).send({ url: 'http://93.184.215.14/hook', events: ['*'] }).expect(201);
+    const patch = await guarded.http.get('/webhooks').set('Authorization', carol.auth).expect(200);
+    const [existing] = pageOf(WebhookSchema).parse(patch.body).items;
+    expectProblem(await guarded.http.patch(`/webhooks/${existing?.id}`).set('Authorization', carol.auth).send({ url: 'http://127.0.0.1/' }), 400, 'validation_failed');
+  });
+
+  it('checks again at delivery time: a target that became private is a failed attempt in the log', async () => {
+    const dave = await registerUser(guarded);
+    const res = await guarded.http.post('/webhooks').set('Authorization', dave.auth).send({ url: 'http://93.184.215.14/hook', events: ['tag.created'] }).expect(201);
+    const id = CreatedWebhookSchema.parse(res.body).id;
+    // As if its name now resolved to loopback (DNS rebinding): the row points there.
+    await guarded.ctx.db.prisma.webhook.update({ where: { id }, data: { url: receiver.url('/rebound') } });
+    await guarded.http.post('/tags').set('Authorization', dave.auth).send({ name: 'rebound' }).expect(201);
+    const readLog = async () => DeliveryPageSchema.parse((await guarded.http.get(`/webhooks/${id}/deliveries`).set('Authorization', dave.auth)).body).items;
+    await expect.poll(async () => (await readLog()).map((d) => [d.attempt, d.state, d.statusCode]), { timeout: 10_000 }).toEqual([[2, 'failed', null], [1, 'failed', null]]);
+    const log = await readLog();
+    expect(log[0]?.error).toMatch(/may not reach/);
+    expect(receiver.received('/rebound')).toEqual([]);
+  });
+});
