@@ -2,7 +2,8 @@
 // throw-away account, checking that each answer has a status the contract declares and a body that
 // matches its schema. `npx task-service-verify --base-url URL`, or `await verify({ baseUrl })`.
 import { isAppRoute, isAppRouteNoBody, isAppRouteOtherResponse, isZodType, type AppRoute, type AppRouter } from '@ts-rest/core';
-import { createClient, type ClientOptions } from './client.js';
+import { createClient, memoryTokenStore, type ClientOptions } from './client.js';
+import { EventSchema } from './events.js';
 import { contract } from './index.js';
 
 export interface VerifyOptions {
@@ -65,6 +66,53 @@ function mismatches(route: AppRoute, answer: Answer, expected: number): string[]
 }
 
 const randomId = () => globalThis.crypto.randomUUID();
+/** An id no object has. */
+const UNKNOWN_ID = '00000000-0000-7000-8000-000000000000';
+
+/**
+ * A fetch for the event stream, which never ends by itself: it answers with what the stream sent
+ * up to its first event, then hangs up. `opened` is called as soon as the stream's headers arrived.
+ */
+function untilFirstEvent(fetchImpl: typeof fetch, opened: () => void): typeof fetch {
+  return async (input, init) => {
+    const response = await fetchImpl(input, init);
+    if (!response.ok || !response.body) return response;
+    opened();
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    try {
+      // An event is a block of lines ending in a blank line, with an `id:` line (comments have none).
+      while (!/(^|\n)id:[^\n]*\n([^\n]+\n)*\n/.test(text)) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += decoder.decode(value, { stream: true });
+      }
+    } finally {
+      await reader.cancel();
+    }
+    return new Response(text, { status: response.status, headers: response.headers });
+  };
+}
+
+/** What is wrong with the first event of a stream's text, expected to be of type `type`. */
+function firstEventMismatches(body: unknown, type: string): string[] {
+  if (typeof body !== 'string') return [];
+  const block = body.split(/\n\n/).find((lines) => /(^|\n)id:/.test(lines));
+  if (!block) return ['the stream ended before its first event'];
+  const field = (name: string) => block.split('\n').filter((line) => line.startsWith(`${name}:`)).map((line) => line.slice(name.length + 1).trimStart());
+  let data: unknown;
+  try {
+    data = JSON.parse(field('data').join('\n'));
+  } catch {
+    return ['the first event has no JSON data'];
+  }
+  const event = EventSchema.safeParse(data);
+  if (!event.success) return event.error.issues.map((issue) => `event.${issue.path.join('.')}: ${issue.message}`);
+  const problems = event.data.type === type ? [] : [`the first event is ${event.data.type}, not ${type}`];
+  if (field('id')[0] !== event.data.id || field('event')[0] !== event.data.type) problems.push('the id: and event: lines do not match the event');
+  return problems;
+}
 
 /**
  * Exercises every operation of the contract against the service at `baseUrl` with a throw-away
@@ -75,11 +123,16 @@ export async function verify(options: VerifyOptions): Promise<VerifyReport> {
   const routes = routesOf(contract);
   const results = new Map<string, OperationResult>();
   const clientOptions: ClientOptions = { baseUrl: options.baseUrl, retry: { maxDelayMs: 5000 }, ...(options.fetch ? { fetch: options.fetch } : {}) };
-  const client = createClient(clientOptions);
+  const session = memoryTokenStore();
+  const client = createClient({ ...clientOptions, tokenStore: session });
   const second = createClient(clientOptions);
+  // The event stream stays open: this client (in the same session) reads it up to its first event.
+  let streamOpened = () => {};
+  const opened = new Promise<void>((resolve) => (streamOpened = resolve));
+  const streaming = createClient({ ...clientOptions, tokenStore: session, timeoutMs: 15_000, fetch: untilFirstEvent(options.fetch ?? fetch, () => streamOpened()) });
 
   /** Records one call of `operation`, expecting `expected`; returns the answer when it passed. */
-  async function check<A extends Answer>(operation: string, expected: number, call: () => Promise<A>): Promise<A | undefined> {
+  async function check<A extends Answer>(operation: string, expected: number, call: () => Promise<A>, also?: (answer: A) => string[]): Promise<A | undefined> {
     const route = routes.get(operation);
     if (!route) throw new Error(`No operation ${operation} in the contract`);
     const result = results.get(operation) ?? { operation, method: route.method, path: route.path, statuses: [], passed: true, problems: [] };
@@ -88,7 +141,8 @@ export async function verify(options: VerifyOptions): Promise<VerifyReport> {
     try {
       answer = await call();
       result.statuses.push(answer.status);
-      result.problems.push(...mismatches(route, answer, expected));
+      const wrong = mismatches(route, answer, expected);
+      result.problems.push(...(wrong.length === 0 && also ? also(answer) : wrong));
     } catch (error) {
       result.problems.push(error instanceof Error ? error.message : String(error));
     }
@@ -127,7 +181,36 @@ export async function verify(options: VerifyOptions): Promise<VerifyReport> {
     await check('users.replace', 200, () => client.users.replace({ params: { user_id: userId }, body: { email, name: 'Contract verification (replaced)' } }));
     await check('users.update', 200, () => client.users.update({ params: { user_id: userId }, body: { name: 'Contract verification' } }));
 
+    // A webhook and a live stream, which the next change (a new tag) must both reach.
+    const webhook = bodyOf(
+      await check('webhooks.create', 201, () =>
+        client.webhooks.create({ body: { url: 'https://93.184.215.14/task-service-verify', events: ['tag.created'], description: 'Contract verification' } }),
+      ),
+      201,
+    );
+    await check('events.stream', 410, () => client.events.stream({ headers: { 'last-event-id': UNKNOWN_ID } }));
+    const streamed = check('events.stream', 200, () => streaming.events.stream(), (answer) => firstEventMismatches(answer.body, 'tag.created'));
+    await Promise.race([opened, streamed]);
     const tag = bodyOf(await check('tags.create', 201, () => client.tags.create({ body: { name: 'verify', color: '#3366ff' } })), 201);
+    await streamed;
+    await check('events.changes', 200, () => client.events.changes({ query: { limit: 100 } }), (answer) =>
+      answer.status === 200 && tag && !answer.body.items.some((event) => event.type === 'tag.created' && event.data.tag.id === tag.id) ? ['the new tag is not in the feed'] : [],
+    );
+    if (webhook) {
+      const params = { webhook_id: webhook.id };
+      await check('webhooks.list', 200, () => client.webhooks.list({ query: { limit: 10 } }));
+      await check('webhooks.get', 200, () => client.webhooks.get({ params }));
+      await check('webhooks.update', 200, () => client.webhooks.update({ params, body: { description: 'Contract verification (updated)' } }));
+      // The delivery is recorded with the change itself, so it is in the log at once.
+      const log = bodyOf(await check('webhooks.deliveries', 200, () => client.webhooks.deliveries({ params, query: { limit: 10 } }), (answer) =>
+        answer.status === 200 && answer.body.items.length === 0 ? ['no delivery of the new tag was logged'] : [],
+      ), 200);
+      const delivery = log?.items[0];
+      if (delivery) await check('webhooks.retry', 202, () => client.webhooks.retry({ params: { ...params, delivery_id: delivery.id } }));
+      await check('webhooks.retry', 404, () => client.webhooks.retry({ params: { ...params, delivery_id: UNKNOWN_ID } }));
+      await check('webhooks.remove', 204, () => client.webhooks.remove({ params }));
+      await check('webhooks.get', 404, () => client.webhooks.get({ params }));
+    }
     const other = bodyOf(await check('tags.create', 201, () => client.tags.create({ body: { name: 'verify-2' } })), 201);
     await check('tags.list', 200, () => client.tags.list({ query: { limit: 10 } }));
     if (tag) {
@@ -179,7 +262,7 @@ export async function verify(options: VerifyOptions): Promise<VerifyReport> {
         await check('attachments.download', 206, () => client.attachments.download({ params: attachParams, headers: { range: 'bytes=0-7' } }));
         await check('attachments.remove', 204, () => client.attachments.remove({ params: attachParams }));
       }
-      await check('tasks.get', 404, () => client.tasks.get({ params: { task_id: '00000000-0000-7000-8000-000000000000' } }));
+      await check('tasks.get', 404, () => client.tasks.get({ params: { task_id: UNKNOWN_ID } }));
       await check('tasks.remove', 204, () => client.tasks.remove({ params }));
     }
     if (tag) await check('tags.remove', 204, () => client.tags.remove({ params: { tag_id: tag.id } }));

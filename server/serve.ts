@@ -1,8 +1,10 @@
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { v7 as uuidv7 } from 'uuid';
 import { buildApp } from './app.js';
 import type { AppContext } from './context.js';
+import { AppError, problemBody } from './http/errors.js';
 import { applyConnectionTimeouts } from './http/timeouts.js';
 import { OperatorError } from './operator-error.js';
 
@@ -30,6 +32,13 @@ export interface Serving {
   close(): Promise<void>;
 }
 
+/** The path of the request line Node's parser refused, when it got that far. */
+function refusedPath(error: Error): string {
+  const packet = 'rawPacket' in error && Buffer.isBuffer(error.rawPacket) ? error.rawPacket.subarray(0, 2048).toString('latin1') : '';
+  const target = /^[A-Z]+ (\/[^ ?\r\n]*)/.exec(packet)?.[1];
+  return target && target.length < 2048 ? target : '/';
+}
+
 /**
  * A request Node's parser refuses before the app sees it (headers or URL over 16 KiB, a malformed
  * request line) still gets a problem+json answer, as every error does.
@@ -39,9 +48,11 @@ function answerUnparsableRequests(server: Server): void {
     const code = 'code' in error ? String(error.code) : '';
     if (!code.startsWith('HPE_') || !socket.writable) return socket.destroy();
     const detail = code === 'HPE_HEADER_OVERFLOW' ? 'The request line and headers must fit in 16 KiB' : 'The request is not well-formed HTTP/1.1';
-    const body = JSON.stringify({ type: '/problems/validation_failed', title: 'Request validation failed', status: 400, code: 'validation_failed', detail });
+    const id = uuidv7();
+    const body = JSON.stringify(problemBody(new AppError('validation_failed', detail), refusedPath(error), id));
     socket.end(
-      `HTTP/1.1 400 Bad Request\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      'HTTP/1.1 400 Bad Request\r\nContent-Type: application/problem+json\r\n' +
+        `X-Request-Id: ${id}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
     );
   });
 }

@@ -4,10 +4,12 @@ import { once } from 'node:events';
 import type { Server } from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ProblemSchema } from '../contract/common.js';
 import { buildApp } from '../server/app.js';
 import { applyConnectionTimeouts } from '../server/http/timeouts.js';
 import { startService, type TestService } from './support/app.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
+import { listen, type ListeningService } from './support/listening.js';
 import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/service-process.js';
 
 const IDLE_MS = 400;
@@ -110,5 +112,44 @@ describe('connection timeouts in the service process', () => {
     const sockets = await Promise.all(Array.from({ length: 50 }, () => connect(port)));
     const closed = await Promise.all(sockets.map((s) => closedWithin(s, IDLE_MS * 5)));
     expect(closed.filter(Boolean).length).toBe(50);
+  });
+});
+
+describe("requests Node's parser refuses", () => {
+  let service: TestService;
+  let listening: ListeningService;
+  beforeAll(async () => {
+    service = await startService();
+    listening = await listen(service);
+  });
+  afterAll(async () => {
+    await listening.close();
+    await service.close();
+  });
+
+  /** Sends `raw` and reads the whole answer (the server closes the connection after it). */
+  async function answerTo(raw: string): Promise<{ head: string; body: unknown }> {
+    const socket = await connect(Number(new URL(listening.baseUrl).port));
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.write(raw);
+    await once(socket, 'close');
+    const [head = '', body = ''] = Buffer.concat(chunks).toString('utf8').split('\r\n\r\n');
+    return { head, body: JSON.parse(body) };
+  }
+
+  it('answers a request line over 16 KiB with a whole problem+json 400, request id and instance included (found by the fuzzer)', async () => {
+    const { head, body } = await answerTo(`GET /tasks?id=${'x'.repeat(20_000)} HTTP/1.1\r\nHost: localhost\r\n\r\n`);
+    expect(head).toMatch(/^HTTP\/1\.1 400 /);
+    expect(head).toMatch(/\r\nContent-Type: application\/problem\+json\r\n/i);
+    const problem = ProblemSchema.strict().parse(body);
+    expect(problem).toMatchObject({ status: 400, code: 'validation_failed', instance: '/tasks' });
+    expect(head).toContain(`\r\nX-Request-Id: ${problem.requestId}\r\n`);
+  });
+
+  it('answers a malformed request line the same way', async () => {
+    const { head, body } = await answerTo('GET /tasks HTTP/9.9 nonsense\r\n\r\n');
+    expect(head).toMatch(/^HTTP\/1\.1 400 /);
+    expect(ProblemSchema.strict().parse(body)).toMatchObject({ status: 400, code: 'validation_failed', detail: 'The request is not well-formed HTTP/1.1' });
   });
 });

@@ -62,6 +62,12 @@ describe('Idempotency-Key', () => {
     expect(await tasksTitled('bad key')).toBe(0);
   });
 
+  it('answers 400, not 500, to a body nested deeper than any the contract takes (found by the fuzzer)', async () => {
+    const deep = `${'['.repeat(5_000)}${']'.repeat(5_000)}`;
+    const res = await service.http.post('/tasks').set('Authorization', alice.auth).set('Idempotency-Key', 'deep-body').set('Content-Type', 'application/json').send(deep);
+    expect(errorPaths(expectProblem(res, 400, 'validation_failed'))).toEqual(['body']);
+  });
+
   it('runs a request again once its key expired after 24 hours', async () => {
     const key = freshKey();
     await postTask(alice, key, { title: 'expiring' }).expect(201);

@@ -20,11 +20,16 @@ const StoredResponseSchema = z.object({ headers: z.record(z.string()), body: z.s
 export const isCreatingPost = (route: AppRoute): boolean =>
   route.method === 'POST' && !isPublicRoute(route) && ('201' in route.responses || '202' in route.responses);
 
+// No body of the contract nests deeper; a deeper one is refused before it can exhaust the stack.
+const MAX_DEPTH = 32;
+
 /** JSON with object keys sorted, so that JSON-equal bodies hash alike. */
-function canonical(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+function canonical(value: unknown, depth = 0): string {
+  if (depth > MAX_DEPTH) throw invalidField('body', 'too_deep', `The body nests deeper than ${MAX_DEPTH} levels`);
+  if (Array.isArray(value)) return `[${value.map((item) => canonical(item, depth + 1)).join(',')}]`;
   if (value !== null && typeof value === 'object') {
-    return `{${Object.entries(value).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
+    const entries = Object.entries(value).sort(([a], [b]) => (a < b ? -1 : 1));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v, depth + 1)}`).join(',')}}`;
   }
   return JSON.stringify(value) ?? 'undefined';
 }
@@ -97,7 +102,13 @@ export function idempotencyKeys(ctx: AppContext, upload?: { contentOf: (req: Req
       return next(invalidField('header.idempotency-key', 'invalid_idempotency_key', 'Idempotency-Key takes 1 to 255 printable ASCII characters'));
     }
     const userId = principalOf(req).userId;
-    claim(ctx, userId, key, fingerprintOf(req, contentOf(req))).then((outcome) => {
+    let fingerprint: string;
+    try {
+      fingerprint = fingerprintOf(req, contentOf(req));
+    } catch (error) {
+      return next(error);
+    }
+    claim(ctx, userId, key, fingerprint).then((outcome) => {
       switch (outcome.kind) {
         case 'claimed':
           keepAnswer(ctx, res, userId, key);
