@@ -5,7 +5,11 @@ import { z } from 'zod';
 export const c: ReturnType<typeof initContract> = initContract();
 
 /** Route metadata `{ public: true }` marks an operation that needs no access token. */
-export const isPublicRoute = (route: AppRoute): boolean => z.object({ public: z.literal(true) }).safeParse(route.metadata).success;
+export const isPublicRoute = (route: AppRoute): boolean => {
+  // Called for every request: a plain check, no schema.
+  const metadata: unknown = route.metadata;
+  return typeof metadata === 'object' && metadata !== null && 'public' in metadata && metadata.public === true;
+};
 
 /**
  * A UUID (the service issues UUIDv7, lower-case). Any case is accepted and read as lower case;

@@ -438,6 +438,13 @@ describe('access tokens', () => {
     expectUnauthenticated(await me(`Bearer ${await expiredAccessToken(service, user.accessToken)}`));
   });
 
+  it('rejects a token that expires after it was accepted (verified tokens are kept only until their expiry)', async () => {
+    const token = await mint({ exp: Math.floor(Date.now() / 1000) + 2 });
+    expect((await me(`Bearer ${token}`)).status).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 2_100));
+    expectUnauthenticated(await me(`Bearer ${token}`));
+  });
+
   it('rejects a token whose payload was tampered with', async () => {
     const [header, payload, signature] = user.accessToken.split('.');
     const claims: unknown = JSON.parse(Buffer.from(payload ?? '', 'base64url').toString('utf8'));

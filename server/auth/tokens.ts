@@ -1,5 +1,6 @@
 import { randomBytes, createHash } from 'node:crypto';
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
+import { LRUCache } from 'lru-cache';
 import { v7 as uuidv7 } from 'uuid';
 import { z } from 'zod';
 import { RoleSchema, type Role } from '@task-service/client';
@@ -23,11 +24,21 @@ export interface AccessClaims {
 export type TokenRejection = 'expired' | 'invalid';
 export type TokenCheck = { claims: AccessClaims } | { rejected: TokenRejection };
 
-const ClaimsSchema = z.object({ sub: z.string().uuid(), sid: z.string().uuid(), role: RoleSchema });
+const ClaimsSchema = z.object({ sub: z.string().uuid(), sid: z.string().uuid(), role: RoleSchema, exp: z.number() });
+
+/** Tokens verified recently, per process: a client sends the same token with every request for its lifetime. */
+const VERIFIED_TOKENS_KEPT = 10_000;
 
 export function accessTokens(key: SigningKey, settings: AccessTokenSettings) {
+  // Verifying a signature costs more than the rest of a small request. A token that passed is kept
+  // until its own expiry (never longer), so a cached answer is the answer verification would give;
+  // whether its session is still live is checked on every request all the same.
+  const verified = new LRUCache<string, AccessClaims>({ max: VERIFIED_TOKENS_KEPT });
+
   /** Pins algorithm, issuer, audience and type (RFC 8725); tells an expired token from any other failure. */
   const check = async (token: string): Promise<TokenCheck> => {
+    const known = verified.get(token);
+    if (known) return { claims: { ...known } };
     try {
       const { payload } = await jwtVerify(token, key.publicKey, {
         algorithms: [SIGNING_ALGORITHM],
@@ -36,8 +47,12 @@ export function accessTokens(key: SigningKey, settings: AccessTokenSettings) {
         typ: ACCESS_TOKEN_TYPE,
         requiredClaims: ['sub', 'sid', 'role', 'iat', 'exp', 'jti'],
       });
-      const claims = ClaimsSchema.safeParse(payload);
-      return claims.success ? { claims: { userId: claims.data.sub, sessionId: claims.data.sid, role: claims.data.role } } : { rejected: 'invalid' };
+      const parsed = ClaimsSchema.safeParse(payload);
+      if (!parsed.success) return { rejected: 'invalid' };
+      const claims: AccessClaims = { userId: parsed.data.sub, sessionId: parsed.data.sid, role: parsed.data.role };
+      const ttl = parsed.data.exp * 1000 - Date.now();
+      if (ttl > 0) verified.set(token, claims, { ttl });
+      return { claims };
     } catch (error) {
       // jose checks the signature and the pinned header before the expiry: an expired token is otherwise genuine.
       return { rejected: error instanceof joseErrors.JWTExpired ? 'expired' : 'invalid' };
