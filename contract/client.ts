@@ -1,11 +1,12 @@
 // A typed client for the task service: every operation of the contract, plus a session that keeps
 // its tokens and renews the access token when it expires, retries that are safe, timeouts, and
-// helpers for lists. Depends only on @ts-rest/core and zod.
+// helpers for lists and the live event stream. Depends only on @ts-rest/core and zod.
 import { initClient, isAppRouteOtherResponse, isZodType, type ApiFetcherArgs, type AppRoute } from '@ts-rest/core';
 import { z } from 'zod';
 import { ok } from './answers.js';
 import type { AuthResult } from './auth.js';
 import { isPublicRoute } from './common.js';
+import { subscribeToEvents, type SubscribeOptions } from './event-stream.js';
 import { contract } from './index.js';
 import { itemsOf, pagesOf } from './pages.js';
 import { backoffMs, isIdempotent, retryAfterMs, retryPolicy, RETRYABLE_STATUSES, sleep, type RetryOptions } from './retry.js';
@@ -209,8 +210,9 @@ export function createClient(options: ClientOptions) {
     return renewed ? exchange(args, renewed) : answer;
   };
 
+  const baseUrl = options.baseUrl.replace(/\/+$/, '');
   const api = initClient(contract, {
-    baseUrl: options.baseUrl.replace(/\/+$/, ''),
+    baseUrl,
     validateResponse: options.validateResponse ?? false,
     api: send,
   });
@@ -277,6 +279,18 @@ export function createClient(options: ClientOptions) {
       ...api.tags,
       pages: tagPages,
       all: (args: Args<typeof api.tags.list> = {}) => itemsOf(tagPages(args)),
+    },
+    events: {
+      ...api.events,
+      /**
+       * The live stream as typed events, reconnecting by itself and resuming where it stopped:
+       * `for await (const event of client.events.subscribe({ signal }))`. See `subscribeToEvents`.
+       */
+      subscribe: (subscribeOptions?: SubscribeOptions) =>
+        subscribeToEvents(
+          { url: `${baseUrl}/events`, fetch: fetchImpl, accessToken: async () => (await readTokens())?.accessToken, renewedAccessToken },
+          subscribeOptions,
+        ),
     },
     /** The session's tokens as this client last saw them, if any. */
     tokens: (): SessionTokens | undefined => tokens,

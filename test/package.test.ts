@@ -19,8 +19,8 @@ const npm = (args: string[], cwd: string) => run('npm', [...args, '--no-audit', 
 
 const consumerSource = (format: 'esm' | 'cjs') => `${
   format === 'esm'
-    ? "import { createClient, isProblem, ok, ProblemError, type Task } from '@task-service/client';"
-    : "import { createClient, isProblem, ok, ProblemError, type Task } from '@task-service/client';\n// compiled to require()"
+    ? "import { createClient, isProblem, ok, ProblemError, verifyWebhook, WebhookVerificationError, type Task } from '@task-service/client';"
+    : "import { createClient, isProblem, ok, ProblemError, verifyWebhook, WebhookVerificationError, type Task } from '@task-service/client';\n// compiled to require()"
 }
 async function main(baseUrl: string): Promise<void> {
   const client = createClient({ baseUrl, timeoutMs: 10_000 });
@@ -33,7 +33,15 @@ async function main(baseUrl: string): Promise<void> {
   const missing = await client.tasks.get({ params: { task_id: '00000000-0000-7000-8000-000000000000' } });
   const code = isProblem(missing) ? missing.body.code : 'none';
   const thrown = await ok(client.users.list()).then(() => 'no error', (error: unknown) => (error instanceof ProblemError ? error.problem.code : 'other'));
-  console.log(JSON.stringify({ id: task.id, version: task.version, titles, code, thrown }));
+  // The live stream: a tag created once it is open comes back as an event.
+  let streamed = 'nothing';
+  for await (const event of client.events.subscribe({ onOpen: () => void client.tags.create({ body: { name: 'from the package' } }) })) {
+    streamed = event.type;
+    break;
+  }
+  const forged = { headers: { 'webhook-id': 'x', 'webhook-timestamp': String(Math.floor(Date.now() / 1000)), 'webhook-signature': 'v1,AAAA' }, body: '{}' };
+  const refused = await verifyWebhook('whsec_c2VjcmV0', forged).then(() => 'accepted', (error: unknown) => (error instanceof WebhookVerificationError ? 'refused' : 'other'));
+  console.log(JSON.stringify({ id: task.id, version: task.version, titles, code, thrown, streamed, refused }));
 }
 main(process.argv[2] ?? '').catch((error: unknown) => {
   console.error(error);
@@ -98,7 +106,7 @@ describe('the client package from its tarball', () => {
     ] as const) {
       const { stdout } = await run(process.execPath, [...flags, path.join(project, 'out', script), listening.baseUrl]);
       const result = JSON.parse(stdout);
-      expect(result, script).toMatchObject({ version: 1, code: 'not_found', thrown: 'forbidden' });
+      expect(result, script).toMatchObject({ version: 1, code: 'not_found', thrown: 'forbidden', streamed: 'tag.created', refused: 'refused' });
       expect(result.titles, script).toEqual([script === 'main.mjs' ? 'From the tarball (esm)' : 'From the tarball (cjs)']);
     }
 

@@ -6,6 +6,8 @@ import { EventSchema, type Event } from '../../contract/events.js';
 export interface Received {
   path: string;
   headers: http.IncomingHttpHeaders;
+  /** The body as received. */
+  body: string;
   event: Event;
   /** Whether the signature verified with the secret registered for this path. */
   verified: boolean;
@@ -45,7 +47,7 @@ export async function startReceiver(): Promise<Receiver> {
           return false;
         }
       })();
-      log.push({ path, headers: req.headers, event: EventSchema.parse(JSON.parse(body)), verified, at: Date.now() });
+      log.push({ path, headers: req.headers, body, event: EventSchema.parse(JSON.parse(body)), verified, at: Date.now() });
       const nth = log.filter((r) => r.path === path).length;
       res.statusCode = (answers.get(path) ?? (() => 204))(nth);
       res.end();
