@@ -14,25 +14,15 @@ import {
 } from '../contract/index.js';
 import { eventMetrics } from '../server/events/metrics.js';
 import { startDeliveryWorker } from '../server/webhooks/worker.js';
-import { startService, type TestService } from './support/app.js';
-import { listen, type ListeningService } from './support/listening.js';
+import { listeningForFile } from './support/listening.js';
 import { startReceiver, type Receiver } from './support/receiver.js';
 import { expiredAccessToken } from './support/tokens.js';
 import { uniqueEmail } from './support/users.js';
 
-let service: TestService;
-let listening: ListeningService;
-beforeAll(async () => {
-  service = await startService({ WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', EVENT_STREAM_HEARTBEAT_SECONDS: '1' });
-  listening = await listen(service);
-});
-afterAll(async () => {
-  await listening.close();
-  await service.close();
-});
+const served = listeningForFile({ WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', EVENT_STREAM_HEARTBEAT_SECONDS: '1' });
 
 async function signedUp(options: { fetch?: typeof fetch } = {}) {
-  const client = createClient({ baseUrl: listening.baseUrl, ...options });
+  const client = createClient({ baseUrl: served.baseUrl, ...options });
   const account = (await ok(client.auth.register({ body: { email: uniqueEmail('events'), password: 'correct horse battery', name: 'Events' } }))).body;
   return { client, account };
 }
@@ -49,7 +39,7 @@ async function take(events: AsyncIterator<Event>, count: number, ms = 10_000): P
   return taken;
 }
 
-const openStreams = async () => (await eventMetrics(service.ctx).openStreams.get()).values[0]?.value ?? 0;
+const openStreams = async () => (await eventMetrics(served.service.ctx).openStreams.get()).values[0]?.value ?? 0;
 const taskIdOf = (event: Event) => ('task' in event.data ? event.data.task.id : undefined);
 
 describe('serverSentEvents: the stream format', () => {
@@ -135,7 +125,7 @@ describe('client.events.subscribe', () => {
 
   it('renews an expired access token and goes on', async () => {
     const { client, account } = await signedUp();
-    client.useTokens({ accessToken: await expiredAccessToken(service, account.accessToken), refreshToken: account.refreshToken });
+    client.useTokens({ accessToken: await expiredAccessToken(served.service, account.accessToken), refreshToken: account.refreshToken });
     let opened = 0;
     const events = client.events.subscribe({ onOpen: () => opened++ })[Symbol.asyncIterator]();
     const first = take(events, 1);
@@ -156,7 +146,7 @@ describe('client.events.subscribe', () => {
 
   it('throws unauthenticated once the session is over, instead of reconnecting for ever', async () => {
     const { client } = await signedUp();
-    const other = createClient({ baseUrl: listening.baseUrl, tokens: client.tokens() });
+    const other = createClient({ baseUrl: served.baseUrl, tokens: client.tokens() });
     let opened = 0;
     const events = client.events.subscribe({ onOpen: () => opened++ })[Symbol.asyncIterator]();
     const outcome = take(events, 1, 20_000).catch((thrown: unknown) => thrown);
@@ -231,7 +221,7 @@ describe('verifyWebhook', () => {
     let stopWorker: () => Promise<void>;
     beforeAll(async () => {
       receiver = await startReceiver();
-      stopWorker = startDeliveryWorker(service.ctx);
+      stopWorker = startDeliveryWorker(served.service.ctx);
     });
     afterAll(async () => {
       await stopWorker();

@@ -1,9 +1,9 @@
 import { once } from 'node:events';
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createClient, isProblem, memoryTokenStore, ok, ProblemError, type ClientOptions, type SessionTokens } from '../contract/index.js';
-import { startService, type TestService } from './support/app.js';
-import { listen, type ListeningService } from './support/listening.js';
+import { startService } from './support/app.js';
+import { listen, listeningForFile } from './support/listening.js';
 import { expiredAccessToken } from './support/tokens.js';
 import { uniqueEmail } from './support/users.js';
 
@@ -13,7 +13,7 @@ const PASSWORD = 'correct horse battery';
 function recordingClient(options: Partial<ClientOptions> = {}, fetchImpl: typeof fetch = fetch) {
   const calls: string[] = [];
   const client = createClient({
-    baseUrl: listening.baseUrl,
+    baseUrl: served.baseUrl,
     validateResponse: true,
     ...options,
     fetch: (input, init) => {
@@ -30,16 +30,7 @@ async function register(client: TestClient) {
   return (await ok(client.auth.register({ body: { email: uniqueEmail('features'), password: PASSWORD, name: 'Feature User' } }))).body;
 }
 
-let service: TestService;
-let listening: ListeningService;
-beforeAll(async () => {
-  service = await startService();
-  listening = await listen(service);
-});
-afterAll(async () => {
-  await listening.close();
-  await service.close();
-});
+const served = listeningForFile();
 
 describe('list filters, pages and problems', () => {
   it('takes filters as arrays of their values and sends them as comma lists', async () => {
@@ -252,7 +243,7 @@ describe('sharing a session', () => {
     await register(client);
     const tokens = client.tokens();
     if (!tokens) throw new Error('no tokens');
-    return { accessToken: await expiredAccessToken(service, tokens.accessToken), refreshToken: tokens.refreshToken };
+    return { accessToken: await expiredAccessToken(served.service, tokens.accessToken), refreshToken: tokens.refreshToken };
   }
 
   it('clients sharing a token store refresh once and keep one session', async () => {
@@ -264,7 +255,7 @@ describe('sharing a session', () => {
       // Expire the shared access token again for the next round.
       const tokens = await store.get();
       if (!tokens) throw new Error('the session ended');
-      await store.set({ accessToken: await expiredAccessToken(service, tokens.accessToken), refreshToken: tokens.refreshToken });
+      await store.set({ accessToken: await expiredAccessToken(served.service, tokens.accessToken), refreshToken: tokens.refreshToken });
     }
     const refreshes = tabs.flatMap(({ calls }) => calls).filter((call) => call === 'POST /auth/refresh');
     expect(refreshes).toHaveLength(3); // one a round, for all three clients
@@ -285,7 +276,7 @@ describe('sharing a session', () => {
     // Both expired again: the second tab's 401 finds the store already renewed by the first.
     const tokens = saved;
     if (!tokens) throw new Error('the session ended');
-    const stale = { accessToken: await expiredAccessToken(service, tokens.accessToken), refreshToken: tokens.refreshToken };
+    const stale = { accessToken: await expiredAccessToken(served.service, tokens.accessToken), refreshToken: tokens.refreshToken };
     saved = stale;
     // The racing tab reads the stale tokens for its call; the first tab renews the session before
     // the racing tab's 401 comes back, so the re-read before refreshing finds the new tokens.

@@ -1,7 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createClient, type Client, type SessionTokens } from '../contract/index.js';
-import { startService, type TestService } from './support/app.js';
-import { listen, type ListeningService } from './support/listening.js';
+import { listeningForFile } from './support/listening.js';
 import { expiredAccessToken } from './support/tokens.js';
 import { uniqueEmail } from './support/users.js';
 
@@ -31,21 +30,12 @@ async function registered(client: Client, name = 'Client User') {
 }
 
 // One listening service for the file: every test registers its own account.
-let service: TestService;
-let listening: ListeningService;
-beforeAll(async () => {
-  service = await startService();
-  listening = await listen(service);
-});
-afterAll(async () => {
-  await listening.close();
-  await service.close();
-});
+const served = listeningForFile();
 
 describe('typed client against a listening service', () => {
 
   it('registers, keeps the tokens and sends them', async () => {
-    const { client, tokenChanges } = userClient(listening.baseUrl);
+    const { client, tokenChanges } = userClient(served.baseUrl);
     const account = await registered(client, 'Ada');
     expect(client.tokens()).toEqual({ accessToken: account.accessToken, refreshToken: account.refreshToken });
     expect(tokenChanges).toHaveLength(1);
@@ -56,9 +46,9 @@ describe('typed client against a listening service', () => {
   });
 
   it('logs in to an existing account', async () => {
-    const first = userClient(listening.baseUrl);
+    const first = userClient(served.baseUrl);
     const account = await registered(first.client);
-    const { client } = userClient(listening.baseUrl);
+    const { client } = userClient(served.baseUrl);
     const res = await client.auth.login({ body: { email: account.user.email, password: PASSWORD } });
     expect(res.status).toBe(200);
     expect(client.tokens()?.accessToken).toBeDefined();
@@ -66,9 +56,9 @@ describe('typed client against a listening service', () => {
   });
 
   it('answers a wrong password with 401 invalid_credentials and no refresh attempt', async () => {
-    const first = userClient(listening.baseUrl);
+    const first = userClient(served.baseUrl);
     const account = await registered(first.client);
-    const { client, calls } = userClient(listening.baseUrl);
+    const { client, calls } = userClient(served.baseUrl);
     const res = await client.auth.login({ body: { email: account.user.email, password: 'not the password' } });
     expect(res.status).toBe(401);
     if (res.status === 401) expect(res.body.code).toBe('invalid_credentials');
@@ -77,7 +67,7 @@ describe('typed client against a listening service', () => {
   });
 
   it('creates, lists and patches tasks with typed results', async () => {
-    const { client } = userClient(listening.baseUrl);
+    const { client } = userClient(served.baseUrl);
     const account = await registered(client);
 
     const created = await client.tasks.create({ body: { title: '  Write the client  ', priority: 'high' } });
@@ -111,7 +101,7 @@ describe('typed client against a listening service', () => {
   });
 
   it('uploads an attachment as multipart and downloads its bytes', async () => {
-    const { client } = userClient(listening.baseUrl);
+    const { client } = userClient(served.baseUrl);
     await registered(client);
     const task = await client.tasks.create({ body: { title: 'With a file' } });
     if (task.status !== 201) throw new Error(`create answered ${task.status}`);
@@ -140,7 +130,7 @@ describe('typed client against a listening service', () => {
   });
 
   it('uploads a Blob without a name, and takes a FormData as it is', async () => {
-    const { client } = userClient(listening.baseUrl);
+    const { client } = userClient(served.baseUrl);
     await registered(client);
     const task = await client.tasks.create({ body: { title: 'Blobs' } });
     if (task.status !== 201) throw new Error(`create answered ${task.status}`);
@@ -161,7 +151,7 @@ describe('typed client against a listening service', () => {
   });
 
   it('logs out: the tokens are dropped and the session no longer answers', async () => {
-    const { client, tokenChanges } = userClient(listening.baseUrl);
+    const { client, tokenChanges } = userClient(served.baseUrl);
     const account = await registered(client);
     const res = await client.auth.logout();
     expect(res.status).toBe(204);
@@ -170,7 +160,7 @@ describe('typed client against a listening service', () => {
 
     expect((await client.auth.me()).status).toBe(401);
     // The old tokens are dead on the server too.
-    const resumed = userClient(listening.baseUrl, { accessToken: account.accessToken, refreshToken: account.refreshToken });
+    const resumed = userClient(served.baseUrl, { accessToken: account.accessToken, refreshToken: account.refreshToken });
     const me = await resumed.client.auth.me();
     expect(me.status).toBe(401);
     expect(resumed.calls).toEqual(['GET /auth/me', 'POST /auth/refresh']);
@@ -184,12 +174,12 @@ describe('typed client when the access token expires', () => {
   async function expire(client: Client): Promise<SessionTokens> {
     const tokens = client.tokens();
     if (!tokens) throw new Error('no tokens to expire');
-    client.useTokens({ accessToken: await expiredAccessToken(service, tokens.accessToken), refreshToken: tokens.refreshToken });
+    client.useTokens({ accessToken: await expiredAccessToken(served.service, tokens.accessToken), refreshToken: tokens.refreshToken });
     return tokens;
   }
 
   it('refreshes transparently and retries once', async () => {
-    const { client, calls, tokenChanges } = userClient(listening.baseUrl);
+    const { client, calls, tokenChanges } = userClient(served.baseUrl);
     await registered(client);
     const created = await client.tasks.create({ body: { title: 'Before expiry' } });
     expect(created.status).toBe(201);
@@ -206,7 +196,7 @@ describe('typed client when the access token expires', () => {
   });
 
   it('shares one refresh among concurrent calls', async () => {
-    const { client, calls, tokenChanges } = userClient(listening.baseUrl);
+    const { client, calls, tokenChanges } = userClient(served.baseUrl);
     await registered(client);
     await expire(client);
     calls.length = 0;
@@ -220,11 +210,11 @@ describe('typed client when the access token expires', () => {
   });
 
   it('surfaces the 401 when the refresh fails', async () => {
-    const { client, calls, tokenChanges } = userClient(listening.baseUrl);
+    const { client, calls, tokenChanges } = userClient(served.baseUrl);
     await registered(client);
     // Another holder of the same session logs it out, and the access token has expired too.
     const tokens = await expire(client);
-    const other = userClient(listening.baseUrl, tokens);
+    const other = userClient(served.baseUrl, tokens);
     expect((await other.client.auth.logout()).status).toBe(204);
     calls.length = 0;
 

@@ -9,7 +9,7 @@ import { buildApp } from '../server/app.js';
 import { applyConnectionTimeouts } from '../server/http/timeouts.js';
 import { startService, type TestService } from './support/app.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
-import { listen, type ListeningService } from './support/listening.js';
+import { listeningForFile } from './support/listening.js';
 import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/service-process.js';
 
 const IDLE_MS = 400;
@@ -116,20 +116,11 @@ describe('connection timeouts in the service process', () => {
 });
 
 describe("requests Node's parser refuses", () => {
-  let service: TestService;
-  let listening: ListeningService;
-  beforeAll(async () => {
-    service = await startService();
-    listening = await listen(service);
-  });
-  afterAll(async () => {
-    await listening.close();
-    await service.close();
-  });
+  const served = listeningForFile();
 
   /** Sends `raw` and reads the whole answer (the server closes the connection after it). */
   async function answerTo(raw: string): Promise<{ head: string; body: unknown }> {
-    const socket = await connect(Number(new URL(listening.baseUrl).port));
+    const socket = await connect(Number(new URL(served.baseUrl).port));
     const chunks: Buffer[] = [];
     socket.on('data', (chunk: Buffer) => chunks.push(chunk));
     socket.write(raw);

@@ -1,33 +1,23 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { contract, formatResult, verify } from '../contract/index.js';
-import { startService, type TestService } from './support/app.js';
-import { listen, type ListeningService } from './support/listening.js';
+import { listeningForFile } from './support/listening.js';
 
-let service: TestService;
-let listening: ListeningService;
-beforeAll(async () => {
-  service = await startService();
-  listening = await listen(service);
-});
-afterAll(async () => {
-  await listening.close();
-  await service.close();
-});
+const served = listeningForFile();
 
 const operationCount = Object.values(contract).reduce((count, router) => count + Object.keys(router).length, 0);
 
 describe('verify(): the contract tests anyone can run', () => {
   it('passes every operation of the contract against the service, and deletes its account', async () => {
     const lines: string[] = [];
-    const report = await verify({ baseUrl: listening.baseUrl, log: (line) => lines.push(line) });
+    const report = await verify({ baseUrl: served.baseUrl, log: (line) => lines.push(line) });
     expect(report.results.filter((result) => !result.passed).map(formatResult)).toEqual([]);
     expect(report.passed).toBe(true);
     expect(report.results).toHaveLength(operationCount);
     expect(lines).toHaveLength(operationCount);
     expect(lines.every((line) => line.startsWith('PASS '))).toBe(true);
     expect(report.results.find((result) => result.operation === 'tasks.update')?.statuses).toEqual([412, 200]);
-    const leftover = await service.ctx.db.prisma.user.count({ where: { email: { startsWith: 'verify-' } } });
+    const leftover = await served.service.ctx.db.prisma.user.count({ where: { email: { startsWith: 'verify-' } } });
     expect(leftover).toBe(0);
   });
 
@@ -44,7 +34,7 @@ describe('verify(): the contract tests anyone can run', () => {
       }
       return response;
     };
-    const report = await verify({ baseUrl: listening.baseUrl, fetch: drifted });
+    const report = await verify({ baseUrl: served.baseUrl, fetch: drifted });
     expect(report.passed).toBe(false);
     const failed = Object.fromEntries(report.results.filter((result) => !result.passed).map((result) => [result.operation, result.problems.join('; ')]));
     expect(Object.keys(failed).sort()).toEqual(['tags.list', 'tasks.get']);

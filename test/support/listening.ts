@@ -1,6 +1,7 @@
 import { once } from 'node:events';
+import { afterAll, beforeAll } from 'vitest';
 import { createHttpServer } from '../../server/serve.js';
-import type { TestService } from './app.js';
+import { startService, type TestService } from './app.js';
 
 export interface ListeningService {
   /** `http://127.0.0.1:<port>` of the app listening on an ephemeral port. */
@@ -22,5 +23,34 @@ export async function listen(service: TestService): Promise<ListeningService> {
         server.close((error) => (error ? reject(error) : resolve()));
         server.closeAllConnections();
       }),
+  };
+}
+
+/**
+ * One service listening on a real socket for the whole test file (or the describe block it is called
+ * in): started before its first test and stopped after its last. `const served = listeningForFile();` then `served.service`, `served.baseUrl`.
+ */
+export function listeningForFile(env: Record<string, string> = {}): { readonly service: TestService; readonly baseUrl: string } {
+  let service: TestService | undefined;
+  let listening: ListeningService | undefined;
+  beforeAll(async () => {
+    service = await startService(env);
+    listening = await listen(service);
+  });
+  afterAll(async () => {
+    await listening?.close();
+    await service?.close();
+  });
+  const started = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error('The service starts in beforeAll');
+    return value;
+  };
+  return {
+    get service() {
+      return started(service);
+    },
+    get baseUrl() {
+      return started(listening).baseUrl;
+    },
   };
 }
