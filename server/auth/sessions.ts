@@ -1,5 +1,5 @@
 import { v7 as uuidv7 } from 'uuid';
-import type { AuthResult } from '@task-service/client';
+import { RoleSchema, type AuthResult } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { inTransaction } from '../db/transactions.js';
 import type { Prisma, User as UserRow } from '../generated/prisma/client.js';
@@ -104,12 +104,13 @@ const TOKEN_REFUSED: Record<TokenRejection, string> = {
  * database, not the token.
  */
 export async function livePrincipal(ctx: AppContext, claims: AccessClaims): Promise<Principal | undefined> {
-  const session = await ctx.db.prisma.session.findUnique({
-    where: { id: claims.sessionId },
-    select: { userId: true, revokedAt: true, user: { select: { role: true } } },
-  });
-  if (!session || session.revokedAt || session.userId !== claims.userId) return undefined;
-  return { userId: claims.userId, sessionId: claims.sessionId, role: session.user.role };
+  // Every authenticated request runs this: plain SQL, one round trip, no ORM query compilation.
+  const [session] = await ctx.db.sql.rows<{ role: string }>(
+    'SELECT u.role FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1 AND s.user_id = $2 AND s.revoked_at IS NULL',
+    [claims.sessionId, claims.userId],
+  );
+  const role = RoleSchema.safeParse(session?.role);
+  return role.success ? { userId: claims.userId, sessionId: claims.sessionId, role: role.data } : undefined;
 }
 
 /**
