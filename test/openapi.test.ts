@@ -20,7 +20,7 @@ const OperationSchema = z.object({
   summary: z.string(),
   tags: z.array(z.string()),
   security: z.array(z.record(z.array(z.string()))),
-  parameters: z.array(z.object({ name: z.string(), in: z.string(), style: z.string().optional(), explode: z.boolean().optional(), schema: z.record(z.unknown()) })).optional(),
+  parameters: z.array(z.object({ name: z.string(), in: z.string(), description: z.string().optional(), style: z.string().optional(), explode: z.boolean().optional(), schema: z.record(z.unknown()) })).optional(),
   requestBody: z.object({ required: z.boolean(), content: z.record(MediaSchema) }).optional(),
   responses: z.record(ResponseSchema),
 });
@@ -225,7 +225,31 @@ describe('GET /problems/{code}', () => {
   });
 });
 
+/** Every `properties` entry below `node` that is written out (not a $ref) without a description, by its path. */
+function undescribedFields(node: unknown, where: string): string[] {
+  if (Array.isArray(node)) return node.flatMap((item, index) => undescribedFields(item, `${where}/${index}`));
+  if (typeof node !== 'object' || node === null) return [];
+  const own = 'properties' in node && typeof node.properties === 'object' && node.properties !== null
+    ? Object.entries(node.properties).filter(([, field]) => !z.object({ description: z.string().min(3) }).or(z.object({ $ref: z.string() })).safeParse(field).success).map(([name]) => `${where}.${name}`)
+    : [];
+  return [...own, ...Object.entries(node).flatMap(([key, value]) => undescribedFields(value, `${where}/${key}`))];
+}
+
 describe('the documentation in the document', () => {
+  it("explains every parameter and every field of every body, from the contract's .describe()", () => {
+    const documented = z.object({ paths: z.record(z.record(z.object({ parameters: z.array(z.object({ name: z.string(), in: z.string(), description: z.string().optional() })).optional() }))), components: z.object({ schemas: z.record(z.unknown()) }) }).parse(served);
+    const undescribedParameters = Object.entries(documented.paths).flatMap(([route, methods]) =>
+      Object.entries(methods).flatMap(([method, operation]) => (operation.parameters ?? []).filter((parameter) => !parameter.description).map((parameter) => `${method} ${route} ${parameter.in} ${parameter.name}`)),
+    );
+    expect(undescribedParameters).toEqual([]);
+    expect(undescribedFields(documented.paths, 'paths')).toEqual([]);
+    expect(undescribedFields(documented.components.schemas, 'components/schemas')).toEqual([]);
+    // Named models keep their fields' descriptions, and headers carry theirs on the parameter.
+    expect(documented.components.schemas).toHaveProperty(['Task', 'properties', 'version', 'description'], expect.stringContaining('ETag'));
+    const ifMatch = operationFor(contract.tasks.replace)?.parameters?.find((parameter) => parameter.name === 'if-match');
+    expect(ifMatch).toMatchObject({ in: 'header', description: expect.stringContaining('412') });
+  });
+
   it('describes every operation and gives each error response a matching example', () => {
     const documented = z.object({ paths: z.record(z.record(z.object({ description: z.string().optional() }))), components: z.object({ responses: z.unknown() }) }).parse(served);
     for (const [route, methods] of Object.entries(documented.paths)) {

@@ -54,13 +54,21 @@ function commaListOf(schema: z.ZodTypeAny | undefined): { item: z.ZodTypeAny; ma
   return { item: inner._def.out.element, maxItems: inner._def.out._def.maxLength?.value };
 }
 
-function describeParameter(parameter: Parameter, route: AppRoute): Parameter {
+/** The generator puts a header's `.describe()` text in its schema, where the reference page does not show it. */
+function withDescriptionLifted(parameter: Parameter): Parameter {
+  if (!('in' in parameter) || parameter.description !== undefined || !parameter.schema || '$ref' in parameter.schema) return parameter;
+  const { description, ...schema } = parameter.schema;
+  return description === undefined ? parameter : { ...parameter, description, schema };
+}
+
+function describeParameter(generated: Parameter, route: AppRoute): Parameter {
+  const parameter = withDescriptionLifted(generated);
   if (!('in' in parameter) || parameter.in !== 'query' || !(route.query instanceof z.ZodObject)) return parameter;
   const list = commaListOf(route.query.shape[parameter.name]);
   if (!list) return parameter;
   return {
     ...parameter,
-    description: 'Comma-separated values',
+    description: [parameter.description, 'Several values: comma-separated, or the parameter repeated.'].filter(Boolean).join('. '),
     style: 'form',
     explode: false,
     schema: { type: 'array', items: schemaOf(list.item, 'request'), maxItems: list.maxItems },
