@@ -13,8 +13,8 @@ import { startService, type TestService } from './support/app.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
-const MediaSchema = z.object({ schema: z.record(z.unknown()) });
-const ResponseSchema = z.object({ description: z.string(), headers: z.record(z.unknown()).optional(), content: z.record(MediaSchema).optional() });
+const MediaSchema = z.object({ schema: z.record(z.unknown()) }).passthrough();
+const ResponseSchema = z.object({ description: z.string(), headers: z.record(z.unknown()).optional(), content: z.record(MediaSchema).optional() }).passthrough();
 const OperationSchema = z.object({
   operationId: z.string(),
   summary: z.string(),
@@ -257,11 +257,21 @@ describe('the documentation in the document', () => {
         expect(operation.description, `${method} ${route}`).toMatch(/\w{3,}/);
       }
     }
-    const responses = z.record(z.object({ content: z.record(z.object({ example: z.object({ status: z.number(), code: z.string(), type: z.string() }) })) })).parse(documented.components.responses);
+    const Example = z.object({ value: z.object({ status: z.number(), code: z.string(), type: z.string() }) });
+    const responses = z.record(z.object({ content: z.record(z.object({ examples: z.record(Example) })) })).parse(documented.components.responses);
+    expect(Object.keys(responses).length).toBeGreaterThan(0);
     for (const response of Object.values(responses)) {
-      const example = response.content['application/problem+json']?.example;
-      expect(example?.type).toBe(`/problems/${example?.code}`);
-      expect(problemCatalogue[ProblemCodeSchema.parse(example?.code)].status).toBe(example?.status);
+      const examples = Object.values(response.content['application/problem+json']?.examples ?? {});
+      expect(examples.length).toBeGreaterThan(0);
+      for (const { value } of examples) {
+        expect(value.type).toBe(`/problems/${value.code}`);
+        expect(problemCatalogue[ProblemCodeSchema.parse(value.code)].status).toBe(value.status);
+      }
     }
+    // An operation shows its own codes: a 412 is precondition_failed, a tag's 409 tag_name_taken.
+    const problemCodes = (route: AppRoute, status: string) => Object.values(z.object({ content: z.record(z.object({ examples: z.record(Example) })) }).parse(operationFor(route)?.responses[status]).content['application/problem+json']?.examples ?? {}).map(({ value }) => value.code);
+    expect(problemCodes(contract.tasks.update, '412')).toEqual(['precondition_failed']);
+    expect(problemCodes(contract.tags.create, '409')).toEqual(expect.arrayContaining(['tag_name_taken', 'quota_exceeded', 'idempotency_key_in_use']));
+    expect(problemCodes(contract.tags.create, '409')).not.toContain('email_taken');
   });
 });

@@ -48,6 +48,14 @@ function withIntegerFormat(_key: string, value: unknown): unknown {
 /** The document with every integer's format set. */
 export const withIntegerFormats = (document: OpenApiDocument): OpenApiDocument => JSON.parse(JSON.stringify(document), withIntegerFormat);
 
+/**
+ * The generator renders `z.unknown()` as `{ nullable: true }`, which OpenAPI 3.0.3 leaves meaningless
+ * without a `type` (and validators refuse when checking an example); `{}` says "any value".
+ */
+const anyValue = (_key: string, value: unknown): unknown =>
+  typeof value === 'object' && value !== null && JSON.stringify(value) === '{"nullable":true}' ? {} : value;
+export const withAnyValueSchemas = (document: OpenApiDocument): OpenApiDocument => JSON.parse(JSON.stringify(document), anyValue);
+
 /** The generator's own rendering of one zod schema: as a request body reads it, or as a response. */
 export function schemaOf(schema: z.ZodTypeAny, side: 'request' | 'response'): SchemaObject {
   const router = probeContract.router({ probe: { method: 'POST', path: '/probe', body: schema, responses: { 200: schema } } });
