@@ -93,12 +93,19 @@ export const examples: ContractExamples<Contract> = {
     register: {
       request: { email: 'ada@example.com', password: 'correct horse battery staple', name: 'Ada Lovelace' },
       responses: { 201: v.authResult },
-      problems: { 403: [{ code: 'forbidden', detail: 'Self-registration is disabled on this service' }], 409: [emailTaken] },
+      problems: {
+        403: [{ code: 'forbidden', detail: 'Self-registration is disabled on this service' }],
+        409: [emailTaken],
+        429: [{ code: 'rate_limited', detail: 'At most 20 registrations an hour from one address; try again in 38 minutes (at 2026-11-22T15:42:05.000Z)' }],
+      },
     },
     login: {
       request: { email: 'ada@example.com', password: 'correct horse battery staple' },
       responses: { 200: v.authResult },
-      problems: { 401: [{ code: 'invalid_credentials', detail: 'The email or the password is wrong' }] },
+      problems: {
+        401: [{ code: 'invalid_credentials', detail: 'The email or the password is wrong' }],
+        429: [{ code: 'rate_limited', detail: 'Too many failed logins for this account from your address; try again in 12 minutes (at 2026-11-22T15:16:05.000Z)' }],
+      },
     },
     refresh: {
       request: { refreshToken: v.authResult.refreshToken },
@@ -185,7 +192,8 @@ export const examples: ContractExamples<Contract> = {
     },
     remove: { request: undefined, responses: {}, problems: { 404: [noSuchTag] } },
     listForTask: { request: undefined, responses: { 200: { items: [v.tagUrgent, v.tagWork] } }, problems: { 404: [noSuchTask] } },
-    addToTask: { request: undefined, responses: { 200: v.tagUrgent, 201: v.tagUrgent }, problems: { 404: [noSuchTag] } },
+    // 409: only a retry racing the first request with its Idempotency-Key (added to every creating POST's 409).
+    addToTask: { request: undefined, responses: { 200: v.tagUrgent, 201: v.tagUrgent }, problems: { 404: [noSuchTag], 409: [] } },
     removeFromTask: { request: undefined, responses: {}, problems: { 404: [{ code: 'not_found', detail: 'The tag is not on this task' }] } },
   },
   attachments: {
@@ -233,6 +241,7 @@ export const examples: ContractExamples<Contract> = {
     create: {
       request: { url: 'https://hooks.example.com/task-service', events: ['task.created', 'task.updated', 'task.deleted'], description: 'Sync tasks to the team board' },
       responses: { 201: v.createdWebhook },
+      problems: { 409: [] },
     },
     list: { request: undefined, responses: { 200: { items: [v.webhook], nextCursor: null } } },
     get: { request: undefined, responses: { 200: v.webhook }, problems: { 404: [noSuchWebhook] } },
