@@ -14,7 +14,7 @@ export const RefreshSchema = z
   .strict();
 
 export const AuthResultSchema = z.object({
-  user: UserSchema,
+  user: UserSchema.describe('The account the tokens are for'),
   accessToken: z.string().describe('A JWT to send as `Authorization: Bearer <accessToken>`; valid for `expiresIn` seconds'),
   refreshToken: z
     .string()

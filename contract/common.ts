@@ -32,7 +32,7 @@ export const TimestampInputSchema = z
   }, 'Expected a timestamp within the years 0001 to 9999 (UTC)');
 
 export const ValidationIssueSchema = z.object({
-  path: z.string().describe('Where the issue is: `body`, `query`, `path` or `header`, then the field, e.g. `body.title`, `query.status.0`'),
+  path: z.string().describe('Where the issue is: `body`, `query`, `path` or `header`, then the field, e.g. `body.title`, `query.limit`, `header.if-match`'),
   code: z.string().describe("The kind of issue, e.g. zod's `too_small`, `invalid_enum_value`, `invalid_string`, or the service's own such as `unknown_user`"),
   message: z.string().describe('A readable explanation of the issue (English)'),
 });

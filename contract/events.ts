@@ -16,15 +16,15 @@ const eventOf = <T extends string, D extends z.ZodRawShape>(type: T, data: D) =>
 
 /** One change, as recorded in the same transaction as the change itself. */
 export const EventSchema = z.discriminatedUnion('type', [
-  eventOf('task.created', { task: TaskSchema }),
-  eventOf('task.updated', { task: TaskSchema }),
+  eventOf('task.created', { task: TaskSchema.describe('The new task') }),
+  eventOf('task.updated', { task: TaskSchema.describe('The task after the change') }),
   eventOf('task.deleted', { taskId: IdSchema.describe('The deleted task') }),
-  eventOf('attachment.created', { attachment: AttachmentSchema }),
+  eventOf('attachment.created', { attachment: AttachmentSchema.describe('The new attachment') }),
   eventOf('attachment.deleted', { attachmentId: IdSchema.describe('The deleted attachment'), taskId: IdSchema.describe('The task it was attached to') }),
-  eventOf('tag.created', { tag: TagSchema }),
-  eventOf('tag.updated', { tag: TagSchema }),
+  eventOf('tag.created', { tag: TagSchema.describe('The new tag') }),
+  eventOf('tag.updated', { tag: TagSchema.describe('The tag after the change') }),
   eventOf('tag.deleted', { tagId: IdSchema.describe('The deleted tag') }),
-  eventOf('user.updated', { user: UserSchema }),
+  eventOf('user.updated', { user: UserSchema.describe('The account after the change') }),
   eventOf('user.deleted', { userId: IdSchema.describe('The deleted user') }),
 ]);
 export type Event = z.infer<typeof EventSchema>;

@@ -246,6 +246,8 @@ describe('the documentation in the document', () => {
     expect(undescribedFields(documented.components.schemas, 'components/schemas')).toEqual([]);
     // Named models keep their fields' descriptions, and headers carry theirs on the parameter.
     expect(documented.components.schemas).toHaveProperty(['Task', 'properties', 'version', 'description'], expect.stringContaining('ETag'));
+    // A field that is a named model, described where it is used, keeps both.
+    expect(documented.components.schemas).toHaveProperty(['AuthResult', 'properties', 'user'], { description: 'The account the tokens are for', allOf: [{ $ref: '#/components/schemas/User' }] });
     const ifMatch = operationFor(contract.tasks.replace)?.parameters?.find((parameter) => parameter.name === 'if-match');
     expect(ifMatch).toMatchObject({ in: 'header', description: expect.stringContaining('412') });
   });
