@@ -2,23 +2,23 @@ import { z } from 'zod';
 import { c, commonErrors, IdSchema, listOf, ProblemSchema, TimestampSchema } from './common.js';
 
 export const AttachmentSchema = z.object({
-  id: IdSchema,
-  taskId: IdSchema,
-  /** The client's name sanitised: no path, no control characters, 1 to 255 bytes of UTF-8. */
-  filename: z.string().min(1),
-  /** From the bytes where recognisable, else the declared part type, else application/octet-stream. */
-  contentType: z.string(),
-  /** In bytes. */
-  size: z.number().int().nonnegative(),
-  /** Hex SHA-256 of the bytes; the download's ETag is `"<sha256>"`. */
-  sha256: z.string().regex(/^[0-9a-f]{64}$/),
-  uploadedBy: IdSchema,
-  createdAt: TimestampSchema,
+  id: IdSchema.describe("The attachment's id (UUIDv7)"),
+  taskId: IdSchema.describe('The task it is attached to'),
+  filename: z.string().min(1).describe("The uploaded file's name sanitised: no path, no control characters, 1 to 255 bytes of UTF-8"),
+  contentType: z.string().describe('Detected from the bytes where recognisable, else the type declared for the part, else `application/octet-stream`'),
+  size: z.number().int().nonnegative().describe('The size of the content in bytes'),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/).describe('Hex SHA-256 of the content; the download\'s ETag is `"<sha256>"`'),
+  uploadedBy: IdSchema.describe('The user who uploaded it'),
+  createdAt: TimestampSchema.describe('When it was uploaded'),
 });
 export type Attachment = z.infer<typeof AttachmentSchema>;
 
-export const TaskAttachmentsParams = z.object({ task_id: IdSchema });
-const AttachmentParams = z.object({ attach_id: IdSchema });
+export const TaskAttachmentsParams = z.object({
+  task_id: IdSchema.describe('A task you own or are assigned (any for an administrator); another is 404'),
+});
+const AttachmentParams = z.object({
+  attach_id: IdSchema.describe('An attachment of a task you can see (any for an administrator); another is 404'),
+});
 
 /** Attachment bytes: the server streams them, a client receives a Blob. */
 const BytesSchema = z.unknown().pipe(z.instanceof(Blob));
@@ -60,9 +60,13 @@ export const attachmentsContract = c.router(
       path: '/attachments/:attach_id/content',
       pathParams: AttachmentParams,
       headers: z.object({
-        range: z.string().max(200).optional(),
-        'if-range': z.string().max(200).optional(),
-        'if-none-match': z.string().max(1000).optional(),
+        range: z
+          .string()
+          .max(200)
+          .optional()
+          .describe('One byte range, e.g. `bytes=0-1023` or `bytes=-500` (the last 500): 206 with that part; one starting past the end is 416. Several ranges get the whole content'),
+        'if-range': z.string().max(200).optional().describe('The ETag you hold (`"<sha256>"`): the range is honoured only if it still matches, else the whole content is sent'),
+        'if-none-match': z.string().max(1000).optional().describe('The ETag of your copy (`"<sha256>"`): 304 with no body when it matches'),
       }),
       responses: {
         200: c.otherResponse({ contentType: 'application/octet-stream', body: BytesSchema }),

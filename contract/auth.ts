@@ -3,16 +3,24 @@ import { c, commonErrors, EmailSchema, PasswordSchema, PersonNameSchema, Problem
 import { UserSchema } from './users.js';
 
 export const RegisterSchema = z.object({ email: EmailSchema, password: PasswordSchema, name: PersonNameSchema }).strict();
-export const LoginSchema = z.object({ email: EmailSchema, password: z.string().min(1).max(128) }).strict();
-export const RefreshSchema = z.object({ refreshToken: z.string().min(1).max(512) }).strict();
+export const LoginSchema = z
+  .object({
+    email: EmailSchema.describe('The email the account was registered with, in any case'),
+    password: z.string().min(1).max(128).describe("The account's password"),
+  })
+  .strict();
+export const RefreshSchema = z
+  .object({ refreshToken: z.string().min(1).max(512).describe('The refresh token of the latest answer from register, login or refresh') })
+  .strict();
 
 export const AuthResultSchema = z.object({
-  user: UserSchema,
-  accessToken: z.string(),
-  refreshToken: z.string(),
-  tokenType: z.literal('Bearer'),
-  /** Seconds until the access token expires. */
-  expiresIn: z.number().int(),
+  user: UserSchema.describe('The account the tokens are for'),
+  accessToken: z.string().describe('A JWT to send as `Authorization: Bearer <accessToken>`; valid for `expiresIn` seconds'),
+  refreshToken: z
+    .string()
+    .describe('Opaque; exchange it at POST /auth/refresh for a new pair, whose refresh token replaces this one. Keep it secret, like a password'),
+  tokenType: z.literal('Bearer').describe('Always `Bearer`'),
+  expiresIn: z.number().int().describe('Seconds until the access token expires (900 by default)'),
 });
 export type AuthResult = z.infer<typeof AuthResultSchema>;
 

@@ -32,9 +32,9 @@ export const TimestampInputSchema = z
   }, 'Expected a timestamp within the years 0001 to 9999 (UTC)');
 
 export const ValidationIssueSchema = z.object({
-  path: z.string(),
-  code: z.string(),
-  message: z.string(),
+  path: z.string().describe('Where the issue is: `body`, `query`, `path` or `header`, then the field, e.g. `body.title`, `query.limit`, `header.if-match`'),
+  code: z.string().describe("The kind of issue, e.g. zod's `too_small`, `invalid_enum_value`, `invalid_string`, or the service's own such as `unknown_user`"),
+  message: z.string().describe('A readable explanation of the issue (English)'),
 });
 export type ValidationIssue = z.infer<typeof ValidationIssueSchema>;
 
@@ -66,14 +66,14 @@ export type ProblemCode = z.infer<typeof ProblemCodeSchema>;
 
 /** RFC 9457 problem details, the body of every 4xx and 5xx answer. */
 export const ProblemSchema = z.object({
-  type: z.string(),
-  title: z.string(),
-  status: z.number().int(),
-  code: ProblemCodeSchema,
-  detail: z.string(),
-  instance: z.string(),
-  requestId: z.string(),
-  errors: z.array(ValidationIssueSchema).optional(),
+  type: z.string().describe('`/problems/<code>`, relative to the service: a page saying what the code means and what to do'),
+  title: z.string().describe('A short summary of the problem code, the same for every occurrence'),
+  status: z.number().int().describe('The HTTP status code of this answer'),
+  code: ProblemCodeSchema.describe('Stable machine-readable code: branch on this, not on `title` or `detail`'),
+  detail: z.string().describe('What went wrong with this request, in English; may change between versions'),
+  instance: z.string().describe('The path of the request that failed'),
+  requestId: z.string().describe('The `X-Request-Id` of this request: quote it when reporting a problem'),
+  errors: z.array(ValidationIssueSchema).optional().describe('With `validation_failed`: every issue found, not only the first'),
 });
 export type Problem = z.infer<typeof ProblemSchema>;
 
@@ -88,17 +88,24 @@ export const commonErrors = {
 } as const;
 
 export const PaginationQuerySchema = z.object({
-  limit: z.coerce.number().int().min(1).max(100).default(20),
-  /** Opaque; from a previous page's `nextCursor`. */
-  cursor: z.string().min(1).max(2048).optional(),
+  limit: z.coerce.number().int().min(1).max(100).default(20).describe('Items per page, 1 to 100'),
+  cursor: z
+    .string()
+    .min(1)
+    .max(2048)
+    .optional()
+    .describe("Opaque, signed: the previous page's `nextCursor`, sent with the same filters and sort. Omit for the first page; an altered cursor is 400"),
 });
 
 export function pageOf<T extends z.ZodTypeAny>(item: T) {
-  return z.object({ items: z.array(item), nextCursor: z.string().nullable() });
+  return z.object({
+    items: z.array(item).describe('This page, in the order of the list'),
+    nextCursor: z.string().nullable().describe('Pass as `cursor` to get the next page; null on the last page'),
+  });
 }
 
 export function listOf<T extends z.ZodTypeAny>(item: T) {
-  return z.object({ items: z.array(item) });
+  return z.object({ items: z.array(item).describe('Every item, in the order of the list') });
 }
 
 /**
@@ -123,7 +130,13 @@ export const IfMatchHeaders = z.object({
     .optional()
     .describe('`*` (any current version) or ETags in quotes as the ETag header sends them (`"4"`); a mismatch is 412, an unquoted value 400'),
 });
-export const IfNoneMatchHeaders = z.object({ 'if-none-match': z.string().max(200).optional() });
+export const IfNoneMatchHeaders = z.object({
+  'if-none-match': z
+    .string()
+    .max(200)
+    .optional()
+    .describe('The ETag of your copy (`"4"`), or several: when one matches the current version the answer is 304 with no body'),
+});
 
 // A UTF-16 surrogate without its partner: JSON can carry one (`"\ud800"`), UTF-8 cannot.
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
@@ -137,6 +150,12 @@ export const storableText = (schema: z.ZodString) =>
 /** A search term: a case-insensitive substring. */
 export const SearchSchema = (maxLength: number) => storableText(z.string().trim().min(1).max(maxLength));
 
-export const EmailSchema = z.string().trim().toLowerCase().email().max(254);
-export const PasswordSchema = z.string().min(8).max(128);
-export const PersonNameSchema = storableText(z.string().trim().min(1).max(100));
+export const EmailSchema = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .email()
+  .max(254)
+  .describe('An email address, at most 254 characters; unique ignoring case, stored trimmed and lower-case');
+export const PasswordSchema = z.string().min(8).max(128).describe('8 to 128 characters, no composition rules; stored only as an argon2id hash');
+export const PersonNameSchema = storableText(z.string().trim().min(1).max(100)).describe('The display name, 1 to 100 characters after trimming');

@@ -5,9 +5,12 @@ import { ProblemPageSchema } from './problems.js';
 /** The parts of an OpenAPI 3 document a client may rely on; the rest passes through. */
 export const OpenApiDocumentSchema = z
   .object({
-    openapi: z.string(),
-    info: z.object({ title: z.string(), version: z.string() }).passthrough(),
-    paths: z.record(z.unknown()),
+    openapi: z.string().describe('The OpenAPI version, 3.0.x'),
+    info: z
+      .object({ title: z.string().describe("The service's name"), version: z.string().describe("The service's package version") })
+      .passthrough()
+      .describe('About the service'),
+    paths: z.record(z.unknown()).describe('Every operation, by path and method'),
   })
   .passthrough();
 export type OpenApiDocument = z.infer<typeof OpenApiDocumentSchema>;
@@ -34,7 +37,7 @@ export const docsContract = c.router({
   problems: {
     method: 'GET',
     path: '/problems',
-    responses: { 200: z.object({ items: z.array(ProblemPageSchema) }) },
+    responses: { 200: z.object({ items: z.array(ProblemPageSchema).describe('Every problem code, ordered by status') }) },
     summary: 'Every problem code: what it means and what to do',
     description: 'The catalogue of the `code` values problem bodies carry, with their status, meaning and the action a client should take.',
     metadata: { public: true },

@@ -7,28 +7,25 @@ import { UserSchema } from './users.js';
 
 const eventOf = <T extends string, D extends z.ZodRawShape>(type: T, data: D) =>
   z.object({
-    /** UUIDv7; the SSE `id:` and the webhook `webhook-id`. */
-    id: IdSchema,
-    type: z.literal(type),
-    occurredAt: TimestampSchema,
-    /** The user whose request made the change; null for the service itself. */
-    actorId: IdSchema.nullable(),
-    /** The state after the change (a deletion carries only ids: a tombstone). */
-    data: z.object(data),
+    id: IdSchema.describe("The event's id (UUIDv7): the SSE `id:` and the webhook `webhook-id`, the same on every delivery of it"),
+    type: z.literal(type).describe('What changed: `<resource>.created`, `.updated` or `.deleted`'),
+    occurredAt: TimestampSchema.describe('When the change was made'),
+    actorId: IdSchema.nullable().describe('The user whose request made the change; null for the service itself'),
+    data: z.object(data).describe('The state after the change; a deletion carries only ids (a tombstone)'),
   });
 
 /** One change, as recorded in the same transaction as the change itself. */
 export const EventSchema = z.discriminatedUnion('type', [
-  eventOf('task.created', { task: TaskSchema }),
-  eventOf('task.updated', { task: TaskSchema }),
-  eventOf('task.deleted', { taskId: IdSchema }),
-  eventOf('attachment.created', { attachment: AttachmentSchema }),
-  eventOf('attachment.deleted', { attachmentId: IdSchema, taskId: IdSchema }),
-  eventOf('tag.created', { tag: TagSchema }),
-  eventOf('tag.updated', { tag: TagSchema }),
-  eventOf('tag.deleted', { tagId: IdSchema }),
-  eventOf('user.updated', { user: UserSchema }),
-  eventOf('user.deleted', { userId: IdSchema }),
+  eventOf('task.created', { task: TaskSchema.describe('The new task') }),
+  eventOf('task.updated', { task: TaskSchema.describe('The task after the change') }),
+  eventOf('task.deleted', { taskId: IdSchema.describe('The deleted task') }),
+  eventOf('attachment.created', { attachment: AttachmentSchema.describe('The new attachment') }),
+  eventOf('attachment.deleted', { attachmentId: IdSchema.describe('The deleted attachment'), taskId: IdSchema.describe('The task it was attached to') }),
+  eventOf('tag.created', { tag: TagSchema.describe('The new tag') }),
+  eventOf('tag.updated', { tag: TagSchema.describe('The tag after the change') }),
+  eventOf('tag.deleted', { tagId: IdSchema.describe('The deleted tag') }),
+  eventOf('user.updated', { user: UserSchema.describe('The account after the change') }),
+  eventOf('user.deleted', { userId: IdSchema.describe('The deleted user') }),
 ]);
 export type Event = z.infer<typeof EventSchema>;
 export type EventType = Event['type'];
@@ -36,23 +33,27 @@ export const EVENT_TYPES = EventSchema.options.map((option) => option.shape.type
 
 export const ChangesQuerySchema = z
   .object({
-    limit: z.coerce.number().int().min(1).max(1000).default(100),
-    /** Opaque; from a previous answer's `nextCursor`. Without it the feed starts at the oldest retained event. */
-    cursor: z.string().min(1).max(512).optional(),
+    limit: z.coerce.number().int().min(1).max(1000).default(100).describe('At most this many events, 1 to 1000'),
+    cursor: z
+      .string()
+      .min(1)
+      .max(512)
+      .optional()
+      .describe("Opaque: the previous answer's `nextCursor`. Without it the feed starts at the oldest retained event; one older than the retention is 410"),
   })
   .strict();
 export type ChangesQuery = z.infer<typeof ChangesQuerySchema>;
 
 export const ChangesPageSchema = z.object({
-  items: z.array(EventSchema),
-  /** Always present: keep it and ask again later; an empty page means up to date. */
-  nextCursor: z.string(),
+  items: z.array(EventSchema).describe('Events in commit order, oldest first; empty when you are up to date'),
+  nextCursor: z.string().describe('Always present: keep it and ask again with it later'),
 });
 export type ChangesPage = z.infer<typeof ChangesPageSchema>;
 
 export const EventStreamHeaders = z.object({
-  /** Resume after this event (the `id:` of the last event received) with nothing missed. */
-  'last-event-id': IdSchema.optional(),
+  'last-event-id': IdSchema.optional().describe(
+    'Resume after this event (the `id:` of the last event received) with nothing missed; 410 when it is older than the retention',
+  ),
 });
 
 export const eventsContract = c.router(

@@ -1,13 +1,15 @@
 import { z } from 'zod';
 import { c, ProblemSchema } from './common.js';
 
-export const HealthSchema = z.object({ status: z.literal('ok') });
+export const HealthSchema = z.object({ status: z.literal('ok').describe('Always `ok`: the process answers') });
 export const ReadinessSchema = z.object({
-  status: z.enum(['ready', 'unavailable']),
-  database: z.enum(['up', 'down']),
-  pendingMigrations: z.array(z.string()),
+  status: z.enum(['ready', 'unavailable']).describe('`ready` when the service can take traffic'),
+  database: z.enum(['up', 'down']).describe('Whether the database answered'),
+  pendingMigrations: z.array(z.string()).describe('Names of the migrations not yet applied; empty when up to date'),
 });
-export const JwksSchema = z.object({ keys: z.array(z.record(z.unknown())) });
+export const JwksSchema = z.object({
+  keys: z.array(z.record(z.unknown())).describe('Public keys as JWKs (RFC 7517), matched to a token by its `kid`'),
+});
 
 export const serviceContract = c.router({
   healthz: {

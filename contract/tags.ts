@@ -3,40 +3,46 @@ import { c, commonErrors, IdSchema, listOf, PaginationQuerySchema, pageOf, Probl
 import { TagColorSchema } from './tasks.js';
 
 export const TagSchema = z.object({
-  id: IdSchema,
-  ownerId: IdSchema,
-  /** Unique per owner, ignoring case. */
-  name: z.string(),
-  /** `#rrggbb`, lower-case. */
-  color: TagColorSchema,
-  createdAt: TimestampSchema,
+  id: IdSchema.describe("The tag's id (UUIDv7)"),
+  ownerId: IdSchema.describe('The user the tag belongs to; only their tasks can carry it'),
+  name: z.string().describe('1 to 50 characters; unique per owner, ignoring case'),
+  color: TagColorSchema.describe('`#rrggbb`, lower-case'),
+  createdAt: TimestampSchema.describe('When the tag was created'),
 });
 export type Tag = z.infer<typeof TagSchema>;
 
-/** 1–50 characters after trimming. */
-const TagNameSchema = storableText(z.string().trim().min(1).max(50));
+const TagNameSchema = storableText(z.string().trim().min(1).max(50)).describe(
+  '1 to 50 characters after trimming; unique among your tags ignoring case (409 tag_name_taken)',
+);
 
 export const TagCreateSchema = z
   .object({
     name: TagNameSchema,
-    /** `#rrggbb` in either case, stored lower-case. Default: picked by the server from a fixed palette, the same for the same name. */
-    color: TagColorSchema.optional(),
+    color: TagColorSchema.optional().describe(
+      '`#rrggbb` in either case, stored lower-case. Default: picked by the service from a fixed palette, the same for the same name',
+    ),
   })
   .strict();
 export type TagCreate = z.infer<typeof TagCreateSchema>;
 
-export const TagPatchSchema = z.object({ name: TagNameSchema.optional(), color: TagColorSchema.optional() }).strict();
+export const TagPatchSchema = z
+  .object({
+    name: TagNameSchema.optional(),
+    color: TagColorSchema.optional().describe('`#rrggbb` in either case, stored lower-case'),
+  })
+  .strict();
 export type TagPatch = z.infer<typeof TagPatchSchema>;
 
 export const TagListQuerySchema = PaginationQuerySchema.extend({
-  q: SearchSchema(50).optional(),
-  /** Admin only in effect: other callers see only their own tags. */
-  ownerId: IdSchema.optional(),
+  q: SearchSchema(50).optional().describe('Tags whose name contains this, ignoring case (1 to 50 characters)'),
+  ownerId: IdSchema.optional().describe("One owner's tags; useful to administrators, as others see only their own"),
 }).strict();
 export type TagListQuery = z.infer<typeof TagListQuerySchema>;
 
-const TagParams = z.object({ tag_id: IdSchema });
-const TaskTagParams = z.object({ task_id: IdSchema, tag_id: IdSchema });
+const TagIdSchema = IdSchema.describe('One of your tags (any for an administrator); another is 404');
+const TaskIdSchema = IdSchema.describe('A task you own or are assigned (any for an administrator); another is 404');
+const TagParams = z.object({ tag_id: TagIdSchema });
+const TaskTagParams = z.object({ task_id: TaskIdSchema, tag_id: IdSchema.describe("One of the task owner's tags; another is 404") });
 
 export const tagsContract = c.router(
   {
@@ -88,7 +94,7 @@ export const tagsContract = c.router(
     listForTask: {
       method: 'GET',
       path: '/tasks/:task_id/tags',
-      pathParams: z.object({ task_id: IdSchema }),
+      pathParams: z.object({ task_id: TaskIdSchema }),
       responses: { 200: listOf(TagSchema), 404: ProblemSchema },
       summary: "A task's tags, ordered by name",
       description: 'The tags on a task the caller can see, ordered by name.',

@@ -1,41 +1,48 @@
 import { z } from 'zod';
 import { c, commaList, commonErrors, IdSchema, IfMatchHeaders, IfNoneMatchHeaders, PaginationQuerySchema, pageOf, ProblemSchema, SearchSchema, storableText, TimestampInputSchema, TimestampSchema } from './common.js';
 
-export const TaskStatusSchema = z.enum(['todo', 'in_progress', 'done']);
+export const TaskStatusSchema = z.enum(['todo', 'in_progress', 'done']).describe('`todo`, `in_progress` or `done`');
 export type TaskStatus = z.infer<typeof TaskStatusSchema>;
 /** Listed from lowest to highest; `sort=priority` follows this order. */
-export const TaskPrioritySchema = z.enum(['low', 'medium', 'high', 'urgent']);
+export const TaskPrioritySchema = z.enum(['low', 'medium', 'high', 'urgent']).describe('From lowest to highest: `low`, `medium`, `high`, `urgent`');
 export type TaskPriority = z.infer<typeof TaskPrioritySchema>;
 
-export const TagColorSchema = z.string().regex(/^#[0-9a-fA-F]{6}$/, 'expected a colour as #rrggbb');
-export const TagRefSchema = z.object({ id: IdSchema, name: z.string(), color: z.string() });
+export const TagColorSchema = z.string().regex(/^#[0-9a-fA-F]{6}$/, 'expected a colour as #rrggbb').describe('`#rrggbb`');
+export const TagRefSchema = z.object({
+  id: IdSchema.describe("The tag's id"),
+  name: z.string().describe("The tag's name"),
+  color: z.string().describe('`#rrggbb`, lower-case'),
+});
 
 export const TaskSchema = z.object({
-  id: IdSchema,
-  ownerId: IdSchema,
-  assigneeId: IdSchema.nullable(),
-  title: z.string(),
-  description: z.string(),
+  id: IdSchema.describe("The task's id (UUIDv7)"),
+  ownerId: IdSchema.describe('The user who created the task and owns it'),
+  assigneeId: IdSchema.nullable().describe('The user the task is assigned to, who may read and change it too; null when unassigned'),
+  title: z.string().describe('1 to 200 characters'),
+  description: z.string().describe('Free text, up to 10,000 characters; empty when none'),
   status: TaskStatusSchema,
   priority: TaskPrioritySchema,
-  dueAt: TimestampSchema.nullable(),
-  completedAt: TimestampSchema.nullable(),
-  /** The task's tags, ordered by name. */
-  tags: z.array(TagRefSchema),
-  attachmentCount: z.number().int(),
-  /**
-   * Starts at 1 and grows by one with every change to the task as shown here (its fields, its tags,
-   * its attachment count); the ETag is `"<version>"`.
-   */
-  version: z.number().int(),
-  createdAt: TimestampSchema,
-  updatedAt: TimestampSchema,
+  dueAt: TimestampSchema.nullable().describe('When the task is due; null when it has no due date'),
+  completedAt: TimestampSchema.nullable().describe('Set by the service when the status becomes `done`; null while it is not done'),
+  tags: z.array(TagRefSchema).describe("The task's tags (its owner's), ordered by name"),
+  attachmentCount: z.number().int().describe('How many files are attached'),
+  version: z
+    .number()
+    .int()
+    .describe('Starts at 1 and grows by one with every change to the task as shown here (its fields, tags or attachment count); the ETag is `"<version>"`'),
+  createdAt: TimestampSchema.describe('When the task was created'),
+  updatedAt: TimestampSchema.describe('When the task last changed (its fields, tags or attachments)'),
 });
 export type Task = z.infer<typeof TaskSchema>;
 
 /** PostgreSQL text cannot hold U+0000, so it is a validation error rather than a failed write. */
-const TitleSchema = storableText(z.string().trim().min(1).max(200));
-const DescriptionSchema = storableText(z.string().max(10_000));
+const TitleSchema = storableText(z.string().trim().min(1).max(200)).describe('1 to 200 characters after trimming');
+const DescriptionSchema = storableText(z.string().max(10_000)).describe('Free text, up to 10,000 characters');
+
+const DueAtInputSchema = TimestampInputSchema.nullable().describe('RFC 3339 with an offset, e.g. `2026-12-01T17:00:00Z`; null for no due date');
+const AssigneeInputSchema = IdSchema.nullable().describe(
+  'An existing user to assign (400 for an unknown one), or null for none. Only the owner or an administrator may set it; the assignee may only set null (403)',
+);
 
 export const TaskCreateSchema = z
   .object({
@@ -43,10 +50,9 @@ export const TaskCreateSchema = z
     description: DescriptionSchema.default(''),
     status: TaskStatusSchema.default('todo'),
     priority: TaskPrioritySchema.default('medium'),
-    dueAt: TimestampInputSchema.nullable().default(null),
-    assigneeId: IdSchema.nullable().default(null),
-    /** Tags of the task's owner to attach at creation. */
-    tagIds: z.array(IdSchema).max(50).default([]),
+    dueAt: DueAtInputSchema.default(null),
+    assigneeId: AssigneeInputSchema.default(null),
+    tagIds: z.array(IdSchema).max(50).default([]).describe('Ids of your tags to put on the task (at most 50); one that is not yours is 400'),
   })
   .strict();
 export type TaskCreate = z.infer<typeof TaskCreateSchema>;
@@ -56,10 +62,10 @@ export const TaskReplaceSchema = z
   .object({
     title: TitleSchema,
     description: DescriptionSchema,
-    status: TaskStatusSchema,
+    status: TaskStatusSchema.describe('`done` sets completedAt; leaving `done` clears it'),
     priority: TaskPrioritySchema,
-    dueAt: TimestampInputSchema.nullable(),
-    assigneeId: IdSchema.nullable(),
+    dueAt: DueAtInputSchema,
+    assigneeId: AssigneeInputSchema,
   })
   .strict();
 export type TaskReplace = z.infer<typeof TaskReplaceSchema>;
@@ -74,23 +80,22 @@ export const TaskSortSchema = z.enum([
 export type TaskSort = z.infer<typeof TaskSortSchema>;
 
 export const TaskListQuerySchema = PaginationQuerySchema.extend({
-  status: commaList(TaskStatusSchema).optional(),
-  priority: commaList(TaskPrioritySchema).optional(),
-  /** A task must carry every listed tag. */
-  tagId: commaList(IdSchema).optional(),
-  assigneeId: IdSchema.optional(),
-  /** Admin only in effect: other callers see only their own tasks anyway. */
-  ownerId: IdSchema.optional(),
-  dueBefore: TimestampInputSchema.optional(),
-  dueAfter: TimestampInputSchema.optional(),
-  updatedSince: TimestampInputSchema.optional(),
-  q: SearchSchema(200).optional(),
-  /** Default `-createdAt`; ties are broken by id. Tasks without a due date sort after those with one. */
-  sort: TaskSortSchema.default('-createdAt'),
+  status: commaList(TaskStatusSchema).optional().describe('Tasks in any of these statuses'),
+  priority: commaList(TaskPrioritySchema).optional().describe('Tasks with any of these priorities'),
+  tagId: commaList(IdSchema).optional().describe('Tasks carrying every one of these tags (up to 50)'),
+  assigneeId: IdSchema.optional().describe('Tasks assigned to this user'),
+  ownerId: IdSchema.optional().describe('Tasks owned by this user; useful to administrators, as others see only tasks they own or are assigned'),
+  dueBefore: TimestampInputSchema.optional().describe('Tasks due strictly before this instant (tasks without a due date never match)'),
+  dueAfter: TimestampInputSchema.optional().describe('Tasks due at or after this instant (tasks without a due date never match)'),
+  updatedSince: TimestampInputSchema.optional().describe('Tasks changed at or after this instant'),
+  q: SearchSchema(200).optional().describe('Tasks whose title or description contains this, ignoring case (1 to 200 characters)'),
+  sort: TaskSortSchema.default('-createdAt').describe(
+    'The order: a field, descending with a `-` prefix; ties are broken by id. Tasks without a due date sort after those with one',
+  ),
 }).strict();
 export type TaskListQuery = z.infer<typeof TaskListQuerySchema>;
 
-const TaskParams = z.object({ task_id: IdSchema });
+const TaskParams = z.object({ task_id: IdSchema.describe('A task you own or are assigned (any for an administrator); another is 404') });
 
 export const tasksContract = c.router(
   {

@@ -2,27 +2,36 @@ import { z } from 'zod';
 import { c, commonErrors, EmailSchema, IdSchema, PaginationQuerySchema, PasswordSchema, PersonNameSchema, pageOf, ProblemSchema, SearchSchema, TimestampSchema } from './common.js';
 import { TaskListQuerySchema, TaskSchema } from './tasks.js';
 
-export const RoleSchema = z.enum(['user', 'admin']);
+export const RoleSchema = z.enum(['user', 'admin']).describe('`admin` may see and change everything; `user` only their own account, tasks and tags');
 export type Role = z.infer<typeof RoleSchema>;
 
 export const UserSchema = z.object({
-  id: IdSchema,
-  email: z.string(),
-  name: z.string(),
+  id: IdSchema.describe("The user's id (UUIDv7)"),
+  email: z.string().describe('Lower-case; unique ignoring case'),
+  name: z.string().describe('The display name'),
   role: RoleSchema,
-  createdAt: TimestampSchema,
-  updatedAt: TimestampSchema,
+  createdAt: TimestampSchema.describe('When the account was created'),
+  updatedAt: TimestampSchema.describe('When the profile (email, name, password or role) last changed'),
 });
 export type User = z.infer<typeof UserSchema>;
 
 export const UserCreateSchema = z
-  .object({ email: EmailSchema, password: PasswordSchema, name: PersonNameSchema, role: RoleSchema.optional() })
+  .object({
+    email: EmailSchema,
+    password: PasswordSchema,
+    name: PersonNameSchema,
+    role: RoleSchema.optional().describe('Default `user`'),
+  })
   .strict();
 export type UserCreate = z.infer<typeof UserCreateSchema>;
 
 /** Full replacement of the editable profile; `role` is honoured for admins only (403 otherwise). */
 export const UserReplaceSchema = z
-  .object({ email: EmailSchema, name: PersonNameSchema, role: RoleSchema.optional() })
+  .object({
+    email: EmailSchema,
+    name: PersonNameSchema,
+    role: RoleSchema.optional().describe('Administrators only (403 for others); omitted keeps the role. Leaving no administrator is 409 last_admin'),
+  })
   .strict();
 export type UserReplace = z.infer<typeof UserReplaceSchema>;
 
@@ -30,25 +39,31 @@ export const UserPatchSchema = z
   .object({
     email: EmailSchema.optional(),
     name: PersonNameSchema.optional(),
-    password: PasswordSchema.optional(),
-    /** Required when users change their own password; wrong guesses are throttled like failed logins (429). */
-    currentPassword: z.string().max(128).optional(),
-    role: RoleSchema.optional(),
+    password: PasswordSchema.optional().describe('The new password, 8 to 128 characters; changing your own ends your other sessions'),
+    currentPassword: z
+      .string()
+      .max(128)
+      .optional()
+      .describe('Required when users change their own password (an administrator changing someone else\'s does not send it); wrong guesses are throttled like failed logins (429)'),
+    role: RoleSchema.optional().describe('Administrators only (403 for others); leaving no administrator is 409 last_admin'),
   })
   .strict();
 export type UserPatch = z.infer<typeof UserPatchSchema>;
 
 export const UserListQuerySchema = PaginationQuerySchema.extend({
-  q: SearchSchema(200).optional(),
-  role: RoleSchema.optional(),
+  q: SearchSchema(200).optional().describe('Users whose email or name contains this, ignoring case (1 to 200 characters)'),
+  role: RoleSchema.optional().describe('Only users with this role'),
 }).strict();
 export type UserListQuery = z.infer<typeof UserListQuerySchema>;
 
 export const UserTasksQuerySchema = TaskListQuerySchema.extend({
-  relation: z.enum(['owner', 'assignee', 'any']).default('any'),
+  relation: z
+    .enum(['owner', 'assignee', 'any'])
+    .default('any')
+    .describe('Tasks the user owns (`owner`), is assigned (`assignee`), or either (`any`)'),
 }).strict();
 
-const UserParams = z.object({ user_id: IdSchema });
+const UserParams = z.object({ user_id: IdSchema.describe("The user's id; your own, or anyone's for an administrator (404 otherwise)") });
 
 export const usersContract = c.router(
   {

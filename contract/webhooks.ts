@@ -3,39 +3,41 @@ import { c, commonErrors, IdSchema, PaginationQuerySchema, pageOf, ProblemSchema
 import { EVENT_TYPES } from './events.js';
 
 /** An event type, or `*` for every type. */
-export const WebhookEventFilterSchema = z.enum(['*', ...EVENT_TYPES] as [string, ...string[]]);
+export const WebhookEventFilterSchema = z.enum(['*', ...EVENT_TYPES] as [string, ...string[]]).describe('An event type, or `*` for every type');
 
 const WebhookUrlSchema = z
   .string()
   .max(2000)
   .url()
   .refine((value) => !URL.canParse(value) || /^https?:$/.test(new URL(value).protocol), 'Expected an http or https URL')
-  .refine((value) => !URL.canParse(value) || (new URL(value).username === '' && new URL(value).password === ''), 'The URL must not carry credentials');
+  .refine((value) => !URL.canParse(value) || (new URL(value).username === '' && new URL(value).password === ''), 'The URL must not carry credentials')
+  .describe(
+    'Where deliveries are POSTed: http or https, without credentials, up to 2000 characters. One resolving to a loopback, private, link-local or unspecified address is 400',
+  );
 const WebhookEventsSchema = z
   .array(WebhookEventFilterSchema)
   .min(1)
   .max(20)
-  .transform((events) => [...new Set(events)]);
-const DescriptionSchema = storableText(z.string().max(500));
+  .transform((events) => [...new Set(events)])
+  .describe('The event types to deliver (1 to 20, duplicates dropped), or `["*"]` for all');
+const DescriptionSchema = storableText(z.string().max(500)).describe('A note for yourself, up to 500 characters');
 
 export const WebhookSchema = z.object({
-  id: IdSchema,
-  ownerId: IdSchema,
-  url: z.string(),
-  events: z.array(z.string()),
-  description: z.string(),
-  /** False once switched off (by its owner, or after 3 days of failed deliveries: see disabledReason). */
-  active: z.boolean(),
-  disabledReason: z.string().nullable(),
-  createdAt: TimestampSchema,
-  updatedAt: TimestampSchema,
+  id: IdSchema.describe("The webhook's id (UUIDv7)"),
+  ownerId: IdSchema.describe('The user who registered it; it receives only events this user may see'),
+  url: z.string().describe('Where deliveries are POSTed'),
+  events: z.array(z.string()).describe('The event types delivered, or `["*"]` for all'),
+  description: z.string().describe('The note given at registration; empty when none'),
+  active: z.boolean().describe('False once switched off, by its owner or after 3 days of failed deliveries (see disabledReason)'),
+  disabledReason: z.string().nullable().describe('Why it is switched off (by its owner, or after 3 days of failed deliveries); null while active'),
+  createdAt: TimestampSchema.describe('When it was registered'),
+  updatedAt: TimestampSchema.describe('When it last changed'),
 });
 export type Webhook = z.infer<typeof WebhookSchema>;
 
 /** Only the answer to its creation carries the secret. */
 export const CreatedWebhookSchema = WebhookSchema.extend({
-  /** `whsec_` + base64: verifies `webhook-signature` (Standard Webhooks). Shown once: keep it. */
-  secret: z.string(),
+  secret: z.string().describe('`whsec_` + base64: verifies `webhook-signature` (Standard Webhooks). Shown only in this answer: keep it'),
 });
 export type CreatedWebhook = z.infer<typeof CreatedWebhookSchema>;
 
@@ -49,37 +51,35 @@ export const WebhookPatchSchema = z
     url: WebhookUrlSchema.optional(),
     events: WebhookEventsSchema.optional(),
     description: DescriptionSchema.optional(),
-    /** true switches a webhook back on (and forgets its failures); false switches it off. */
-    active: z.boolean().optional(),
+    active: z.boolean().optional().describe('true switches the webhook back on (forgetting its failures and disabledReason); false switches it off'),
   })
   .strict();
 export type WebhookPatch = z.infer<typeof WebhookPatchSchema>;
 
-export const DeliveryStateSchema = z.enum(['pending', 'delivering', 'succeeded', 'failed']);
+export const DeliveryStateSchema = z
+  .enum(['pending', 'delivering', 'succeeded', 'failed'])
+  .describe('`pending` (due at nextAttemptAt), `delivering` (in flight), `succeeded` (a 2xx) or `failed`');
 
 export const DeliverySchema = z.object({
-  id: IdSchema,
-  eventId: IdSchema,
-  eventType: z.string(),
-  /** 1 for the first attempt at an event, then 2, 3…; a manual retry is the next number. */
-  attempt: z.number().int().min(1),
+  id: IdSchema.describe("The attempt's id (UUIDv7)"),
+  eventId: IdSchema.describe('The event delivered (its `webhook-id`)'),
+  eventType: z.string().describe('The type of that event'),
+  attempt: z.number().int().min(1).describe('1 for the first attempt at an event, then 2, 3…; a manual retry is the next number'),
   state: DeliveryStateSchema,
-  /** The receiver's HTTP status, when it answered. */
-  statusCode: z.number().int().nullable(),
-  /** Why the attempt failed (timeout, refused address, connection error, non-2xx), else null. */
-  error: z.string().nullable(),
-  durationMs: z.number().int().nullable(),
-  createdAt: TimestampSchema,
-  /** When a pending attempt is due. */
-  nextAttemptAt: TimestampSchema.nullable(),
+  statusCode: z.number().int().nullable().describe("The receiver's HTTP status; null when it did not answer or the attempt has not run"),
+  error: z.string().nullable().describe('Why the attempt failed (timeout, refused address, connection error, non-2xx status); null otherwise'),
+  durationMs: z.number().int().nullable().describe('How long the attempt took, in milliseconds; null until it has run'),
+  createdAt: TimestampSchema.describe('When the attempt was scheduled'),
+  nextAttemptAt: TimestampSchema.nullable().describe('When a pending attempt is due; null when none is'),
 });
 export type Delivery = z.infer<typeof DeliverySchema>;
 
 export const WebhookListQuerySchema = PaginationQuerySchema.strict();
 export type WebhookListQuery = z.infer<typeof WebhookListQuerySchema>;
 
-const WebhookParams = z.object({ webhook_id: IdSchema });
-const DeliveryParams = z.object({ webhook_id: IdSchema, delivery_id: IdSchema });
+const WebhookIdSchema = IdSchema.describe('One of your webhooks (any for an administrator); another is 404');
+const WebhookParams = z.object({ webhook_id: WebhookIdSchema });
+const DeliveryParams = z.object({ webhook_id: WebhookIdSchema, delivery_id: IdSchema.describe("An attempt in that webhook's delivery log") });
 
 export const webhooksContract = c.router(
   {

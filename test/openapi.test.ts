@@ -13,14 +13,14 @@ import { startService, type TestService } from './support/app.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
-const MediaSchema = z.object({ schema: z.record(z.unknown()) });
-const ResponseSchema = z.object({ description: z.string(), headers: z.record(z.unknown()).optional(), content: z.record(MediaSchema).optional() });
+const MediaSchema = z.object({ schema: z.record(z.unknown()) }).passthrough();
+const ResponseSchema = z.object({ description: z.string(), headers: z.record(z.unknown()).optional(), content: z.record(MediaSchema).optional() }).passthrough();
 const OperationSchema = z.object({
   operationId: z.string(),
   summary: z.string(),
   tags: z.array(z.string()),
   security: z.array(z.record(z.array(z.string()))),
-  parameters: z.array(z.object({ name: z.string(), in: z.string(), style: z.string().optional(), explode: z.boolean().optional(), schema: z.record(z.unknown()) })).optional(),
+  parameters: z.array(z.object({ name: z.string(), in: z.string(), description: z.string().optional(), style: z.string().optional(), explode: z.boolean().optional(), schema: z.record(z.unknown()) })).optional(),
   requestBody: z.object({ required: z.boolean(), content: z.record(MediaSchema) }).optional(),
   responses: z.record(ResponseSchema),
 });
@@ -225,7 +225,33 @@ describe('GET /problems/{code}', () => {
   });
 });
 
+/** Every `properties` entry below `node` that is written out (not a $ref) without a description, by its path. */
+function undescribedFields(node: unknown, where: string): string[] {
+  if (Array.isArray(node)) return node.flatMap((item, index) => undescribedFields(item, `${where}/${index}`));
+  if (typeof node !== 'object' || node === null) return [];
+  const own = 'properties' in node && typeof node.properties === 'object' && node.properties !== null
+    ? Object.entries(node.properties).filter(([, field]) => !z.object({ description: z.string().min(3) }).or(z.object({ $ref: z.string() })).safeParse(field).success).map(([name]) => `${where}.${name}`)
+    : [];
+  return [...own, ...Object.entries(node).flatMap(([key, value]) => undescribedFields(value, `${where}/${key}`))];
+}
+
 describe('the documentation in the document', () => {
+  it("explains every parameter and every field of every body, from the contract's .describe()", () => {
+    const documented = z.object({ paths: z.record(z.record(z.object({ parameters: z.array(z.object({ name: z.string(), in: z.string(), description: z.string().optional() })).optional() }))), components: z.object({ schemas: z.record(z.unknown()) }) }).parse(served);
+    const undescribedParameters = Object.entries(documented.paths).flatMap(([route, methods]) =>
+      Object.entries(methods).flatMap(([method, operation]) => (operation.parameters ?? []).filter((parameter) => !parameter.description).map((parameter) => `${method} ${route} ${parameter.in} ${parameter.name}`)),
+    );
+    expect(undescribedParameters).toEqual([]);
+    expect(undescribedFields(documented.paths, 'paths')).toEqual([]);
+    expect(undescribedFields(documented.components.schemas, 'components/schemas')).toEqual([]);
+    // Named models keep their fields' descriptions, and headers carry theirs on the parameter.
+    expect(documented.components.schemas).toHaveProperty(['Task', 'properties', 'version', 'description'], expect.stringContaining('ETag'));
+    // A field that is a named model, described where it is used, keeps both.
+    expect(documented.components.schemas).toHaveProperty(['AuthResult', 'properties', 'user'], { description: 'The account the tokens are for', allOf: [{ $ref: '#/components/schemas/User' }] });
+    const ifMatch = operationFor(contract.tasks.replace)?.parameters?.find((parameter) => parameter.name === 'if-match');
+    expect(ifMatch).toMatchObject({ in: 'header', description: expect.stringContaining('412') });
+  });
+
   it('describes every operation and gives each error response a matching example', () => {
     const documented = z.object({ paths: z.record(z.record(z.object({ description: z.string().optional() }))), components: z.object({ responses: z.unknown() }) }).parse(served);
     for (const [route, methods] of Object.entries(documented.paths)) {
@@ -233,11 +259,21 @@ describe('the documentation in the document', () => {
         expect(operation.description, `${method} ${route}`).toMatch(/\w{3,}/);
       }
     }
-    const responses = z.record(z.object({ content: z.record(z.object({ example: z.object({ status: z.number(), code: z.string(), type: z.string() }) })) })).parse(documented.components.responses);
+    const Example = z.object({ value: z.object({ status: z.number(), code: z.string(), type: z.string() }) });
+    const responses = z.record(z.object({ content: z.record(z.object({ examples: z.record(Example) })) })).parse(documented.components.responses);
+    expect(Object.keys(responses).length).toBeGreaterThan(0);
     for (const response of Object.values(responses)) {
-      const example = response.content['application/problem+json']?.example;
-      expect(example?.type).toBe(`/problems/${example?.code}`);
-      expect(problemCatalogue[ProblemCodeSchema.parse(example?.code)].status).toBe(example?.status);
+      const examples = Object.values(response.content['application/problem+json']?.examples ?? {});
+      expect(examples.length).toBeGreaterThan(0);
+      for (const { value } of examples) {
+        expect(value.type).toBe(`/problems/${value.code}`);
+        expect(problemCatalogue[ProblemCodeSchema.parse(value.code)].status).toBe(value.status);
+      }
     }
+    // An operation shows its own codes: a 412 is precondition_failed, a tag's 409 tag_name_taken.
+    const problemCodes = (route: AppRoute, status: string) => Object.values(z.object({ content: z.record(z.object({ examples: z.record(Example) })) }).parse(operationFor(route)?.responses[status]).content['application/problem+json']?.examples ?? {}).map(({ value }) => value.code);
+    expect(problemCodes(contract.tasks.update, '412')).toEqual(['precondition_failed']);
+    expect(problemCodes(contract.tags.create, '409')).toEqual(expect.arrayContaining(['tag_name_taken', 'quota_exceeded', 'idempotency_key_in_use']));
+    expect(problemCodes(contract.tags.create, '409')).not.toContain('email_taken');
   });
 });

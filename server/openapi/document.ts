@@ -3,11 +3,12 @@ import path from 'node:path';
 import { isAppRouteNoBody, isAppRouteOtherResponse, type AppRoute, type AppRouteResponse } from '@ts-rest/core';
 import { generateOpenApi } from '@ts-rest/open-api';
 import { z } from 'zod';
-import { contract, isPublicRoute, ProblemSchema, TaskSchema } from '@task-service/client';
+import { contract, isPublicRoute, ProblemSchema, TaskSchema, type Problem } from '@task-service/client';
 import { PROJECT_ROOT } from '../project-root.js';
 import { isCreatingPost } from '../http/idempotency.js';
-import { headerRefs, headers, problemResponseRef, problemResponses, reasonPhrases, type HeaderName } from './responses.js';
-import { schemaOf, withIntegerFormats, withNamedModels, type JsonSchema, type OpenApiDocument } from './schemas.js';
+import { examplesByRoute, problemBody, problemExamples, type AnyOperationExamples, type ProblemExample } from './examples.js';
+import { headerRefs, headers, problemResponse, problemResponseRef, problemResponses, reasonPhrases, type HeaderName } from './responses.js';
+import { schemaOf, withAnyValueSchemas, withIntegerFormats, withNamedModels, type JsonSchema, type OpenApiDocument } from './schemas.js';
 
 type OperationMapper = NonNullable<NonNullable<Parameters<typeof generateOpenApi>[2]>['operationMapper']>;
 type Operation = Parameters<OperationMapper>[0];
@@ -54,13 +55,21 @@ function commaListOf(schema: z.ZodTypeAny | undefined): { item: z.ZodTypeAny; ma
   return { item: inner._def.out.element, maxItems: inner._def.out._def.maxLength?.value };
 }
 
-function describeParameter(parameter: Parameter, route: AppRoute): Parameter {
+/** The generator puts a header's `.describe()` text in its schema, where the reference page does not show it. */
+function withDescriptionLifted(parameter: Parameter): Parameter {
+  if (!('in' in parameter) || parameter.description !== undefined || !parameter.schema || '$ref' in parameter.schema) return parameter;
+  const { description, ...schema } = parameter.schema;
+  return description === undefined ? parameter : { ...parameter, description, schema };
+}
+
+function describeParameter(generated: Parameter, route: AppRoute): Parameter {
+  const parameter = withDescriptionLifted(generated);
   if (!('in' in parameter) || parameter.in !== 'query' || !(route.query instanceof z.ZodObject)) return parameter;
   const list = commaListOf(route.query.shape[parameter.name]);
   if (!list) return parameter;
   return {
     ...parameter,
-    description: 'Comma-separated values',
+    description: [parameter.description, 'Several values: comma-separated, or the parameter repeated.'].filter(Boolean).join('. '),
     style: 'form',
     explode: false,
     schema: { type: 'array', items: schemaOf(list.item, 'request'), maxItems: list.maxItems },
@@ -84,8 +93,9 @@ function describeRequestBody(route: AppRoute, body: NonNullable<Operation['reque
     const form: JsonSchema = { type: 'object', required: files, additionalProperties: false, properties: { ...properties, ...Object.fromEntries(files.map((name) => [name, fileSchema])) } };
     return { required: true, content: { 'multipart/form-data': { schema: form } } };
   }
-  const json = body.content['application/json'];
-  if (!json) return body;
+  const generated = body.content['application/json'];
+  if (!generated) return body;
+  const json = { ...generated, example: examplesOf(route).request };
   // Express parses both as JSON; PATCH is a merge patch (RFC 7396).
   return { required: true, content: route.method === 'PATCH' ? { 'application/json': json, 'application/merge-patch+json': json } : { 'application/json': json } };
 }
@@ -105,28 +115,43 @@ function successHeaders(status: number, declared: AppRouteResponse): HeaderName[
   return names;
 }
 
-function contentOf(declared: AppRouteResponse, generated: unknown) {
+const GeneratedJsonResponseSchema = z.object({ content: z.object({ 'application/json': z.object({ schema: z.record(z.unknown()) }).passthrough() }) });
+
+function contentOf(declared: AppRouteResponse, generated: unknown, examples: AnyOperationExamples, status: number) {
   if (isAppRouteNoBody(declared)) return {};
   if (isAppRouteOtherResponse(declared)) {
-    if (declared.contentType.startsWith('text/')) return { content: { [declared.contentType]: { schema: { type: 'string' } } } };
+    if (declared.contentType.startsWith('text/')) return { content: { [declared.contentType]: { schema: { type: 'string' }, example: examples.text?.[status] } } };
     // The bytes of an attachment come with its own stored media type.
     return { content: { '*/*': { schema: { type: 'string', format: 'binary' } } } };
   }
-  return typeof generated === 'object' && generated !== null && 'content' in generated ? { content: generated.content } : {};
+  const json = GeneratedJsonResponseSchema.parse(generated).content['application/json'];
+  return { content: { 'application/json': { ...json, example: examples.responses[status] } } };
+}
+
+/** The operation's own problem bodies; on a creating POST a 409 may also be a retry racing the first request. */
+function problemBodies(route: AppRoute, status: number, own: ProblemExample[]): Problem[] {
+  const inUse = status === 409 && isCreatingPost(route) ? [problemExamples.idempotency_key_in_use] : [];
+  return [...own, ...inUse].map((problem) => problemBody(problem, route.path));
 }
 
 function describeResponses(route: AppRoute, generated: Operation['responses']): Operation['responses'] {
+  const examples = examplesOf(route);
   const responses: Operation['responses'] = {};
   for (const [code, declared] of Object.entries(route.responses)) {
     const status = Number(code);
     responses[code] =
       declared === ProblemSchema
         ? problemResponseRef(status)
-        : { description: reasonPhrases[status] ?? code, headers: headerRefs(successHeaders(status, declared)), ...contentOf(declared, generated[code]) };
+        : { description: reasonPhrases[status] ?? code, headers: headerRefs(successHeaders(status, declared)), ...contentOf(declared, generated[code], examples, status) };
   }
   // The rate limit and unexpected failures apply to every operation.
   for (const status of [429, 500]) responses[status] ??= problemResponseRef(status);
   if (isCreatingPost(route)) for (const status of [409, 422]) responses[status] ??= problemResponseRef(status);
+  // The operation's own error examples replace the shared answer's, which show every code of the status.
+  for (const [code, own] of Object.entries(examples.problems ?? {})) {
+    if (!responses[code]) throw new Error(`${route.method} ${route.path} has examples for ${code}, a status it does not answer`);
+    responses[code] = problemResponse(Number(code), problemBodies(route, Number(code), own));
+  }
   return responses;
 }
 
@@ -139,6 +164,12 @@ const idempotencyKeyParameter: Parameter = {
   schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x20-\\x7e]+$' },
 };
 
+function examplesOf(route: AppRoute): AnyOperationExamples {
+  const examples = examplesByRoute.get(route);
+  if (!examples) throw new Error(`No examples for ${route.method} ${route.path}`);
+  return examples;
+}
+
 const describeOperation: OperationMapper = (operation, route) => ({
   ...operation,
   parameters: [
@@ -149,6 +180,13 @@ const describeOperation: OperationMapper = (operation, route) => ({
   responses: describeResponses(route, operation.responses),
   security: isPublicRoute(route) ? [] : [{ bearerAuth: [] }],
 });
+
+/** Shared error answers that every operation showing the status replaces with its own examples are left out. */
+function withoutUnusedResponses(document: OpenApiDocument): OpenApiDocument {
+  const text = JSON.stringify(document.paths);
+  const responses = Object.entries(document.components?.responses ?? {}).filter(([name]) => text.includes(`"#/components/responses/${name}"`));
+  return { ...document, components: { ...document.components, responses: Object.fromEntries(responses) } };
+}
 
 /** The OpenAPI 3 document of the contract, with what the generator leaves out filled in. */
 export function buildOpenApiDocument(): OpenApiDocument {
@@ -168,7 +206,7 @@ export function buildOpenApiDocument(): OpenApiDocument {
     },
     { setOperationId: 'concatenated-path', operationMapper: describeOperation },
   );
-  return withNamedModels(withIntegerFormats(generated));
+  return withoutUnusedResponses(withAnyValueSchemas(withNamedModels(withIntegerFormats(generated))));
 }
 
 let built: OpenApiDocument | undefined;

@@ -48,6 +48,14 @@ function withIntegerFormat(_key: string, value: unknown): unknown {
 /** The document with every integer's format set. */
 export const withIntegerFormats = (document: OpenApiDocument): OpenApiDocument => JSON.parse(JSON.stringify(document), withIntegerFormat);
 
+/**
+ * The generator renders `z.unknown()` as `{ nullable: true }`, which OpenAPI 3.0.3 leaves meaningless
+ * without a `type` (and validators refuse when checking an example); `{}` says "any value".
+ */
+const anyValue = (_key: string, value: unknown): unknown =>
+  typeof value === 'object' && value !== null && JSON.stringify(value) === '{"nullable":true}' ? {} : value;
+export const withAnyValueSchemas = (document: OpenApiDocument): OpenApiDocument => JSON.parse(JSON.stringify(document), anyValue);
+
 /** The generator's own rendering of one zod schema: as a request body reads it, or as a response. */
 export function schemaOf(schema: z.ZodTypeAny, side: 'request' | 'response'): SchemaObject {
   const router = probeContract.router({ probe: { method: 'POST', path: '/probe', body: schema, responses: { 200: schema } } });
@@ -91,20 +99,36 @@ const requestModels: Record<string, z.ZodTypeAny> = {
   TagPatch: TagPatchSchema,
 };
 
-/** A JSON.parse reviver (bottom-up) that turns every copy of a named model below the root into a $ref. */
-const referencing = (names: Map<string, string>) => (key: string, value: unknown) => {
-  const name = key !== '' && typeof value === 'object' && value !== null ? names.get(JSON.stringify(value)) : undefined;
-  return name ? { $ref: `#/components/schemas/${name}` } : value;
+/** A schema's JSON without its own description: a field described where it is used is still a copy of its model. */
+const shapeOf = (value: object): string => JSON.stringify(Object.fromEntries(Object.entries(value).filter(([key]) => key !== 'description')));
+const descriptionOf = (value: object): unknown => Object.entries(value).find(([key]) => key === 'description')?.[1];
+
+interface NamedModel {
+  name: string;
+  description: unknown;
+}
+
+/**
+ * A JSON.parse reviver (bottom-up) that turns every copy of a named model below the root into a $ref;
+ * a copy with a description of its own keeps it beside the reference (`allOf`, as OpenAPI 3.0 ignores
+ * siblings of a $ref).
+ */
+const referencing = (names: Map<string, NamedModel>) => (key: string, value: unknown) => {
+  const model = key !== '' && typeof value === 'object' && value !== null && !Array.isArray(value) ? names.get(shapeOf(value)) : undefined;
+  if (!model || typeof value !== 'object' || value === null) return value;
+  const $ref = `#/components/schemas/${model.name}`;
+  const description = descriptionOf(value);
+  return description === undefined || description === model.description ? { $ref } : { description, allOf: [{ $ref }] };
 };
 
 /** Moves the contract's models into components/schemas and points every use of one at it. */
 export function withNamedModels(document: OpenApiDocument): OpenApiDocument {
-  const names = new Map<string, string>();
+  const names = new Map<string, NamedModel>();
   const schemas: Record<string, SchemaObject> = {};
   const name = (model: string, schema: SchemaObject) => {
     const reduced: SchemaObject = JSON.parse(JSON.stringify(schema), referencing(names));
     schemas[model] = reduced;
-    names.set(JSON.stringify(reduced), model);
+    names.set(shapeOf(reduced), { name: model, description: descriptionOf(reduced) });
   };
   for (const [model, schema] of Object.entries(responseModels)) name(model, schemaOf(schema, 'response'));
   for (const [model, schema] of Object.entries(requestModels)) name(model, schemaOf(schema, 'request'));
