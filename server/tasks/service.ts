@@ -14,6 +14,7 @@ import { toPage, type ListExchange, type Page } from '../http/pagination.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { taskCursor, taskPageQuery, type TaskSet } from './list-query.js';
 import { visibleTask } from './queries.js';
+import { readTasks, readVisibleTask } from './read.js';
 import { serializeTask, taskInclude, type TaskRow } from './serialize.js';
 
 /** The tasks of `set` (the caller's visibility already decided) matching the query, one page. */
@@ -21,7 +22,7 @@ export async function listTasks(ctx: AppContext, set: TaskSet, query: TaskListQu
   const cursor = ctx.cursors.decode(query.cursor, query.sort);
   const page = await ctx.db.prisma.$queryRaw<{ id: string }[]>(taskPageQuery(set, query, cursor, query.limit + 1));
   const ids = page.map((row) => row.id);
-  const rows = await ctx.db.prisma.task.findMany({ where: { id: { in: ids } }, include: taskInclude });
+  const rows = await readTasks(ctx, ids);
   const byId = new Map(rows.map((row) => [row.id, row]));
   // A task deleted between the two reads is left out of its page.
   const ordered = ids.flatMap((id) => byId.get(id) ?? []);
@@ -41,7 +42,7 @@ export async function findVisibleTaskRef(ctx: AppContext, principal: Principal, 
 
 /** A task the caller may see, or 404 (never 403: another user's task does not exist for them). */
 export async function findVisibleTask(ctx: AppContext, principal: Principal, taskId: string): Promise<TaskRow> {
-  const row = await ctx.db.prisma.task.findFirst({ where: visibleTask(principal, taskId), include: taskInclude });
+  const row = await readVisibleTask(ctx, principal, taskId);
   if (!row) throw notFound('task');
   return row;
 }
