@@ -8,34 +8,86 @@ import { isAdmin, type Principal } from './http/principal.js';
 /** What one user may hold (API.md "Limits"), each under its configuration variable. */
 export type Quota = keyof Config['quotas'];
 
-const QUOTAS: Record<Quota, { variable: string; unit: string; used(db: Prisma.TransactionClient, userId: string): Promise<bigint> }> = {
-  tasks: { variable: 'USER_MAX_TASKS', unit: 'tasks', used: async (db, userId) => BigInt(await db.task.count({ where: { ownerId: userId } })) },
-  tags: { variable: 'USER_MAX_TAGS', unit: 'tags', used: async (db, userId) => BigInt(await db.tag.count({ where: { ownerId: userId } })) },
+interface QuotaRule {
+  variable: string;
+  unit: string;
+  used(db: Prisma.TransactionClient, userId: string): Promise<bigint>;
+  /** The most one transaction adds. */
+  perTransaction(config: Config): number;
+}
+
+const QUOTAS: Record<Quota, QuotaRule> = {
+  tasks: { variable: 'USER_MAX_TASKS', unit: 'tasks', used: async (db, userId) => BigInt(await db.task.count({ where: { ownerId: userId } })), perTransaction: () => 1 },
+  tags: { variable: 'USER_MAX_TAGS', unit: 'tags', used: async (db, userId) => BigInt(await db.tag.count({ where: { ownerId: userId } })), perTransaction: () => 1 },
   storageBytes: {
     variable: 'USER_STORAGE_QUOTA_BYTES',
     unit: 'bytes of attachments',
     used: async (db, userId) => (await db.attachment.aggregate({ where: { uploadedBy: userId }, _sum: { size: true } }))._sum.size ?? 0n,
+    perTransaction: (config) => config.attachments.maxBytes,
   },
 };
 
+/** The most transactions the PostgreSQL server runs at once (`max_connections`), read once per service. */
+const serverConnections = new WeakMap<AppContext, Promise<bigint>>();
+function maxConnections(ctx: AppContext): Promise<bigint> {
+  let known = serverConnections.get(ctx);
+  if (!known) {
+    known = ctx.db.sql.rows<{ max_connections: string }>('SHOW max_connections').then(([row]) => BigInt(row?.max_connections ?? 0));
+    serverConnections.set(ctx, known);
+  }
+  return known;
+}
+
+const lockUserRow = (db: Prisma.TransactionClient, userId: string, mode: 'shared' | 'exclusive') =>
+  mode === 'shared'
+    ? db.$queryRaw`SELECT 1 FROM users WHERE id = ${userId}::uuid FOR SHARE`
+    : db.$queryRaw`SELECT 1 FROM users WHERE id = ${userId}::uuid FOR NO KEY UPDATE`;
+
+const exceeded = (quota: Quota, limit: number) =>
+  new AppError('quota_exceeded', `Quota "${quota}" reached: an account holds at most ${limit} ${QUOTAS[quota].unit} (${QUOTAS[quota].variable})`);
+
 /**
  * Checks that `adding` more of `quota` fits the caller's quota (admins are exempt). Inside a
- * transaction it holds the user's row until commit, so one user's concurrent creates are counted
- * one after another and cannot pass the quota together. (FOR NO KEY UPDATE: rows that merely
- * reference the user, such as the task being inserted, do not wait for it.)
+ * transaction it holds the user's row exclusively until commit (FOR NO KEY UPDATE), so one user's
+ * concurrent claims are counted one after another and cannot pass the quota together. Rows that
+ * merely reference the user, such as the task being inserted, do not wait for it.
  */
 export async function claimQuota(db: Prisma.TransactionClient, ctx: AppContext, principal: Principal, quota: Quota, adding = 1): Promise<void> {
   if (isAdmin(principal)) return;
-  await db.$queryRaw`SELECT 1 FROM users WHERE id = ${principal.userId}::uuid FOR NO KEY UPDATE`;
+  await lockUserRow(db, principal.userId, 'exclusive');
   const limit = ctx.config.quotas[quota];
-  const { variable, unit, used } = QUOTAS[quota];
-  if ((await used(db, principal.userId)) + BigInt(adding) > BigInt(limit)) {
-    throw new AppError('quota_exceeded', `Quota "${quota}" reached: an account holds at most ${limit} ${unit} (${variable})`);
-  }
+  if ((await QUOTAS[quota].used(db, principal.userId)) + BigInt(adding) > BigInt(limit)) throw exceeded(quota, limit);
 }
 
+/**
+ * The claim far from the limit, where one user's creates need not wait for each other: the user's
+ * row is shared (FOR SHARE), and the count must leave room for every transaction that can be in
+ * flight: at most `max_connections` on the server, each adding at most `perTransaction`. An
+ * exclusive claim waits for every sharer to commit, so the two modes never overlap. False when
+ * the count is within that margin of the limit.
+ */
+async function claimFarFromLimit(db: Prisma.TransactionClient, ctx: AppContext, principal: Principal, quota: Quota): Promise<boolean> {
+  if (isAdmin(principal)) return true;
+  const margin = (await maxConnections(ctx)) * BigInt(QUOTAS[quota].perTransaction(ctx.config));
+  const limit = BigInt(ctx.config.quotas[quota]);
+  if (margin >= limit) return false;
+  await lockUserRow(db, principal.userId, 'shared');
+  return (await QUOTAS[quota].used(db, principal.userId)) + margin <= limit;
+}
+
+/** Thrown out of a shared claim's transaction to run it again with an exclusive claim. */
+class NearTheLimit extends Error {}
+
 /** Runs `create` in a transaction that first claims one more of `quota` for the caller. */
-export function withinQuota<T>(ctx: AppContext, principal: Principal, quota: Quota, create: (tx: Prisma.TransactionClient) => Promise<T>): Promise<T> {
+export async function withinQuota<T>(ctx: AppContext, principal: Principal, quota: Quota, create: (tx: Prisma.TransactionClient) => Promise<T>): Promise<T> {
+  try {
+    return await inTransaction(ctx.db.prisma, async (tx) => {
+      if (!(await claimFarFromLimit(tx, ctx, principal, quota))) throw new NearTheLimit();
+      return create(tx);
+    });
+  } catch (error) {
+    if (!(error instanceof NearTheLimit)) throw error;
+  }
   return inTransaction(ctx.db.prisma, async (tx) => {
     await claimQuota(tx, ctx, principal, quota);
     return create(tx);

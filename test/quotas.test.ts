@@ -2,6 +2,7 @@
 // requests, so a quota that a race could pass would show here.
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
+import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService, type TestService } from './support/app.js';
 import { expectProblem } from './support/problems.js';
@@ -49,6 +50,34 @@ describe('the task quota', () => {
     const byAdmin = await Promise.all(Array.from({ length: MAX_TASKS + 2 }, (_, i) => createTaskRequest(admin, `admin ${i}`)));
     expect(statuses(byAdmin).every((s) => s === 201)).toBe(true);
   });
+});
+
+describe('the task quota far from its limit', () => {
+  // Far from the limit one user's creates share the user's row instead of queueing on it; that is
+  // safe only with room left for every transaction the server can run at once (max_connections).
+  let roomy: TestService;
+  let connections: number;
+  beforeAll(async () => {
+    const [setting] = await service.ctx.db.sql.rows<{ max_connections: string }>('SHOW max_connections');
+    connections = Number(setting?.max_connections);
+    roomy = await startService({ USER_MAX_TASKS: String(connections + 40) });
+  });
+  afterAll(() => roomy.close());
+
+  it('lets exactly the quota through when parallel creates cross from the shared region into the margin', async () => {
+    const user = await registerUser(roomy);
+    const seeded = 30;
+    await roomy.ctx.db.prisma.task.createMany({
+      data: Array.from({ length: seeded }, (_, i) => ({ id: uuidv7(), ownerId: user.user.id, title: `seeded ${i}`, updatedAt: new Date() })),
+    });
+    const room = connections + 40 - seeded;
+    const responses = await Promise.all(
+      Array.from({ length: room + 30 }, (_, i) => roomy.http.post('/tasks').set('Authorization', user.auth).send({ title: `parallel ${i}` })),
+    );
+    expect(statuses(responses).filter((s) => s === 201)).toHaveLength(room);
+    for (const res of responses.filter((r) => r.status !== 201)) expectProblem(res, 409, 'quota_exceeded');
+    expect(await roomy.ctx.db.prisma.task.count({ where: { ownerId: user.user.id } })).toBe(connections + 40);
+  }, 60_000);
 });
 
 describe('the tag quota', () => {
