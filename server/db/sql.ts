@@ -1,6 +1,6 @@
 import type pg from 'pg';
 
-/** The little raw SQL the service needs beside Prisma: migrations and health checks. */
+/** Plain SQL beside Prisma: migrations, health checks, and the hot reads that must not pay for ORM query compilation. */
 export interface SqlSession {
   /** Runs one or more statements without parameters (simple query protocol). */
   exec(sql: string): Promise<void>;
