@@ -14,8 +14,8 @@ export interface ServerSentEvent {
   data: string;
 }
 
-/** The events of a `text/event-stream` body, as they arrive. */
-export async function* serverSentEvents(body: ReadableStream<Uint8Array>): AsyncGenerator<ServerSentEvent> {
+/** The events of a `text/event-stream` body, as they arrive; `onBytes` hears of every chunk (comments too). */
+export async function* serverSentEvents(body: ReadableStream<Uint8Array>, onBytes?: () => void): AsyncGenerator<ServerSentEvent> {
   const reader = body.getReader();
   const decoder = new TextDecoder(); // strips a leading BOM
   let buffer = '';
@@ -23,6 +23,7 @@ export async function* serverSentEvents(body: ReadableStream<Uint8Array>): Async
   try {
     for (;;) {
       const { value, done } = await reader.read();
+      onBytes?.();
       buffer += done ? decoder.decode() : decoder.decode(value, { stream: true });
       let end: RegExpExecArray | null;
       // A CR at the very end may be the first half of a CRLF: wait for the next chunk.
@@ -141,11 +142,12 @@ export async function* subscribeToEvents(session: StreamSession, options: Subscr
       } else {
         options.onOpen?.();
         failures = 0;
-        for await (const sent of serverSentEvents(response.body)) {
-          watch();
+        for await (const sent of serverSentEvents(response.body, watch)) {
+          clearTimeout(idle); // a slow consumer is not a silent stream: no watch while it holds the event
           const event = eventOf(sent);
           lastEventId = sent.id ?? lastEventId;
           if (event) yield event;
+          watch();
         }
       }
     } catch (error) {

@@ -157,6 +157,17 @@ describe('client.events.subscribe', () => {
     expect(error instanceof ProblemError && error.status).toBe(401);
   });
 
+  it('keeps a quiet stream open on its heartbeats (one a second here) past the idle timeout', async () => {
+    const { client } = await signedUp();
+    let opened = 0;
+    const stop = new AbortController();
+    const events = client.events.subscribe({ signal: stop.signal, idleTimeoutMs: 2_500, onOpen: () => opened++ })[Symbol.asyncIterator]();
+    const nothing = take(events, 1, 7_000);
+    expect(await nothing).toEqual([]);
+    expect(opened).toBe(1);
+    stop.abort();
+  });
+
   it('ends quietly when its signal aborts', async () => {
     const { client } = await signedUp();
     const stop = new AbortController();
