@@ -19,18 +19,23 @@ export async function* serverSentEvents(body: ReadableStream<Uint8Array>, onByte
   const reader = body.getReader();
   const decoder = new TextDecoder(); // strips a leading BOM
   let buffer = '';
+  // A CR ends its line at once; an LF right after it, even in the next chunk, belongs to it.
+  let afterCr = false;
   let fields: { id: string | undefined; event: string; data: string[] } = { id: undefined, event: '', data: [] };
   try {
     for (;;) {
       const { value, done } = await reader.read();
       onBytes?.();
       buffer += done ? decoder.decode() : decoder.decode(value, { stream: true });
+      if (afterCr && buffer !== '') {
+        if (buffer.startsWith('\n')) buffer = buffer.slice(1);
+        afterCr = false;
+      }
       let end: RegExpExecArray | null;
-      // A CR at the very end may be the first half of a CRLF: wait for the next chunk.
-      while ((end = /\r\n|\r(?!$)|\n/.exec(buffer)) !== null || (done && buffer.endsWith('\r'))) {
-        const at = end?.index ?? buffer.length - 1;
-        const line = buffer.slice(0, at);
-        buffer = buffer.slice(at + (end?.[0].length ?? 1));
+      while ((end = /\r\n|\r|\n/.exec(buffer)) !== null) {
+        const line = buffer.slice(0, end.index);
+        buffer = buffer.slice(end.index + end[0].length);
+        afterCr = end[0] === '\r' && buffer === '';
         if (line === '') {
           if (fields.data.length > 0) yield { id: fields.id, event: fields.event || 'message', data: fields.data.join('\n') };
           fields = { id: fields.id, event: '', data: [] };
@@ -76,6 +81,8 @@ export interface StreamSession {
 
 /** Reconnecting: from about a second, doubling to half a minute (full jitter), as EventSource does. */
 const RECONNECT: RetryPolicy = { retries: Number.POSITIVE_INFINITY, baseDelayMs: 1_000, maxDelayMs: 30_000 };
+/** The longest a Retry-After is obeyed before trying again anyway. */
+const RETRY_AFTER_CAP_MS = 5 * 60_000;
 
 /** An error answer as the error it throws. */
 async function answerError(response: Response): Promise<ProblemError | UnexpectedAnswerError> {
@@ -112,6 +119,7 @@ export async function* subscribeToEvents(session: StreamSession, options: Subscr
   const idleTimeoutMs = options.idleTimeoutMs ?? 45_000;
   let lastEventId = options.lastEventId;
   let failures = 0;
+  let renewed = false;
   while (!options.signal?.aborted) {
     const connection = new AbortController();
     const signal = options.signal ? AbortSignal.any([options.signal, connection.signal]) : connection.signal;
@@ -128,9 +136,12 @@ export async function* subscribeToEvents(session: StreamSession, options: Subscr
       if (token) headers['authorization'] = `Bearer ${token}`;
       if (lastEventId) headers['last-event-id'] = lastEventId;
       const response = await session.fetch(session.url, { headers, signal });
-      if (response.status === 401 && token) {
+      if (response.status === 401 && token && !renewed) {
+        // An expired token is renewed once; a renewed token refused too means the session is over.
         const refused = await answerError(response);
+        if (!(refused instanceof ProblemError && refused.problem.code === 'unauthenticated')) throw refused;
         if (!(await session.renewedAccessToken(token))) throw refused;
+        renewed = true;
         continue;
       }
       if (response.status === 429 || response.status >= 500) {
@@ -139,16 +150,22 @@ export async function* subscribeToEvents(session: StreamSession, options: Subscr
         failures++;
       } else if (response.status !== 200 || !response.body) {
         throw await answerError(response);
+      } else if (!/^text\/event-stream\b/.test(response.headers.get('content-type') ?? '')) {
+        // Not the service (a captive portal, a misrouted proxy): trying again will not help.
+        await response.body.cancel();
+        throw new UnexpectedAnswerError(200, response.headers.get('content-type'));
       } else {
         options.onOpen?.();
-        failures = 0;
+        renewed = false;
         for await (const sent of serverSentEvents(response.body, watch)) {
           clearTimeout(idle); // a slow consumer is not a silent stream: no watch while it holds the event
           const event = eventOf(sent);
           lastEventId = sent.id ?? lastEventId;
+          failures = 0; // only a stream that delivers counts as healthy again
           if (event) yield event;
           watch();
         }
+        failures++; // the service ended the stream
       }
     } catch (error) {
       if (options.signal?.aborted) return;
@@ -158,6 +175,8 @@ export async function* subscribeToEvents(session: StreamSession, options: Subscr
       clearTimeout(idle);
       connection.abort();
     }
-    await sleep(wait ?? backoffMs(RECONNECT, Math.min(failures, 10)), options.signal).catch(() => undefined);
+    // The backoff at least, a Retry-After when longer, never more than RETRY_AFTER_CAP_MS.
+    const delay = Math.min(Math.max(wait ?? 0, backoffMs(RECONNECT, Math.min(failures, 10))), RETRY_AFTER_CAP_MS);
+    await sleep(delay, options.signal).catch(() => undefined);
   }
 }

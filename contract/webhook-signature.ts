@@ -9,8 +9,8 @@ export class WebhookVerificationError extends Error {
 }
 
 export interface WebhookDelivery {
-  /** The request's headers: a fetch `Headers`, or Node's `req.headers`. */
-  headers: Headers | Record<string, string | string[] | undefined>;
+  /** The request's headers: a fetch `Headers` (of any realm, e.g. undici's), or a plain object such as Node's `req.headers`. */
+  headers: { get(name: string): string | null } | Record<string, string | string[] | undefined>;
   /** The body exactly as received (bytes or text), not JSON parsed and serialised again. */
   body: string | Uint8Array;
 }
@@ -22,8 +22,10 @@ export interface VerifyWebhookOptions {
   now?: Date;
 }
 
+/** A header by its lower-case name: from any fetch-style `Headers` (any realm), or a plain object in any letter case. */
 function header(headers: WebhookDelivery['headers'], name: string): string {
-  const value = headers instanceof Headers ? headers.get(name) : headers[name];
+  const get = headers.get;
+  const value = typeof get === 'function' ? get.call(headers, name) : Object.entries(headers).find(([key]) => key.toLowerCase() === name)?.[1];
   const first = Array.isArray(value) ? value[0] : value;
   if (!first) throw new WebhookVerificationError(`The ${name} header is missing`);
   return first;
@@ -49,7 +51,8 @@ export async function verifyWebhook(secret: string, delivery: WebhookDelivery, o
   const signatures = header(delivery.headers, 'webhook-signature');
   const now = (options.now ?? new Date()).getTime() / 1000;
   if (!/^\d{1,12}$/.test(timestamp)) throw new WebhookVerificationError('The webhook-timestamp header is not a Unix time');
-  if (Math.abs(now - Number(timestamp)) > (options.toleranceSeconds ?? 300)) throw new WebhookVerificationError('The delivery is too old, or from the future');
+  // Written so that a NaN (a bad `now` or tolerance) refuses rather than skips the check.
+  if (!(Math.abs(now - Number(timestamp)) <= (options.toleranceSeconds ?? 300))) throw new WebhookVerificationError('The delivery is too old, or from the future');
 
   const keyBytes = base64Bytes(secret.replace(/^whsec_/, ''));
   if (!keyBytes || keyBytes.length === 0) throw new WebhookVerificationError('The secret is not a whsec_ secret');

@@ -7,6 +7,8 @@ import {
   ok,
   ProblemError,
   serverSentEvents,
+  subscribeToEvents,
+  UnexpectedAnswerError,
   verifyWebhook,
   WebhookVerificationError,
   type Event,
@@ -69,8 +71,77 @@ describe('serverSentEvents: the stream format', () => {
     expect(await parse([...text])).toEqual(expected);
   });
 
+  it('dispatches an event ended by CRs at once, on a stream that stays open', async () => {
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('id: 1\rdata: {}\r\r'));
+      },
+    });
+    const events = serverSentEvents(body);
+    const first = await Promise.race([events.next(), new Promise((resolve) => setTimeout(() => resolve('held back'), 1_000))]);
+    expect(first).toEqual({ done: false, value: { id: '1', event: 'message', data: '{}' } });
+    await events.return(undefined);
+  });
+
   it('never dispatches an event whose blank line did not arrive', async () => {
     expect(await parse(['id: 1\ndata: whole\n\nid: 2\ndata: cut off'])).toEqual([{ id: '1', event: 'message', data: 'whole' }]);
+  });
+});
+
+describe('subscribeToEvents against a misbehaving server (found in review)', () => {
+  const problem = (status: number, code: string) =>
+    new Response(JSON.stringify({ type: `/problems/${code}`, title: code, status, code, detail: code, instance: '/events', requestId: 'r' }), {
+      status,
+      headers: { 'content-type': 'application/problem+json' },
+    });
+  const sessionWith = (answer: () => Response) => {
+    let connections = 0;
+    let renewals = 0;
+    return {
+      counts: () => ({ connections, renewals }),
+      session: {
+        url: 'http://service.test/events',
+        fetch: async () => {
+          connections++;
+          return answer();
+        },
+        accessToken: async () => 'token',
+        renewedAccessToken: async () => {
+          renewals++;
+          return 'renewed';
+        },
+      },
+    };
+  };
+  const firstOutcome = (events: AsyncIterable<Event>) => take(events[Symbol.asyncIterator](), 1, 3_000).catch((error: unknown) => error);
+
+  it('renews a refused token once, then gives up instead of reconnecting in a loop', async () => {
+    const server = sessionWith(() => problem(401, 'unauthenticated'));
+    const outcome = await firstOutcome(subscribeToEvents(server.session));
+    expect(outcome).toBeInstanceOf(ProblemError);
+    expect(server.counts()).toEqual({ connections: 2, renewals: 1 });
+  });
+
+  it('does not renew on a 401 that is not about its token (a proxy asking for its own credentials)', async () => {
+    const server = sessionWith(() => new Response('proxy login', { status: 401 }));
+    expect(await firstOutcome(subscribeToEvents(server.session))).toBeInstanceOf(UnexpectedAnswerError);
+    expect(server.counts()).toEqual({ connections: 1, renewals: 0 });
+  });
+
+  it('backs off on 503 even with Retry-After: 0', async () => {
+    const server = sessionWith(() => new Response(null, { status: 503, headers: { 'retry-after': '0' } }));
+    const stop = new AbortController();
+    const outcome = firstOutcome(subscribeToEvents(server.session, { signal: stop.signal }));
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    stop.abort();
+    await outcome;
+    expect(server.counts().connections).toBeLessThanOrEqual(4);
+  });
+
+  it('fails at once on a 200 that is not an event stream (a captive portal)', async () => {
+    const server = sessionWith(() => new Response('<html>log in to the Wi-Fi</html>', { status: 200, headers: { 'content-type': 'text/html' } }));
+    expect(await firstOutcome(subscribeToEvents(server.session))).toBeInstanceOf(UnexpectedAnswerError);
+    expect(server.counts().connections).toBe(1);
   });
 });
 
@@ -205,6 +276,20 @@ describe('verifyWebhook', () => {
   it('accepts what the standardwebhooks library signs, from Node headers or fetch Headers, as text or bytes', async () => {
     expect(await verifyWebhook(secret, { headers: signedHeaders(), body }, { now })).toEqual(event);
     expect(await verifyWebhook(secret, { headers: new Headers(signedHeaders()), body: new TextEncoder().encode(body) }, { now })).toEqual(event);
+  });
+
+  it('finds the headers in any letter case, and in a Headers of another realm', async () => {
+    const capitalised = Object.fromEntries(Object.entries(signedHeaders()).map(([name, value]) => [name.replace(/(^|-)w/g, (m) => m.toUpperCase()), value]));
+    expect(await verifyWebhook(secret, { headers: capitalised, body }, { now })).toEqual(event);
+    const plain = new Headers(signedHeaders());
+    const foreign = { get: (name: string) => plain.get(name) };
+    expect(await verifyWebhook(secret, { headers: foreign, body }, { now })).toEqual(event);
+  });
+
+  it('refuses rather than skips the age check when the clock or tolerance is not a number', async () => {
+    const old = signedHeaders({ at: new Date(now.getTime() - 365 * 24 * 3600 * 1000) });
+    expect(await refusal(verifyWebhook(secret, { headers: old, body }, { now: new Date('not a date') }))).toMatch(/too old/);
+    expect(await refusal(verifyWebhook(secret, { headers: old, body }, { now, toleranceSeconds: Number.NaN }))).toMatch(/too old/);
   });
 
   it('accepts any one valid signature of several (a secret being rotated)', async () => {
