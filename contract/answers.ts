@@ -49,6 +49,9 @@ export class UnexpectedAnswerError extends Error {
 export async function ok<A extends AnyAnswer>(answer: A | Promise<A>): Promise<Success<A>> {
   const settled = await answer;
   if (isSuccess(settled)) return settled;
-  if (isProblem(settled)) throw new ProblemError(settled.body, settled.headers);
-  throw new UnexpectedAnswerError(settled.status, settled.body);
+  throw errorOf(settled);
 }
+
+/** The error an answer that is not a success stands for: `ProblemError` for problem details, else `UnexpectedAnswerError`. */
+export const errorOf = (answer: AnyAnswer): ProblemError | UnexpectedAnswerError =>
+  isProblem(answer) ? new ProblemError(answer.body, answer.headers) : new UnexpectedAnswerError(answer.status, answer.body);

@@ -2,8 +2,7 @@
 // resuming after the last event it yielded. Server-Sent Events are parsed here rather than with a
 // library so that the client package keeps its two dependencies; the parser follows the WHATWG
 // rules (fields, comments, CR/LF/CRLF line ends, a leading BOM).
-import { ProblemError, UnexpectedAnswerError } from './answers.js';
-import { ProblemSchema } from './common.js';
+import { errorOf, ProblemError, UnexpectedAnswerError } from './answers.js';
 import { EVENT_TYPES, EventSchema, type Event } from './events.js';
 import { backoffMs, retryAfterMs, sleep, type RetryPolicy } from './retry.js';
 
@@ -87,8 +86,7 @@ const RETRY_AFTER_CAP_MS = 5 * 60_000;
 /** An error answer as the error it throws. */
 async function answerError(response: Response): Promise<ProblemError | UnexpectedAnswerError> {
   const body: unknown = await response.json().catch(() => undefined);
-  const problem = ProblemSchema.safeParse(body);
-  return problem.success ? new ProblemError(problem.data, response.headers) : new UnexpectedAnswerError(response.status, body);
+  return errorOf({ status: response.status, body, headers: response.headers });
 }
 
 const isKnownType = (type: string) => EVENT_TYPES.some((known) => known === type);
