@@ -3,6 +3,7 @@
 // matches its schema. `npx task-service-verify --base-url URL`, or `await verify({ baseUrl })`.
 import { isAppRoute, isAppRouteNoBody, isAppRouteOtherResponse, isZodType, type AppRoute, type AppRouter } from '@ts-rest/core';
 import { createClient, memoryTokenStore, type ClientOptions } from './client.js';
+import { serverSentEvents, type ServerSentEvent } from './event-stream.js';
 import { EventSchema } from './events.js';
 import { contract } from './index.js';
 
@@ -69,6 +70,14 @@ const randomId = () => globalThis.crypto.randomUUID();
 /** An id no object has. */
 const UNKNOWN_ID = '00000000-0000-7000-8000-000000000000';
 
+/** The first whole event in a stream's text, if it has arrived: read with the client's own parser. */
+async function firstEventIn(text: string): Promise<ServerSentEvent | undefined> {
+  const events = serverSentEvents(new Blob([text]).stream());
+  const first = await events.next();
+  await events.return(undefined);
+  return first.done ? undefined : first.value;
+}
+
 /**
  * A fetch for the event stream, which never ends by itself: it answers with what the stream sent
  * up to its first event, then hangs up. `opened` is called as soon as the stream's headers arrived.
@@ -82,8 +91,7 @@ function untilFirstEvent(fetchImpl: typeof fetch, opened: () => void): typeof fe
     const decoder = new TextDecoder();
     let text = '';
     try {
-      // An event is a block of lines ending in a blank line, with an `id:` line (comments have none).
-      while (!/(^|\n)id:[^\n]*\n([^\n]+\n)*\n/.test(text)) {
+      while (!(await firstEventIn(text))) {
         const { value, done } = await reader.read();
         if (done) break;
         text += decoder.decode(value, { stream: true });
@@ -96,21 +104,20 @@ function untilFirstEvent(fetchImpl: typeof fetch, opened: () => void): typeof fe
 }
 
 /** What is wrong with the first event of a stream's text, expected to be of type `type`. */
-function firstEventMismatches(body: unknown, type: string): string[] {
+async function firstEventMismatches(body: unknown, type: string): Promise<string[]> {
   if (typeof body !== 'string') return [];
-  const block = body.split(/\n\n/).find((lines) => /(^|\n)id:/.test(lines));
-  if (!block) return ['the stream ended before its first event'];
-  const field = (name: string) => block.split('\n').filter((line) => line.startsWith(`${name}:`)).map((line) => line.slice(name.length + 1).trimStart());
+  const sent = await firstEventIn(body);
+  if (!sent) return ['the stream ended before its first event'];
   let data: unknown;
   try {
-    data = JSON.parse(field('data').join('\n'));
+    data = JSON.parse(sent.data);
   } catch {
     return ['the first event has no JSON data'];
   }
   const event = EventSchema.safeParse(data);
   if (!event.success) return event.error.issues.map((issue) => `event.${issue.path.join('.')}: ${issue.message}`);
   const problems = event.data.type === type ? [] : [`the first event is ${event.data.type}, not ${type}`];
-  if (field('id')[0] !== event.data.id || field('event')[0] !== event.data.type) problems.push('the id: and event: lines do not match the event');
+  if (sent.id !== event.data.id || sent.event !== event.data.type) problems.push('the id: and event: lines do not match the event');
   return problems;
 }
 
@@ -132,7 +139,7 @@ export async function verify(options: VerifyOptions): Promise<VerifyReport> {
   const streaming = createClient({ ...clientOptions, tokenStore: session, timeoutMs: 15_000, fetch: untilFirstEvent(options.fetch ?? fetch, () => streamOpened()) });
 
   /** Records one call of `operation`, expecting `expected`; returns the answer when it passed. */
-  async function check<A extends Answer>(operation: string, expected: number, call: () => Promise<A>, also?: (answer: A) => string[]): Promise<A | undefined> {
+  async function check<A extends Answer>(operation: string, expected: number, call: () => Promise<A>, also?: (answer: A) => string[] | Promise<string[]>): Promise<A | undefined> {
     const route = routes.get(operation);
     if (!route) throw new Error(`No operation ${operation} in the contract`);
     const result = results.get(operation) ?? { operation, method: route.method, path: route.path, statuses: [], passed: true, problems: [] };
@@ -142,7 +149,7 @@ export async function verify(options: VerifyOptions): Promise<VerifyReport> {
       answer = await call();
       result.statuses.push(answer.status);
       const wrong = mismatches(route, answer, expected);
-      result.problems.push(...(wrong.length === 0 && also ? also(answer) : wrong));
+      result.problems.push(...(wrong.length === 0 && also ? await also(answer) : wrong));
     } catch (error) {
       result.problems.push(error instanceof Error ? error.message : String(error));
     }
