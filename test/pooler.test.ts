@@ -107,12 +107,20 @@ describe.runIf(throughPooler())('behind PgBouncer in transaction mode', () => {
     } finally {
       await holder.end();
     }
-    // What each server connection runs with: the timeout is the transaction's, never left behind.
-    const pooled = openPostgres(database.url, { poolSize: 2 });
+    // Every way the service sends SQL runs with the timeout: Prisma and plain SQL, in a transaction and not.
+    const bounded = openPostgres(database.url, { poolSize: 2, statementTimeoutMs: 250 });
+    const unbounded = openPostgres(database.url, { poolSize: 2 });
+    const timeout = `SELECT current_setting('statement_timeout') AS t`;
     try {
-      expect(await pooled.sql.rows(`SELECT current_setting('statement_timeout') AS t`)).toEqual([{ t: '0' }]);
+      expect(await bounded.prisma.$queryRawUnsafe(timeout)).toEqual([{ t: '250ms' }]);
+      expect(await bounded.prisma.$transaction((tx) => tx.$queryRawUnsafe(timeout))).toEqual([{ t: '250ms' }]);
+      expect(await bounded.sql.rows(timeout)).toEqual([{ t: '250ms' }]);
+      expect(await bounded.sql.transaction((tx) => tx.rows(timeout))).toEqual([{ t: '250ms' }]);
+      // …and leaves nothing behind on the server connections the pooler hands to others.
+      expect(await unbounded.sql.rows(timeout)).toEqual([{ t: '0' }]);
     } finally {
-      await pooled.close();
+      await bounded.close();
+      await unbounded.close();
     }
   });
 
