@@ -5,7 +5,7 @@ import { EVENT_TYPES } from './events.js';
 /** An event type, or `*` for every type. */
 export const WebhookEventFilterSchema = z.enum(['*', ...EVENT_TYPES] as [string, ...string[]]).describe('An event type, or `*` for every type');
 
-const WebhookUrlSchema = z
+export const WebhookUrlSchema = z
   .string()
   .max(2000)
   .url()
