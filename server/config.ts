@@ -18,6 +18,10 @@ const EnvSchema = z
       .string()
       .regex(/^postgres(ql)?:\/\/\S+$/, 'DATABASE_URL must be a PostgreSQL connection string, postgresql://user:password@host:5432/database (unset: the embedded server)')
       .optional(),
+    DATABASE_DIRECT_URL: z
+      .string()
+      .regex(/^postgres(ql)?:\/\/\S+$/, 'DATABASE_DIRECT_URL must be a PostgreSQL connection string, postgresql://user:password@host:5432/database')
+      .optional(),
     DATABASE_POOL_SIZE: positiveInt.default(10),
     WEB_CONCURRENCY: positiveInt.max(64).optional(),
     VALIDATE_RESPONSES: bool.default('false'),
@@ -98,6 +102,10 @@ const EnvSchema = z
     message: 'HTTP_HEADERS_TIMEOUT_MS must not exceed HTTP_REQUEST_TIMEOUT_MS',
     path: ['HTTP_HEADERS_TIMEOUT_MS'],
   })
+  .refine((env) => env.DATABASE_DIRECT_URL === undefined || env.DATABASE_URL !== undefined, {
+    message: 'DATABASE_DIRECT_URL needs DATABASE_URL (it names a direct way to the same database; the embedded server needs neither)',
+    path: ['DATABASE_DIRECT_URL'],
+  })
   .refine((env) => env.WEBHOOK_MAX_IN_FLIGHT_PER_USER <= env.WEBHOOK_MAX_IN_FLIGHT, {
     message: 'WEBHOOK_MAX_IN_FLIGHT_PER_USER must not exceed WEBHOOK_MAX_IN_FLIGHT',
     path: ['WEBHOOK_MAX_IN_FLIGHT_PER_USER'],
@@ -145,6 +153,8 @@ export interface Config {
   host: string;
   dataDir: string;
   databaseUrl: string | undefined;
+  /** A direct connection to DATABASE_URL's database when that is a pooler: migrations and LISTEN. */
+  databaseDirectUrl: string | undefined;
   databasePoolSize: number;
   /** HTTP worker processes (Node's cluster); 1 serves from the main process. */
   webConcurrency: number;
@@ -256,6 +266,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     host: e.HOST,
     dataDir: path.resolve(e.DATA_DIR),
     databaseUrl: e.DATABASE_URL,
+    databaseDirectUrl: e.DATABASE_DIRECT_URL,
     databasePoolSize: e.DATABASE_POOL_SIZE,
     webConcurrency,
     validateResponses: e.VALIDATE_RESPONSES,

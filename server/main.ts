@@ -6,7 +6,7 @@ import { closeContext, createContext } from './bootstrap.js';
 import { runCommand } from './cli/run.js';
 import { loadConfig, type Config } from './config.js';
 import type { AppContext } from './context.js';
-import { openDatabase, openPostgres } from './db/database.js';
+import { onDirectConnection, openDatabase, openPostgres } from './db/database.js';
 import { migrate } from './db/migrate.js';
 import { shareMemoryLimiterWithWorkers } from './limits/request-limiter.js';
 import { startMaintenance } from './maintenance.js';
@@ -43,7 +43,7 @@ async function runMain(config: Config, logger: Logger): Promise<void> {
   let stopMaintenance = () => Promise.resolve();
   let ctx: AppContext | undefined;
   try {
-    const applied = await migrate(db.sql);
+    const applied = await onDirectConnection(db, (sql) => migrate(sql));
     logger.info({ database: db.kind, applied }, applied.length ? 'migrations applied' : 'database schema is current');
     const created = await createContext(config, db, logger);
     ctx = created;
@@ -109,7 +109,12 @@ async function startWorkers(config: Config, logger: Logger, databaseUrl: string)
 
 /** A worker: its own connection pool on the main process's database, and the shared port. */
 async function runWorker(config: Config, logger: Logger, databaseUrl: string): Promise<void> {
-  const db = openPostgres(databaseUrl, { poolSize: config.databasePoolSize, statementTimeoutMs: config.databaseStatementTimeoutMs });
+  const db = openPostgres(databaseUrl, {
+    poolSize: config.databasePoolSize,
+    statementTimeoutMs: config.databaseStatementTimeoutMs,
+    // The embedded server's URL is direct; DATABASE_URL may be a pooler.
+    directUrl: config.databaseUrl === undefined ? databaseUrl : config.databaseDirectUrl,
+  });
   try {
     // The admin, the signing key and the migrations are the main process's (done before forking).
     const ctx = await createContext({ ...config, admin: undefined }, db, logger);

@@ -147,11 +147,17 @@ describe.runIf(once)('start-up failures', () => {
     [{ CORS_ORIGINS: 'app.example.com' }, /CORS_ORIGINS must be \* or comma-separated origins such as https:\/\/app\.example\.com/],
     [{ DATABASE_URL: 'mysql://db.internal/tasks' }, /DATABASE_URL must be a PostgreSQL connection string/],
     [{ DATABASE_URL: 'postgresql://tasks:secret@127.0.0.1:1/tasks' }, /Cannot reach PostgreSQL at 127\.0\.0\.1:1\/tasks \(ECONNREFUSED\): is the server running, and is DATABASE_URL right\?/],
+    [{ DATABASE_DIRECT_URL: 'postgresql://tasks:secret@127.0.0.1:1/tasks' }, /DATABASE_DIRECT_URL needs DATABASE_URL/],
     [{ JWT_PRIVATE_KEY: 'not a key' }, /JWT_PRIVATE_KEY is not an Ed25519 private key in PKCS#8 PEM: make one with `openssl genpkey -algorithm ed25519`/],
     [{ ATTACHMENT_STORAGE: 's3', S3_BUCKET: 'files', S3_ENDPOINT: 'http://127.0.0.1:1', S3_ACCESS_KEY_ID: 'id', S3_SECRET_ACCESS_KEY: 'secret' }, /Attachment storage: bucket "files" at http:\/\/127\.0\.0\.1:1 is not usable: /],
     [{ RATE_LIMIT_STORE: 'redis', REDIS_URL: 'redis://127.0.0.1:1' }, /Rate limit store: Redis at REDIS_URL is not reachable: /],
   ])('says what is wrong with %j in one line', async (env, message) => {
     expect(await failure(env)).toMatch(message);
+  }, 60_000);
+
+  it('names DATABASE_DIRECT_URL in one line when DATABASE_URL answers and it does not', async () => {
+    const env = { DATABASE_URL: process.env.TEST_EMBEDDED_URL ?? '', DATABASE_DIRECT_URL: 'postgresql://tasks:secret@127.0.0.1:1/tasks' };
+    expect(await failure(env)).toMatch(/Cannot reach PostgreSQL at 127\.0\.0\.1:1\/tasks \(ECONNREFUSED\): is the server running, and is DATABASE_DIRECT_URL right\?/);
   }, 60_000);
 
   it('says so in one line when the port is in use', async () => {

@@ -4,6 +4,7 @@ import { PrismaClient } from '../generated/prisma/client.js';
 import { OperatorError } from '../operator-error.js';
 import { startEmbeddedPostgres, type EmbeddedPostgresOptions } from './embedded-postgres.js';
 import { pgSql, type SqlDatabase } from './sql.js';
+import { BoundedPrismaPg, boundedPool } from './statement-timeout.js';
 
 export type { PrismaClient };
 
@@ -12,6 +13,12 @@ export interface Database {
   kind: 'embedded' | 'external';
   /** A connection string, for the few parts that need a connection of their own. */
   url: string;
+  /**
+   * A connection string that reaches PostgreSQL itself, not through a transaction pooler: for
+   * `LISTEN` and migrations. The embedded server's, or DATABASE_DIRECT_URL; undefined when only
+   * DATABASE_URL is known, which may be a pooler (then events are polled for).
+   */
+  directUrl: string | undefined;
   prisma: PrismaClient;
   sql: SqlDatabase;
   close(): Promise<void>;
@@ -33,20 +40,25 @@ export interface PostgresOptions {
   poolSize: number;
   /** Bounds every statement (PostgreSQL cancels it with 57014, which requests answer as 503). */
   statementTimeoutMs?: number;
+  /** See Database.directUrl. */
+  directUrl?: string;
   kind?: Database['kind'];
   onClose?: () => Promise<void>;
 }
 
-export function openPostgres(url: string, { poolSize, statementTimeoutMs, kind = 'external', onClose }: PostgresOptions): Database {
-  const pool = new pg.Pool({ connectionString: url, max: poolSize, statement_timeout: statementTimeoutMs });
+export function openPostgres(url: string, { poolSize, statementTimeoutMs, directUrl, kind = 'external', onClose }: PostgresOptions): Database {
+  // Pipelined: a bounded statement's BEGIN, the statement and its COMMIT leave together.
+  const pool = new pg.Pool({ connectionString: url, max: poolSize, pipeline: statementTimeoutMs !== undefined });
   // An idle client losing its connection must not crash the process; the next query reconnects.
   pool.on('error', () => undefined);
-  const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
+  const bounded = statementTimeoutMs === undefined ? pool : boundedPool(pool, statementTimeoutMs);
+  const prisma = new PrismaClient({ adapter: statementTimeoutMs === undefined ? new PrismaPg(pool) : new BoundedPrismaPg(bounded, statementTimeoutMs) });
   return {
     kind,
     url,
+    directUrl,
     prisma,
-    sql: pgSql(pool),
+    sql: pgSql(bounded, statementTimeoutMs),
     close: async () => {
       await prisma.$disconnect();
       await pool.end();
@@ -55,15 +67,37 @@ export function openPostgres(url: string, { poolSize, statementTimeoutMs, kind =
   };
 }
 
-/** What a failed first connection means, for the operator. */
-function describeConnectError(error: unknown, url: string): string {
+/**
+ * What a failed first connection means, for the operator. An answer from the server (or from a
+ * pooler in front of it, such as PgBouncer's "unsupported startup parameter") is quoted as it came.
+ */
+function describeConnectError(error: unknown, url: string, variable = 'DATABASE_URL'): string {
   const code = error instanceof Error && 'code' in error ? String(error.code) : undefined;
   const { hostname, port, pathname } = new URL(url);
   const where = `${hostname || 'localhost'}:${port || 5432}${pathname}`;
-  if (code === '28P01' || code === '28000') return `PostgreSQL at ${where} refused the credentials in DATABASE_URL.`;
-  if (code === '3D000') return `PostgreSQL at ${where} has no such database: create it, or fix DATABASE_URL.`;
+  if (code === '28P01' || code === '28000') return `PostgreSQL at ${where} refused the credentials in ${variable}.`;
+  if (code === '3D000') return `PostgreSQL at ${where} has no such database: create it, or fix ${variable}.`;
+  if (error instanceof pg.DatabaseError) return `PostgreSQL at ${where} (${variable}) refused the connection: ${error.message} (${error.code ?? 'no code'}).`;
   const reason = code ?? (error instanceof Error ? error.message : String(error));
-  return `Cannot reach PostgreSQL at ${where} (${reason}): is the server running, and is DATABASE_URL right?`;
+  return `Cannot reach PostgreSQL at ${where} (${reason}): is the server running, and is ${variable} right?`;
+}
+
+/**
+ * Runs `work` (migrations) on a connection of its own to PostgreSQL itself when a direct URL is
+ * known and differs from the pool's, else on the pool: migrations need no session state either.
+ */
+export async function onDirectConnection<T>(db: Database, work: (sql: SqlDatabase) => Promise<T>): Promise<T> {
+  if (db.directUrl === undefined || db.directUrl === db.url) return work(db.sql);
+  const pool = new pg.Pool({ connectionString: db.directUrl, max: 1 });
+  pool.on('error', () => undefined);
+  try {
+    await pool.query('SELECT 1').catch((error: unknown) => {
+      throw new DatabaseStartError(describeConnectError(error, db.directUrl ?? '', 'DATABASE_DIRECT_URL'));
+    });
+    return await work(pgSql(pool));
+  } finally {
+    await pool.end();
+  }
 }
 
 // Any constant: the session-level advisory lock that one service process holds on its data directory.
@@ -94,6 +128,7 @@ async function lockDataDir(url: string, dataDir: string): Promise<() => Promise<
 
 export interface DatabaseConfig {
   databaseUrl: string | undefined;
+  databaseDirectUrl?: string;
   databasePoolSize: number;
   databaseStatementTimeoutMs?: number;
   dataDir: string;
@@ -105,7 +140,11 @@ export interface DatabaseConfig {
  */
 export async function openDatabase(config: DatabaseConfig, embedded: EmbeddedPostgresOptions = {}): Promise<Database> {
   if (config.databaseUrl) {
-    const db = openPostgres(config.databaseUrl, { poolSize: config.databasePoolSize, statementTimeoutMs: config.databaseStatementTimeoutMs });
+    const db = openPostgres(config.databaseUrl, {
+      poolSize: config.databasePoolSize,
+      statementTimeoutMs: config.databaseStatementTimeoutMs,
+      directUrl: config.databaseDirectUrl,
+    });
     try {
       await db.sql.rows('SELECT 1');
     } catch (error) {
@@ -120,6 +159,7 @@ export async function openDatabase(config: DatabaseConfig, embedded: EmbeddedPos
   return openPostgres(server.url, {
     poolSize: config.databasePoolSize,
     statementTimeoutMs: config.databaseStatementTimeoutMs,
+    directUrl: server.url,
     kind: 'embedded',
     onClose: async () => {
       await unlock();
