@@ -7,6 +7,8 @@ import { contract, isLoginOnly, isPublicRoute, PersonalAccessTokenSchema, scopeO
 import { buildApp } from '../server/app.js';
 import { createContext } from '../server/bootstrap.js';
 import { startService, type TestService } from './support/app.js';
+import { listeningForFile } from './support/listening.js';
+import { eventCount, openSse } from './support/sse.js';
 import { createPersonalToken } from './support/personal-tokens.js';
 import { expectProblem } from './support/problems.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
@@ -245,5 +247,27 @@ describe('authenticating with a token', () => {
     const text = lines.join('\n');
     expect(text).not.toContain(pat.token.slice(8, 30));
     expect(text).not.toContain((created.body as { token: string }).token.slice(8, 30));
+  });
+});
+
+describe('the live stream with a token', () => {
+  const served = listeningForFile({ EVENT_STREAM_HEARTBEAT_SECONDS: '1' });
+
+  it('stays open across heartbeats while the token lives, delivers events, and ends when the token is revoked', async () => {
+    const owner = await registerUser(served.service);
+    const pat = await createPersonalToken(served.service, owner, ['events:read']);
+    const sse = await openSse(served.baseUrl, { Authorization: pat.auth });
+    try {
+      expect(sse.status).toBe(200);
+      // Each heartbeat checks the streams' credentials: two of them pass and the stream is still open.
+      await sse.until((frames) => frames.filter((f) => f.comment === 'heartbeat').length >= 2, 5_000);
+      await served.service.http.post('/tasks').set('Authorization', owner.auth).send({ title: 'seen by the token' }).expect(201);
+      await sse.until((frames) => eventCount(frames) === 1, 5_000);
+      expect(sse.events()[0]?.type).toBe('task.created');
+      await served.service.http.delete(`/tokens/${pat.id}`).set('Authorization', owner.auth).expect(204);
+      await sse.ended;
+    } finally {
+      sse.close();
+    }
   });
 });
