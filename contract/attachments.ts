@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { c, commonErrors, IdSchema, listOf, ProblemSchema, TimestampSchema } from './common.js';
+import { needs } from './scopes.js';
 
 export const AttachmentSchema = z.object({
   id: IdSchema.describe("The attachment's id (UUIDv7)"),
@@ -27,6 +28,7 @@ export const attachmentsContract = c.router(
   {
     upload: {
       method: 'POST',
+      metadata: needs('tasks:write'),
       path: '/tasks/:task_id/attachments',
       pathParams: TaskAttachmentsParams,
       contentType: 'multipart/form-data',
@@ -40,6 +42,7 @@ export const attachmentsContract = c.router(
     },
     listForTask: {
       method: 'GET',
+      metadata: needs('tasks:read'),
       path: '/tasks/:task_id/attachments',
       pathParams: TaskAttachmentsParams,
       responses: { 200: listOf(AttachmentSchema), 404: ProblemSchema },
@@ -49,6 +52,7 @@ export const attachmentsContract = c.router(
     },
     get: {
       method: 'GET',
+      metadata: needs('tasks:read'),
       path: '/attachments/:attach_id',
       pathParams: AttachmentParams,
       responses: { 200: AttachmentSchema, 404: ProblemSchema },
@@ -57,6 +61,7 @@ export const attachmentsContract = c.router(
     },
     download: {
       method: 'GET',
+      metadata: needs('tasks:read'),
       path: '/attachments/:attach_id/content',
       pathParams: AttachmentParams,
       headers: z.object({
@@ -84,6 +89,7 @@ export const attachmentsContract = c.router(
     },
     remove: {
       method: 'DELETE',
+      metadata: needs('tasks:write'),
       path: '/attachments/:attach_id',
       pathParams: AttachmentParams,
       body: c.noBody(),

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { c, commonErrors, EmailSchema, PasswordSchema, PersonNameSchema, ProblemSchema } from './common.js';
+import { loginOnly, needs } from './scopes.js';
 import { UserSchema } from './users.js';
 
 export const RegisterSchema = z.object({ email: EmailSchema, password: PasswordSchema, name: PersonNameSchema }).strict();
@@ -58,6 +59,7 @@ export const authContract = c.router(
     },
     logout: {
       method: 'POST',
+      metadata: loginOnly,
       path: '/auth/logout',
       body: c.noBody(),
       responses: { 204: c.noBody() },
@@ -67,6 +69,7 @@ export const authContract = c.router(
     },
     me: {
       method: 'GET',
+      metadata: needs('account:read'),
       path: '/auth/me',
       responses: { 200: UserSchema },
       summary: 'The authenticated user',

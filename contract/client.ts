@@ -48,6 +48,8 @@ export interface ClientOptions {
   tokenStore?: TokenStore;
   /** Called whenever this client changes the tokens: after register, login or refresh, and with undefined once the session ends. */
   onTokens?: (tokens: SessionTokens | undefined) => void;
+  /** A personal access token (`tsk_pat_…`) to send instead of a session's access token; it is never refreshed. */
+  personalAccessToken?: string;
   /** Parse every JSON answer with the contract's schema (a mismatch throws). */
   validateResponse?: boolean;
   /**
@@ -203,6 +205,7 @@ export function createClient(options: ClientOptions) {
 
   const send = async (args: ApiFetcherArgs): Promise<Answer> => {
     if (isPublicRoute(args.route)) return exchange(args, undefined);
+    if (options.personalAccessToken !== undefined) return exchange(args, options.personalAccessToken);
     const used = (await readTokens())?.accessToken;
     const answer = await exchange(args, used);
     if (answer.status !== 401 || used === undefined || !UnauthenticatedSchema.safeParse(answer.body).success) return answer;
@@ -288,7 +291,12 @@ export function createClient(options: ClientOptions) {
        */
       subscribe: (subscribeOptions?: SubscribeOptions) =>
         subscribeToEvents(
-          { url: `${baseUrl}/events`, fetch: fetchImpl, accessToken: async () => (await readTokens())?.accessToken, renewedAccessToken },
+          {
+            url: `${baseUrl}/events`,
+            fetch: fetchImpl,
+            accessToken: async () => options.personalAccessToken ?? (await readTokens())?.accessToken,
+            renewedAccessToken: async (stale) => (options.personalAccessToken === undefined ? renewedAccessToken(stale) : undefined),
+          },
           subscribeOptions,
         ),
     },

@@ -44,6 +44,7 @@ export const ProblemCodeSchema = z.enum([
   'unauthenticated',
   'invalid_credentials',
   'forbidden',
+  'insufficient_scope',
   'not_found',
   'method_not_allowed',
   'email_taken',

@@ -8,6 +8,7 @@ import { eventsContract } from './events.js';
 import { serviceContract } from './service.js';
 import { tagsContract } from './tags.js';
 import { tasksContract } from './tasks.js';
+import { personalAccessTokensContract } from './tokens.js';
 import { usersContract } from './users.js';
 import { webhooksContract } from './webhooks.js';
 
@@ -19,6 +20,7 @@ export const contract = c.router({
   attachments: attachmentsContract,
   events: eventsContract,
   webhooks: webhooksContract,
+  personalAccessTokens: personalAccessTokensContract,
   service: serviceContract,
   docs: docsContract,
 });
@@ -38,6 +40,8 @@ export { serverSentEvents, subscribeToEvents, type ServerSentEvent, type Subscri
 export * from './service.js';
 export * from './tags.js';
 export * from './tasks.js';
+export * from './scopes.js';
+export * from './tokens.js';
 export * from './users.js';
 export * from './verify.js';
 export * from './webhooks.js';

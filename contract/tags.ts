@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { c, commonErrors, IdSchema, listOf, PaginationQuerySchema, pageOf, ProblemSchema, SearchSchema, storableText, TimestampSchema } from './common.js';
+import { needs } from './scopes.js';
 import { TagColorSchema } from './tasks.js';
 
 export const TagSchema = z.object({
@@ -48,6 +49,7 @@ export const tagsContract = c.router(
   {
     list: {
       method: 'GET',
+      metadata: needs('tags:read'),
       path: '/tags',
       query: TagListQuerySchema,
       responses: { 200: pageOf(TagSchema) },
@@ -57,6 +59,7 @@ export const tagsContract = c.router(
     },
     get: {
       method: 'GET',
+      metadata: needs('tags:read'),
       path: '/tags/:tag_id',
       pathParams: TagParams,
       responses: { 200: TagSchema, 404: ProblemSchema },
@@ -65,6 +68,7 @@ export const tagsContract = c.router(
     },
     create: {
       method: 'POST',
+      metadata: needs('tags:write'),
       path: '/tags',
       body: TagCreateSchema,
       responses: { 201: TagSchema, 409: ProblemSchema },
@@ -74,6 +78,7 @@ export const tagsContract = c.router(
     },
     update: {
       method: 'PATCH',
+      metadata: needs('tags:write'),
       path: '/tags/:tag_id',
       pathParams: TagParams,
       body: TagPatchSchema,
@@ -84,6 +89,7 @@ export const tagsContract = c.router(
     },
     remove: {
       method: 'DELETE',
+      metadata: needs('tags:write'),
       path: '/tags/:tag_id',
       pathParams: TagParams,
       body: c.noBody(),
@@ -93,6 +99,7 @@ export const tagsContract = c.router(
     },
     listForTask: {
       method: 'GET',
+      metadata: needs('tasks:read'),
       path: '/tasks/:task_id/tags',
       pathParams: z.object({ task_id: TaskIdSchema }),
       responses: { 200: listOf(TagSchema), 404: ProblemSchema },
@@ -101,6 +108,7 @@ export const tagsContract = c.router(
     },
     addToTask: {
       method: 'POST',
+      metadata: needs('tasks:write'),
       path: '/tasks/:task_id/tags/:tag_id',
       pathParams: TaskTagParams,
       body: c.noBody(),
@@ -111,6 +119,7 @@ export const tagsContract = c.router(
     },
     removeFromTask: {
       method: 'DELETE',
+      metadata: needs('tasks:write'),
       path: '/tasks/:task_id/tags/:tag_id',
       pathParams: TaskTagParams,
       body: c.noBody(),

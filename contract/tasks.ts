@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { c, commaList, commonErrors, IdSchema, IfMatchHeaders, IfNoneMatchHeaders, PaginationQuerySchema, pageOf, ProblemSchema, SearchSchema, storableText, TimestampInputSchema, TimestampSchema } from './common.js';
+import { needs } from './scopes.js';
 
 export const TaskStatusSchema = z.enum(['todo', 'in_progress', 'done']).describe('`todo`, `in_progress` or `done`');
 export type TaskStatus = z.infer<typeof TaskStatusSchema>;
@@ -101,6 +102,7 @@ export const tasksContract = c.router(
   {
     list: {
       method: 'GET',
+      metadata: needs('tasks:read'),
       path: '/tasks',
       query: TaskListQuerySchema,
       responses: { 200: pageOf(TaskSchema) },
@@ -110,6 +112,7 @@ export const tasksContract = c.router(
     },
     get: {
       method: 'GET',
+      metadata: needs('tasks:read'),
       path: '/tasks/:task_id',
       pathParams: TaskParams,
       headers: IfNoneMatchHeaders,
@@ -120,6 +123,7 @@ export const tasksContract = c.router(
     },
     create: {
       method: 'POST',
+      metadata: needs('tasks:write'),
       path: '/tasks',
       body: TaskCreateSchema,
       responses: { 201: TaskSchema },
@@ -129,6 +133,7 @@ export const tasksContract = c.router(
     },
     replace: {
       method: 'PUT',
+      metadata: needs('tasks:write'),
       path: '/tasks/:task_id',
       pathParams: TaskParams,
       headers: IfMatchHeaders,
@@ -140,6 +145,7 @@ export const tasksContract = c.router(
     },
     update: {
       method: 'PATCH',
+      metadata: needs('tasks:write'),
       path: '/tasks/:task_id',
       pathParams: TaskParams,
       headers: IfMatchHeaders,
@@ -151,6 +157,7 @@ export const tasksContract = c.router(
     },
     remove: {
       method: 'DELETE',
+      metadata: needs('tasks:write'),
       path: '/tasks/:task_id',
       pathParams: TaskParams,
       headers: IfMatchHeaders,

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { c, commonErrors, EmailSchema, IdSchema, PaginationQuerySchema, PasswordSchema, PersonNameSchema, pageOf, ProblemSchema, SearchSchema, TimestampSchema } from './common.js';
+import { needs } from './scopes.js';
 import { TaskListQuerySchema, TaskSchema } from './tasks.js';
 
 export const RoleSchema = z.enum(['user', 'admin']).describe('`admin` may see and change everything; `user` only their own account, tasks and tags');
@@ -69,6 +70,7 @@ export const usersContract = c.router(
   {
     list: {
       method: 'GET',
+      metadata: needs('admin'),
       path: '/users',
       query: UserListQuerySchema,
       responses: { 200: pageOf(UserSchema), 403: ProblemSchema },
@@ -78,6 +80,7 @@ export const usersContract = c.router(
     },
     get: {
       method: 'GET',
+      metadata: needs('account:read'),
       path: '/users/:user_id',
       pathParams: UserParams,
       responses: { 200: UserSchema, 404: ProblemSchema },
@@ -87,6 +90,7 @@ export const usersContract = c.router(
     },
     listTasks: {
       method: 'GET',
+      metadata: needs('tasks:read'),
       path: '/users/:user_id/tasks',
       pathParams: UserParams,
       query: UserTasksQuerySchema,
@@ -97,6 +101,7 @@ export const usersContract = c.router(
     },
     create: {
       method: 'POST',
+      metadata: needs('admin'),
       path: '/users',
       body: UserCreateSchema,
       responses: { 201: UserSchema, 403: ProblemSchema, 409: ProblemSchema },
@@ -106,6 +111,7 @@ export const usersContract = c.router(
     },
     replace: {
       method: 'PUT',
+      metadata: needs('account:write'),
       path: '/users/:user_id',
       pathParams: UserParams,
       body: UserReplaceSchema,
@@ -116,6 +122,7 @@ export const usersContract = c.router(
     },
     update: {
       method: 'PATCH',
+      metadata: needs('account:write'),
       path: '/users/:user_id',
       pathParams: UserParams,
       body: UserPatchSchema,
@@ -126,6 +133,7 @@ export const usersContract = c.router(
     },
     remove: {
       method: 'DELETE',
+      metadata: needs('account:write'),
       path: '/users/:user_id',
       pathParams: UserParams,
       body: c.noBody(),

@@ -181,6 +181,22 @@ export async function verify(options: VerifyOptions): Promise<VerifyReport> {
     await check('auth.logout', 204, () => second.auth.logout());
     await check('auth.me', 200, () => client.auth.me());
 
+    // A personal access token: managed with the login's session, used by a client of its own within its scope.
+    const pat = bodyOf(
+      await check('personalAccessTokens.create', 201, () => client.personalAccessTokens.create({ body: { name: 'Contract verification', scopes: ['tasks:read'], expiresInDays: 1 } })),
+      201,
+    );
+    await check('personalAccessTokens.list', 200, () => client.personalAccessTokens.list({ query: {} }));
+    if (pat) {
+      const params = { token_id: pat.id };
+      await check('personalAccessTokens.get', 200, () => client.personalAccessTokens.get({ params }));
+      const scripted = createClient({ ...clientOptions, personalAccessToken: pat.token });
+      await check('tasks.list', 200, () => scripted.tasks.list());
+      await check('users.list', 403, () => scripted.users.list(), (answer) => (answer.status === 403 && answer.body.code !== 'insufficient_scope' ? [`${answer.body.code}, not insufficient_scope`] : []));
+      await check('personalAccessTokens.remove', 204, () => client.personalAccessTokens.remove({ params }));
+      await check('personalAccessTokens.get', 404, () => client.personalAccessTokens.get({ params }));
+    }
+
     // A user who is not an admin: listing and creating users are forbidden.
     await check('users.list', 403, () => client.users.list());
     await check('users.create', 403, () => client.users.create({ body: { email: `verify-${randomId()}@example.com`, password, name: 'Never created' } }));

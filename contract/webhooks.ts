@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { c, commonErrors, IdSchema, PaginationQuerySchema, pageOf, ProblemSchema, storableText, TimestampSchema } from './common.js';
+import { needs } from './scopes.js';
 import { EVENT_TYPES } from './events.js';
 
 /** An event type, or `*` for every type. */
@@ -85,6 +86,7 @@ export const webhooksContract = c.router(
   {
     create: {
       method: 'POST',
+      metadata: needs('webhooks:write'),
       path: '/webhooks',
       body: WebhookCreateSchema,
       responses: { 201: CreatedWebhookSchema, 409: ProblemSchema },
@@ -99,6 +101,7 @@ export const webhooksContract = c.router(
     },
     list: {
       method: 'GET',
+      metadata: needs('webhooks:read'),
       path: '/webhooks',
       query: WebhookListQuerySchema,
       responses: { 200: pageOf(WebhookSchema) },
@@ -107,6 +110,7 @@ export const webhooksContract = c.router(
     },
     get: {
       method: 'GET',
+      metadata: needs('webhooks:read'),
       path: '/webhooks/:webhook_id',
       pathParams: WebhookParams,
       responses: { 200: WebhookSchema, 404: ProblemSchema },
@@ -115,6 +119,7 @@ export const webhooksContract = c.router(
     },
     update: {
       method: 'PATCH',
+      metadata: needs('webhooks:write'),
       path: '/webhooks/:webhook_id',
       pathParams: WebhookParams,
       body: WebhookPatchSchema,
@@ -124,6 +129,7 @@ export const webhooksContract = c.router(
     },
     remove: {
       method: 'DELETE',
+      metadata: needs('webhooks:write'),
       path: '/webhooks/:webhook_id',
       pathParams: WebhookParams,
       body: c.noBody(),
@@ -133,6 +139,7 @@ export const webhooksContract = c.router(
     },
     deliveries: {
       method: 'GET',
+      metadata: needs('webhooks:read'),
       path: '/webhooks/:webhook_id/deliveries',
       pathParams: WebhookParams,
       query: WebhookListQuerySchema,
@@ -142,6 +149,7 @@ export const webhooksContract = c.router(
     },
     retry: {
       method: 'POST',
+      metadata: needs('webhooks:write'),
       path: '/webhooks/:webhook_id/deliveries/:delivery_id/retry',
       pathParams: DeliveryParams,
       body: c.noBody(),

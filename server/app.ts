@@ -13,11 +13,13 @@ import { warnUntrustedForwarding } from './http/proxy.js';
 import { idempotencyKeys } from './http/idempotency.js';
 import { methodsByPath } from './http/routes.js';
 import { serveMetrics } from './metrics/endpoint.js';
+import { serveMcp } from './mcp/router.js';
 import { httpMetrics } from './metrics/http-metrics.js';
 import { docsRouter, serveDocsAssets } from './openapi/router.js';
 import { serviceRouter } from './service/router.js';
 import { tagsRouter } from './tags/router.js';
 import { tasksRouter } from './tasks/router.js';
+import { personalAccessTokensRouter } from './tokens/router.js';
 import { usersRouter } from './users/router.js';
 import { webhooksRouter } from './webhooks/router.js';
 
@@ -62,6 +64,7 @@ export function buildApp(ctx: AppContext): Express {
     tags: tagsRouter(ctx),
     events: eventsRouter(ctx),
     webhooks: webhooksRouter(ctx),
+    personalAccessTokens: personalAccessTokensRouter(ctx),
     service: serviceRouter(ctx),
     docs: docsRouter(),
   };
@@ -74,6 +77,7 @@ export function buildApp(ctx: AppContext): Express {
 
   serveDocsAssets(app);
   serveMetrics(app, ctx, metrics);
+  if (ctx.config.mcpEnabled) serveMcp(app, ctx);
   app.use(unmatchedRoute(methodsByPath(contract)));
   app.use(errorHandler(ctx.logger));
   return app;

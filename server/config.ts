@@ -52,6 +52,7 @@ const EnvSchema = z
     ACCESS_TOKEN_TTL_SECONDS: positiveInt.max(3600).default(900),
     SESSION_IDLE_DAYS: positiveInt.default(30),
     REGISTRATION_ENABLED: bool.default('true'),
+    MCP_ENABLED: bool.default('true'),
     ADMIN_EMAIL: EmailSchema.optional(),
     ADMIN_PASSWORD: PasswordSchema.optional(),
     ADMIN_NAME: PersonNameSchema.default('Administrator'),
@@ -171,6 +172,8 @@ export interface Config {
   jwt: { issuer: string; audience: string; privateKeyPem: string | undefined; accessTokenTtlSeconds: number };
   sessionIdleMs: number;
   registrationEnabled: boolean;
+  /** Serve the Model Context Protocol endpoint at POST /mcp. */
+  mcpEnabled: boolean;
   admin: { email: string; password: string; name: string } | undefined;
   rateLimitPerMinute: number;
   rateLimitStore: RateLimitStoreConfig;
@@ -288,6 +291,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     },
     sessionIdleMs: e.SESSION_IDLE_DAYS * 24 * 3600 * 1000,
     registrationEnabled: e.REGISTRATION_ENABLED,
+    mcpEnabled: e.MCP_ENABLED,
     admin:
       e.ADMIN_EMAIL && e.ADMIN_PASSWORD
         ? { email: e.ADMIN_EMAIL, password: e.ADMIN_PASSWORD, name: e.ADMIN_NAME }

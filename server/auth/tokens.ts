@@ -21,7 +21,7 @@ export interface AccessClaims {
 }
 
 /** Why a bearer token was refused: the 401's detail and its RFC 6750 error description say which. */
-export type TokenRejection = 'expired' | 'invalid';
+export type TokenRejection = 'expired' | 'invalid' | 'token_expired' | 'token_unknown' | 'token_malformed';
 export type TokenCheck = { claims: AccessClaims } | { rejected: TokenRejection };
 
 const ClaimsSchema = z.object({ sub: z.string().uuid(), sid: z.string().uuid(), role: RoleSchema, exp: z.number() });

@@ -5,6 +5,7 @@ import type { AppContext } from '../context.js';
 import { eventMetrics } from './metrics.js';
 import { currentHorizon, isAfter, later, readLog, visibleTo, type LoggedEvent, type Position, type Reader } from './log.js';
 import { eventSignal } from './signal.js';
+import { liveTokenRoles } from '../tokens/authenticate.js';
 
 const PAGE = 1000;
 /** A client that reads slower than events come is cut off; it resumes with Last-Event-ID. */
@@ -147,6 +148,8 @@ class StreamHub {
       select: { id: true, user: { select: { role: true } } },
     });
     const roles = new Map(live.map((session) => [session.id, session.user.role]));
+    // A stream opened with a personal access token carries the token's id: live while it is unexpired.
+    for (const [id, role] of await liveTokenRoles(this.ctx, streams.map((s) => s.sessionId))) roles.set(id, role);
     for (const stream of streams) {
       const role = roles.get(stream.sessionId);
       if (role === undefined) this.close(stream);

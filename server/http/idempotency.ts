@@ -3,7 +3,7 @@ import type { NextFunction, Request, Response } from 'express';
 import type { TsRestRequest } from '@ts-rest/express';
 import type { AppRoute } from '@ts-rest/core';
 import { z } from 'zod';
-import { isPublicRoute } from '@task-service/client';
+import { isLoginOnly, isPublicRoute } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { Prisma } from '../generated/prisma/client.js';
 import { AppError, invalidField } from './errors.js';
@@ -16,9 +16,12 @@ const REPLAYED_HEADERS = ['location', 'etag', 'content-type'];
 
 const StoredResponseSchema = z.object({ headers: z.record(z.string()), body: z.string() });
 
-/** A POST that creates something: the contract declares a 201 or 202 answer. Public ones have no caller to key by. */
+/**
+ * A POST that creates something: the contract declares a 201 or 202 answer. Public ones have no
+ * caller to key by; a personal access token's creation is not kept, as its answer holds the token.
+ */
 export const isCreatingPost = (route: AppRoute): boolean =>
-  route.method === 'POST' && !isPublicRoute(route) && ('201' in route.responses || '202' in route.responses);
+  route.method === 'POST' && !isPublicRoute(route) && !isLoginOnly(route) && ('201' in route.responses || '202' in route.responses);
 
 // No body of the contract nests deeper; a deeper one is refused before it can exhaust the stack.
 const MAX_DEPTH = 32;
