@@ -103,6 +103,16 @@ function untilFirstEvent(fetchImpl: typeof fetch, opened: () => void): typeof fe
   };
 }
 
+/** Waits (at most 15 s) until a logged attempt has run: succeeded or failed. */
+async function untilConcluded(client: ReturnType<typeof createClient>, webhookId: string, deliveryId: string): Promise<void> {
+  for (let waited = 0; waited < 15_000; waited += 250) {
+    const answer = await client.webhooks.deliveries({ params: { webhook_id: webhookId }, query: { limit: 10 } });
+    const attempt = answer.status === 200 ? answer.body.items.find((item) => item.id === deliveryId) : undefined;
+    if (attempt && (attempt.state === 'succeeded' || attempt.state === 'failed')) return;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
 /** What is wrong with the first event of a stream's text, expected to be of type `type`. */
 async function firstEventMismatches(body: unknown, type: string): Promise<string[]> {
   if (typeof body !== 'string') return [];
@@ -228,8 +238,13 @@ export async function verify(options: VerifyOptions): Promise<VerifyReport> {
       const log = bodyOf(await check('webhooks.deliveries', 200, () => client.webhooks.deliveries({ params, query: { limit: 10 } }), (answer) =>
         answer.status === 200 && answer.body.items.length === 0 ? ['no delivery of the new tag was logged'] : [],
       ), 200);
+      // A retry while the first attempt is still due or in flight is 409 (one attempt at a time):
+      // wait for its outcome (the delivery timeout is 10 s) before asking for another.
       const delivery = log?.items[0];
-      if (delivery) await check('webhooks.retry', 202, () => client.webhooks.retry({ params: { ...params, delivery_id: delivery.id } }));
+      if (delivery) {
+        await untilConcluded(client, webhook.id, delivery.id);
+        await check('webhooks.retry', 202, () => client.webhooks.retry({ params: { ...params, delivery_id: delivery.id } }));
+      }
       await check('webhooks.retry', 404, () => client.webhooks.retry({ params: { ...params, delivery_id: UNKNOWN_ID } }));
       await check('webhooks.remove', 204, () => client.webhooks.remove({ params }));
       await check('webhooks.get', 404, () => client.webhooks.get({ params }));
