@@ -107,7 +107,7 @@ const DATA_DIR_LOCK_KEY = 7_231_004_119;
  * Holds the data directory for this process: an advisory lock on a connection kept open for the
  * process's life. A killed process's connection closes with it, so the lock never goes stale.
  */
-async function lockDataDir(url: string, dataDir: string): Promise<() => Promise<void>> {
+export async function lockDataDir(url: string, dataDir: string): Promise<() => Promise<void>> {
   const client = new pg.Client({ connectionString: url, application_name: `task-service pid ${process.pid}` });
   client.on('error', () => undefined);
   await client.connect();

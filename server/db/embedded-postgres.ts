@@ -13,6 +13,8 @@ const run = promisify(execFile);
 export interface EmbeddedPostgres {
   /** Connection string for the service's database, over the server's private Unix socket. */
   url: string;
+  /** Whether the server was already running (a service's, or one left by a killed process) rather than started here. */
+  adopted: boolean;
   /** Stops the server (a fast shutdown: open sessions are ended, everything committed is kept). */
   stop(): Promise<void>;
 }
@@ -196,8 +198,9 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedPo
     await initialise(bin, pgData, password, account);
   }
 
+  let adopted = await isRunning(bin, pgData, account);
   let socketDir = await (async () => {
-    if (!(await isRunning(bin, pgData, account))) return undefined;
+    if (!adopted) return undefined;
     log('adopting the embedded PostgreSQL left running by an earlier process');
     return runningSocketDirectory(pgData);
   })();
@@ -209,12 +212,13 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedPo
     const started = await runAs(account, bin.pg_ctl, ['start', '-D', pgData, '-w', '-t', '60', '-s', '-l', path.join(pgData, 'server.log')]);
     if (started.code !== 0) {
       // Another process may have started it a moment ago; otherwise the log says why.
-      const adopted = (await isRunning(bin, pgData, account)) ? await runningSocketDirectory(pgData) : undefined;
-      if (!adopted) {
+      const theirs = (await isRunning(bin, pgData, account)) ? await runningSocketDirectory(pgData) : undefined;
+      if (!theirs) {
         const logTail = await readFile(path.join(pgData, 'server.log'), 'utf8').catch(() => '');
         throw new EmbeddedPostgresError(`The embedded PostgreSQL in ${pgData} did not start: ${lastLine(logTail || started.output)}`);
       }
-      socketDir = adopted;
+      socketDir = theirs;
+      adopted = true;
     }
   }
 
@@ -224,6 +228,7 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedPo
   await ensureDatabase(url);
   return {
     url: url.toString(),
+    adopted,
     stop: async () => {
       const stopped = await runAs(account, bin.pg_ctl, ['stop', '-D', pgData, '-m', 'fast', '-w', '-t', '60', '-s']);
       if (stopped.code !== 0 && (await isRunning(bin, pgData, account))) {

@@ -1,0 +1,32 @@
+import { openDatabase, lockDataDir, openPostgres, type Database, type DatabaseConfig } from './database.js';
+import { startEmbeddedPostgres } from './embedded-postgres.js';
+
+export interface CommandDatabaseOptions {
+  /** The command needs the service stopped (it holds the data directory for its whole run). */
+  exclusive: boolean;
+}
+
+/**
+ * The configured database for a command (dump, restore) run beside the service. DATABASE_URL's
+ * server as it is; on the embedded default, the server the running service started (reached over
+ * its socket with the password in DATA_DIR, and left running), or else one started for the command
+ * and stopped when it closes. `exclusive` holds the data directory like the service does, so the
+ * command refuses to run while the service uses it, and the service refuses to start meanwhile.
+ */
+export async function openDatabaseForCommand(config: DatabaseConfig, { exclusive }: CommandDatabaseOptions): Promise<Database> {
+  if (config.databaseUrl) return openDatabase(config);
+  const server = await startEmbeddedPostgres(config.dataDir);
+  const release = async (unlock?: () => Promise<void>) => {
+    await unlock?.();
+    if (!server.adopted) await server.stop();
+  };
+  let unlock: (() => Promise<void>) | undefined;
+  if (exclusive || !server.adopted) {
+    // A server we started is ours until we stop it: a service starting meanwhile must not adopt it.
+    unlock = await lockDataDir(server.url, config.dataDir).catch(async (error: unknown) => {
+      await release();
+      throw error;
+    });
+  }
+  return openPostgres(server.url, { poolSize: 2, kind: 'embedded', onClose: () => release(unlock) });
+}
