@@ -8,7 +8,7 @@ import type { AppContext } from './context.js';
 import { eventsRouter } from './events/router.js';
 import { corsFor } from './http/cors.js';
 import { errorHandler, unmatchedRoute } from './http/errors.js';
-import { conditionalOnlyWhereDeclared, identifyCaller, noStore, rateLimit, rejectUnexpectedQuery, requestId, requireAuthentication, requireMediaType, requireUtf8Json } from './http/middleware.js';
+import { conditionalOnlyWhereDeclared, identifyCaller, isServiceProbe, noStore, rateLimit, rejectUnexpectedQuery, requestId, requireAuthentication, requireMediaType, requireUtf8Json } from './http/middleware.js';
 import { warnUntrustedForwarding } from './http/proxy.js';
 import { idempotencyKeys } from './http/idempotency.js';
 import { methodsByPath } from './http/routes.js';
@@ -41,7 +41,12 @@ export function buildApp(ctx: AppContext): Express {
         req: (req: { id: unknown; method: string; url: string; remoteAddress?: string }) => ({ id: req.id, method: req.method, url: req.url, remoteAddress: req.remoteAddress }),
         res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
       },
-      customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'warn' : 'info'),
+      customLogLevel: (req, res, err) => {
+        if (err || res.statusCode >= 500) return 'error';
+        if (res.statusCode >= 400) return 'warn';
+        // Probes come every few seconds: at info they would drown the requests worth reading.
+        return isServiceProbe(req) ? 'debug' : 'info';
+      },
     }),
   );
   const cors = corsFor(ctx.config.corsOrigins);
