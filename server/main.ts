@@ -10,6 +10,8 @@ import { openDatabase, openPostgres } from './db/database.js';
 import { migrate } from './db/migrate.js';
 import { shareMemoryLimiterWithWorkers } from './limits/request-limiter.js';
 import { startMaintenance } from './maintenance.js';
+import { aggregateMetricsForWorkers } from './metrics/cluster.js';
+import { mainProcessRegistries } from './metrics/instance.js';
 import { OperatorError } from './operator-error.js';
 import { onStopSignal, serve } from './serve.js';
 
@@ -57,6 +59,7 @@ async function runMain(config: Config, logger: Logger): Promise<void> {
       });
       return;
     }
+    aggregateMetricsForWorkers(mainProcessRegistries(created));
     const port = await startWorkers(config, logger, db.url);
     stopMaintenance = startMaintenance(ctx);
     logger.info({ port, workers: config.webConcurrency, database: db.kind, dataDir: config.dataDir }, listeningLine(config, port));

@@ -14,7 +14,17 @@ export interface Database {
   url: string;
   prisma: PrismaClient;
   sql: SqlDatabase;
+  /** The connection pool's state now, for /metrics. */
+  poolStats(): PoolStats;
   close(): Promise<void>;
+}
+
+export interface PoolStats {
+  max: number;
+  open: number;
+  idle: number;
+  /** Queries waiting for a connection. */
+  waiting: number;
 }
 
 /** A start-up failure of the database, said in one line. */
@@ -47,6 +57,7 @@ export function openPostgres(url: string, { poolSize, statementTimeoutMs, kind =
     url,
     prisma,
     sql: pgSql(pool),
+    poolStats: () => ({ max: poolSize, open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     close: async () => {
       await prisma.$disconnect();
       await pool.end();
