@@ -1,10 +1,11 @@
 import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { z } from 'zod';
 import { closeContext, createContext } from './bootstrap.js';
 import { runCommand } from './cli/run.js';
 import { loadConfig, type Config } from './config.js';
+import { createLogger } from './logger.js';
 import type { AppContext } from './context.js';
 import { openDatabase, openPostgres } from './db/database.js';
 import { migrate } from './db/migrate.js';
@@ -130,7 +131,7 @@ async function runWorker(config: Config, logger: Logger, databaseUrl: string): P
 
 runCommand('task-service', async () => {
   const config = loadConfig();
-  const logger = pino({ level: config.logLevel });
+  const logger = createLogger(config.logLevel);
   const workerDatabaseUrl = process.env[WORKER_DATABASE_URL];
   if (cluster.isWorker && workerDatabaseUrl) await runWorker(config, logger, workerDatabaseUrl);
   else await runMain(config, logger);

@@ -1,10 +1,17 @@
+import { spawn } from 'node:child_process';
+import path from 'node:path';
 import { Writable } from 'node:stream';
+import { stripVTControlCharacters } from 'node:util';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { startService, type TestService } from './support/app.js';
+import { freshDatabase, type TestDatabase } from './support/databases.js';
 import { expectProblem } from './support/problems.js';
+import { killIfRunning, startServiceProcess } from './support/service-process.js';
 import { registerUser, type TestUser } from './support/users.js';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
 
 const METRICS_TOKEN = 'a-scrape-token-of-at-least-32-characters';
 
@@ -74,4 +81,49 @@ describe('the request log', () => {
       await service.ctx.db.sql.exec('ALTER TABLE tags_away RENAME TO tags');
     }
   });
+});
+
+describe('the service log on a terminal and off it', () => {
+  let database: TestDatabase;
+  beforeAll(async () => {
+    database = await freshDatabase();
+  });
+  afterAll(() => database.drop());
+
+  /** The service under `script`, which gives it a pseudo-terminal, until it says where it listens. */
+  async function onTerminal(): Promise<string> {
+    const env = { ...process.env, DATABASE_URL: database.url, DATA_DIR: `/tmp/task-service-tty-${process.pid}`, PORT: '0', HOST: '127.0.0.1', WEB_CONCURRENCY: '1', LOG_LEVEL: 'info' };
+    const child = spawn('script', ['-qfec', `${process.execPath} --import tsx server/main.ts`, '/dev/null'], { cwd: ROOT, env, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
+    let output = '';
+    try {
+      await new Promise<void>((resolve, reject) => {
+        child.stdout.on('data', (chunk: Buffer) => {
+          output += chunk.toString();
+          if (/listening on http:\/\/127\.0\.0\.1:\d+/.test(stripVTControlCharacters(output))) resolve();
+        });
+        child.once('exit', () => reject(new Error(`exited: ${output}`)));
+      });
+    } finally {
+      if (child.pid) process.kill(-child.pid, 'SIGTERM');
+    }
+    return stripVTControlCharacters(output);
+  }
+
+  it('is pretty on a terminal', async () => {
+    const output = await onTerminal();
+    const line = output.split(/\r?\n/).find((text) => text.includes('listening on')) ?? '';
+    expect(line).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: task service listening on http:\/\/127\.0\.0\.1:\d+/);
+    expect(() => JSON.parse(line)).toThrow();
+  }, 60_000);
+
+  it('is one JSON object per line otherwise', async () => {
+    const service = await startServiceProcess({ DATABASE_URL: database.url, DATA_DIR: `/tmp/task-service-json-${process.pid}` });
+    try {
+      const lines = service.stdout().trim().split('\n');
+      expect(lines.length).toBeGreaterThan(0);
+      for (const line of lines) expect(LineSchema.parse(JSON.parse(line)).level).toBeGreaterThanOrEqual(INFO);
+    } finally {
+      killIfRunning(service);
+    }
+  }, 60_000);
 });
