@@ -14,6 +14,7 @@ import { idempotencyKeys } from './http/idempotency.js';
 import { methodsByPath } from './http/routes.js';
 import { serveMetrics } from './metrics/endpoint.js';
 import { httpMetrics } from './metrics/http-metrics.js';
+import { serveProblemPages } from './openapi/problem-pages.js';
 import { docsRouter, serveDocsAssets } from './openapi/router.js';
 import { serviceRouter } from './service/router.js';
 import { tagsRouter } from './tags/router.js';
@@ -59,6 +60,7 @@ export function buildApp(ctx: AppContext): Express {
   app.use(requireUtf8Json);
   app.use(express.json({ limit: '1mb', strict: false, type: ['application/json', 'application/merge-patch+json'] }));
 
+  serveProblemPages(app);
   const routers = {
     auth: authRouter(ctx),
     users: usersRouter(ctx),
