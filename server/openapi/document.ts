@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { contract, isPublicRoute, ProblemSchema, TaskSchema, type Problem } from '@task-service/client';
 import { PROJECT_ROOT } from '../project-root.js';
 import { isCreatingPost } from '../http/idempotency.js';
+import { codeSamples, samplesMarkdown } from './code-samples.js';
 import { examplesByRoute, problemBody, problemExamples, type AnyOperationExamples, type ProblemExample } from './examples.js';
 import { headerRefs, headers, problemResponse, problemResponseRef, problemResponses, reasonPhrases, type HeaderName } from './responses.js';
 import { schemaOf, withAnyValueSchemas, withIntegerFormats, withNamedModels, type JsonSchema, type OpenApiDocument } from './schemas.js';
@@ -170,8 +171,15 @@ function examplesOf(route: AppRoute): AnyOperationExamples {
   return examples;
 }
 
+/** The operation's curl and typed-client examples: in its description, and as `x-codeSamples`. */
+function withCodeSamples(operation: Parameters<OperationMapper>[0], route: AppRoute) {
+  const samples = codeSamples(route, String(operation.operationId), examplesOf(route));
+  return { description: [operation.description, samplesMarkdown(samples)].filter(Boolean).join('\n\n'), 'x-codeSamples': samples };
+}
+
 const describeOperation: OperationMapper = (operation, route) => ({
   ...operation,
+  ...withCodeSamples(operation, route),
   parameters: [
     ...(operation.parameters?.map((parameter) => describeParameter(parameter, route)) ?? []),
     ...(isCreatingPost(route) ? [idempotencyKeyParameter] : []),
