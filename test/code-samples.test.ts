@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { isAppRoute, isAppRouteNoBody, type AppRoute, type AppRouter } from '@ts-rest/core';
@@ -165,5 +165,19 @@ describe('the examples on /docs', () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('the README', () => {
+  it('opens with a curl quick start (register, create a task, list) and cites nothing outside the repository', async () => {
+    const readme = await readFile(path.join(ROOT, 'README.md'), 'utf8');
+    expect(readme.split('\n## ')[1]?.split('\n')[0]).toBe('Quick start');
+    const quickStart = readme.slice(readme.indexOf('## Quick start'), readme.indexOf('## Set-up'));
+    for (const step of ['curl -s http://localhost:3000/auth/register', "-d '{\"title\":", 'curl -s http://localhost:3000/tasks -H "Authorization: Bearer $TOKEN"\n']) expect(quickStart).toContain(step);
+    expect(readme).not.toMatch(/shared\/|API\.md/);
+  });
+
+  it('and /docs say what HEAD on attachment content does', () => {
+    expect(operations.get('attachments.download')?.description).toContain('`HEAD` answers the same status and headers');
   });
 });
