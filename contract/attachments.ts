@@ -85,7 +85,8 @@ export const attachmentsContract = c.router(
         'Sent with its own Content-Type, Content-Disposition: attachment (RFC 6266, with an ASCII fallback and a UTF-8 ' +
         'filename*), ETag "<sha256>" (If-None-Match answers 304) and X-Content-Type-Options: nosniff. One `bytes=` range ' +
         'answers 206 with Content-Range; a range past the end 416 with `Content-Range: bytes */<size>`; several ranges, ' +
-        'or an If-Range that does not match, the whole content.',
+        'or an If-Range that does not match, the whole content. `HEAD` answers the same status and headers (Content-Length, ' +
+        'ETag, Accept-Ranges) without the bytes, e.g. to learn the size before a ranged download.',
     },
     remove: {
       method: 'DELETE',

@@ -71,8 +71,15 @@ export const TaskReplaceSchema = z
   .strict();
 export type TaskReplace = z.infer<typeof TaskReplaceSchema>;
 
-/** PATCH (JSON merge patch): absent is unchanged, null clears a nullable field. */
-export const TaskPatchSchema = TaskReplaceSchema.partial().strict();
+/** PATCH (JSON merge patch): absent is unchanged, null clears a nullable field, and the description to "". */
+export const TaskPatchSchema = TaskReplaceSchema.partial()
+  .extend({
+    description: DescriptionSchema.nullable()
+      .transform((description) => description ?? '')
+      .optional()
+      .describe('Free text, up to 10,000 characters; null clears it (to an empty string)'),
+  })
+  .strict();
 export type TaskPatch = z.infer<typeof TaskPatchSchema>;
 
 export const TaskSortSchema = z.enum([

@@ -1,15 +1,18 @@
 import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { z } from 'zod';
 import { closeContext, createContext } from './bootstrap.js';
 import { runCommand } from './cli/run.js';
 import { loadConfig, type Config } from './config.js';
+import { createLogger } from './logger.js';
 import type { AppContext } from './context.js';
 import { onDirectConnection, openDatabase, openPostgres } from './db/database.js';
 import { migrate } from './db/migrate.js';
 import { shareMemoryLimiterWithWorkers } from './limits/request-limiter.js';
 import { startMaintenance } from './maintenance.js';
+import { aggregateMetricsForWorkers } from './metrics/cluster.js';
+import { mainProcessRegistries } from './metrics/instance.js';
 import { OperatorError } from './operator-error.js';
 import { onStopSignal, serve } from './serve.js';
 
@@ -57,6 +60,7 @@ async function runMain(config: Config, logger: Logger): Promise<void> {
       });
       return;
     }
+    aggregateMetricsForWorkers(mainProcessRegistries(created));
     const port = await startWorkers(config, logger, db.url);
     stopMaintenance = startMaintenance(ctx);
     logger.info({ port, workers: config.webConcurrency, database: db.kind, dataDir: config.dataDir }, listeningLine(config, port));
@@ -132,7 +136,7 @@ async function runWorker(config: Config, logger: Logger, databaseUrl: string): P
 
 runCommand('task-service', async () => {
   const config = loadConfig();
-  const logger = pino({ level: config.logLevel });
+  const logger = createLogger(config.logLevel);
   const workerDatabaseUrl = process.env[WORKER_DATABASE_URL];
   if (cluster.isWorker && workerDatabaseUrl) await runWorker(config, logger, workerDatabaseUrl);
   else await runMain(config, logger);

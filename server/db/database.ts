@@ -21,7 +21,17 @@ export interface Database {
   directUrl: string | undefined;
   prisma: PrismaClient;
   sql: SqlDatabase;
+  /** The connection pool's state now, for /metrics. */
+  poolStats(): PoolStats;
   close(): Promise<void>;
+}
+
+export interface PoolStats {
+  max: number;
+  open: number;
+  idle: number;
+  /** Queries waiting for a connection. */
+  waiting: number;
 }
 
 /** A start-up failure of the database, said in one line. */
@@ -59,6 +69,7 @@ export function openPostgres(url: string, { poolSize, statementTimeoutMs, direct
     directUrl,
     prisma,
     sql: pgSql(bounded, statementTimeoutMs),
+    poolStats: () => ({ max: poolSize, open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     close: async () => {
       await prisma.$disconnect();
       await pool.end();

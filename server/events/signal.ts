@@ -1,6 +1,7 @@
 import { perInstance } from './per-instance.js';
 import pg from 'pg';
 import type { AppContext } from '../context.js';
+import { eventMetrics } from './metrics.js';
 import { EVENTS_CHANNEL } from './outbox.js';
 
 const RECONNECT_MS = 1_000;
@@ -63,7 +64,10 @@ export class EventSignal {
       }, RECONNECT_MS);
       this.timer.unref();
     };
-    client.on('notification', () => this.wakeAll());
+    client.on('notification', () => {
+      eventMetrics(this.ctx).signals.inc();
+      this.wakeAll();
+    });
     client.on('error', (error) => {
       this.ctx.logger.warn({ err: error }, 'the event listener lost its database connection; reconnecting');
       retry();

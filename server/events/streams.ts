@@ -44,6 +44,7 @@ class StreamHub {
     const stream: Stream = { reader, sessionId, position: resumeAfter ?? now, out: new PassThrough(), queue: Promise.resolve() };
     this.streams.add(stream);
     eventMetrics(this.ctx).openStreams.inc();
+    eventMetrics(this.ctx).streamsOpened.inc();
     stream.out.write(': connected\n\n');
     if (resumeAfter) this.enqueue(stream, () => this.catchUp(stream));
     return { body: stream.out, close: () => this.close(stream) };
@@ -87,6 +88,7 @@ class StreamHub {
     stream.position = logged.position;
     if (!visibleTo(stream.reader, logged.audience)) return;
     stream.out.write(frame(logged.event));
+    eventMetrics(this.ctx).streamEventsSent.inc();
     if (stream.out.writableLength > MAX_BUFFERED_BYTES) this.close(stream);
   }
 
@@ -114,6 +116,8 @@ class StreamHub {
           const from = this.position;
           if (!from) return;
           const page = await readLog(this.ctx, from, PAGE);
+          eventMetrics(this.ctx).fanoutReads.inc();
+          eventMetrics(this.ctx).fanoutEvents.inc(page.events.length);
           if (!this.position) return;
           this.position = page.next;
           if (page.events.length === PAGE) this.readAgain = true;

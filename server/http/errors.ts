@@ -103,7 +103,11 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
   return (err, req, res, next) => {
     if (res.headersSent) return next(err);
     const error = toAppError(err);
-    if (error.status >= 500) (req.log ?? logger).error({ err }, 'request failed');
+    // The request log's line carries it (with the stack and the request id): one line per failure.
+    if (error.status >= 500) {
+      if (req.log) res.err = err instanceof Error ? err : new Error(String(err));
+      else logger.error({ err }, 'request failed');
+    }
     for (const [name, value] of Object.entries(error.options.headers ?? {})) res.setHeader(name, value);
     res
       .status(error.status)

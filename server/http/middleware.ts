@@ -118,6 +118,11 @@ export const requireUtf8Json: RequestHandler = (req, _res, next) => {
   next(new AppError('unsupported_media_type', `JSON bodies must be UTF-8, not ${charset}`));
 };
 
+const SERVICE_PROBES = new Set(['/healthz', '/readyz', '/metrics']);
+
+/** The health probes and the metrics scrape: never rate limited, logged at debug (API.md, Service endpoints). */
+export const isServiceProbe = (req: { url?: string }): boolean => SERVICE_PROBES.has((req.url ?? '').split('?')[0] ?? '');
+
 /**
  * A general request budget per user (or per address without a valid token), counted where the
  * configuration says (server/limits). Sends the RateLimit and RateLimit-Policy headers.
@@ -131,6 +136,7 @@ export function rateLimit(limiter: RateLimiterAbstract | undefined): RequestHand
     res.setHeader('RateLimit', `"default";r=${result.remainingPoints};t=${Math.ceil(result.msBeforeNext / 1000)}`);
   };
   return (req, res, next) => {
+    if (isServiceProbe(req)) return next();
     // Counted before authentication, so bad tokens and unknown paths spend the budget too.
     const key = req.principal ? `user:${req.principal.userId}` : `ip:${clientAddress(req)}`;
     limiter.consume(key).then(

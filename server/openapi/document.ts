@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { contract, isLoginOnly, isPublicRoute, ProblemSchema, scopeOf, scopeDescriptions, SCOPES, TaskSchema, type Problem } from '@task-service/client';
 import { PROJECT_ROOT } from '../project-root.js';
 import { isCreatingPost } from '../http/idempotency.js';
+import { codeSamples, samplesMarkdown } from './code-samples.js';
 import { examplesByRoute, problemBody, problemExamples, type AnyOperationExamples, type ProblemExample } from './examples.js';
 import { headerRefs, headers, problemResponse, problemResponseRef, problemResponses, reasonPhrases, type HeaderName } from './responses.js';
 import { schemaOf, withAnyValueSchemas, withIntegerFormats, withNamedModels, type JsonSchema, type OpenApiDocument } from './schemas.js';
@@ -184,9 +185,15 @@ function scopeExtension(route: AppRoute): { description?: string; 'x-scopes'?: s
   return { description: [route.description, rule].filter(Boolean).join('\n\n'), 'x-scopes': scope ? [scope] : [] };
 }
 
-const describeOperation: OperationMapper = (operation, route) => ({
+/** The operation's curl and typed-client examples: in its description, and as `x-codeSamples`. */
+function withCodeSamples(operation: Parameters<OperationMapper>[0], route: AppRoute) {
+  const samples = codeSamples(route, String(operation.operationId), examplesOf(route));
+  return { description: [operation.description, samplesMarkdown(samples)].filter(Boolean).join('\n\n'), 'x-codeSamples': samples };
+}
+
+const describeScopedOperation: OperationMapper = (operation, route) => ({
   ...operation,
-  ...scopeExtension(route),
+  ...withCodeSamples(operation, route),
   parameters: [
     ...(operation.parameters?.map((parameter) => describeParameter(parameter, route)) ?? []),
     ...(isCreatingPost(route) ? [idempotencyKeyParameter] : []),
@@ -195,6 +202,9 @@ const describeOperation: OperationMapper = (operation, route) => ({
   responses: describeResponses(route, operation.responses),
   security: isPublicRoute(route) ? [] : [{ bearerAuth: [] }],
 });
+
+/** Each operation: its scope rule, then its code samples (which show the scoped description). */
+const describeOperation: OperationMapper = (operation, route) => describeScopedOperation({ ...operation, ...scopeExtension(route) }, route);
 
 /** Shared error answers that every operation showing the status replaces with its own examples are left out. */
 function withoutUnusedResponses(document: OpenApiDocument): OpenApiDocument {
