@@ -1,9 +1,11 @@
 import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
 import { PrismaClient } from '../generated/prisma/client.js';
+import { StartAborted } from '../lifecycle.js';
 import { OperatorError } from '../operator-error.js';
 import { startEmbeddedPostgres, type EmbeddedPostgresOptions } from './embedded-postgres.js';
 import { pgSql, type SqlDatabase } from './sql.js';
+import { superviseEmbedded } from './supervise.js';
 
 export type { PrismaClient };
 
@@ -15,6 +17,10 @@ export interface Database {
   prisma: PrismaClient;
   sql: SqlDatabase;
   close(): Promise<void>;
+  /** The embedded server's supervision: `restarting` while its process is dead and being started again. */
+  serverState?: () => 'up' | 'restarting';
+  /** Stops the embedded server at once (a process that must exit now); nothing for an external one. */
+  stopNow?: () => void;
 }
 
 /** A start-up failure of the database, said in one line. */
@@ -116,14 +122,29 @@ export async function openDatabase(config: DatabaseConfig, embedded: EmbeddedPos
   }
   const server = await startEmbeddedPostgres(config.dataDir, embedded);
   // On failure the server is left running: it belongs to the process that holds the lock.
-  const unlock = await lockDataDir(server.url, config.dataDir);
-  return openPostgres(server.url, {
+  let unlock = await lockDataDir(server.url, config.dataDir);
+  const supervision = superviseEmbedded(server, {
+    log: embedded.log ?? (() => undefined),
+    // The lock's session ended with the server: take the lock again.
+    onRestarted: async () => {
+      await unlock().catch(() => undefined);
+      unlock = await lockDataDir(server.url, config.dataDir);
+    },
+  });
+  const close = async () => {
+    supervision.stop();
+    await unlock().catch(() => undefined);
+    await server.stop();
+  };
+  if (embedded.signal?.aborted) {
+    await close();
+    throw new StartAborted(String(embedded.signal.reason));
+  }
+  const db = openPostgres(server.url, {
     poolSize: config.databasePoolSize,
     statementTimeoutMs: config.databaseStatementTimeoutMs,
     kind: 'embedded',
-    onClose: async () => {
-      await unlock();
-      await server.stop();
-    },
+    onClose: close,
   });
+  return { ...db, serverState: supervision.state, stopNow: server.stopNow };
 }
