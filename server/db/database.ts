@@ -3,7 +3,7 @@ import pg from 'pg';
 import { PrismaClient } from '../generated/prisma/client.js';
 import { StartAborted } from '../lifecycle.js';
 import { OperatorError } from '../operator-error.js';
-import { startEmbeddedPostgres, type EmbeddedPostgresOptions } from './embedded-postgres.js';
+import { runningServerUrl, startEmbeddedPostgres, type EmbeddedPostgresOptions } from './embedded-postgres.js';
 import { pgSql, type SqlDatabase } from './sql.js';
 import { superviseEmbedded } from './supervise.js';
 
@@ -30,7 +30,7 @@ export class DataDirLockedError extends DatabaseStartError {
   constructor(dataDir: string, holder: string | undefined) {
     super(
       `The data directory ${dataDir} is in use by another process of this service${holder ? ` (${holder})` : ''}. ` +
-        'Stop that process first (npm run create-admin and npm run migrate need it stopped, or use the running service), or give this one another DATA_DIR.',
+        'Stop that process first, or give this one another DATA_DIR.',
     );
   }
 }
@@ -147,4 +147,15 @@ export async function openDatabase(config: DatabaseConfig, embedded: EmbeddedPos
     onClose: close,
   });
   return { ...db, serverState: supervision.state, stopNow: server.stopNow };
+}
+
+/**
+ * The database for a command (create-admin, migrate): the embedded server a running service holds,
+ * through its socket (no second server is started, and the service's lock is left alone), or else
+ * what openDatabase opens.
+ */
+export async function openDatabaseForCommand(config: DatabaseConfig): Promise<Database> {
+  const running = config.databaseUrl ? undefined : await runningServerUrl(config.dataDir);
+  if (!running) return openDatabase(config);
+  return openPostgres(running, { poolSize: 2, kind: 'embedded' });
 }

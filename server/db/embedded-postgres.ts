@@ -193,6 +193,25 @@ async function servicePassword(dataDir: string): Promise<string> {
 }
 
 /**
+ * The connection string of the embedded server of `dataDir` when it runs now (a service holds it),
+ * through its socket and the service's password: how a command works beside a running service.
+ */
+export async function runningServerUrl(dataDir: string): Promise<string | undefined> {
+  const pgData = path.join(dataDir, 'postgres');
+  const lines = (await readFile(path.join(pgData, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n');
+  const pid = Number(lines[0]);
+  const socketDir = lines[4]?.trim();
+  // Line 8 is the server's state: `ready` once it takes connections.
+  if (!(pid > 0 && processExists(pid) && socketDir && lines[7]?.trim() === 'ready')) return undefined;
+  const password = await readFile(path.join(dataDir, 'keys', 'postgres-password'), 'utf8').catch(() => undefined);
+  if (!password) return undefined;
+  const url = new URL(`postgresql://${ROLE}@localhost/${DATABASE}`);
+  url.password = password.trim();
+  url.searchParams.set('host', socketDir);
+  return url.toString();
+}
+
+/**
  * Starts the PostgreSQL server of DATA_DIR/postgres, initialising it on first use. A server left
  * running by a service that was killed is adopted (it holds every write it acknowledged).
  * Whether another service uses this data directory is decided by the caller (an advisory lock).
