@@ -1,5 +1,5 @@
 import { openDatabase, lockDataDir, openPostgres, type Database, type DatabaseConfig } from './database.js';
-import { startEmbeddedPostgres } from './embedded-postgres.js';
+import { runningServerUrl, startEmbeddedPostgres } from './embedded-postgres.js';
 
 export interface CommandDatabaseOptions {
   /** The command needs the service stopped (it holds the data directory for its whole run). */
@@ -7,7 +7,7 @@ export interface CommandDatabaseOptions {
 }
 
 /**
- * The configured database for a command (dump, restore) run beside the service. DATABASE_URL's
+ * The configured database for a command (create-admin, migrate, dump, restore) run beside the service. DATABASE_URL's
  * server as it is; on the embedded default, the server the running service started (reached over
  * its socket with the password in DATA_DIR, and left running), or else one started for the command
  * and stopped when it closes. `exclusive` holds the data directory like the service does, so the
@@ -15,6 +15,11 @@ export interface CommandDatabaseOptions {
  */
 export async function openDatabaseForCommand(config: DatabaseConfig, { exclusive }: CommandDatabaseOptions): Promise<Database> {
   if (config.databaseUrl) return openDatabase(config);
+  if (!exclusive) {
+    // The running service's server, through its socket: no second server, and its lock left alone.
+    const running = await runningServerUrl(config.dataDir);
+    if (running) return openPostgres(running, { poolSize: 2, kind: 'embedded', directUrl: running });
+  }
   const server = await startEmbeddedPostgres(config.dataDir);
   const release = async (unlock?: () => Promise<void>) => {
     await unlock?.();
@@ -28,5 +33,5 @@ export async function openDatabaseForCommand(config: DatabaseConfig, { exclusive
       throw error;
     });
   }
-  return openPostgres(server.url, { poolSize: 2, kind: 'embedded', onClose: () => release(unlock) });
+  return openPostgres(server.url, { poolSize: 2, kind: 'embedded', directUrl: server.url, onClose: () => release(unlock) });
 }

@@ -1,10 +1,12 @@
 import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
 import { PrismaClient } from '../generated/prisma/client.js';
+import { StartAborted } from '../lifecycle.js';
 import { OperatorError } from '../operator-error.js';
 import { startEmbeddedPostgres, type EmbeddedPostgresOptions } from './embedded-postgres.js';
 import { pgSql, type SqlDatabase } from './sql.js';
 import { BoundedPrismaPg, boundedPool } from './statement-timeout.js';
+import { superviseEmbedded } from './supervise.js';
 
 export type { PrismaClient };
 
@@ -24,6 +26,10 @@ export interface Database {
   /** The connection pool's state now, for /metrics. */
   poolStats(): PoolStats;
   close(): Promise<void>;
+  /** The embedded server's supervision: `restarting` while its process is dead and being started again. */
+  serverState?: () => 'up' | 'restarting';
+  /** Stops the embedded server at once (a process that must exit now); nothing for an external one. */
+  stopNow?: () => void;
 }
 
 export interface PoolStats {
@@ -41,7 +47,7 @@ export class DataDirLockedError extends DatabaseStartError {
   constructor(dataDir: string, holder: string | undefined) {
     super(
       `The data directory ${dataDir} is in use by another process of this service${holder ? ` (${holder})` : ''}. ` +
-        'Stop that process first (npm run create-admin and npm run migrate need it stopped, or use the running service), or give this one another DATA_DIR.',
+        'Stop that process first, or give this one another DATA_DIR.',
     );
   }
 }
@@ -166,15 +172,30 @@ export async function openDatabase(config: DatabaseConfig, embedded: EmbeddedPos
   }
   const server = await startEmbeddedPostgres(config.dataDir, embedded);
   // On failure the server is left running: it belongs to the process that holds the lock.
-  const unlock = await lockDataDir(server.url, config.dataDir);
-  return openPostgres(server.url, {
+  let unlock = await lockDataDir(server.url, config.dataDir);
+  const supervision = superviseEmbedded(server, {
+    log: embedded.log ?? (() => undefined),
+    // The lock's session ended with the server: take the lock again.
+    onRestarted: async () => {
+      await unlock().catch(() => undefined);
+      unlock = await lockDataDir(server.url, config.dataDir);
+    },
+  });
+  const close = async () => {
+    supervision.stop();
+    await unlock().catch(() => undefined);
+    await server.stop();
+  };
+  if (embedded.signal?.aborted) {
+    await close();
+    throw new StartAborted(String(embedded.signal.reason));
+  }
+  const db = openPostgres(server.url, {
     poolSize: config.databasePoolSize,
     statementTimeoutMs: config.databaseStatementTimeoutMs,
     directUrl: server.url,
     kind: 'embedded',
-    onClose: async () => {
-      await unlock();
-      await server.stop();
-    },
+    onClose: close,
   });
+  return { ...db, serverState: supervision.state, stopNow: server.stopNow };
 }
