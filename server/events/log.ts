@@ -48,6 +48,27 @@ function toLogged(row: EventRow): LoggedEvent {
 
 export const visibleTo = (reader: Reader, audience: string[]): boolean => reader.admin || audience.includes(reader.userId);
 
+/** Whether `reader` may know who made the change: that user, an admin, or the task's owner or assignee. */
+function actorKnownTo(reader: Reader, event: Event, audience: string[]): boolean {
+  if (reader.admin || event.actorId === reader.userId) return true;
+  switch (event.type) {
+    case 'task.created':
+    case 'task.updated':
+      return event.data.task.ownerId === reader.userId || event.data.task.assigneeId === reader.userId;
+    // Their audience is the task's owner and assignee at the time of the change.
+    case 'task.deleted':
+    case 'attachment.created':
+    case 'attachment.deleted':
+      return audience.includes(reader.userId);
+    default:
+      return false;
+  }
+}
+
+/** The event as `reader` receives it (stream, changes feed, webhooks): the actor only where they may know it. */
+export const eventSeenBy = (reader: Reader, logged: { event: Event; audience: string[] }): Event =>
+  actorKnownTo(reader, logged.event, logged.audience) ? logged.event : { ...logged.event, actorId: null };
+
 export interface LogPage {
   events: LoggedEvent[];
   /** Where the next read starts: after the last event returned, or the horizon when the page was not full. */

@@ -3,7 +3,7 @@ import { PassThrough, type Readable } from 'node:stream';
 import type { Event } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { eventMetrics } from './metrics.js';
-import { currentHorizon, isAfter, later, readLog, visibleTo, type LoggedEvent, type Position, type Reader } from './log.js';
+import { currentHorizon, eventSeenBy, isAfter, later, readLog, visibleTo, type LoggedEvent, type Position, type Reader } from './log.js';
 import { eventSignal } from './signal.js';
 
 const PAGE = 1000;
@@ -85,7 +85,7 @@ class StreamHub {
     if (!isAfter(logged.position, stream.position)) return;
     stream.position = logged.position;
     if (!visibleTo(stream.reader, logged.audience)) return;
-    stream.out.write(frame(logged.event));
+    stream.out.write(frame(eventSeenBy(stream.reader, logged)));
     if (stream.out.writableLength > MAX_BUFFERED_BYTES) this.close(stream);
   }
 

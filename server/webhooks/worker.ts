@@ -1,6 +1,6 @@
 import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
-import { eventFromRow } from '../events/log.js';
+import { eventFromRow, eventSeenBy } from '../events/log.js';
 import { eventMetrics } from '../events/metrics.js';
 import { eventSignal } from '../events/signal.js';
 import { sendEvent, type AttemptResult } from './send.js';
@@ -80,14 +80,17 @@ async function finish(ctx: AppContext, deliveryId: string, leaseId: string, resu
 }
 
 async function attempt(ctx: AppContext, deliveryId: string, leaseId: string): Promise<void> {
-  const delivery = await ctx.db.prisma.webhookDelivery.findUnique({ where: { id: deliveryId }, include: { webhook: true, event: true } });
+  const delivery = await ctx.db.prisma.webhookDelivery.findUnique({ where: { id: deliveryId }, include: { webhook: { include: { owner: { select: { role: true } } } }, event: true } });
   if (!delivery) return;
   const metrics = eventMetrics(ctx);
   if (!delivery.webhook.active) {
     await finish(ctx, deliveryId, leaseId, { ok: false, statusCode: null, error: 'the webhook is switched off', durationMs: 0 }, false);
     return;
   }
-  const result = await sendEvent(delivery.webhook, eventFromRow(delivery.event), ctx.config.webhooks.allowPrivateTargets);
+  // The owner's role now, as the live stream decides it per event.
+  const owner = { userId: delivery.webhook.ownerId, admin: delivery.webhook.owner.role === 'admin' };
+  const event = eventSeenBy(owner, { event: eventFromRow(delivery.event), audience: delivery.event.audience });
+  const result = await sendEvent(delivery.webhook, event, ctx.config.webhooks.allowPrivateTargets);
   metrics.deliveryAttempts.inc({ outcome: result.ok ? 'succeeded' : 'failed' });
   metrics.deliveryDuration.observe(result.durationMs / 1000);
   if (result.ok && delivery.attempt === 1) metrics.deliveryLag.observe((Date.now() - delivery.event.occurredAt.getTime()) / 1000);
