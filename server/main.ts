@@ -8,6 +8,7 @@ import { loadConfig, type Config } from './config.js';
 import type { AppContext } from './context.js';
 import { openDatabase, openPostgres } from './db/database.js';
 import { migrate } from './db/migrate.js';
+import { shareStreamSlotsWithWorkers } from './events/stream-slots.js';
 import { shareMemoryLimiterWithWorkers } from './limits/request-limiter.js';
 import { startMaintenance } from './maintenance.js';
 import { OperatorError } from './operator-error.js';
@@ -85,6 +86,7 @@ async function startWorkers(config: Config, logger: Logger, databaseUrl: string)
   let stopping = false;
   onStopSignal(() => (stopping = true));
   shareMemoryLimiterWithWorkers(config);
+  shareStreamSlotsWithWorkers(config.events);
   const fork = () => cluster.fork({ [WORKER_DATABASE_URL]: databaseUrl });
   const starting = Array.from({ length: config.webConcurrency }, () => {
     const worker = fork();

@@ -99,10 +99,12 @@ export async function readLog(ctx: AppContext, after: Position, limit: number, r
   return { events, next };
 }
 
-/** The position of an event by id, or undefined when it is not (or no longer) in the log. */
-export async function positionOf(ctx: AppContext, eventId: string): Promise<Position | undefined> {
-  const rows = await ctx.db.prisma.$queryRaw<Position[]>`SELECT txid, seq FROM events WHERE id = ${eventId}::uuid`;
-  return rows[0];
+/** The position of an event `reader` may see, by id; undefined when it is not (or no longer) in the log, or not theirs. */
+export async function positionSeenBy(ctx: AppContext, reader: Reader, eventId: string): Promise<Position | undefined> {
+  const rows = await ctx.db.prisma.$queryRaw<(Position & { audience: string[] })[]>`
+    SELECT txid, seq, audience::text[] AS audience FROM events WHERE id = ${eventId}::uuid`;
+  const row = rows[0];
+  return row && visibleTo(reader, row.audience) ? { txid: row.txid, seq: row.seq } : undefined;
 }
 
 /** The current horizon as a position: where a reader that wants only what commits from now on starts. */
