@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { c, commonErrors, IdSchema, PaginationQuerySchema, pageOf, ProblemSchema, storableText, TimestampSchema } from './common.js';
+import { boundedArray, c, commonErrors, IdSchema, PaginationQuerySchema, pageOf, ProblemSchema, storableText, TimestampSchema } from './common.js';
 import { EVENT_TYPES } from './events.js';
 
 /** An event type, or `*` for every type. */
@@ -14,10 +14,7 @@ const WebhookUrlSchema = z
   .describe(
     'Where deliveries are POSTed: http or https, without credentials, up to 2000 characters. One resolving to a loopback, private, link-local or unspecified address is 400',
   );
-const WebhookEventsSchema = z
-  .array(WebhookEventFilterSchema)
-  .min(1)
-  .max(20)
+const WebhookEventsSchema = boundedArray(WebhookEventFilterSchema, 20, 1)
   .transform((events) => [...new Set(events)])
   .describe('The event types to deliver (1 to 20, duplicates dropped), or `["*"]` for all');
 const DescriptionSchema = storableText(z.string().max(500)).describe('A note for yourself, up to 500 characters');
