@@ -8,6 +8,11 @@ export const LoginSchema = z
   .object({
     email: EmailSchema.describe('The email the account was registered with, in any case'),
     password: z.string().min(1).max(128).describe("The account's password"),
+    deviceToken: z
+      .string()
+      .max(512)
+      .optional()
+      .describe("The `deviceToken` of this client's last successful login to this account: its failed logins then count only against this device, so strangers locking the account do not lock it out"),
   })
   .strict();
 export const RefreshSchema = z
@@ -22,6 +27,10 @@ export const AuthResultSchema = z.object({
     .describe('Opaque; exchange it at POST /auth/refresh for a new pair, whose refresh token replaces this one. Keep it secret, like a password'),
   tokenType: z.literal('Bearer').describe('Always `Bearer`'),
   expiresIn: z.number().int().describe('Seconds until the access token expires (900 by default)'),
+  deviceToken: z
+    .string()
+    .optional()
+    .describe('On a login answer: a signed token naming the account and this device; keep it and send it with the next login (up to 512 characters)'),
 });
 export type AuthResult = z.infer<typeof AuthResultSchema>;
 

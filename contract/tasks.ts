@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { c, commaList, commonErrors, IdSchema, IfMatchHeaders, IfNoneMatchHeaders, PaginationQuerySchema, pageOf, ProblemSchema, SearchSchema, storableText, TimestampInputSchema, TimestampSchema } from './common.js';
+import { boundedArray, c, commaList, commonErrors, IdSchema, IfMatchHeaders, IfNoneMatchHeaders, PaginationQuerySchema, pageOf, ProblemSchema, SearchSchema, storableText, TimestampInputSchema, TimestampSchema } from './common.js';
 import { needs } from './scopes.js';
 
 export const TaskStatusSchema = z.enum(['todo', 'in_progress', 'done']).describe('`todo`, `in_progress` or `done`');
@@ -8,7 +8,7 @@ export type TaskStatus = z.infer<typeof TaskStatusSchema>;
 export const TaskPrioritySchema = z.enum(['low', 'medium', 'high', 'urgent']).describe('From lowest to highest: `low`, `medium`, `high`, `urgent`');
 export type TaskPriority = z.infer<typeof TaskPrioritySchema>;
 
-export const TagColorSchema = z.string().regex(/^#[0-9a-fA-F]{6}$/, 'expected a colour as #rrggbb').describe('`#rrggbb`');
+export const TagColorSchema = z.string().max(7).regex(/^#[0-9a-fA-F]{6}$/, 'expected a colour as #rrggbb').describe('`#rrggbb`');
 export const TagRefSchema = z.object({
   id: IdSchema.describe("The tag's id"),
   name: z.string().describe("The tag's name"),
@@ -53,7 +53,7 @@ export const TaskCreateSchema = z
     priority: TaskPrioritySchema.default('medium'),
     dueAt: DueAtInputSchema.default(null),
     assigneeId: AssigneeInputSchema.default(null),
-    tagIds: z.array(IdSchema).max(50).default([]).describe('Ids of your tags to put on the task (at most 50); one that is not yours is 400'),
+    tagIds: boundedArray(IdSchema, 50).default([]).describe('Ids of your tags to put on the task (at most 50); one that is not yours is 400'),
   })
   .strict();
 export type TaskCreate = z.infer<typeof TaskCreateSchema>;

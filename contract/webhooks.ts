@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { c, commonErrors, IdSchema, PaginationQuerySchema, pageOf, ProblemSchema, storableText, TimestampSchema } from './common.js';
+import { boundedArray, c, commonErrors, IdSchema, PaginationQuerySchema, pageOf, ProblemSchema, storableText, TimestampSchema } from './common.js';
 import { needs } from './scopes.js';
 import { EVENT_TYPES } from './events.js';
 
@@ -15,10 +15,7 @@ export const WebhookUrlSchema = z
   .describe(
     'Where deliveries are POSTed: http or https, without credentials, up to 2000 characters. A host that is, or resolves to, any address that is not global unicast (loopback, private, link-local, shared, documentation, benchmarking, multicast, reserved…, in any spelling) or that is the service itself is 400',
   );
-const WebhookEventsSchema = z
-  .array(WebhookEventFilterSchema)
-  .min(1)
-  .max(20)
+const WebhookEventsSchema = boundedArray(WebhookEventFilterSchema, 20, 1)
   .transform((events) => [...new Set(events)])
   .describe('The event types to deliver (1 to 20, duplicates dropped), or `["*"]` for all');
 const DescriptionSchema = storableText(z.string().max(500)).describe('A note for yourself, up to 500 characters');

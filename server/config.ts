@@ -60,6 +60,7 @@ const EnvSchema = z
     LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS: positiveInt.default(5),
     LOGIN_MAX_FAILURES_PER_ADDRESS: positiveInt.default(30),
     LOGIN_MAX_FAILURES_PER_ACCOUNT: positiveInt.default(100),
+    LOGIN_MAX_FAILURES_PER_DEVICE: positiveInt.default(5),
     LOGIN_THROTTLE_WINDOW_SECONDS: positiveInt.default(900),
     REGISTRATIONS_PER_ADDRESS_PER_HOUR: z.coerce.number().int().min(0).default(20),
     REFRESH_REUSE_GRACE_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
@@ -83,6 +84,9 @@ const EnvSchema = z
     USER_MAX_WEBHOOKS: positiveInt.default(20),
     EVENT_RETENTION_DAYS: positiveInt.default(30),
     EVENT_STREAM_HEARTBEAT_SECONDS: positiveInt.max(300).default(15),
+    EVENTS_MAX_STREAMS_PER_USER: positiveInt.default(10),
+    EVENTS_MAX_STREAMS: positiveInt.default(2_000),
+    IDEMPOTENCY_MAX_KEYS_PER_USER: positiveInt.default(10_000),
     /** Seconds between attempts, each counted from the previous one (±20% jitter); decimals allowed. */
     WEBHOOK_RETRY_SCHEDULE: z
       .string()
@@ -177,7 +181,8 @@ export interface Config {
   admin: { email: string; password: string; name: string } | undefined;
   rateLimitPerMinute: number;
   rateLimitStore: RateLimitStoreConfig;
-  loginThrottle: { maxFailuresPerAccountAddress: number; maxFailuresPerAddress: number; maxFailuresPerAccount: number; windowSeconds: number };
+  /** Failed logins per window: per (account, address), per address, per account, and per known device (device tokens). */
+  loginThrottle: { maxFailuresPerAccountAddress: number; maxFailuresPerAddress: number; maxFailuresPerAccount: number; maxFailuresPerDevice: number; windowSeconds: number };
   /** Registrations per client address per hour; 0: unlimited. */
   registrationsPerAddressPerHour: number;
   /** How long a refresh token just rotated out still refreshes its session (two tabs, a retry); 0: never. */
@@ -188,7 +193,10 @@ export interface Config {
   /** Per-user ceilings (admins exempt), so one account cannot fill the disk or the tables. */
   quotas: { storageBytes: number; tasks: number; tags: number; webhooks: number };
   metricsToken: string | undefined;
-  events: { retentionDays: number; heartbeatSeconds: number };
+  /** Open live streams are capped per user and per instance (counted over all its worker processes). */
+  events: { retentionDays: number; heartbeatSeconds: number; maxStreamsPerUser: number; maxStreams: number };
+  /** Answers kept under Idempotency-Key per caller; past it the oldest expire early. */
+  idempotencyMaxKeysPerUser: number;
   webhooks: WebhookConfig;
 }
 
@@ -302,6 +310,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxFailuresPerAccountAddress: e.LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS,
       maxFailuresPerAddress: e.LOGIN_MAX_FAILURES_PER_ADDRESS,
       maxFailuresPerAccount: e.LOGIN_MAX_FAILURES_PER_ACCOUNT,
+      maxFailuresPerDevice: e.LOGIN_MAX_FAILURES_PER_DEVICE,
       windowSeconds: e.LOGIN_THROTTLE_WINDOW_SECONDS,
     },
     registrationsPerAddressPerHour: e.REGISTRATIONS_PER_ADDRESS_PER_HOUR,
@@ -315,7 +324,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     attachments: { maxBytes: e.ATTACHMENT_MAX_BYTES, maxPerTask: e.ATTACHMENTS_MAX_PER_TASK, storage: attachmentStorageOf(e) },
     quotas: { storageBytes: e.USER_STORAGE_QUOTA_BYTES, tasks: e.USER_MAX_TASKS, tags: e.USER_MAX_TAGS, webhooks: e.USER_MAX_WEBHOOKS },
     metricsToken: e.METRICS_TOKEN,
-    events: { retentionDays: e.EVENT_RETENTION_DAYS, heartbeatSeconds: e.EVENT_STREAM_HEARTBEAT_SECONDS },
+    events: {
+      retentionDays: e.EVENT_RETENTION_DAYS,
+      heartbeatSeconds: e.EVENT_STREAM_HEARTBEAT_SECONDS,
+      maxStreamsPerUser: e.EVENTS_MAX_STREAMS_PER_USER,
+      maxStreams: e.EVENTS_MAX_STREAMS,
+    },
+    idempotencyMaxKeysPerUser: e.IDEMPOTENCY_MAX_KEYS_PER_USER,
     webhooks: {
       retryScheduleSeconds: e.WEBHOOK_RETRY_SCHEDULE,
       allowPrivateTargets: e.WEBHOOK_ALLOW_PRIVATE_TARGETS,

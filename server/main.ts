@@ -10,6 +10,7 @@ import type { AppContext } from './context.js';
 import { checkConfiguredKey } from './auth/keys.js';
 import { onDirectConnection, openDatabase, openPostgres } from './db/database.js';
 import { migrate } from './db/migrate.js';
+import { shareStreamSlotsWithWorkers } from './events/stream-slots.js';
 import { shareMemoryLimiterWithWorkers } from './limits/request-limiter.js';
 import { startMaintenance } from './maintenance.js';
 import { aggregateMetricsForWorkers } from './metrics/cluster.js';
@@ -105,6 +106,7 @@ function stopWorkers(): Promise<void> {
 /** Forks the workers and waits until every one listens; a worker that dies later is replaced. */
 async function startWorkers(config: Config, logger: Logger, databaseUrl: string, stops: StopSignals): Promise<number> {
   shareMemoryLimiterWithWorkers(config);
+  shareStreamSlotsWithWorkers(config.events);
   const fork = () => cluster.fork({ [WORKER_DATABASE_URL]: databaseUrl });
   const starting = Array.from({ length: config.webConcurrency }, () => {
     const worker = fork();

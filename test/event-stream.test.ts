@@ -107,11 +107,11 @@ describe('GET /events (Server-Sent Events)', () => {
     expect(ids).not.toContain(own.id);
   });
 
-  it('answers 400 to a malformed Last-Event-ID, 410 to one no longer in the log, 401 without a token', async () => {
+  it('answers 400 to a malformed Last-Event-ID or one no longer in the log, 401 without a token', async () => {
     const malformed = await service.http.get('/events').set('Authorization', alice.auth).set('Last-Event-ID', 'nope');
     expectProblem(malformed, 400, 'validation_failed');
     const gone = await service.http.get('/events').set('Authorization', alice.auth).set('Last-Event-ID', '01900000-0000-7000-8000-000000000000');
-    expectProblem(gone, 410, 'cursor_expired');
+    expectProblem(gone, 400, 'validation_failed');
     expectProblem(await service.http.get('/events'), 401, 'unauthenticated');
   });
 

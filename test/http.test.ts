@@ -310,6 +310,22 @@ describe('CORS', () => {
     expect(other.headers['access-control-allow-origin']).toBeUndefined();
   });
 
+  it('allows every request header API.md names and exposes every answer header it names (found in issue 18)', async () => {
+    const requested = ['Authorization', 'Content-Type', 'If-Match', 'If-None-Match', 'Idempotency-Key', 'Last-Event-ID', 'X-Request-Id'];
+    const preflight = await open.http
+      .options('/tasks')
+      .set('Origin', 'https://app.example.test')
+      .set('Access-Control-Request-Method', 'POST')
+      .set('Access-Control-Request-Headers', requested.join(', ').toLowerCase())
+      .expect(204);
+    const allowed = String(preflight.headers['access-control-allow-headers']).toLowerCase().split(/\s*,\s*/);
+    for (const name of requested) expect(allowed).toContain(name.toLowerCase());
+    const res = await open.http.get('/healthz').set('Origin', 'https://app.example.test').expect(200);
+    const exposed = String(res.headers['access-control-expose-headers']).toLowerCase().split(/\s*,\s*/);
+    const answers = ['ETag', 'Location', 'Link', 'RateLimit', 'RateLimit-Policy', 'Retry-After', 'Idempotent-Replayed', 'X-Request-Id', 'WWW-Authenticate'];
+    for (const name of answers) expect(exposed).toContain(name.toLowerCase());
+  });
+
   it('is off unless configured', async () => {
     const res = await service.http.get('/healthz').set('Origin', 'https://app.example.test').expect(200);
     expect(res.headers['access-control-allow-origin']).toBeUndefined();

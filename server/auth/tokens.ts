@@ -18,6 +18,8 @@ export interface AccessClaims {
   userId: string;
   sessionId: string;
   role: Role;
+  /** When the token expires (epoch milliseconds): a live stream it opened ends then. */
+  expiresAtMs?: number;
 }
 
 /** Why a bearer token was refused: the 401's detail and its RFC 6750 error description say which. */
@@ -49,7 +51,7 @@ export function accessTokens(key: SigningKey, settings: AccessTokenSettings) {
       });
       const parsed = ClaimsSchema.safeParse(payload);
       if (!parsed.success) return { rejected: 'invalid' };
-      const claims: AccessClaims = { userId: parsed.data.sub, sessionId: parsed.data.sid, role: parsed.data.role };
+      const claims: AccessClaims = { userId: parsed.data.sub, sessionId: parsed.data.sid, role: parsed.data.role, expiresAtMs: parsed.data.exp * 1000 };
       const ttl = parsed.data.exp * 1000 - Date.now();
       if (ttl > 0) verified.set(token, claims, { ttl });
       return { claims };

@@ -54,8 +54,11 @@ const tags = [
 function commaListOf(schema: z.ZodTypeAny | undefined): { item: z.ZodTypeAny; maxItems: number | undefined } | undefined {
   let inner = schema;
   while (inner instanceof z.ZodOptional || inner instanceof z.ZodDefault) inner = inner._def.innerType;
-  if (!(inner instanceof z.ZodPipeline) || !(inner._def.out instanceof z.ZodArray)) return undefined;
-  return { item: inner._def.out.element, maxItems: inner._def.out._def.maxLength?.value };
+  if (!(inner instanceof z.ZodPipeline)) return undefined;
+  // The array may be wrapped in the check of its length before its items (boundedArray).
+  const out: unknown = inner._def.out instanceof z.ZodEffects ? inner._def.out.innerType() : inner._def.out;
+  if (!(out instanceof z.ZodArray)) return undefined;
+  return { item: out.element, maxItems: out._def.maxLength?.value };
 }
 
 /** The generator puts a header's `.describe()` text in its schema, where the reference page does not show it. */
