@@ -539,7 +539,7 @@ describe('the signing key', () => {
       const user = await registerUser(service);
       const claims = decodeJwt(user.accessToken);
       const token = await one!.tokens.issue({ userId: user.user.id, sessionId: String(claims.sid), role: 'user' });
-      expect(await two!.tokens.verify(token)).toEqual({ userId: user.user.id, sessionId: claims.sid, role: 'user' });
+      expect(await two!.tokens.verify(token)).toEqual({ userId: user.user.id, sessionId: claims.sid, role: 'user', expiresAtMs: expect.any(Number) });
       // The private key is not copied to the data directories.
       for (const dir of dataDirs) expect(await readdir(dir)).not.toContain('keys');
     } finally {

@@ -1,3 +1,4 @@
+import { v7 as uuidv7 } from 'uuid';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -107,11 +108,14 @@ describe('GET /events (Server-Sent Events)', () => {
     expect(ids).not.toContain(own.id);
   });
 
-  it('answers 400 to a malformed Last-Event-ID or one no longer in the log, 401 without a token', async () => {
+  it('answers 400 to a malformed or unknown Last-Event-ID, 410 to one minted before the retention, 401 without a token', async () => {
     const malformed = await service.http.get('/events').set('Authorization', alice.auth).set('Last-Event-ID', 'nope');
     expectProblem(malformed, 400, 'validation_failed');
+    const unknown = await service.http.get('/events').set('Authorization', alice.auth).set('Last-Event-ID', uuidv7());
+    expectProblem(unknown, 400, 'validation_failed');
+    // Judged by the time in the id alone: the same answer whoever's event it was.
     const gone = await service.http.get('/events').set('Authorization', alice.auth).set('Last-Event-ID', '01900000-0000-7000-8000-000000000000');
-    expectProblem(gone, 400, 'validation_failed');
+    expectProblem(gone, 410, 'cursor_expired');
     expectProblem(await service.http.get('/events'), 401, 'unauthenticated');
   });
 

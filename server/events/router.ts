@@ -11,6 +11,18 @@ import { streamHub } from './streams.js';
 /** How long a client refused a stream waits before it tries again. */
 const STREAM_RETRY_AFTER_SECONDS = '30';
 
+/** The oldest moment whose events are still kept. */
+const retentionStartMs = (ctx: AppContext) => Date.now() - ctx.config.events.retentionDays * 86_400_000;
+
+/**
+ * Whether an event id (a UUIDv7) was minted before `ms`, read from the id itself: an id from before
+ * the retention is answered 410 whoever's event it was, so the answer tells nothing of others' events.
+ */
+function mintedBefore(eventId: string, ms: number): boolean {
+  const minted = Number.parseInt(eventId.replaceAll('-', '').slice(0, 12), 16);
+  return Number.isFinite(minted) && minted < ms;
+}
+
 export function eventsRouter(ctx: AppContext) {
   const { maxStreamsPerUser } = ctx.config.events;
   return initServer().router(eventsContract, {
@@ -21,6 +33,9 @@ export function eventsRouter(ctx: AppContext) {
       const reader = readerOf(principal);
       const lastEventId = headers['last-event-id'];
       const resumeAfter = lastEventId === undefined ? undefined : await positionSeenBy(ctx, reader, lastEventId);
+      if (lastEventId !== undefined && resumeAfter === undefined && mintedBefore(lastEventId, retentionStartMs(ctx))) {
+        throw new AppError('cursor_expired', 'The event to resume after is past the retention: do a full sync, then open the stream without Last-Event-ID');
+      }
       // One answer for an unknown id and another user's: it tells nothing about others' events.
       if (lastEventId !== undefined && resumeAfter === undefined) {
         throw invalidField('header.last-event-id', 'unknown_event', 'Not the id of an event this service sent you (or no longer retained): reconnect without Last-Event-ID after a full sync');
