@@ -46,7 +46,10 @@ export class EventSignal {
       void this.listen(directUrl);
       return;
     }
-    this.timer = setInterval(() => this.wakeAll(), EVENT_POLL_MS);
+    this.timer = setInterval(() => {
+      eventMetrics(this.ctx).signals.inc();
+      this.wakeAll();
+    }, EVENT_POLL_MS);
     this.timer.unref();
   }
 
