@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { startService, type TestService } from './support/app.js';
 import { listen, type ListeningService } from './support/listening.js';
+import { deliverOffline } from './support/offline-deliveries.js';
 
 // The client as a user gets it: `npm pack --workspace contract`, installed into a fresh project,
 // compiled with plain tsc (strict, exactOptionalPropertyTypes) and run with node, as ES module and
@@ -69,12 +70,16 @@ const tsconfig = {
 let service: TestService;
 let listening: ListeningService;
 let work: string;
+let stopDeliveries = () => Promise.resolve();
 beforeAll(async () => {
   service = await startService();
   listening = await listen(service);
+  // task-service-verify retries its webhook's delivery once the first attempt has run.
+  stopDeliveries = deliverOffline(service.ctx);
   work = await mkdtemp(path.join(tmpdir(), 'task-service-package-'));
 });
 afterAll(async () => {
+  await stopDeliveries();
   await listening.close();
   await service.close();
   await rm(work, { recursive: true, force: true });
