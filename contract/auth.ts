@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { c, commonErrors, EmailSchema, PasswordSchema, PersonNameSchema, ProblemSchema } from './common.js';
+import { c, commonErrors, EmailSchema, PasswordSchema, PersonNameSchema, ProblemSchema, type Named } from './common.js';
 import { UserSchema } from './users.js';
 
 export const RegisterSchema = z.object({ email: EmailSchema, password: PasswordSchema, name: PersonNameSchema }).strict();
@@ -13,7 +13,7 @@ export const RefreshSchema = z
   .object({ refreshToken: z.string().min(1).max(512).describe('The refresh token of the latest answer from register, login or refresh') })
   .strict();
 
-export const AuthResultSchema = z.object({
+const authResultSchema = z.object({
   user: UserSchema.describe('The account the tokens are for'),
   accessToken: z.string().describe('A JWT to send as `Authorization: Bearer <accessToken>`; valid for `expiresIn` seconds'),
   refreshToken: z
@@ -22,7 +22,8 @@ export const AuthResultSchema = z.object({
   tokenType: z.literal('Bearer').describe('Always `Bearer`'),
   expiresIn: z.number().int().describe('Seconds until the access token expires (900 by default)'),
 });
-export type AuthResult = z.infer<typeof AuthResultSchema>;
+export interface AuthResult extends z.output<typeof authResultSchema> {}
+export const AuthResultSchema: Named<AuthResult> = authResultSchema;
 
 export const authContract = c.router(
   {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
+import { EVENT_TYPES } from './event-types.js';
 import { AttachmentSchema } from './attachments.js';
-import { c, commonErrors, IdSchema, ProblemSchema, TimestampSchema } from './common.js';
+import { c, commonErrors, IdSchema, ProblemSchema, TimestampSchema, type Named } from './common.js';
 import { TagSchema } from './tags.js';
 import { TaskSchema } from './tasks.js';
 import { UserSchema } from './users.js';
@@ -29,9 +30,13 @@ export const EventSchema = z.discriminatedUnion('type', [
 ]);
 export type Event = z.infer<typeof EventSchema>;
 export type EventType = Event['type'];
-export const EVENT_TYPES = EventSchema.options.map((option) => option.shape.type.value);
+export { EVENT_TYPES };
+// The list the client reads at run time names exactly the events of the schema (else a type error here).
+const eventTypesMatch: [EventType] extends [EventTypeListed] ? ([EventTypeListed] extends [EventType] ? true : never) : never = true;
+type EventTypeListed = (typeof EVENT_TYPES)[number];
+void eventTypesMatch;
 
-export const ChangesQuerySchema = z
+const changesQuerySchema = z
   .object({
     limit: z.coerce.number().int().min(1).max(1000).default(100).describe('At most this many events, 1 to 1000'),
     cursor: z
@@ -42,13 +47,16 @@ export const ChangesQuerySchema = z
       .describe("Opaque: the previous answer's `nextCursor`. Without it the feed starts at the oldest retained event; one older than the retention is 410"),
   })
   .strict();
-export type ChangesQuery = z.infer<typeof ChangesQuerySchema>;
+export interface ChangesQuery extends z.output<typeof changesQuerySchema> {}
+export interface ChangesQueryInput extends z.input<typeof changesQuerySchema> {}
+export const ChangesQuerySchema: z.ZodType<ChangesQuery, z.ZodTypeDef, ChangesQueryInput> = changesQuerySchema;
 
-export const ChangesPageSchema = z.object({
+const changesPageSchema = z.object({
   items: z.array(EventSchema).describe('Events in commit order, oldest first; empty when you are up to date'),
   nextCursor: z.string().describe('Always present: keep it and ask again with it later'),
 });
-export type ChangesPage = z.infer<typeof ChangesPageSchema>;
+export interface ChangesPage extends z.output<typeof changesPageSchema> {}
+export const ChangesPageSchema: Named<ChangesPage> = changesPageSchema;
 
 export const EventStreamHeaders = z.object({
   'last-event-id': IdSchema.optional().describe(
