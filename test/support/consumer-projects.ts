@@ -87,7 +87,7 @@ export async function typeCheck(project: string, consumer: Consumer): Promise<Ch
 export interface BundleWeight {
   minifiedBytes: number;
   gzipBytes: number;
-  /** Every input file of the bundle, relative to the project. */
+  /** Every file with code in the bundle, relative to the project (not those tree-shaken away). */
   inputs: string[];
 }
 
@@ -107,7 +107,9 @@ export async function browserBundle(project: string, consumer: Consumer): Promis
   });
   const [output] = result.outputFiles;
   if (!output) throw new Error('esbuild wrote nothing');
-  return { minifiedBytes: output.contents.byteLength, gzipBytes: gzipSync(output.contents).byteLength, inputs: Object.keys(result.metafile.inputs) };
+  const written = Object.values(result.metafile.outputs)[0]?.inputs ?? {};
+  const inputs = Object.entries(written).flatMap(([input, { bytesInOutput }]) => (bytesInOutput > 0 ? [input] : []));
+  return { minifiedBytes: output.contents.byteLength, gzipBytes: gzipSync(output.contents).byteLength, inputs };
 }
 
 /** The bytes of every declaration file the installed client ships. */
