@@ -5,14 +5,14 @@ import { EVENT_TYPES } from './events.js';
 /** An event type, or `*` for every type. */
 export const WebhookEventFilterSchema = z.enum(['*', ...EVENT_TYPES] as [string, ...string[]]).describe('An event type, or `*` for every type');
 
-const WebhookUrlSchema = z
+export const WebhookUrlSchema = z
   .string()
   .max(2000)
   .url()
   .refine((value) => !URL.canParse(value) || /^https?:$/.test(new URL(value).protocol), 'Expected an http or https URL')
   .refine((value) => !URL.canParse(value) || (new URL(value).username === '' && new URL(value).password === ''), 'The URL must not carry credentials')
   .describe(
-    'Where deliveries are POSTed: http or https, without credentials, up to 2000 characters. One resolving to a loopback, private, link-local or unspecified address is 400',
+    'Where deliveries are POSTed: http or https, without credentials, up to 2000 characters. A host that is, or resolves to, any address that is not global unicast (loopback, private, link-local, shared, documentation, benchmarking, multicast, reserved…, in any spelling) or that is the service itself is 400',
   );
 const WebhookEventsSchema = z
   .array(WebhookEventFilterSchema)
@@ -98,14 +98,15 @@ export const webhooksContract = c.router(
       method: 'POST',
       path: '/webhooks',
       body: WebhookCreateSchema,
-      responses: { 201: CreatedWebhookSchema },
+      responses: { 201: CreatedWebhookSchema, 409: ProblemSchema },
       summary: 'Register a webhook for some or all event types (the secret is in this answer only)',
       description:
         'Deliveries follow the Standard Webhooks specification: a POST of the Event as JSON with `webhook-id` (the event id), ' +
         '`webhook-timestamp` and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body` with the secret). ' +
         'A 2xx within 10 s is success; otherwise the attempt is retried with exponential backoff (WEBHOOK_RETRY_SCHEDULE, ' +
         '±20% jitter). After 3 days of failures the webhook is switched off. A webhook receives only events its owner may see. ' +
-        'A URL that resolves to a loopback, private, link-local or unspecified address is 400 on `body.url`.',
+        'A URL whose host is, or resolves to, an address that is not global unicast, or the service itself, is 400 on `body.url` (checked again before every delivery). ' +
+        'Each user holds at most USER_MAX_WEBHOOKS webhooks (409 `quota_exceeded`; admins exempt).',
     },
     list: {
       method: 'GET',
@@ -156,8 +157,11 @@ export const webhooksContract = c.router(
       pathParams: DeliveryParams,
       body: c.noBody(),
       responses: { 202: DeliverySchema, 404: ProblemSchema, 409: ProblemSchema },
-      summary: "Deliver an attempt's event again now (202 with the new attempt; 409 while the webhook is switched off)",
-      description: 'Schedules the event of a logged attempt as a new attempt due at once, with the same `webhook-id` so receivers can deduplicate it.',
+      summary: "Deliver an attempt's event again now (202 with the attempt; 409 while one is in flight or due, or the webhook is switched off)",
+      description:
+        'Delivers the event of a logged attempt again, at once, with the same `webhook-id` so receivers can deduplicate it. An event has one attempt at a time: ' +
+        'a pending automatic retry is brought forward (the answer is that attempt), else the next attempt number is scheduled. While an attempt of the event ' +
+        'is in flight or already due the answer is 409 `conflict`, so concurrent retries make one attempt between them.',
     },
   },
   { commonResponses: commonErrors },

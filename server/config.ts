@@ -75,6 +75,7 @@ const EnvSchema = z
     USER_STORAGE_QUOTA_BYTES: positiveInt.default(1024 ** 3),
     USER_MAX_TASKS: positiveInt.default(100_000),
     USER_MAX_TAGS: positiveInt.default(1_000),
+    USER_MAX_WEBHOOKS: positiveInt.default(20),
     EVENT_RETENTION_DAYS: positiveInt.default(30),
     EVENT_STREAM_HEARTBEAT_SECONDS: positiveInt.max(300).default(15),
     /** Seconds between attempts, each counted from the previous one (±20% jitter); decimals allowed. */
@@ -84,12 +85,22 @@ const EnvSchema = z
       .transform((value) => value.split(',').map((part) => Number(part.trim())))
       .pipe(z.array(z.number().positive().max(7 * 86400)).min(1).max(20)),
     WEBHOOK_ALLOW_PRIVATE_TARGETS: bool.default('false'),
+    /** The whole exchange of one attempt (connect, request, answer and its body); 10 s per API.md. */
+    WEBHOOK_TIMEOUT_MS: positiveInt.max(600_000).default(10_000),
+    /** Attempts one instance has in flight at once (each holds one outbound socket). */
+    WEBHOOK_MAX_IN_FLIGHT: positiveInt.max(10_000).default(32),
+    /** Attempts in flight for one user's webhooks across all instances, so one user never takes every slot. */
+    WEBHOOK_MAX_IN_FLIGHT_PER_USER: positiveInt.max(10_000).default(8),
     /** A static bearer token that may scrape /metrics (besides admins' access tokens). */
     METRICS_TOKEN: z.string().min(32, 'METRICS_TOKEN must be at least 32 characters').regex(/^[\x21-\x7e]+$/, 'METRICS_TOKEN must be printable ASCII without spaces').optional(),
   })
   .refine((env) => env.HTTP_HEADERS_TIMEOUT_MS <= env.HTTP_REQUEST_TIMEOUT_MS, {
     message: 'HTTP_HEADERS_TIMEOUT_MS must not exceed HTTP_REQUEST_TIMEOUT_MS',
     path: ['HTTP_HEADERS_TIMEOUT_MS'],
+  })
+  .refine((env) => env.WEBHOOK_MAX_IN_FLIGHT_PER_USER <= env.WEBHOOK_MAX_IN_FLIGHT, {
+    message: 'WEBHOOK_MAX_IN_FLIGHT_PER_USER must not exceed WEBHOOK_MAX_IN_FLIGHT',
+    path: ['WEBHOOK_MAX_IN_FLIGHT_PER_USER'],
   })
   .refine((env) => (env.ADMIN_EMAIL === undefined) === (env.ADMIN_PASSWORD === undefined), {
     message: 'ADMIN_EMAIL and ADMIN_PASSWORD must be set together',
@@ -162,10 +173,20 @@ export interface Config {
   argon2: { memoryCost: number; timeCost: number; concurrency: number };
   attachments: { maxBytes: number; maxPerTask: number; storage: { kind: 'fs' } | S3StorageConfig };
   /** Per-user ceilings (admins exempt), so one account cannot fill the disk or the tables. */
-  quotas: { storageBytes: number; tasks: number; tags: number };
+  quotas: { storageBytes: number; tasks: number; tags: number; webhooks: number };
   metricsToken: string | undefined;
   events: { retentionDays: number; heartbeatSeconds: number };
-  webhooks: { retryScheduleSeconds: number[]; allowPrivateTargets: boolean };
+  webhooks: WebhookConfig;
+}
+
+export interface WebhookConfig {
+  retryScheduleSeconds: number[];
+  allowPrivateTargets: boolean;
+  /** One attempt's whole exchange, the answer's body included. */
+  timeoutMs: number;
+  /** Attempts in flight on this instance; for one user across instances. */
+  maxInFlight: number;
+  maxInFlightPerUser: number;
 }
 
 export interface HttpTimeouts {
@@ -277,9 +298,15 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       concurrency: e.PASSWORD_HASH_CONCURRENCY ?? Math.max(1, Math.floor(availableParallelism() / webConcurrency)),
     },
     attachments: { maxBytes: e.ATTACHMENT_MAX_BYTES, maxPerTask: e.ATTACHMENTS_MAX_PER_TASK, storage: attachmentStorageOf(e) },
-    quotas: { storageBytes: e.USER_STORAGE_QUOTA_BYTES, tasks: e.USER_MAX_TASKS, tags: e.USER_MAX_TAGS },
+    quotas: { storageBytes: e.USER_STORAGE_QUOTA_BYTES, tasks: e.USER_MAX_TASKS, tags: e.USER_MAX_TAGS, webhooks: e.USER_MAX_WEBHOOKS },
     metricsToken: e.METRICS_TOKEN,
     events: { retentionDays: e.EVENT_RETENTION_DAYS, heartbeatSeconds: e.EVENT_STREAM_HEARTBEAT_SECONDS },
-    webhooks: { retryScheduleSeconds: e.WEBHOOK_RETRY_SCHEDULE, allowPrivateTargets: e.WEBHOOK_ALLOW_PRIVATE_TARGETS },
+    webhooks: {
+      retryScheduleSeconds: e.WEBHOOK_RETRY_SCHEDULE,
+      allowPrivateTargets: e.WEBHOOK_ALLOW_PRIVATE_TARGETS,
+      timeoutMs: e.WEBHOOK_TIMEOUT_MS,
+      maxInFlight: e.WEBHOOK_MAX_IN_FLIGHT,
+      maxInFlightPerUser: e.WEBHOOK_MAX_IN_FLIGHT_PER_USER,
+    },
   };
 }

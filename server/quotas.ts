@@ -19,6 +19,7 @@ interface QuotaRule {
 const QUOTAS: Record<Quota, QuotaRule> = {
   tasks: { variable: 'USER_MAX_TASKS', unit: 'tasks', used: async (db, userId) => BigInt(await db.task.count({ where: { ownerId: userId } })), perTransaction: () => 1 },
   tags: { variable: 'USER_MAX_TAGS', unit: 'tags', used: async (db, userId) => BigInt(await db.tag.count({ where: { ownerId: userId } })), perTransaction: () => 1 },
+  webhooks: { variable: 'USER_MAX_WEBHOOKS', unit: 'webhooks', used: async (db, userId) => BigInt(await db.webhook.count({ where: { ownerId: userId } })), perTransaction: () => 1 },
   storageBytes: {
     variable: 'USER_STORAGE_QUOTA_BYTES',
     unit: 'bytes of attachments',

@@ -11,10 +11,13 @@ import { z } from 'zod';
 import { ZodFastCheck } from 'zod-fast-check';
 import { contract } from '../contract/index.js';
 import { IdSchema, ProblemSchema, TimestampInputSchema } from '../contract/common.js';
+import { WebhookUrlSchema } from '../contract/webhooks.js';
+import { useWebhookNetwork } from '../server/webhooks/network.js';
 import { startService, type TestService } from './support/app.js';
 import { listen, type ListeningService } from './support/listening.js';
 import { createTask } from './support/tasks.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+import { stubNetwork } from './support/webhook-network.js';
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 20);
 
@@ -46,13 +49,19 @@ async function refreshFixture(): Promise<void> {
   if ((await prisma.tag.count({ where: { ownerId: alice.user.id } })) === 0) {
     await service.http.post('/tags').set('Authorization', alice.auth).send({ name: `fixture ${Date.now()}` });
   }
-  const [tasks, tags, attachments, users] = await Promise.all([
+  if ((await prisma.webhook.count({ where: { ownerId: alice.user.id } })) === 0) {
+    await service.http.post('/webhooks').set('Authorization', alice.auth).send({ url: 'https://public.example/hook', events: ['*'] }).expect(201);
+    await createTask(service, alice, { title: 'a delivery for the fixture' }); // its delivery row is written with the event
+  }
+  const [tasks, tags, attachments, users, webhooks, deliveries] = await Promise.all([
     prisma.task.findMany({ select: { id: true }, take: 5, orderBy: { id: 'desc' } }),
     prisma.tag.findMany({ select: { id: true }, take: 3, orderBy: { id: 'desc' } }),
     prisma.attachment.findMany({ select: { id: true }, take: 3, orderBy: { id: 'desc' } }),
     prisma.user.findMany({ select: { id: true }, take: 3, orderBy: { id: 'desc' } }),
+    prisma.webhook.findMany({ select: { id: true }, take: 3, orderBy: { id: 'desc' } }),
+    prisma.webhookDelivery.findMany({ select: { id: true }, take: 3, orderBy: { id: 'desc' } }),
   ]);
-  ids = [alice.user.id, bob.user.id, ...[...tasks, ...tags, ...attachments, ...users].map((row) => row.id)];
+  ids = [alice.user.id, bob.user.id, ...[...tasks, ...tags, ...attachments, ...users, ...webhooks, ...deliveries].map((row) => row.id)];
 }
 
 /** Everything any request could change, as one digest: a refused request must leave it as it was. */
@@ -64,7 +73,9 @@ async function stateDigest(): Promise<string> {
       UNION ALL SELECT 'l' || task_id || tag_id FROM task_tags
       UNION ALL SELECT 'a' || id || filename FROM attachments
       UNION ALL SELECT 'u' || id || email || name || role || password_hash FROM users
-      UNION ALL SELECT 's' || id || refresh_token_hash || coalesce(revoked_at::text, '') FROM sessions) AS s(x)`);
+      UNION ALL SELECT 's' || id || refresh_token_hash || coalesce(revoked_at::text, '') FROM sessions
+      UNION ALL SELECT 'w' || id || url || array_to_string(events, ',') || description || active::text || secret FROM webhooks
+      UNION ALL SELECT 'd' || id || attempt || state || coalesce(next_attempt_at::text, '') FROM webhook_deliveries) AS s(x)`);
   return rows[0]?.digest ?? '';
 }
 
@@ -88,7 +99,15 @@ const deepJson = fc.integer({ min: 100, max: 20_000 }).map((depth) => `${'['.rep
 // Ids from the live fixture (so valid requests reach real objects), timestamps a database can hold.
 const generator = ZodFastCheck()
   .override(IdSchema, fc.nat().map((n) => ids[n % ids.length] ?? ''))
-  .override(TimestampInputSchema, fc.date({ min: new Date('2000-01-01'), max: new Date('2100-01-01'), noInvalidDate: true }).map((d) => d.toISOString()));
+  .override(TimestampInputSchema, fc.date({ min: new Date('2000-01-01'), max: new Date('2100-01-01'), noInvalidDate: true }).map((d) => d.toISOString()))
+  // Webhook targets: public names, names that resolve privately, and refused address spellings.
+  .override(
+    WebhookUrlSchema,
+    fc.oneof(
+      fc.webUrl({ validSchemes: ['http', 'https'] }),
+      fc.constantFrom('https://public.example/hook', 'http://private1.example/', 'http://0x7f.1/', 'http://[::ffff:10.0.0.1]/', 'http://[64:ff9b::a9fe:a9fe]/', 'http://198.51.100.7/', 'http://[2001:db8::1]:8080/'),
+    ),
+  );
 /** Whether zod-fast-check can derive values for the schema (it cannot for some transforms and regexes). */
 function derivable(schema: z.ZodTypeAny): boolean {
   try {
@@ -265,6 +284,12 @@ function checkAnswer(route: AppRoute, res: Response): void {
 
 beforeAll(async () => {
   service = await startService();
+  // Webhook targets resolve here, never through DNS: a name with a digit in it resolves to a private
+  // address (refused), any other to a public one. No delivery worker runs, so nothing connects.
+  const network = stubNetwork(() => {
+    throw new Error('the fuzzer never delivers');
+  });
+  useWebhookNetwork(service.ctx, { ...network, resolve: async (hostname) => [{ address: /\d/.test(hostname) ? '10.0.0.1' : '93.184.215.14', family: 4 }] });
   listening = await listen(service);
   http = request(listening.baseUrl);
   alice = await registerUser(service);

@@ -148,7 +148,8 @@ describe('deliveries', () => {
   it('retries by hand (202) and refuses while the webhook is switched off (409)', async () => {
     const webhook = await hook(alice, ['tag.created']);
     await service.http.post('/tags').set('Authorization', alice.auth).send({ name: 'manual' }).expect(201);
-    await expect.poll(async () => (await deliveries(alice, webhook.id)).length).toBe(1);
+    // Once the first attempt is over: while one is in flight a manual retry is 409 (one attempt at a time).
+    await expect.poll(async () => (await deliveries(alice, webhook.id)).map((d) => d.state)).toEqual(['succeeded']);
     const [first] = await deliveries(alice, webhook.id);
     const res = await service.http.post(`/webhooks/${webhook.id}/deliveries/${first?.id}/retry`).set('Authorization', alice.auth).expect(202);
     expect(DeliverySchema.parse(res.body)).toMatchObject({ attempt: 2, eventId: first?.eventId, state: 'pending' });
@@ -213,13 +214,14 @@ describe('several instances and restarts', () => {
     }
   });
 
-  it('two instances deliver each attempt once between them', async () => {
+  it('two instances deliver each attempt once between them', { timeout: 60_000 }, async () => {
     const [one, two] = [await instance(), await instance()];
     const stops = [startDeliveryWorker(one), startDeliveryWorker(two)];
     try {
       const webhook = await hook(alice, ['task.created']);
       const tasks = await Promise.all(Array.from({ length: 40 }, (_, i) => createTask(service, alice, { title: `fan ${i}` })));
-      await expect.poll(() => receiver.received(webhook.path).length, { timeout: 15_000 }).toBe(40);
+      // All of alice's webhooks share one receiver host, which takes at most 2 attempts at a time.
+      await expect.poll(() => receiver.received(webhook.path).length, { timeout: 50_000 }).toBe(40);
       await new Promise((resolve) => setTimeout(resolve, 500));
       const got = receiver.received(webhook.path);
       expect(got.length).toBe(40); // no duplicates: each attempt was taken by one instance
@@ -232,45 +234,4 @@ describe('several instances and restarts', () => {
   });
 });
 
-describe('SSRF guard', () => {
-  let guarded: TestService;
-  let stopGuarded: () => Promise<void>;
-  beforeAll(async () => {
-    guarded = await startService({ WEBHOOK_RETRY_SCHEDULE: '0.2' });
-    stopGuarded = startDeliveryWorker(guarded.ctx);
-  });
-  afterAll(async () => {
-    await stopGuarded();
-    await guarded.close();
-  });
-
-  it('refuses loopback, private, link-local and unspecified targets in any spelling (400 on body.url)', async () => {
-    const carol = await registerUser(guarded);
-    const hosts = [
-      '127.0.0.1', 'localhost', '[::1]', '0x7f.0.0.1', '2130706433', '0177.0.0.1', '127.1', '[::ffff:127.0.0.1]', '[::ffff:7f00:1]',
-      '10.0.0.8', '172.16.5.4', '192.168.1.1', '169.254.169.254', '0.0.0.0', '[::]', '[fe80::1]', '[fd00::1]', '100.64.0.1',
-    ];
-    for (const host of hosts) {
-      const res = await guarded.http.post('/webhooks').set('Authorization', carol.auth).send({ url: `http://${host}:8080/x`, events: ['*'] });
-      expect(errorPaths(expectProblem(res, 400, 'validation_failed')), host).toEqual(['body.url']);
-    }
-    await guarded.http.post('/webhooks').set('Authorization', carol.auth).send({ url: 'http://93.184.215.14/hook', events: ['*'] }).expect(201);
-    const patch = await guarded.http.get('/webhooks').set('Authorization', carol.auth).expect(200);
-    const [existing] = pageOf(WebhookSchema).parse(patch.body).items;
-    expectProblem(await guarded.http.patch(`/webhooks/${existing?.id}`).set('Authorization', carol.auth).send({ url: 'http://127.0.0.1/' }), 400, 'validation_failed');
-  });
-
-  it('checks again at delivery time: a target that became private is a failed attempt in the log', async () => {
-    const dave = await registerUser(guarded);
-    const res = await guarded.http.post('/webhooks').set('Authorization', dave.auth).send({ url: 'http://93.184.215.14/hook', events: ['tag.created'] }).expect(201);
-    const id = CreatedWebhookSchema.parse(res.body).id;
-    // As if its name now resolved to loopback (DNS rebinding): the row points there.
-    await guarded.ctx.db.prisma.webhook.update({ where: { id }, data: { url: receiver.url('/rebound') } });
-    await guarded.http.post('/tags').set('Authorization', dave.auth).send({ name: 'rebound' }).expect(201);
-    const readLog = async () => DeliveryPageSchema.parse((await guarded.http.get(`/webhooks/${id}/deliveries`).set('Authorization', dave.auth)).body).items;
-    await expect.poll(async () => (await readLog()).map((d) => [d.attempt, d.state, d.statusCode]), { timeout: 10_000 }).toEqual([[2, 'failed', null], [1, 'failed', null]]);
-    const log = await readLog();
-    expect(log[0]?.error).toMatch(/may not reach/);
-    expect(receiver.received('/rebound')).toEqual([]);
-  });
-});
+// The SSRF guard (every spelling, names, rebinding, no connection before the check): test/webhook-targets.test.ts.

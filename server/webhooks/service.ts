@@ -7,8 +7,12 @@ import type { Prisma } from '../generated/prisma/client.js';
 import { AppError, invalidField, notFound } from '../http/errors.js';
 import { createdAfter, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
 import { isAdmin, type Principal } from '../http/principal.js';
+import { inTransaction } from '../db/transactions.js';
+import { withinQuota } from '../quotas.js';
+import { lockAttemptsOf } from './attempts.js';
+import { webhookNetwork } from './network.js';
 import { serializeDelivery, serializeWebhook, type DeliveryRow, type WebhookRow } from './serialize.js';
-import { refusedTarget } from './targets.js';
+import { resolveTarget } from './targets.js';
 
 /** Admins see every webhook, others their own. */
 const webhookVisibleTo = (principal: Principal): Prisma.WebhookWhereInput => (isAdmin(principal) ? {} : { ownerId: principal.userId });
@@ -16,18 +20,32 @@ const webhookVisibleTo = (principal: Principal): Prisma.WebhookWhereInput => (is
 /** A signing secret as Standard Webhooks writes it: `whsec_` + base64 of 32 random bytes. */
 const newSecret = () => `whsec_${randomBytes(32).toString('base64')}`;
 
+/**
+ * Refuses a target any address of which is not global unicast, or is the service's own. A name
+ * that does not resolve now is accepted: every delivery checks again. The message never says what
+ * the name resolved to (that would let anyone read the service's DNS view).
+ */
 async function assertAllowedTarget(ctx: AppContext, url: string): Promise<void> {
   if (ctx.config.webhooks.allowPrivateTargets) return;
-  const reason = await refusedTarget(new URL(url));
-  if (reason) throw invalidField('body.url', 'refused_target', `Webhooks may not target this address: ${reason}`);
+  const target = await resolveTarget(new URL(url), webhookNetwork(ctx)).catch(() => undefined);
+  if (target && !target.allowed) {
+    throw invalidField(
+      'body.url',
+      'refused_target',
+      'Webhooks may only target public addresses: this host is, or resolves to, an address that is not global unicast (private, loopback, link-local, ' +
+        'shared, documentation, benchmarking, multicast, reserved, or this service itself)',
+    );
+  }
 }
 
 export async function createWebhook(ctx: AppContext, principal: Principal, input: WebhookCreate): Promise<Webhook & { secret: string }> {
   await assertAllowedTarget(ctx, input.url);
   const now = new Date();
-  const row = await ctx.db.prisma.webhook.create({
-    data: { id: uuidv7(), ownerId: principal.userId, url: input.url, events: input.events, description: input.description, secret: newSecret(), createdAt: now, updatedAt: now },
-  });
+  const row = await withinQuota(ctx, principal, 'webhooks', (tx) =>
+    tx.webhook.create({
+      data: { id: uuidv7(), ownerId: principal.userId, url: input.url, events: input.events, description: input.description, secret: newSecret(), createdAt: now, updatedAt: now },
+    }),
+  );
   return { ...serializeWebhook(row), secret: row.secret };
 }
 
@@ -83,17 +101,30 @@ export async function listDeliveries(ctx: AppContext, principal: Principal, webh
   return toPage(ctx.cursors, http, rows, query.limit, creationCursor, serializeDelivery);
 }
 
-/** Schedules the event of a logged attempt again, due now, as the next attempt number. */
+/**
+ * Delivers the event of a logged attempt again, now. One attempt at a time per event: a pending
+ * automatic retry is brought forward (it becomes this attempt, never a second one); with none
+ * pending the next attempt number is scheduled. While an attempt of the event is in flight or
+ * already due, the answer is 409, so concurrent retries make one attempt between them.
+ */
 export async function retryDelivery(ctx: AppContext, principal: Principal, webhookId: string, deliveryId: string): Promise<DeliveryRow> {
   const webhook = await findVisibleWebhook(ctx, principal, webhookId);
   if (!webhook.active) throw new AppError('conflict', 'The webhook is switched off: switch it on (PATCH active: true) first');
   const delivery = await ctx.db.prisma.webhookDelivery.findFirst({ where: { id: deliveryId, webhookId: webhook.id } });
   if (!delivery) throw notFound('delivery');
-  return ctx.db.prisma.$transaction(async (tx) => {
-    const last = await tx.webhookDelivery.aggregate({ where: { webhookId: webhook.id, eventId: delivery.eventId }, _max: { attempt: true } });
-    const retry = await tx.webhookDelivery.create({
-      data: { id: uuidv7(), webhookId: webhook.id, eventId: delivery.eventId, eventType: delivery.eventType, attempt: (last._max.attempt ?? 0) + 1, nextAttemptAt: new Date() },
-    });
+  return inTransaction(ctx.db.prisma, async (tx) => {
+    await lockAttemptsOf(tx, webhook.id, delivery.eventId);
+    const attempts = await tx.webhookDelivery.findMany({ where: { webhookId: webhook.id, eventId: delivery.eventId }, orderBy: { attempt: 'desc' } });
+    const now = new Date();
+    const open = attempts.find((a) => a.state === 'pending' || a.state === 'delivering');
+    if (open && (open.state === 'delivering' || (open.nextAttemptAt ?? now) <= now)) {
+      throw new AppError('conflict', `Attempt ${open.attempt} of this event is already ${open.state === 'delivering' ? 'in flight' : 'due'}: its outcome will be in the log`);
+    }
+    const retry = open
+      ? await tx.webhookDelivery.update({ where: { id: open.id }, data: { nextAttemptAt: now } })
+      : await tx.webhookDelivery.create({
+          data: { id: uuidv7(), webhookId: webhook.id, eventId: delivery.eventId, eventType: delivery.eventType, attempt: (attempts[0]?.attempt ?? 0) + 1, nextAttemptAt: now },
+        });
     await tx.$executeRaw`SELECT pg_notify(${EVENTS_CHANNEL}, '')`; // wake the delivery workers
     return retry;
   });

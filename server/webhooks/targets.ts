@@ -1,54 +1,87 @@
-import { lookup } from 'node:dns/promises';
-import { BlockList, isIP, type LookupFunction } from 'node:net';
-import dns from 'node:dns';
+import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
+import type { WebhookNetwork } from './network.js';
 
-// Addresses a webhook may not reach (SSRF): loopback, private, shared, link-local, unspecified,
-// multicast and reserved ranges. BlockList also matches IPv4-mapped IPv6 (::ffff:127.0.0.1).
-const refused = new BlockList();
-for (const [net, prefix] of [
-  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
-  ['192.0.0.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['224.0.0.0', 4], ['240.0.0.0', 4],
-] as const) refused.addSubnet(net, prefix, 'ipv4');
-for (const [net, prefix] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['64:ff9b::', 96]] as const) {
-  refused.addSubnet(net, prefix, 'ipv6');
+type Address = ipaddr.IPv4 | ipaddr.IPv6;
+
+/** IANA's global unicast allocation: ipaddr.js calls anything outside its named ranges `unicast`, `::7f00:1` included. */
+const GLOBAL_UNICAST_V6 = ipaddr.parseCIDR('2000::/3');
+/** NAT64's well-known prefix carries an IPv4 in its last 32 bits; the local-use 64:ff9b:1::/48 is refused outright. */
+const NAT64 = ipaddr.parseCIDR('64:ff9b::/96');
+
+const ipv4Of = (high: number, low: number) => new ipaddr.IPv4([high >> 8, high & 0xff, low >> 8, low & 0xff]);
+
+/** The IPv4 addresses an IPv6 address stands for, when it is one of the ways of writing or tunnelling one. */
+function carriedIPv4(address: ipaddr.IPv6): ipaddr.IPv4[] | undefined {
+  const [, p1 = 0, p2 = 0, p3 = 0, , , p6 = 0, p7 = 0] = address.parts;
+  switch (address.range()) {
+    case 'ipv4Mapped':
+      return [address.toIPv4Address()];
+    case 'rfc6052':
+      return address.match(NAT64) ? [ipv4Of(p6, p7)] : undefined;
+    case '6to4':
+      return [ipv4Of(p1, p2)];
+    case 'teredo':
+      // The Teredo server, and the client's address (stored inverted).
+      return [ipv4Of(p2, p3), ipv4Of(~p6 & 0xffff, ~p7 & 0xffff)];
+    default:
+      return undefined;
+  }
 }
 
-export const isRefusedAddress = (address: string): boolean => {
-  const family = isIP(address);
-  return family === 0 || refused.check(address, family === 4 ? 'ipv4' : 'ipv6');
-};
+/**
+ * Global unicast by the IANA special-purpose registries (as ipaddr.js names their ranges: every
+ * name but `unicast` is refused), judging an IPv4 by its own range however it is written inside
+ * an IPv6 address (mapped, NAT64, 6to4, Teredo), and IPv6 only inside 2000::/3.
+ */
+function isGlobalUnicast(address: Address): boolean {
+  if (address instanceof ipaddr.IPv4) return address.range() === 'unicast';
+  const carried = carriedIPv4(address);
+  if (carried) return carried.every((ipv4) => ipv4.range() === 'unicast');
+  return address.range() === 'unicast' && address.match(GLOBAL_UNICAST_V6);
+}
 
-/** The host of a URL as an address when it is one: the URL parser already reads 0x7f.1 and 2130706433 as 127.0.0.1. */
+const normalized = (address: Address) => (address instanceof ipaddr.IPv6 && address.isIPv4MappedAddress() ? address.toIPv4Address() : address).toNormalizedString();
+
+/**
+ * An address in any spelling, or undefined. An IPv6 address with a dotted tail goes through the URL
+ * parser first: ipaddr.js reads `::8.8.8.8` (IPv4-compatible) as `::ffff:8.8.8.8` (IPv4-mapped).
+ */
+function parseAddress(spelled: string): Address | undefined {
+  const address = spelled.replace(/%.*$/, ''); // a zone id (fe80::1%eth0) changes nothing here
+  const canonical = address.includes(':') && address.includes('.') && URL.canParse(`http://[${address}]/`) ? new URL(`http://[${address}]/`).hostname.slice(1, -1) : address;
+  return ipaddr.isValid(canonical) ? ipaddr.parse(canonical) : undefined;
+}
+
+/** Whether a webhook may connect to `address` (any spelling), given the service's own addresses. */
+export function isAllowedAddress(address: string, own: ReadonlySet<string>): boolean {
+  const parsed = parseAddress(address);
+  return parsed !== undefined && isGlobalUnicast(parsed) && !own.has(normalized(parsed));
+}
+
+/** Addresses in the form `isAllowedAddress` compares the service's own with. */
+export function normalizedAddresses(addresses: Iterable<string>): Set<string> {
+  return new Set([...addresses].flatMap((address) => {
+    const parsed = parseAddress(address);
+    return parsed ? [normalized(parsed)] : [];
+  }));
+}
+
+/** The host of a URL without IPv6 brackets: the URL parser already reads 0x7f.1 and 2130706433 as 127.0.0.1. */
 export const hostOf = (url: URL): string => url.hostname.replace(/^\[(.*)\]$/, '$1');
 
-/**
- * Why a target may not be used, or undefined when it may. A name is resolved and every address it
- * has is checked; a name that does not resolve now is accepted (delivery checks again).
- */
-export async function refusedTarget(url: URL): Promise<string | undefined> {
-  const host = hostOf(url);
-  if (isIP(host)) return isRefusedAddress(host) ? `${host} is a loopback, private, link-local or unspecified address` : undefined;
-  const addresses = await lookup(host, { all: true, verbatim: true }).catch(() => []);
-  const bad = addresses.find((entry) => isRefusedAddress(entry.address));
-  return bad ? `${host} resolves to ${bad.address}, a loopback, private, link-local or unspecified address` : undefined;
+export interface ResolvedTarget {
+  /** Every address the host has now, in the resolver's order. */
+  addresses: { address: string; family: number }[];
+  /** Whether every one of them is a global unicast address that is not the service's own. */
+  allowed: boolean;
 }
 
-export class RefusedTargetError extends Error {}
-
-/**
- * A DNS lookup for the delivery's own connection that refuses private answers, so the address
- * checked is the address connected to (no DNS rebinding between a check and the connection).
- */
-export const guardedLookup: LookupFunction = (hostname, options, callback) => {
-  dns.lookup(hostname, { ...options, all: true }, (error, addresses) => {
-    if (error) return callback(error, '', 0);
-    const list = Array.isArray(addresses) ? addresses : [];
-    const bad = list.find((entry) => isRefusedAddress(entry.address));
-    if (bad || list.length === 0) {
-      return callback(new RefusedTargetError(`${hostname} resolves to ${bad?.address ?? 'nothing'}, which webhooks may not reach`), '', 0);
-    }
-    if (options.all) return callback(null, list);
-    const first = list[0];
-    callback(null, first?.address ?? '', first?.family ?? 4);
-  });
-};
+/** Resolves a target's host (an address literal stands for itself) and judges every address it has. */
+export async function resolveTarget(url: URL, network: WebhookNetwork): Promise<ResolvedTarget> {
+  const host = hostOf(url);
+  const family = isIP(host);
+  const addresses = family ? [{ address: host, family }] : await network.resolve(host);
+  const own = network.ownAddresses();
+  return { addresses, allowed: addresses.length > 0 && addresses.every((entry) => isAllowedAddress(entry.address, own)) };
+}

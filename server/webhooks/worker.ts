@@ -1,49 +1,32 @@
 import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
+import { inTransaction } from '../db/transactions.js';
 import { eventFromRow } from '../events/log.js';
 import { eventMetrics } from '../events/metrics.js';
 import { eventSignal } from '../events/signal.js';
+import { claimFairly, type Claimed } from './claims.js';
+import { lockAttemptsOf } from './attempts.js';
+import { webhookNetwork } from './network.js';
 import { sendEvent, type AttemptResult } from './send.js';
 
-/** Attempts one instance makes at once. */
-const BATCH = 8;
-/** A claimed attempt not finished by then (the instance died) may be taken by another instance. */
-const LEASE_SECONDS = 60;
 const SWITCH_OFF_AFTER_MS = 3 * 24 * 3600 * 1000;
 const MAX_SLEEP_MS = 5_000;
+/** While due attempts wait for a host's or a user's slot held on another instance, look again this often. */
+const BLOCKED_POLL_MS = 500;
 
 /** ±20% around the scheduled delay, so that receivers coming back are not hit by everyone at once. */
 const jittered = (seconds: number) => seconds * 1000 * (0.8 + Math.random() * 0.4);
 
-/**
- * Takes due attempts for this instance: pending ones whose time has come, and ones whose claim ran
- * out. SKIP LOCKED lets every instance claim at once without two taking the same attempt; the
- * claim commits before the HTTP call, so no transaction stays open while a receiver answers.
- */
-async function claimDue(ctx: AppContext, leaseId: string): Promise<string[]> {
-  const rows = await ctx.db.prisma.$queryRaw<{ id: string }[]>`
-    WITH due AS (
-      SELECT id FROM webhook_deliveries
-      WHERE (state = 'pending' AND next_attempt_at <= now()) OR (state = 'delivering' AND lease_until < now())
-      ORDER BY next_attempt_at
-      LIMIT ${BATCH}
-      FOR UPDATE SKIP LOCKED
-    )
-    UPDATE webhook_deliveries d
-    SET state = 'delivering', lease_id = ${leaseId}::uuid, lease_until = now() + make_interval(secs => ${LEASE_SECONDS})
-    FROM due WHERE d.id = due.id
-    RETURNING d.id::text AS id`;
-  return rows.map((row) => row.id);
-}
-
 /** Records an attempt's outcome; a failure schedules the next attempt or switches the webhook off. */
-async function finish(ctx: AppContext, deliveryId: string, leaseId: string, result: AttemptResult, retry: boolean): Promise<void> {
+async function finish(ctx: AppContext, claimed: Claimed, leaseId: string, result: AttemptResult, retry: boolean): Promise<void> {
   const schedule = ctx.config.webhooks.retryScheduleSeconds;
-  await ctx.db.prisma.$transaction(async (tx) => {
-    const delivery = await tx.webhookDelivery.findUnique({ where: { id: deliveryId } });
+  await inTransaction(ctx.db.prisma, async (tx) => {
+    // First the event's attempts (as a manual retry takes it), so that numbers are given out one at a time.
+    await lockAttemptsOf(tx, claimed.webhookId, claimed.eventId);
+    const delivery = await tx.webhookDelivery.findUnique({ where: { id: claimed.id } });
     if (!delivery || delivery.leaseId !== leaseId || delivery.state !== 'delivering') return; // another instance took it over
     await tx.webhookDelivery.update({
-      where: { id: deliveryId },
+      where: { id: delivery.id },
       data: { state: result.ok ? 'succeeded' : 'failed', statusCode: result.statusCode, error: result.error, durationMs: result.durationMs, nextAttemptAt: null, leaseId: null, leaseUntil: null },
     });
     if (!retry) return;
@@ -66,59 +49,83 @@ async function finish(ctx: AppContext, deliveryId: string, leaseId: string, resu
     if (!webhook.failing_since) await tx.webhook.update({ where: { id: delivery.webhookId }, data: { failingSince } });
     const delay = schedule[delivery.attempt - 1];
     if (delay === undefined || !webhook.active) return; // the schedule is spent: the log keeps the failure
+    const attempts = await tx.webhookDelivery.findMany({ where: { webhookId: delivery.webhookId, eventId: delivery.eventId }, select: { attempt: true, state: true } });
+    if (attempts.some((a) => a.state === 'pending' || a.state === 'delivering')) return; // one attempt at a time per event
     await tx.webhookDelivery.create({
       data: {
         id: uuidv7(),
         webhookId: delivery.webhookId,
         eventId: delivery.eventId,
         eventType: delivery.eventType,
-        attempt: delivery.attempt + 1,
+        attempt: Math.max(...attempts.map((a) => a.attempt)) + 1,
         nextAttemptAt: new Date(now.getTime() + jittered(delay)),
       },
     });
   });
 }
 
-async function attempt(ctx: AppContext, deliveryId: string, leaseId: string): Promise<void> {
-  const delivery = await ctx.db.prisma.webhookDelivery.findUnique({ where: { id: deliveryId }, include: { webhook: true, event: true } });
+async function attempt(ctx: AppContext, claimed: Claimed, leaseId: string, signal: AbortSignal): Promise<void> {
+  const delivery = await ctx.db.prisma.webhookDelivery.findUnique({ where: { id: claimed.id }, include: { webhook: true, event: true } });
   if (!delivery) return;
   const metrics = eventMetrics(ctx);
+  const failed = (result: AttemptResult) =>
+    ctx.logger.warn(
+      { webhookId: delivery.webhookId, deliveryId: delivery.id, attempt: delivery.attempt, reason: result.error, statusCode: result.statusCode },
+      'webhook delivery attempt failed',
+    );
   if (!delivery.webhook.active) {
-    await finish(ctx, deliveryId, leaseId, { ok: false, statusCode: null, error: 'the webhook is switched off', durationMs: 0 }, false);
+    const result = { ok: false, statusCode: null, error: 'the webhook is switched off', durationMs: 0 };
+    failed(result);
+    await finish(ctx, claimed, leaseId, result, false);
     return;
   }
-  const result = await sendEvent(delivery.webhook, eventFromRow(delivery.event), ctx.config.webhooks.allowPrivateTargets);
+  const { allowPrivateTargets, timeoutMs } = ctx.config.webhooks;
+  const result = await sendEvent(delivery.webhook, eventFromRow(delivery.event), { network: webhookNetwork(ctx), allowPrivateTargets, timeoutMs, signal });
   metrics.deliveryAttempts.inc({ outcome: result.ok ? 'succeeded' : 'failed' });
   metrics.deliveryDuration.observe(result.durationMs / 1000);
   if (result.ok && delivery.attempt === 1) metrics.deliveryLag.observe((Date.now() - delivery.event.occurredAt.getTime()) / 1000);
-  await finish(ctx, deliveryId, leaseId, result, true);
+  if (!result.ok) failed(result);
+  await finish(ctx, claimed, leaseId, result, true);
 }
 
-/** How long to wait before the next attempt falls due (a signal wakes the worker sooner). */
+/** How long to wait before the next attempt falls due (a signal or a finished attempt wakes the worker sooner). */
 async function untilNextDue(ctx: AppContext): Promise<number> {
   const [next] = await ctx.db.prisma.$queryRaw<{ at: Date | null }[]>`
     SELECT min(CASE WHEN state = 'pending' THEN next_attempt_at ELSE lease_until END) AS at
-    FROM webhook_deliveries WHERE state IN ('pending', 'delivering')`;
+    FROM webhook_deliveries
+    WHERE (state = 'pending' AND next_attempt_at > now()) OR (state = 'delivering' AND lease_until >= now())`;
   if (!next?.at) return MAX_SLEEP_MS;
   return Math.min(MAX_SLEEP_MS, Math.max(10, next.at.getTime() - Date.now()));
 }
 
 /**
  * Delivers webhook attempts from this instance until stopped: woken by every committed event (on
- * any instance) and when the next retry falls due. Survives restarts: the schedule is in the table.
+ * any instance), by each attempt it finishes, and when the next retry falls due. It keeps up to
+ * WEBHOOK_MAX_IN_FLIGHT attempts running, each claimed as a slot frees, shared fairly (claims.ts),
+ * so a slow receiver holds only its own slot. Survives restarts: the schedule is in the table.
  */
 export function startDeliveryWorker(ctx: AppContext): () => Promise<void> {
+  const capacity = ctx.config.webhooks.maxInFlight;
+  const running = new Set<Promise<void>>();
+  const stopping = new AbortController();
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let wake: () => void = () => undefined;
-  // Set by a signal during a round, so that the round after it starts at once.
+  // Set by a signal or a finished attempt during a round, so that the round after it starts at once.
   let woken = false;
+  const rouse = () => {
+    woken = true;
+    wake();
+  };
 
-  const round = async (): Promise<void> => {
-    const leaseId = uuidv7();
-    const claimed = await claimDue(ctx, leaseId);
-    await Promise.all(claimed.map((id) => attempt(ctx, id, leaseId)));
-    if (claimed.length === BATCH) return round();
+  const start = (claimed: Claimed, leaseId: string) => {
+    const run: Promise<void> = attempt(ctx, claimed, leaseId, stopping.signal)
+      .catch((error: unknown) => ctx.logger.warn({ err: error, deliveryId: claimed.id }, 'webhook delivery attempt could not be recorded; another instance takes it over when its claim runs out'))
+      .finally(() => {
+        running.delete(run);
+        rouse();
+      });
+    running.add(run);
   };
 
   const loop = async (): Promise<void> => {
@@ -126,8 +133,17 @@ export function startDeliveryWorker(ctx: AppContext): () => Promise<void> {
       let sleepMs = 1_000;
       woken = false;
       try {
-        await round();
+        const free = capacity - running.size;
+        let blocked = false;
+        if (free > 0) {
+          const leaseId = uuidv7();
+          const claim = await claimFairly(ctx, leaseId, free);
+          for (const claimed of claim.claimed) start(claimed, leaseId);
+          blocked = claim.blocked;
+          if (claim.claimed.length === free && !stopped) continue; // more may be due
+        }
         sleepMs = await untilNextDue(ctx);
+        if (blocked) sleepMs = Math.min(sleepMs, BLOCKED_POLL_MS);
       } catch (error) {
         ctx.logger.warn({ err: error }, 'webhook delivery round failed; trying again shortly');
       }
@@ -140,16 +156,15 @@ export function startDeliveryWorker(ctx: AppContext): () => Promise<void> {
     }
   };
 
-  const unsubscribe = eventSignal(ctx).subscribe(() => {
-    woken = true;
-    wake();
-  });
-  const running = loop();
+  const unsubscribe = eventSignal(ctx).subscribe(rouse);
+  const looping = loop();
   return async () => {
     stopped = true;
     unsubscribe();
     clearTimeout(timer);
     wake();
-    await running;
+    stopping.abort(); // attempts under way end now, as failures that are retried later
+    await looping;
+    await Promise.all(running);
   };
 }

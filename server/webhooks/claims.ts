@@ -1,0 +1,102 @@
+import type { AppContext } from '../context.js';
+
+/** Attempts in flight to one target host, across all instances (API.md). */
+export const MAX_IN_FLIGHT_PER_HOST = 2;
+/** How many due attempts one claim looks at, at most. */
+const CANDIDATES = 500;
+
+export interface Claimed {
+  id: string;
+  webhookId: string;
+  eventId: string;
+}
+
+interface Row {
+  id: string;
+  webhook_id: string;
+  event_id: string;
+  owner_id: string;
+  url: string;
+}
+
+/** The key attempts are counted under per target host: the URL's host name (or address) without the port. */
+function hostKey(url: string): string {
+  return URL.canParse(url) ? new URL(url).hostname : url;
+}
+
+const count = (counts: Map<string, number>, key: string) => counts.get(key) ?? 0;
+const increment = (counts: Map<string, number>, key: string) => counts.set(key, count(counts, key) + 1);
+
+/**
+ * Claims up to `free` due attempts for this instance, fairly: due attempts are taken round-robin
+ * over users, and within a user over their webhooks; none is taken for a host that already has
+ * MAX_IN_FLIGHT_PER_HOST attempts in flight, or for a user who has WEBHOOK_MAX_IN_FLIGHT_PER_USER,
+ * counted over every instance. So a user's dead receivers hold at most their own slots, and another
+ * user's event is taken as soon as it is due. One claim runs at a time across instances (a
+ * transaction-scoped advisory lock; a claim is three short statements), so the counts it decides
+ * on are current; the claimed attempts are leased (`delivering`) before the HTTP calls start, and
+ * a claim that runs out (the instance died) makes the attempt due again.
+ * `blocked` tells whether due attempts were left waiting for a slot held elsewhere.
+ */
+export async function claimFairly(ctx: AppContext, leaseId: string, free: number): Promise<{ claimed: Claimed[]; blocked: boolean }> {
+  const { maxInFlightPerUser, timeoutMs } = ctx.config.webhooks;
+  const leaseSeconds = Math.ceil(timeoutMs / 1000) + 60;
+  return ctx.db.sql.transaction(async (tx) => {
+    await tx.rows(`SELECT pg_advisory_xact_lock(hashtextextended('webhook delivery claims', 0))`);
+    const inFlight = await tx.rows<Pick<Row, 'owner_id' | 'url'>>(`
+      SELECT w.owner_id::text AS owner_id, w.url
+      FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
+      WHERE d.state = 'delivering' AND d.lease_until >= now()`);
+    const candidates = await tx.rows<Row>(
+      `WITH due AS (
+         SELECT d.id, d.webhook_id, d.event_id, coalesce(d.next_attempt_at, d.lease_until) AS due_at,
+                row_number() OVER (PARTITION BY d.webhook_id ORDER BY coalesce(d.next_attempt_at, d.lease_until), d.id) AS webhook_turn
+         FROM webhook_deliveries d
+         WHERE (d.state = 'pending' AND d.next_attempt_at <= now()) OR (d.state = 'delivering' AND d.lease_until < now())
+       ), turns AS (
+         SELECT due.*, w.owner_id, w.url,
+                row_number() OVER (PARTITION BY w.owner_id ORDER BY due.webhook_turn, due.due_at, due.id) AS owner_turn
+         FROM due JOIN webhooks w ON w.id = due.webhook_id
+         WHERE due.webhook_turn <= $1
+       )
+       SELECT id::text, webhook_id::text, event_id::text, owner_id::text, url FROM turns
+       ORDER BY owner_turn, due_at, id
+       LIMIT $2`,
+      [MAX_IN_FLIGHT_PER_HOST, Math.max(CANDIDATES, 4 * free)],
+    );
+    const perHost = new Map<string, number>();
+    const perUser = new Map<string, number>();
+    for (const row of inFlight) {
+      increment(perHost, hostKey(row.url));
+      increment(perUser, row.owner_id);
+    }
+    const picked: Row[] = [];
+    let blocked = false;
+    for (const row of candidates) {
+      if (picked.length >= free) break;
+      const host = hostKey(row.url);
+      if (count(perHost, host) >= MAX_IN_FLIGHT_PER_HOST || count(perUser, row.owner_id) >= maxInFlightPerUser) {
+        blocked = true;
+        continue;
+      }
+      increment(perHost, host);
+      increment(perUser, row.owner_id);
+      picked.push(row);
+    }
+    if (picked.length === 0) return { claimed: [], blocked };
+    const claimed = await tx.rows<{ id: string }>(
+      `WITH mine AS (
+         SELECT id FROM webhook_deliveries
+         WHERE id = ANY($1::uuid[]) AND ((state = 'pending' AND next_attempt_at <= now()) OR (state = 'delivering' AND lease_until < now()))
+         FOR UPDATE SKIP LOCKED
+       )
+       UPDATE webhook_deliveries d
+       SET state = 'delivering', lease_id = $2::uuid, lease_until = now() + make_interval(secs => $3)
+       FROM mine WHERE d.id = mine.id
+       RETURNING d.id::text AS id`,
+      [picked.map((row) => row.id), leaseId, leaseSeconds],
+    );
+    const taken = new Set(claimed.map((row) => row.id));
+    return { claimed: picked.filter((row) => taken.has(row.id)).map((row) => ({ id: row.id, webhookId: row.webhook_id, eventId: row.event_id })), blocked };
+  });
+}
