@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { c, commonErrors, IdSchema, listOf, ProblemSchema, TimestampSchema, type Named } from './common.js';
+import { needs } from './scopes.js';
 
 const attachmentSchema = z.object({
   id: IdSchema.describe("The attachment's id (UUIDv7)"),
@@ -28,6 +29,7 @@ export const attachmentsContract = c.router(
   {
     upload: {
       method: 'POST',
+      metadata: needs('tasks:write'),
       path: '/tasks/:task_id/attachments',
       pathParams: TaskAttachmentsParams,
       contentType: 'multipart/form-data',
@@ -41,6 +43,7 @@ export const attachmentsContract = c.router(
     },
     listForTask: {
       method: 'GET',
+      metadata: needs('tasks:read'),
       path: '/tasks/:task_id/attachments',
       pathParams: TaskAttachmentsParams,
       responses: { 200: listOf(AttachmentSchema), 404: ProblemSchema },
@@ -50,6 +53,7 @@ export const attachmentsContract = c.router(
     },
     get: {
       method: 'GET',
+      metadata: needs('tasks:read'),
       path: '/attachments/:attach_id',
       pathParams: AttachmentParams,
       responses: { 200: AttachmentSchema, 404: ProblemSchema },
@@ -58,6 +62,7 @@ export const attachmentsContract = c.router(
     },
     download: {
       method: 'GET',
+      metadata: needs('tasks:read'),
       path: '/attachments/:attach_id/content',
       pathParams: AttachmentParams,
       headers: z.object({
@@ -81,10 +86,12 @@ export const attachmentsContract = c.router(
         'Sent with its own Content-Type, Content-Disposition: attachment (RFC 6266, with an ASCII fallback and a UTF-8 ' +
         'filename*), ETag "<sha256>" (If-None-Match answers 304) and X-Content-Type-Options: nosniff. One `bytes=` range ' +
         'answers 206 with Content-Range; a range past the end 416 with `Content-Range: bytes */<size>`; several ranges, ' +
-        'or an If-Range that does not match, the whole content.',
+        'or an If-Range that does not match, the whole content. `HEAD` answers the same status and headers (Content-Length, ' +
+        'ETag, Accept-Ranges) without the bytes, e.g. to learn the size before a ranged download.',
     },
     remove: {
       method: 'DELETE',
+      metadata: needs('tasks:write'),
       path: '/attachments/:attach_id',
       pathParams: AttachmentParams,
       body: c.noBody(),

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { c, commonErrors, EmailSchema, PasswordSchema, PersonNameSchema, ProblemSchema, type Named } from './common.js';
+import { loginOnly, needs } from './scopes.js';
 import { UserSchema } from './users.js';
 
 export const RegisterSchema = z.object({ email: EmailSchema, password: PasswordSchema, name: PersonNameSchema }).strict();
@@ -7,6 +8,11 @@ export const LoginSchema = z
   .object({
     email: EmailSchema.describe('The email the account was registered with, in any case'),
     password: z.string().min(1).max(128).describe("The account's password"),
+    deviceToken: z
+      .string()
+      .max(512)
+      .optional()
+      .describe("The `deviceToken` of this client's last successful login to this account: its failed logins then count only against this device, so strangers locking the account do not lock it out"),
   })
   .strict();
 export const RefreshSchema = z
@@ -21,6 +27,10 @@ const authResultSchema = z.object({
     .describe('Opaque; exchange it at POST /auth/refresh for a new pair, whose refresh token replaces this one. Keep it secret, like a password'),
   tokenType: z.literal('Bearer').describe('Always `Bearer`'),
   expiresIn: z.number().int().describe('Seconds until the access token expires (900 by default)'),
+  deviceToken: z
+    .string()
+    .optional()
+    .describe('On a login answer: a signed token naming the account and this device; keep it and send it with the next login (up to 512 characters)'),
 });
 export interface AuthResult extends z.output<typeof authResultSchema> {}
 export const AuthResultSchema: Named<AuthResult> = authResultSchema;
@@ -59,6 +69,7 @@ export const authContract = c.router(
     },
     logout: {
       method: 'POST',
+      metadata: loginOnly,
       path: '/auth/logout',
       body: c.noBody(),
       responses: { 204: c.noBody() },
@@ -68,6 +79,7 @@ export const authContract = c.router(
     },
     me: {
       method: 'GET',
+      metadata: needs('account:read'),
       path: '/auth/me',
       responses: { 200: UserSchema },
       summary: 'The authenticated user',

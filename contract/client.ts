@@ -54,6 +54,8 @@ export interface ClientOptions {
   tokenStore?: TokenStore;
   /** Called whenever this client changes the tokens: after register, login or refresh, and with undefined once the session ends. */
   onTokens?: (tokens: SessionTokens | undefined) => void;
+  /** A personal access token (`tsk_pat_…`) to send instead of a session's access token; it is never refreshed. */
+  personalAccessToken?: string;
   /**
    * Checks every answer against the contract, e.g. `validateAnswers` from
    * `@task-service/client/validate` (which brings zod and the schemas; a mismatch throws).
@@ -245,6 +247,7 @@ export function createClient(options: ClientOptions): Client {
   const isUnauthenticated = (body: unknown) => typeof body === 'object' && body !== null && 'code' in body && body.code === 'unauthenticated';
   const send = async (operation: string, route: RouteInfo, args: CallArgs): Promise<Answer> => {
     if (route.public) return exchange(operation, route, args, undefined);
+    if (options.personalAccessToken !== undefined) return exchange(operation, route, args, options.personalAccessToken);
     const used = (await readTokens())?.accessToken;
     const answer = await exchange(operation, route, args, used);
     if (answer.status !== 401 || used === undefined || !isUnauthenticated(answer.body)) return answer;
@@ -303,7 +306,12 @@ export function createClient(options: ClientOptions): Client {
       ...api.events,
       subscribe: (subscribeOptions?: SubscribeOptions) =>
         subscribeToEvents(
-          { url: `${baseUrl}/events`, fetch: fetchImpl, accessToken: async () => (await readTokens())?.accessToken, renewedAccessToken },
+          {
+            url: `${baseUrl}/events`,
+            fetch: fetchImpl,
+            accessToken: async () => options.personalAccessToken ?? (await readTokens())?.accessToken,
+            renewedAccessToken: async (stale) => (options.personalAccessToken === undefined ? renewedAccessToken(stale) : undefined),
+          },
           subscribeOptions,
         ),
     },

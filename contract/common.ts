@@ -60,7 +60,8 @@ const problemSchema = z.object({
   detail: z.string().describe('What went wrong with this request, in English; may change between versions'),
   instance: z.string().describe('The path of the request that failed'),
   requestId: z.string().describe('The `X-Request-Id` of this request: quote it when reporting a problem'),
-  errors: z.array(ValidationIssueSchema).optional().describe('With `validation_failed`: every issue found, not only the first'),
+  errors: z.array(ValidationIssueSchema).optional().describe('With `validation_failed`: the issues found, not only the first; at most 20'),
+  truncated: z.literal(true).optional().describe('Present when more issues were found than `errors` lists (it lists at most 20), so that an answer stays small'),
 });
 export interface Problem extends z.output<typeof problemSchema> {}
 /** The schema's own type, by name (it keeps `.extend` and `.strict`). */
@@ -104,9 +105,29 @@ export function listOf<T extends z.ZodTypeAny>(item: T) {
  */
 export function commaList<T extends z.ZodTypeAny>(item: T) {
   return z
-    .union([z.string(), z.array(z.string()).max(50)])
+    .union([z.string().max(2000), boundedArray(z.string().max(2000), 50)])
     .transform((value) => (typeof value === 'string' ? [value] : value).flatMap((part) => part.split(',')).map((part) => part.trim()))
-    .pipe(z.array(item).min(1).max(50));
+    .pipe(boundedArray(item, 50, 1));
+}
+
+/**
+ * An array of at most `max` items whose length is checked before any item is, so that a million
+ * bad items cost one issue, not a million (zod checks every item even past the maximum).
+ */
+export function boundedArray<T extends z.ZodTypeAny>(item: T, max: number, min = 0) {
+  return new z.ZodEffects({
+    typeName: z.ZodFirstPartyTypeKind.ZodEffects,
+    schema: z.array(item).min(min).max(max),
+    effect: {
+      type: 'preprocess',
+      transform: (value: unknown, ctx: z.RefinementCtx) => {
+        if (Array.isArray(value) && value.length > max) {
+          ctx.addIssue({ code: z.ZodIssueCode.too_big, maximum: max, type: 'array', inclusive: true, exact: false, message: `Array must contain at most ${max} element(s)`, fatal: true });
+        }
+        return value;
+      },
+    },
+  });
 }
 
 // RFC 9110 §8.8.3, §13.1.1: `*`, or a comma-separated list of entity tags, each in quotes, maybe weak.

@@ -7,6 +7,7 @@ import { eventsContract } from './events.js';
 import { serviceContract } from './service.js';
 import { tagsContract } from './tags.js';
 import { tasksContract } from './tasks.js';
+import { personalAccessTokensContract } from './tokens.js';
 import { usersContract } from './users.js';
 import { webhooksContract } from './webhooks.js';
 
@@ -20,6 +21,7 @@ export type Contract = {
   attachments: typeof attachmentsContract;
   events: typeof eventsContract;
   webhooks: typeof webhooksContract;
+  personalAccessTokens: typeof personalAccessTokensContract;
   service: typeof serviceContract;
   docs: typeof docsContract;
 };
@@ -32,6 +34,7 @@ export const contract: Contract = c.router({
   attachments: attachmentsContract,
   events: eventsContract,
   webhooks: webhooksContract,
+  personalAccessTokens: personalAccessTokensContract,
   service: serviceContract,
   docs: docsContract,
 });

@@ -49,7 +49,8 @@ export const docsContract = c.router({
     pathParams: z.object({ code: z.string().max(64).describe('A problem code, e.g. precondition_failed') }),
     responses: { 200: ProblemPageSchema, 400: ProblemSchema, 404: ProblemSchema },
     summary: "A problem code's page: what it means and what to do",
-    description: "Every problem body's `type` is `/problems/<code>`, so it resolves here. Unknown codes are 404.",
+    description:
+      "Every problem body's `type` is `/problems/<code>`, so it resolves here: JSON, or a page for a browser (`Accept: text/html`; `GET /problems` too). Unknown codes are 404.",
     metadata: { public: true },
   },
 });

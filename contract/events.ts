@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { EVENT_TYPES } from './event-types.js';
 import { AttachmentSchema } from './attachments.js';
 import { c, commonErrors, IdSchema, ProblemSchema, TimestampSchema, type Named } from './common.js';
+import { needs } from './scopes.js';
 import { TagSchema } from './tags.js';
 import { TaskSchema } from './tasks.js';
 import { UserSchema } from './users.js';
@@ -68,6 +69,7 @@ export const eventsContract = c.router(
   {
     changes: {
       method: 'GET',
+      metadata: needs('events:read'),
       path: '/changes',
       query: ChangesQuerySchema,
       responses: { 200: ChangesPageSchema, 410: ProblemSchema },
@@ -81,6 +83,7 @@ export const eventsContract = c.router(
     },
     stream: {
       method: 'GET',
+      metadata: needs('events:read'),
       path: '/events',
       headers: EventStreamHeaders,
       // The body is a stream of `text/event-stream` frames, not one value.

@@ -16,6 +16,8 @@ export { serverSentEvents, subscribeToEvents, type ServerSentEvent, type Subscri
 export * from './service.js';
 export * from './tags.js';
 export * from './tasks.js';
+export * from './scopes.js';
+export * from './tokens.js';
 export * from './users.js';
 export * from './verify.js';
 export * from './webhooks.js';

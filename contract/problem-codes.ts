@@ -6,6 +6,7 @@ export const PROBLEM_CODES = [
   'unauthenticated',
   'invalid_credentials',
   'forbidden',
+  'insufficient_scope',
   'not_found',
   'method_not_allowed',
   'email_taken',

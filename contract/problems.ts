@@ -48,6 +48,12 @@ export const problemCatalogue: Record<ProblemCode, Entry> = {
     meaning: 'You are authenticated, but your role or relation to the object does not allow this operation (e.g. a non-admin listing users, an assignee deleting a task).',
     action: 'Do not retry; ask an administrator or the owner.',
   },
+  insufficient_scope: {
+    status: 403,
+    title: 'Insufficient scope',
+    meaning: 'The personal access token lacks the scope this operation needs; the WWW-Authenticate header names it (`scope="tasks:write"`).',
+    action: 'Do not retry with this token: create one with the scope the header names (POST /tokens, from a login).',
+  },
   not_found: {
     status: 404,
     title: 'Not found',

@@ -58,6 +58,12 @@ export const routes = {
     deliveries: { method: 'GET', path: '/webhooks/:webhook_id/deliveries' },
     retry: { method: 'POST', path: '/webhooks/:webhook_id/deliveries/:delivery_id/retry' },
   },
+  personalAccessTokens: {
+    create: { method: 'POST', path: '/tokens' },
+    list: { method: 'GET', path: '/tokens' },
+    get: { method: 'GET', path: '/tokens/:token_id' },
+    remove: { method: 'DELETE', path: '/tokens/:token_id' },
+  },
   service: {
     healthz: { method: 'GET', path: '/healthz', public: true },
     readyz: { method: 'GET', path: '/readyz', public: true },

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { c, commonErrors, IdSchema, listOf, PaginationQuerySchema, pageOf, ProblemSchema, SearchSchema, storableText, TimestampSchema, type Named } from './common.js';
+import { needs } from './scopes.js';
 import { TagColorSchema } from './tasks.js';
 
 const tagSchema = z.object({
@@ -55,6 +56,7 @@ export const tagsContract = c.router(
   {
     list: {
       method: 'GET',
+      metadata: needs('tags:read'),
       path: '/tags',
       query: TagListQuerySchema,
       responses: { 200: pageOf(TagSchema) },
@@ -64,6 +66,7 @@ export const tagsContract = c.router(
     },
     get: {
       method: 'GET',
+      metadata: needs('tags:read'),
       path: '/tags/:tag_id',
       pathParams: TagParams,
       responses: { 200: TagSchema, 404: ProblemSchema },
@@ -72,6 +75,7 @@ export const tagsContract = c.router(
     },
     create: {
       method: 'POST',
+      metadata: needs('tags:write'),
       path: '/tags',
       body: TagCreateSchema,
       responses: { 201: TagSchema, 409: ProblemSchema },
@@ -81,6 +85,7 @@ export const tagsContract = c.router(
     },
     update: {
       method: 'PATCH',
+      metadata: needs('tags:write'),
       path: '/tags/:tag_id',
       pathParams: TagParams,
       body: TagPatchSchema,
@@ -91,6 +96,7 @@ export const tagsContract = c.router(
     },
     remove: {
       method: 'DELETE',
+      metadata: needs('tags:write'),
       path: '/tags/:tag_id',
       pathParams: TagParams,
       body: c.noBody(),
@@ -100,6 +106,7 @@ export const tagsContract = c.router(
     },
     listForTask: {
       method: 'GET',
+      metadata: needs('tasks:read'),
       path: '/tasks/:task_id/tags',
       pathParams: z.object({ task_id: TaskIdSchema }),
       responses: { 200: listOf(TagSchema), 404: ProblemSchema },
@@ -108,6 +115,7 @@ export const tagsContract = c.router(
     },
     addToTask: {
       method: 'POST',
+      metadata: needs('tasks:write'),
       path: '/tasks/:task_id/tags/:tag_id',
       pathParams: TaskTagParams,
       body: c.noBody(),
@@ -118,6 +126,7 @@ export const tagsContract = c.router(
     },
     removeFromTask: {
       method: 'DELETE',
+      metadata: needs('tasks:write'),
       path: '/tasks/:task_id/tags/:tag_id',
       pathParams: TaskTagParams,
       body: c.noBody(),

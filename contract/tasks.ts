@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { c, commaList, commonErrors, IdSchema, IfMatchHeaders, IfNoneMatchHeaders, PaginationQuerySchema, pageOf, ProblemSchema, SearchSchema, storableText, TimestampInputSchema, TimestampSchema, type Alias, type Named } from './common.js';
+import { boundedArray, c, commaList, commonErrors, IdSchema, IfMatchHeaders, IfNoneMatchHeaders, PaginationQuerySchema, pageOf, ProblemSchema, SearchSchema, storableText, TimestampInputSchema, TimestampSchema, type Alias, type Named } from './common.js';
+import { needs } from './scopes.js';
 
 export const TaskStatusSchema = z.enum(['todo', 'in_progress', 'done']).describe('`todo`, `in_progress` or `done`');
 export type TaskStatus = z.infer<typeof TaskStatusSchema>;
@@ -7,7 +8,7 @@ export type TaskStatus = z.infer<typeof TaskStatusSchema>;
 export const TaskPrioritySchema = z.enum(['low', 'medium', 'high', 'urgent']).describe('From lowest to highest: `low`, `medium`, `high`, `urgent`');
 export type TaskPriority = z.infer<typeof TaskPrioritySchema>;
 
-export const TagColorSchema = z.string().regex(/^#[0-9a-fA-F]{6}$/, 'expected a colour as #rrggbb').describe('`#rrggbb`');
+export const TagColorSchema = z.string().max(7).regex(/^#[0-9a-fA-F]{6}$/, 'expected a colour as #rrggbb').describe('`#rrggbb`');
 export const TagRefSchema = z.object({
   id: IdSchema.describe("The tag's id"),
   name: z.string().describe("The tag's name"),
@@ -53,7 +54,7 @@ const taskCreateSchema = z
     priority: TaskPrioritySchema.default('medium'),
     dueAt: DueAtInputSchema.default(null),
     assigneeId: AssigneeInputSchema.default(null),
-    tagIds: z.array(IdSchema).max(50).default([]).describe('Ids of your tags to put on the task (at most 50); one that is not yours is 400'),
+    tagIds: boundedArray(IdSchema, 50).default([]).describe('Ids of your tags to put on the task (at most 50); one that is not yours is 400'),
   })
   .strict();
 export interface TaskCreate extends z.output<typeof taskCreateSchema> {}
@@ -75,8 +76,16 @@ export interface TaskReplace extends z.output<typeof taskReplaceSchema> {}
 export interface TaskReplaceInput extends z.input<typeof taskReplaceSchema> {}
 export const TaskReplaceSchema: z.ZodType<TaskReplace, z.ZodTypeDef, TaskReplaceInput> = taskReplaceSchema;
 
-/** PATCH (JSON merge patch): absent is unchanged, null clears a nullable field. */
-const taskPatchSchema = taskReplaceSchema.partial().strict();
+/** PATCH (JSON merge patch): absent is unchanged, null clears a nullable field, and the description to "". */
+const taskPatchSchema = taskReplaceSchema
+  .partial()
+  .extend({
+    description: DescriptionSchema.nullable()
+      .transform((description) => description ?? '')
+      .optional()
+      .describe('Free text, up to 10,000 characters; null clears it (to an empty string)'),
+  })
+  .strict();
 export interface TaskPatch extends z.output<typeof taskPatchSchema> {}
 export interface TaskPatchInput extends z.input<typeof taskPatchSchema> {}
 export const TaskPatchSchema: z.ZodType<TaskPatch, z.ZodTypeDef, TaskPatchInput> = taskPatchSchema;
@@ -112,6 +121,7 @@ export const tasksContract = c.router(
   {
     list: {
       method: 'GET',
+      metadata: needs('tasks:read'),
       path: '/tasks',
       query: TaskListQuerySchema,
       responses: { 200: pageOf(TaskSchema) },
@@ -121,6 +131,7 @@ export const tasksContract = c.router(
     },
     get: {
       method: 'GET',
+      metadata: needs('tasks:read'),
       path: '/tasks/:task_id',
       pathParams: TaskParams,
       headers: IfNoneMatchHeaders,
@@ -131,6 +142,7 @@ export const tasksContract = c.router(
     },
     create: {
       method: 'POST',
+      metadata: needs('tasks:write'),
       path: '/tasks',
       body: TaskCreateSchema,
       responses: { 201: TaskSchema },
@@ -140,6 +152,7 @@ export const tasksContract = c.router(
     },
     replace: {
       method: 'PUT',
+      metadata: needs('tasks:write'),
       path: '/tasks/:task_id',
       pathParams: TaskParams,
       headers: IfMatchHeaders,
@@ -151,6 +164,7 @@ export const tasksContract = c.router(
     },
     update: {
       method: 'PATCH',
+      metadata: needs('tasks:write'),
       path: '/tasks/:task_id',
       pathParams: TaskParams,
       headers: IfMatchHeaders,
@@ -162,6 +176,7 @@ export const tasksContract = c.router(
     },
     remove: {
       method: 'DELETE',
+      metadata: needs('tasks:write'),
       path: '/tasks/:task_id',
       pathParams: TaskParams,
       headers: IfMatchHeaders,

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { c, commonErrors, EmailSchema, IdSchema, PaginationQuerySchema, PasswordSchema, PersonNameSchema, pageOf, ProblemSchema, SearchSchema, TimestampSchema, type Alias } from './common.js';
+import { needs } from './scopes.js';
 import { TaskListQuerySchema, TaskSchema } from './tasks.js';
 
 export const RoleSchema = z.enum(['user', 'admin']).describe('`admin` may see and change everything; `user` only their own account, tasks and tags');
@@ -80,6 +81,7 @@ export const usersContract = c.router(
   {
     list: {
       method: 'GET',
+      metadata: needs('admin'),
       path: '/users',
       query: UserListQuerySchema,
       responses: { 200: pageOf(UserSchema), 403: ProblemSchema },
@@ -89,6 +91,7 @@ export const usersContract = c.router(
     },
     get: {
       method: 'GET',
+      metadata: needs('account:read'),
       path: '/users/:user_id',
       pathParams: UserParams,
       responses: { 200: UserSchema, 404: ProblemSchema },
@@ -98,6 +101,7 @@ export const usersContract = c.router(
     },
     listTasks: {
       method: 'GET',
+      metadata: needs('tasks:read'),
       path: '/users/:user_id/tasks',
       pathParams: UserParams,
       query: UserTasksQuerySchema,
@@ -108,6 +112,7 @@ export const usersContract = c.router(
     },
     create: {
       method: 'POST',
+      metadata: needs('admin'),
       path: '/users',
       body: UserCreateSchema,
       responses: { 201: UserSchema, 403: ProblemSchema, 409: ProblemSchema },
@@ -117,6 +122,7 @@ export const usersContract = c.router(
     },
     replace: {
       method: 'PUT',
+      metadata: needs('account:write'),
       path: '/users/:user_id',
       pathParams: UserParams,
       body: UserReplaceSchema,
@@ -127,6 +133,7 @@ export const usersContract = c.router(
     },
     update: {
       method: 'PATCH',
+      metadata: needs('account:write'),
       path: '/users/:user_id',
       pathParams: UserParams,
       body: UserPatchSchema,
@@ -137,6 +144,7 @@ export const usersContract = c.router(
     },
     remove: {
       method: 'DELETE',
+      metadata: needs('account:write'),
       path: '/users/:user_id',
       pathParams: UserParams,
       body: c.noBody(),

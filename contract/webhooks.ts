@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { c, commonErrors, IdSchema, PaginationQuerySchema, pageOf, ProblemSchema, storableText, TimestampSchema, type Alias, type Named } from './common.js';
+import { boundedArray, c, commonErrors, IdSchema, PaginationQuerySchema, pageOf, ProblemSchema, storableText, TimestampSchema, type Alias, type Named } from './common.js';
+import { needs } from './scopes.js';
 import { EVENT_TYPES } from './events.js';
 
 /** An event type, or `*` for every type. */
@@ -14,10 +15,7 @@ export const WebhookUrlSchema = z
   .describe(
     'Where deliveries are POSTed: http or https, without credentials, up to 2000 characters. A host that is, or resolves to, any address that is not global unicast (loopback, private, link-local, shared, documentation, benchmarking, multicast, reserved…, in any spelling) or that is the service itself is 400',
   );
-const WebhookEventsSchema = z
-  .array(WebhookEventFilterSchema)
-  .min(1)
-  .max(20)
+const WebhookEventsSchema = boundedArray(WebhookEventFilterSchema, 20, 1)
   .transform((events) => [...new Set(events)])
   .describe('The event types to deliver (1 to 20, duplicates dropped), or `["*"]` for all');
 const DescriptionSchema = storableText(z.string().max(500)).describe('A note for yourself, up to 500 characters');
@@ -96,6 +94,7 @@ export const webhooksContract = c.router(
   {
     create: {
       method: 'POST',
+      metadata: needs('webhooks:write'),
       path: '/webhooks',
       body: WebhookCreateSchema,
       responses: { 201: CreatedWebhookSchema, 409: ProblemSchema },
@@ -110,6 +109,7 @@ export const webhooksContract = c.router(
     },
     list: {
       method: 'GET',
+      metadata: needs('webhooks:read'),
       path: '/webhooks',
       query: WebhookListQuerySchema,
       responses: { 200: pageOf(WebhookSchema) },
@@ -118,6 +118,7 @@ export const webhooksContract = c.router(
     },
     get: {
       method: 'GET',
+      metadata: needs('webhooks:read'),
       path: '/webhooks/:webhook_id',
       pathParams: WebhookParams,
       responses: { 200: WebhookSchema, 404: ProblemSchema },
@@ -126,6 +127,7 @@ export const webhooksContract = c.router(
     },
     update: {
       method: 'PATCH',
+      metadata: needs('webhooks:write'),
       path: '/webhooks/:webhook_id',
       pathParams: WebhookParams,
       body: WebhookPatchSchema,
@@ -135,6 +137,7 @@ export const webhooksContract = c.router(
     },
     remove: {
       method: 'DELETE',
+      metadata: needs('webhooks:write'),
       path: '/webhooks/:webhook_id',
       pathParams: WebhookParams,
       body: c.noBody(),
@@ -144,6 +147,7 @@ export const webhooksContract = c.router(
     },
     deliveries: {
       method: 'GET',
+      metadata: needs('webhooks:read'),
       path: '/webhooks/:webhook_id/deliveries',
       pathParams: WebhookParams,
       query: WebhookListQuerySchema,
@@ -153,6 +157,7 @@ export const webhooksContract = c.router(
     },
     retry: {
       method: 'POST',
+      metadata: needs('webhooks:write'),
       path: '/webhooks/:webhook_id/deliveries/:delivery_id/retry',
       pathParams: DeliveryParams,
       body: c.noBody(),

@@ -8,16 +8,19 @@ import type { AppContext } from './context.js';
 import { eventsRouter } from './events/router.js';
 import { corsFor } from './http/cors.js';
 import { errorHandler, unmatchedRoute } from './http/errors.js';
-import { conditionalOnlyWhereDeclared, identifyCaller, noStore, rateLimit, rejectUnexpectedQuery, requestId, requireAuthentication, requireMediaType, requireUtf8Json } from './http/middleware.js';
+import { conditionalOnlyWhereDeclared, identifyCaller, isServiceProbe, noStore, rateLimit, rejectUnexpectedQuery, requestId, requireAuthentication, requireMediaType, requireUtf8Json } from './http/middleware.js';
 import { warnUntrustedForwarding } from './http/proxy.js';
 import { idempotencyKeys } from './http/idempotency.js';
 import { methodsByPath } from './http/routes.js';
 import { serveMetrics } from './metrics/endpoint.js';
+import { serveMcp } from './mcp/router.js';
 import { httpMetrics } from './metrics/http-metrics.js';
+import { serveProblemPages } from './openapi/problem-pages.js';
 import { docsRouter, serveDocsAssets } from './openapi/router.js';
 import { serviceRouter } from './service/router.js';
 import { tagsRouter } from './tags/router.js';
 import { tasksRouter } from './tasks/router.js';
+import { personalAccessTokensRouter } from './tokens/router.js';
 import { usersRouter } from './users/router.js';
 import { webhooksRouter } from './webhooks/router.js';
 
@@ -41,7 +44,12 @@ export function buildApp(ctx: AppContext): Express {
         req: (req: { id: unknown; method: string; url: string; remoteAddress?: string }) => ({ id: req.id, method: req.method, url: req.url, remoteAddress: req.remoteAddress }),
         res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
       },
-      customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'warn' : 'info'),
+      customLogLevel: (req, res, err) => {
+        if (err || res.statusCode >= 500) return 'error';
+        if (res.statusCode >= 400) return 'warn';
+        // Probes come every few seconds: at info they would drown the requests worth reading.
+        return isServiceProbe(req) ? 'debug' : 'info';
+      },
     }),
   );
   const cors = corsFor(ctx.config.corsOrigins);
@@ -54,6 +62,7 @@ export function buildApp(ctx: AppContext): Express {
   app.use(requireUtf8Json);
   app.use(express.json({ limit: '1mb', strict: false, type: ['application/json', 'application/merge-patch+json'] }));
 
+  serveProblemPages(app);
   const routers = {
     auth: authRouter(ctx),
     users: usersRouter(ctx),
@@ -62,6 +71,7 @@ export function buildApp(ctx: AppContext): Express {
     tags: tagsRouter(ctx),
     events: eventsRouter(ctx),
     webhooks: webhooksRouter(ctx),
+    personalAccessTokens: personalAccessTokensRouter(ctx),
     service: serviceRouter(ctx),
     docs: docsRouter(),
   };
@@ -74,6 +84,7 @@ export function buildApp(ctx: AppContext): Express {
 
   serveDocsAssets(app);
   serveMetrics(app, ctx, metrics);
+  if (ctx.config.mcpEnabled) serveMcp(app, ctx);
   app.use(unmatchedRoute(methodsByPath(contract)));
   app.use(errorHandler(ctx.logger));
   return app;

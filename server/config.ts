@@ -18,6 +18,10 @@ const EnvSchema = z
       .string()
       .regex(/^postgres(ql)?:\/\/\S+$/, 'DATABASE_URL must be a PostgreSQL connection string, postgresql://user:password@host:5432/database (unset: the embedded server)')
       .optional(),
+    DATABASE_DIRECT_URL: z
+      .string()
+      .regex(/^postgres(ql)?:\/\/\S+$/, 'DATABASE_DIRECT_URL must be a PostgreSQL connection string, postgresql://user:password@host:5432/database')
+      .optional(),
     DATABASE_POOL_SIZE: positiveInt.default(10),
     WEB_CONCURRENCY: positiveInt.max(64).optional(),
     VALIDATE_RESPONSES: bool.default('false'),
@@ -48,6 +52,7 @@ const EnvSchema = z
     ACCESS_TOKEN_TTL_SECONDS: positiveInt.max(3600).default(900),
     SESSION_IDLE_DAYS: positiveInt.default(30),
     REGISTRATION_ENABLED: bool.default('true'),
+    MCP_ENABLED: bool.default('true'),
     ADMIN_EMAIL: EmailSchema.optional(),
     ADMIN_PASSWORD: PasswordSchema.optional(),
     ADMIN_NAME: PersonNameSchema.default('Administrator'),
@@ -55,6 +60,7 @@ const EnvSchema = z
     LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS: positiveInt.default(5),
     LOGIN_MAX_FAILURES_PER_ADDRESS: positiveInt.default(30),
     LOGIN_MAX_FAILURES_PER_ACCOUNT: positiveInt.default(100),
+    LOGIN_MAX_FAILURES_PER_DEVICE: positiveInt.default(5),
     LOGIN_THROTTLE_WINDOW_SECONDS: positiveInt.default(900),
     REGISTRATIONS_PER_ADDRESS_PER_HOUR: z.coerce.number().int().min(0).default(20),
     REFRESH_REUSE_GRACE_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
@@ -78,6 +84,9 @@ const EnvSchema = z
     USER_MAX_WEBHOOKS: positiveInt.default(20),
     EVENT_RETENTION_DAYS: positiveInt.default(30),
     EVENT_STREAM_HEARTBEAT_SECONDS: positiveInt.max(300).default(15),
+    EVENTS_MAX_STREAMS_PER_USER: positiveInt.default(10),
+    EVENTS_MAX_STREAMS: positiveInt.default(2_000),
+    IDEMPOTENCY_MAX_KEYS_PER_USER: positiveInt.default(10_000),
     /** Seconds between attempts, each counted from the previous one (±20% jitter); decimals allowed. */
     WEBHOOK_RETRY_SCHEDULE: z
       .string()
@@ -97,6 +106,10 @@ const EnvSchema = z
   .refine((env) => env.HTTP_HEADERS_TIMEOUT_MS <= env.HTTP_REQUEST_TIMEOUT_MS, {
     message: 'HTTP_HEADERS_TIMEOUT_MS must not exceed HTTP_REQUEST_TIMEOUT_MS',
     path: ['HTTP_HEADERS_TIMEOUT_MS'],
+  })
+  .refine((env) => env.DATABASE_DIRECT_URL === undefined || env.DATABASE_URL !== undefined, {
+    message: 'DATABASE_DIRECT_URL needs DATABASE_URL (it names a direct way to the same database; the embedded server needs neither)',
+    path: ['DATABASE_DIRECT_URL'],
   })
   .refine((env) => env.WEBHOOK_MAX_IN_FLIGHT_PER_USER <= env.WEBHOOK_MAX_IN_FLIGHT, {
     message: 'WEBHOOK_MAX_IN_FLIGHT_PER_USER must not exceed WEBHOOK_MAX_IN_FLIGHT',
@@ -145,6 +158,8 @@ export interface Config {
   host: string;
   dataDir: string;
   databaseUrl: string | undefined;
+  /** A direct connection to DATABASE_URL's database when that is a pooler: migrations and LISTEN. */
+  databaseDirectUrl: string | undefined;
   databasePoolSize: number;
   /** HTTP worker processes (Node's cluster); 1 serves from the main process. */
   webConcurrency: number;
@@ -161,10 +176,13 @@ export interface Config {
   jwt: { issuer: string; audience: string; privateKeyPem: string | undefined; accessTokenTtlSeconds: number };
   sessionIdleMs: number;
   registrationEnabled: boolean;
+  /** Serve the Model Context Protocol endpoint at POST /mcp. */
+  mcpEnabled: boolean;
   admin: { email: string; password: string; name: string } | undefined;
   rateLimitPerMinute: number;
   rateLimitStore: RateLimitStoreConfig;
-  loginThrottle: { maxFailuresPerAccountAddress: number; maxFailuresPerAddress: number; maxFailuresPerAccount: number; windowSeconds: number };
+  /** Failed logins per window: per (account, address), per address, per account, and per known device (device tokens). */
+  loginThrottle: { maxFailuresPerAccountAddress: number; maxFailuresPerAddress: number; maxFailuresPerAccount: number; maxFailuresPerDevice: number; windowSeconds: number };
   /** Registrations per client address per hour; 0: unlimited. */
   registrationsPerAddressPerHour: number;
   /** How long a refresh token just rotated out still refreshes its session (two tabs, a retry); 0: never. */
@@ -175,7 +193,10 @@ export interface Config {
   /** Per-user ceilings (admins exempt), so one account cannot fill the disk or the tables. */
   quotas: { storageBytes: number; tasks: number; tags: number; webhooks: number };
   metricsToken: string | undefined;
-  events: { retentionDays: number; heartbeatSeconds: number };
+  /** Open live streams are capped per user and per instance (counted over all its worker processes). */
+  events: { retentionDays: number; heartbeatSeconds: number; maxStreamsPerUser: number; maxStreams: number };
+  /** Answers kept under Idempotency-Key per caller; past it the oldest expire early. */
+  idempotencyMaxKeysPerUser: number;
   webhooks: WebhookConfig;
 }
 
@@ -256,6 +277,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     host: e.HOST,
     dataDir: path.resolve(e.DATA_DIR),
     databaseUrl: e.DATABASE_URL,
+    databaseDirectUrl: e.DATABASE_DIRECT_URL,
     databasePoolSize: e.DATABASE_POOL_SIZE,
     webConcurrency,
     validateResponses: e.VALIDATE_RESPONSES,
@@ -277,6 +299,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     },
     sessionIdleMs: e.SESSION_IDLE_DAYS * 24 * 3600 * 1000,
     registrationEnabled: e.REGISTRATION_ENABLED,
+    mcpEnabled: e.MCP_ENABLED,
     admin:
       e.ADMIN_EMAIL && e.ADMIN_PASSWORD
         ? { email: e.ADMIN_EMAIL, password: e.ADMIN_PASSWORD, name: e.ADMIN_NAME }
@@ -287,6 +310,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxFailuresPerAccountAddress: e.LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS,
       maxFailuresPerAddress: e.LOGIN_MAX_FAILURES_PER_ADDRESS,
       maxFailuresPerAccount: e.LOGIN_MAX_FAILURES_PER_ACCOUNT,
+      maxFailuresPerDevice: e.LOGIN_MAX_FAILURES_PER_DEVICE,
       windowSeconds: e.LOGIN_THROTTLE_WINDOW_SECONDS,
     },
     registrationsPerAddressPerHour: e.REGISTRATIONS_PER_ADDRESS_PER_HOUR,
@@ -300,7 +324,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     attachments: { maxBytes: e.ATTACHMENT_MAX_BYTES, maxPerTask: e.ATTACHMENTS_MAX_PER_TASK, storage: attachmentStorageOf(e) },
     quotas: { storageBytes: e.USER_STORAGE_QUOTA_BYTES, tasks: e.USER_MAX_TASKS, tags: e.USER_MAX_TAGS, webhooks: e.USER_MAX_WEBHOOKS },
     metricsToken: e.METRICS_TOKEN,
-    events: { retentionDays: e.EVENT_RETENTION_DAYS, heartbeatSeconds: e.EVENT_STREAM_HEARTBEAT_SECONDS },
+    events: {
+      retentionDays: e.EVENT_RETENTION_DAYS,
+      heartbeatSeconds: e.EVENT_STREAM_HEARTBEAT_SECONDS,
+      maxStreamsPerUser: e.EVENTS_MAX_STREAMS_PER_USER,
+      maxStreams: e.EVENTS_MAX_STREAMS,
+    },
+    idempotencyMaxKeysPerUser: e.IDEMPOTENCY_MAX_KEYS_PER_USER,
     webhooks: {
       retryScheduleSeconds: e.WEBHOOK_RETRY_SCHEDULE,
       allowPrivateTargets: e.WEBHOOK_ALLOW_PRIVATE_TARGETS,

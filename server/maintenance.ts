@@ -5,6 +5,7 @@ import { underLease } from './db/leases.js';
 import { purgeExpiredEvents } from './events/log.js';
 import { startEventWorkers } from './events/workers.js';
 import { purgeExpiredIdempotencyKeys } from './http/idempotency.js';
+import { purgeExpiredTokens } from './tokens/service.js';
 
 const EVERY_MS = 5 * 60_000;
 /** Far longer than a round takes; only a crashed holder makes the others wait this long. */
@@ -26,6 +27,7 @@ export async function runMaintenance(ctx: AppContext): Promise<void> {
       if (purged > 0) ctx.logger.info({ purged }, 'purged events past the retention');
     }],
     ['idempotency key purge', () => purgeExpiredIdempotencyKeys(ctx)],
+    ['personal access token purge', () => purgeExpiredTokens(ctx)],
   ];
   for (const [name, job] of jobs) {
     // Every instance runs housekeeping; the lease lets one at a time do each job.

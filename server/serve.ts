@@ -4,11 +4,18 @@ import type { Duplex } from 'node:stream';
 import { v7 as uuidv7 } from 'uuid';
 import { buildApp } from './app.js';
 import type { AppContext } from './context.js';
+import { streamHub } from './events/streams.js';
 import { AppError, problemBody } from './http/errors.js';
 import { applyConnectionTimeouts } from './http/timeouts.js';
 import { OperatorError } from './operator-error.js';
 
-const SHUTDOWN_GRACE_MS = 10_000;
+/** Says in one line why `port` cannot be listened on, before anything else starts (the database among them). */
+export async function checkPortFree(port: number, host: string): Promise<void> {
+  if (port === 0) return;
+  const probe = createServer();
+  await listen(probe, port, host);
+  await new Promise((resolve) => probe.close(resolve));
+}
 
 /** Listens, or says in one line why it cannot. */
 async function listen(server: Server, port: number, host: string): Promise<number> {
@@ -28,8 +35,8 @@ async function listen(server: Server, port: number, host: string): Promise<numbe
 
 export interface Serving {
   port: number;
-  /** Stops taking connections, lets requests in flight finish (cut after a grace period). */
-  close(): Promise<void>;
+  /** Stops taking connections, ends event streams at once, lets requests in flight finish within `graceMs` (then cuts them). */
+  close(graceMs: number): Promise<void>;
 }
 
 /** The path of the request line Node's parser refused, when it got that far. */
@@ -71,9 +78,11 @@ export async function serve(ctx: AppContext): Promise<Serving> {
   const port = await listen(server, ctx.config.port, ctx.config.host);
   return {
     port,
-    close: () =>
+    close: (graceMs) =>
       new Promise<void>((resolve) => {
-        const force = setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
+        // A stream never finishes by itself: its clients reconnect (to another instance) and resume.
+        streamHub(ctx).closeAll();
+        const force = setTimeout(() => server.closeAllConnections(), graceMs).unref();
         server.close(() => {
           clearTimeout(force);
           resolve();
@@ -81,16 +90,4 @@ export async function serve(ctx: AppContext): Promise<Serving> {
         server.closeIdleConnections();
       }),
   };
-}
-
-/** Calls `stop` once, on the first SIGTERM or SIGINT. */
-export function onStopSignal(stop: (signal: string) => void): void {
-  let stopping = false;
-  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-    process.on(signal, () => {
-      if (stopping) return;
-      stopping = true;
-      stop(signal);
-    });
-  }
 }

@@ -1,3 +1,5 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -5,7 +7,7 @@ import { UserSchema } from '../contract/users.js';
 import { AdminEmailTakenError, ensureAdmin } from '../server/users/accounts.js';
 import { startService, type TestService } from './support/app.js';
 import { serverReachableTempDir } from './support/databases.js';
-import { runCli } from './support/processes.js';
+import { ROOT, runCli } from './support/processes.js';
 import { login, registerUser, uniqueEmail } from './support/users.js';
 
 
@@ -56,6 +58,21 @@ describe.runIf(process.env.TEST_DB === 'embedded')('npm run create-admin', () =>
     const again = await runCli('create-admin', ['boss@example.test'], dataDir, env);
     expect(again.stdout).toContain('boss@example.test');
   }, 60_000);
+
+  it('reads a password typed on a terminal without echoing it', async () => {
+    // `script` gives the command a terminal (a pseudo-terminal), as an operator's shell would.
+    const command = `${process.execPath} dist/server/cli/create-admin.js typist@example.test`;
+    const typed = spawn('script', ['-qfec', command, '/dev/null'], { cwd: ROOT, env: { ...process.env, DATA_DIR: dataDir, DATABASE_URL: '', ADMIN_PASSWORD: '' } });
+    let screen = '';
+    typed.stdout.on('data', (chunk: Buffer) => {
+      screen += chunk.toString();
+      if (screen.includes('Password') && !typed.stdin.writableEnded) typed.stdin.end('typed secret words\r');
+    });
+    const [code] = await once(typed, 'exit');
+    expect(screen).toMatch(/administrator typist@example\.test \([0-9a-f-]{36}\) is present/);
+    expect(screen).not.toContain('typed secret');
+    expect(code).toBe(0);
+  }, 120_000);
 
   it('refuses a malformed email with a usage line', async () => {
     await expect(runCli('create-admin', ['not-an-email'], dataDir)).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('usage: npm run create-admin') });

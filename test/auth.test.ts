@@ -218,6 +218,47 @@ describe('login throttling', () => {
     });
   });
 
+  it('answers every successful login with a device token naming the account (issue 18)', async () => {
+    const user = await registerUser(service);
+    const first = await loginRequest(service, user.email, user.password).expect(200);
+    const deviceToken = z.string().min(20).parse(first.body.deviceToken);
+    // Sent back, the same device keeps its token; another account's login gets one of its own.
+    const again = await service.http.post('/auth/login').send({ email: user.email, password: user.password, deviceToken }).expect(200);
+    expect(z.string().parse(again.body.deviceToken)).toBeTruthy();
+    const other = await registerUser(service);
+    const others = await loginRequest(service, other.email, other.password).expect(200);
+    expect(others.body.deviceToken).not.toBe(deviceToken);
+  });
+
+  it("lets the owner's known device log in while strangers hold the account ceiling; a device has its own budget (issue 18)", async () => {
+    await withThrottle({ LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS: '2', LOGIN_MAX_FAILURES_PER_ACCOUNT: '6' }, async (throttled) => {
+      const user = await registerUser(throttled);
+      const known = await from(throttled, OWNER, user.email, user.password).expect(200);
+      const deviceToken = z.string().parse(known.body.deviceToken);
+      const withDevice = (address: string, password: string, token = deviceToken) =>
+        throttled.http.post('/auth/login').set('X-Forwarded-For', address).send({ email: user.email, password, deviceToken: token });
+      // A crowd of strangers reaches the account's ceiling.
+      for (const address of ['198.51.100.1', '198.51.100.2', '198.51.100.3']) {
+        for (let i = 0; i < 2; i++) await from(throttled, address, user.email, 'wrong password').expect(401);
+      }
+      expectProblem(await from(throttled, '203.0.113.99', user.email, user.password), 429, 'rate_limited');
+      // The owner's device still logs in, from any address.
+      await withDevice('203.0.113.99', user.password).expect(200);
+      // A device's failures count against that device only (5 per window), not the address or the account.
+      const address = '192.0.2.7';
+      for (let i = 0; i < 5; i++) expectProblem(await withDevice(address, 'wrong password'), 401, 'invalid_credentials');
+      const problem = expectProblem(await withDevice(address, user.password), 429, 'rate_limited');
+      expect(problem.detail).toContain('from this device');
+      // The address spent nothing: another account logs in from it.
+      const other = await registerUser(throttled);
+      await from(throttled, address, other.email, other.password).expect(200);
+      // A device token of another account, or a forged one, counts as no device token at all.
+      const forged = `${deviceToken.slice(0, -2)}${deviceToken.endsWith('AA') ? 'BB' : 'AA'}`;
+      const othersToken = z.string().parse((await from(throttled, OWNER, other.email, other.password).expect(200)).body.deviceToken);
+      for (const token of [forged, othersToken]) expectProblem(await withDevice('203.0.113.99', user.password, token), 429, 'rate_limited');
+    });
+  });
+
   it('refuses an account ceiling below the pair limit at start-up, naming the variable', () => {
     expect(() => loadConfig({ LOGIN_MAX_FAILURES_PER_ACCOUNT: '3' })).toThrow(/LOGIN_MAX_FAILURES_PER_ACCOUNT must be at least LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS/);
   });

@@ -136,6 +136,57 @@ describe('GET /changes', () => {
     expectProblem(await service.http.get('/changes'), 401, 'unauthenticated');
   });
 
+  it('signs its cursors: a forged, altered or out-of-range cursor is 400, never 200 or 5xx (issue 18)', async () => {
+    const issued = await endOfFeed(alice);
+    const flipped = `${issued.slice(0, -1)}${issued.endsWith('A') ? 'B' : 'A'}`;
+    const forged = [
+      Buffer.from('1.0').toString('base64url'),
+      Buffer.from('9223372036854775807.0').toString('base64url'),
+      Buffer.from('9999999999999999999.1').toString('base64url'),
+      flipped,
+      `${Buffer.from('1.0').toString('base64url')}.${issued.split('.')[1] ?? ''}`,
+    ];
+    for (const cursor of forged) {
+      const res = await service.http.get('/changes').query({ cursor }).set('Authorization', alice.auth);
+      expect(errorPaths(expectProblem(res, 400, 'validation_failed')), cursor).toEqual(['query.cursor']);
+    }
+    // A list cursor is signed by the same service, but it is not a position in the feed.
+    await service.http.post('/tags').set('Authorization', alice.auth).send({ name: 'cursor a' }).expect(201);
+    await service.http.post('/tags').set('Authorization', alice.auth).send({ name: 'cursor b' }).expect(201);
+    const tags = await service.http.get('/tags').query({ limit: 1 }).set('Authorization', alice.auth).expect(200);
+    const listCursor = String(tags.body.nextCursor);
+    expectProblem(await service.http.get('/changes').query({ cursor: listCursor }).set('Authorization', alice.auth), 400, 'validation_failed');
+    await service.http.get('/changes').query({ cursor: issued }).set('Authorization', alice.auth).expect(200);
+  });
+
+  it("names the actor only to that user, an admin, or the task's owner or assignee (issue 18)", async () => {
+    const cursor = await endOfFeed(admin);
+    const task = await createTask(service, alice, { title: 'actor', assigneeId: bob.user.id });
+    await service.http.patch(`/tasks/${task.id}`).set('Authorization', admin.auth).send({ title: 'by the admin' }).expect(200);
+    const tag = TagSchema.parse((await service.http.post('/tags').set('Authorization', alice.auth).send({ name: 'actor tag' }).expect(201)).body);
+    await service.http.patch(`/tags/${tag.id}`).set('Authorization', admin.auth).send({ name: 'renamed by the admin' }).expect(200);
+    await service.http.patch(`/users/${alice.user.id}`).set('Authorization', admin.auth).send({ name: 'Renamed by the admin' }).expect(200);
+    await service.http.patch(`/tasks/${task.id}`).set('Authorization', admin.auth).send({ assigneeId: null }).expect(200);
+    const actors = async (user: TestUser) =>
+      (await readAllChanges(service, user, cursor)).events.map((e) => [e.type, e.actorId]);
+    // The owner and the assignee of a task see who changed it; the admin's other changes stay anonymous.
+    expect(await actors(alice)).toEqual([
+      ['task.created', alice.user.id],
+      ['task.updated', admin.user.id],
+      ['tag.created', alice.user.id],
+      ['tag.updated', null],
+      ['user.updated', null],
+      ['task.updated', admin.user.id],
+    ]);
+    // Bob, removed as assignee by the last change, gets that change without its actor.
+    expect(await actors(bob)).toEqual([
+      ['task.created', alice.user.id],
+      ['task.updated', admin.user.id],
+      ['task.updated', null],
+    ]);
+    expect((await actors(admin)).map(([, actor]) => actor)).toEqual([alice.user.id, admin.user.id, alice.user.id, admin.user.id, admin.user.id, admin.user.id]);
+  });
+
   it("never shows another user's events; an assignee sees a task until the update that removes them", async () => {
     const bobCursor = await endOfFeed(bob);
     const secret = await createTask(service, alice, { title: 'private' });

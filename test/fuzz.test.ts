@@ -93,6 +93,9 @@ const weirdValue: fc.Arbitrary<unknown> = fc.oneof(
   fc.double(),
   fc.array(fc.string(), { maxLength: 60 }),
   fc.anything({ maxDepth: 4 }),
+  // Issue 18: arrays far past any maximum (the bound is checked before the items), device tokens.
+  fc.integer({ min: 51, max: 20_000 }).map((n) => Array.from({ length: n }, (_, i) => (i % 2 ? 'x' : { bad: i }))),
+  fc.constantFrom('x'.repeat(600), `${'a'.repeat(43)}.${'b'.repeat(22)}`),
 );
 const deepJson = fc.integer({ min: 100, max: 20_000 }).map((depth) => `${'['.repeat(depth)}${']'.repeat(depth)}`);
 
@@ -181,7 +184,7 @@ function hostileCase(route: AppRoute): fc.Arbitrary<Case> {
       'application/json; charset=utf-16le', 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', undefined,
     ),
     headers: fc.dictionary(
-      fc.constantFrom('if-match', 'if-none-match', 'range', 'if-range', 'x-request-id', 'accept', 'x-forwarded-for', 'origin', 'idempotency-key'),
+      fc.constantFrom('if-match', 'if-none-match', 'range', 'if-range', 'x-request-id', 'accept', 'x-forwarded-for', 'origin', 'idempotency-key', 'last-event-id'),
       fc.oneof(fc.string({ maxLength: 300 }), fc.constantFrom('*', 'W/"1"', '"1"', 'bytes=0-0', 'bytes=-5', 'bytes=9-1', 'bytes=0-1,2-3', 'x'.repeat(5000))),
       { maxKeys: 3 },
     ),
@@ -269,6 +272,9 @@ let cases = 0;
 function checkAnswer(route: AppRoute, res: Response): void {
   expect(res.status, (res.text ?? '').slice(0, 500)).toBeLessThan(500);
   if (res.status >= 400) {
+    // Issue 18: an error answer stays small whatever the input.
+    expect(Buffer.byteLength(res.text ?? '')).toBeLessThanOrEqual(16 * 1024);
+    expect(((res.body as { errors?: unknown[] }).errors ?? []).length).toBeLessThanOrEqual(20);
     expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
     const problem = ProblemSchema.strict().parse(res.body);
     expect(problem.status).toBe(res.status);

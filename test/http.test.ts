@@ -13,6 +13,8 @@ import { freshDatabase } from './support/databases.js';
 import { registerUser, uniqueEmail, type TestUser } from './support/users.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 
+const METRICS_TOKEN = 'a-scrape-token-of-at-least-32-characters';
+
 let service: TestService;
 let user: TestUser;
 beforeAll(async () => {
@@ -159,7 +161,7 @@ describe('general rate limit', () => {
   let alice: TestUser;
   let bob: TestUser;
   beforeAll(async () => {
-    limited = await startService({ RATE_LIMIT_PER_MINUTE: '3' });
+    limited = await startService({ RATE_LIMIT_PER_MINUTE: '3', METRICS_TOKEN });
     // Registration is anonymous: these two use up two of this address's three requests.
     alice = await registerUser(limited);
     bob = await registerUser(limited);
@@ -181,13 +183,36 @@ describe('general rate limit', () => {
   });
 
   it('counts anonymous requests per address', async () => {
-    const first = await limited.http.get('/healthz').expect(200);
+    const first = await limited.http.get('/openapi.json').expect(200);
     expect(first.headers.ratelimit).toMatch(/^"default";r=0;t=\d+$/);
-    const res = await limited.http.get('/healthz');
-    expectProblem(res, 429, 'rate_limited', '/healthz');
+    const res = await limited.http.get('/openapi.json');
+    expectProblem(res, 429, 'rate_limited', '/openapi.json');
     expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
   });
 
+  it('never limits the probes and /metrics, and they spend no budget', async () => {
+    // This address and Alice have spent their budgets above; Bob has two requests left.
+    await limited.http.get('/openapi.json').expect(429);
+    await limited.http.get('/auth/me').set('Authorization', alice.auth).expect(429);
+    const probes: [string, Record<string, string>, number][] = [
+      ['/healthz', {}, 200],
+      ['/readyz', {}, 200],
+      ['/metrics', { Authorization: `Bearer ${METRICS_TOKEN}` }, 200],
+      ['/healthz', { Authorization: alice.auth }, 200],
+      ['/metrics', { Authorization: bob.auth }, 403],
+      ['/readyz', { Authorization: bob.auth }, 200],
+      ['/healthz', { Authorization: bob.auth }, 200],
+    ];
+    for (const [path, headers, status] of probes) {
+      const res = await limited.http.get(path).set(headers);
+      expect(res.status, path).toBe(status);
+      expect(res.headers.ratelimit, path).toBeUndefined();
+    }
+    for (const remaining of [1, 0]) {
+      const res = await limited.http.get('/auth/me').set('Authorization', bob.auth).expect(200);
+      expect(res.headers.ratelimit).toMatch(new RegExp(`^"default";r=${remaining};t=\\d+$`));
+    }
+  });
 });
 
 describe('rate limit before authentication', () => {
@@ -283,6 +308,22 @@ describe('CORS', () => {
     expect(allowed.headers['access-control-expose-headers']).toContain('Link');
     const other = await open.http.get('/healthz').set('Origin', 'https://evil.example.test').expect(200);
     expect(other.headers['access-control-allow-origin']).toBeUndefined();
+  });
+
+  it('allows every request header API.md names and exposes every answer header it names (found in issue 18)', async () => {
+    const requested = ['Authorization', 'Content-Type', 'If-Match', 'If-None-Match', 'Idempotency-Key', 'Last-Event-ID', 'X-Request-Id'];
+    const preflight = await open.http
+      .options('/tasks')
+      .set('Origin', 'https://app.example.test')
+      .set('Access-Control-Request-Method', 'POST')
+      .set('Access-Control-Request-Headers', requested.join(', ').toLowerCase())
+      .expect(204);
+    const allowed = String(preflight.headers['access-control-allow-headers']).toLowerCase().split(/\s*,\s*/);
+    for (const name of requested) expect(allowed).toContain(name.toLowerCase());
+    const res = await open.http.get('/healthz').set('Origin', 'https://app.example.test').expect(200);
+    const exposed = String(res.headers['access-control-expose-headers']).toLowerCase().split(/\s*,\s*/);
+    const answers = ['ETag', 'Location', 'Link', 'RateLimit', 'RateLimit-Policy', 'Retry-After', 'Idempotent-Replayed', 'X-Request-Id', 'WWW-Authenticate'];
+    for (const name of answers) expect(exposed).toContain(name.toLowerCase());
   });
 
   it('is off unless configured', async () => {

@@ -47,14 +47,21 @@ describe('Idempotency-Key', () => {
     expect(await tasksTitled('another request')).toBe(0);
   });
 
-  it('keeps a 4xx answer too, and answers 400 to a malformed key', async () => {
+  it('keeps the 4xx answer of a request that ran, not one the contract refused, and answers 400 to a malformed key', async () => {
     const key = freshKey();
-    const refused = await postTask(alice, key, { title: '' });
+    const unknownUser = { title: 'for nobody', assigneeId: '01900000-0000-7000-8000-000000000000' };
+    const refused = await postTask(alice, key, unknownUser);
     expectProblem(refused, 400, 'validation_failed');
-    const replay = await postTask(alice, key, { title: '' });
+    const replay = await postTask(alice, key, unknownUser);
     expect(replay.status).toBe(400);
     expect(replay.headers['idempotent-replayed']).toBe('true');
     expect(replay.body).toEqual(refused.body);
+    // A body the contract refuses is validated again on every retry: nothing was kept for it.
+    const invalidKey = freshKey();
+    expectProblem(await postTask(alice, invalidKey, { title: '' }), 400, 'validation_failed');
+    const again = await postTask(alice, invalidKey, { title: '' });
+    expect(again.headers['idempotent-replayed']).toBeUndefined();
+    await postTask(alice, invalidKey, { title: 'now valid' }).expect(201);
     for (const bad of ['x'.repeat(256), 'tab\there', 'ünïcode']) {
       const res = await service.http.post('/tasks').set('Authorization', alice.auth).set('Idempotency-Key', bad).send({ title: 'bad key' });
       expect(errorPaths(expectProblem(res, 400, 'validation_failed'))).toEqual(['header.idempotency-key']);
@@ -75,6 +82,44 @@ describe('Idempotency-Key', () => {
     const again = await postTask(alice, key, { title: 'expiring' }).expect(201);
     expect(again.headers['idempotent-replayed']).toBeUndefined();
     expect(await tasksTitled('expiring')).toBe(2);
+  });
+
+  it('frees a key whose request died before committing after 60 s, never 24 hours (issue 18)', async () => {
+    const key = freshKey();
+    // What a process killed mid-request leaves behind: the claim, with no answer.
+    const claimed = async (ageMs: number) => {
+      await service.ctx.db.prisma.idempotencyKey.deleteMany({ where: { userId: alice.user.id, key } });
+      const createdAt = new Date(Date.now() - ageMs);
+      await service.ctx.db.prisma.idempotencyKey.create({
+        data: { userId: alice.user.id, key, fingerprint: 'of a request that died', createdAt, expiresAt: new Date(createdAt.getTime() + 24 * 3600 * 1000) },
+      });
+    };
+    await claimed(30_000);
+    expectProblem(await postTask(alice, key, { title: 'after a crash' }), 422, 'idempotency_key_reused');
+    await claimed(61_000);
+    const res = await postTask(alice, key, { title: 'after a crash' }).expect(201);
+    expect(res.headers['idempotent-replayed']).toBeUndefined();
+    const replay = await postTask(alice, key, { title: 'after a crash' }).expect(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(await tasksTitled('after a crash')).toBe(1);
+  });
+
+  it('keeps at most IDEMPOTENCY_MAX_KEYS_PER_USER answers a caller, the oldest expiring first (issue 18)', async () => {
+    const capped = await startService({ IDEMPOTENCY_MAX_KEYS_PER_USER: '3' });
+    try {
+      const carol = await registerUser(capped);
+      const post = (key: string) => capped.http.post('/tags').set('Authorization', carol.auth).set('Idempotency-Key', key).send({ name: key });
+      for (const key of ['k1', 'k2', 'k3', 'k4', 'k5']) await post(key).expect(201);
+      const kept = await capped.ctx.db.prisma.idempotencyKey.findMany({ where: { userId: carol.user.id }, orderBy: { createdAt: 'asc' } });
+      expect(kept.map((row) => row.key)).toEqual(['k3', 'k4', 'k5']);
+      expect((await post('k5').expect(201)).headers['idempotent-replayed']).toBe('true');
+      // k1 expired early: it runs again (a tag of that name exists now, so this is its 409).
+      const rerun = await post('k1');
+      expect(rerun.headers['idempotent-replayed']).toBeUndefined();
+      expectProblem(rerun, 409, 'tag_name_taken');
+    } finally {
+      await capped.close();
+    }
   });
 
   it('creates exactly one resource when a request is retried concurrently (409 while the first runs)', async () => {

@@ -12,14 +12,13 @@ import { buildApp } from '../server/app.js';
 import { AttachmentSchema } from '../contract/attachments.js';
 import { closeContext, createContext } from '../server/bootstrap.js';
 import { loadConfig } from '../server/config.js';
-import { openPostgres } from '../server/db/database.js';
 import { underLease } from '../server/db/leases.js';
 import { runMaintenance } from '../server/maintenance.js';
 import { pgSql } from '../server/db/sql.js';
 import { migrate, pendingMigrations, readMigrations } from '../server/db/migrate.js';
 import type { TestService } from './support/app.js';
 import { binary } from './support/binary.js';
-import { freshDatabase, postgresUrl, type TestDatabase } from './support/databases.js';
+import { freshDatabase, openTestDatabase, postgresUrl, serviceUrl, type TestDatabase } from './support/databases.js';
 import { startObjectStore, type TestObjectStore } from './support/object-store.js';
 import { createTask } from './support/tasks.js';
 import { registerUser } from './support/users.js';
@@ -32,9 +31,8 @@ describe('several instances on one PostgreSQL database', () => {
     const client = new pg.Client({ connectionString: admin });
     await client.connect();
     await client.query(`CREATE DATABASE ${name}`);
-    const url = new URL(admin);
-    url.pathname = `/${name}`;
-    const pools = [1, 2, 3].map(() => new pg.Pool({ connectionString: url.toString(), max: 1 }));
+    const url = serviceUrl(name);
+    const pools = [1, 2, 3].map(() => new pg.Pool({ connectionString: url, max: 1 }));
     // DROP … WITH (FORCE) below may reach a connection pg is still closing; that is no error of the migrator.
     for (const pool of pools) pool.on('error', () => undefined);
     try {
@@ -209,7 +207,7 @@ interface Instance extends TestService {
 /** One instance of the service, listening on its own port, on an existing database. */
 async function startInstance(databaseUrl: string, env: Record<string, string>): Promise<Instance> {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'instance-'));
-  const db = openPostgres(databaseUrl, { poolSize: 5 });
+  const db = openTestDatabase(databaseUrl);
   const config = loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent', ...env });
   const ctx = await createContext(config, db, pino({ level: 'silent' }));
   const server = http.createServer(buildApp(ctx));

@@ -4,37 +4,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../server/app.js';
 import { ConfigError, loadConfig } from '../server/config.js';
 import { listen } from './support/listening.js';
+import { samplesOf, valueOf } from './support/metrics.js';
 import { openSse } from './support/sse.js';
 import { startService, type TestService } from './support/app.js';
 import { createTask } from './support/tasks.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 
 const METRICS_TOKEN = randomBytes(32).toString('base64url');
-
-interface Sample {
-  name: string;
-  labels: Record<string, string>;
-  value: number;
-}
-
-/** Parses Prometheus text format samples (comments skipped). */
-function samplesOf(text: string): Sample[] {
-  return text
-    .split('\n')
-    .filter((line) => line !== '' && !line.startsWith('#'))
-    .map((line) => {
-      const match = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
-      if (!match?.[1] || !match[3]) throw new Error(`not a sample: ${line}`);
-      const labels = Object.fromEntries([...(match[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((m) => [m[1] ?? '', m[2] ?? '']));
-      return { name: match[1], labels, value: Number(match[3]) };
-    });
-}
-
-/** The value of one sample, 0 when the series does not exist yet. */
-function valueOf(samples: Sample[], name: string, labels: Record<string, string>): number {
-  const sample = samples.find((s) => s.name === name && Object.entries(labels).every(([key, value]) => s.labels[key] === value) && Object.keys(s.labels).length === Object.keys(labels).length);
-  return sample?.value ?? 0;
-}
 
 let service: TestService;
 let admin: TestUser;
@@ -119,11 +95,21 @@ describe('GET /metrics', () => {
 });
 
 describe('event metrics', () => {
-  it('counts open event streams, and declares the webhook delivery series', async () => {
+  it('counts open event streams, what they were sent, the fan-out and the pool, and declares the webhook delivery series', async () => {
     const server = await listen(service);
     try {
+      const before = await scrape();
       const sse = await openSse(server.baseUrl, { Authorization: alice.auth });
       expect(valueOf(await scrape(), 'event_streams_open', {})).toBe(1);
+      expect(valueOf(await scrape(), 'event_streams_opened_total', {}) - valueOf(before, 'event_streams_opened_total', {})).toBe(1);
+      await createTask(service, alice, { title: 'Streamed' });
+      await expect.poll(async () => valueOf(await scrape(), 'event_stream_events_sent_total', {}) - valueOf(before, 'event_stream_events_sent_total', {})).toBe(1);
+      const after = await scrape();
+      expect(valueOf(after, 'event_fanout_events_total', {}) - valueOf(before, 'event_fanout_events_total', {})).toBeGreaterThanOrEqual(1);
+      expect(valueOf(after, 'event_fanout_reads_total', {}) - valueOf(before, 'event_fanout_reads_total', {})).toBeGreaterThanOrEqual(1);
+      // The commit's NOTIFY may reach the listener after the stream was served.
+      await expect.poll(async () => valueOf(await scrape(), 'event_signals_total', {}) - valueOf(before, 'event_signals_total', {})).toBeGreaterThanOrEqual(1);
+      for (const state of ['idle', 'in_use']) expect(after.some((sample) => sample.name === 'db_pool_connections' && sample.labels.state === state)).toBe(true);
       sse.close();
       await expect.poll(async () => valueOf(await scrape(), 'event_streams_open', {})).toBe(0);
     } finally {

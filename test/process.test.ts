@@ -1,8 +1,8 @@
+import { existsSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { AuthResultSchema } from '../contract/auth.js';
 import { TaskSchema } from '../contract/tasks.js';
 import { serverReachableTempDir } from './support/databases.js';
@@ -44,7 +44,7 @@ describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
   });
   afterAll(() => rm(dataDir, { recursive: true, force: true }));
 
-  it('starts, refuses a second process on the same data directory, stops its server cleanly and keeps its data', async () => {
+  it('starts, refuses a second service on the same data directory but lets create-admin and migrate use its server, stops its server cleanly and keeps its data', async () => {
     const first = await startProcess(dataDir, { WEB_CONCURRENCY: '1' });
     try {
       expect((await fetch(`${first.url}/readyz`)).status).toBe(200);
@@ -52,22 +52,21 @@ describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
       expect(registered.status).toBe(201);
       const { accessToken } = AuthResultSchema.parse(await registered.json());
 
-      for (const [what, run] of [
-        ['a second service', async () => {
-          const second = spawnService(dataDir);
-          return { code: await second.exited, stderr: second.stderr() };
-        }],
-        ['create-admin', async () => {
-          const failed: unknown = await runCli('create-admin', ['boss@example.test'], dataDir, { ADMIN_PASSWORD: 'operator password' }).catch((e: unknown) => e);
-          return z.object({ code: z.number(), stderr: z.string() }).parse(failed);
-        }],
-      ] as const) {
-        const { code, stderr } = await run();
-        expect(code, what).toBe(1);
-        expect(stderr, what).toMatch(/in use by another process of this service \(task-service pid \d+\)/);
-        expect(stderr, what).toContain('Stop that process first');
-        expect(stderr.trim().split('\n'), what).toHaveLength(1); // one line, no stack trace
-      }
+      const second = spawnService(dataDir);
+      expect(await second.exited).toBe(1);
+      const stderr = second.stderr();
+      expect(stderr).toMatch(/in use by another process of this service \(task-service pid \d+\)/);
+      expect(stderr).toContain('Stop that process first');
+      expect(stderr.trim().split('\n')).toHaveLength(1); // one line, no stack trace
+
+      // create-admin and migrate work beside it, on its server (they start none of their own).
+      const serverPid = await postgresPid(dataDir);
+      const created = await runCli('create-admin', ['boss@example.test'], dataDir, { ADMIN_PASSWORD: 'operator password' });
+      expect(created.stdout).toMatch(/administrator boss@example\.test/);
+      expect((await runCli('migrate', [], dataDir)).stdout).toContain('the database schema is current');
+      expect(await postgresPid(dataDir)).toBe(serverPid);
+      const boss = await post(`${first.url}/auth/login`, { email: 'boss@example.test', password: 'operator password' });
+      expect(boss.status).toBe(200);
       expect(await postgresPid(dataDir)).toBeDefined();
 
       expect(await stopped(first)).toBe(0);
@@ -147,12 +146,44 @@ describe.runIf(once)('start-up failures', () => {
     [{ CORS_ORIGINS: 'app.example.com' }, /CORS_ORIGINS must be \* or comma-separated origins such as https:\/\/app\.example\.com/],
     [{ DATABASE_URL: 'mysql://db.internal/tasks' }, /DATABASE_URL must be a PostgreSQL connection string/],
     [{ DATABASE_URL: 'postgresql://tasks:secret@127.0.0.1:1/tasks' }, /Cannot reach PostgreSQL at 127\.0\.0\.1:1\/tasks \(ECONNREFUSED\): is the server running, and is DATABASE_URL right\?/],
+    [{ DATABASE_DIRECT_URL: 'postgresql://tasks:secret@127.0.0.1:1/tasks' }, /DATABASE_DIRECT_URL needs DATABASE_URL/],
     [{ JWT_PRIVATE_KEY: 'not a key' }, /JWT_PRIVATE_KEY is not an Ed25519 private key in PKCS#8 PEM: make one with `openssl genpkey -algorithm ed25519`/],
     [{ ATTACHMENT_STORAGE: 's3', S3_BUCKET: 'files', S3_ENDPOINT: 'http://127.0.0.1:1', S3_ACCESS_KEY_ID: 'id', S3_SECRET_ACCESS_KEY: 'secret' }, /Attachment storage: bucket "files" at http:\/\/127\.0\.0\.1:1 is not usable: /],
     [{ RATE_LIMIT_STORE: 'redis', REDIS_URL: 'redis://127.0.0.1:1' }, /Rate limit store: Redis at REDIS_URL is not reachable: /],
   ])('says what is wrong with %j in one line', async (env, message) => {
     expect(await failure(env)).toMatch(message);
   }, 60_000);
+
+  it('names DATABASE_DIRECT_URL in one line when DATABASE_URL answers and it does not', async () => {
+    const env = { DATABASE_URL: process.env.TEST_EMBEDDED_URL ?? '', DATABASE_DIRECT_URL: 'postgresql://tasks:secret@127.0.0.1:1/tasks' };
+    expect(await failure(env)).toMatch(/Cannot reach PostgreSQL at 127\.0\.0\.1:1\/tasks \(ECONNREFUSED\): is the server running, and is DATABASE_DIRECT_URL right\?/);
+  }, 60_000);
+
+  it('checks the port and the signing key before the embedded database starts (no initdb, no server)', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const address = taken.address();
+    const port = typeof address === 'object' && address ? address.port : 0;
+    try {
+      for (const [env, message] of [
+        [{ PORT: String(port) }, /Port \d+ on 127\.0\.0\.1 is in use/],
+        [{ JWT_PRIVATE_KEY: 'not a key' }, /JWT_PRIVATE_KEY is not an Ed25519 private key/],
+      ] as const) {
+        const fresh = await serverReachableTempDir('task-service-precheck-');
+        try {
+          const started = spawnService(fresh, env);
+          expect(await started.exited).toBe(1);
+          expect(started.stderr().trim().split('\n')).toHaveLength(1);
+          expect(started.stderr()).toMatch(message);
+          expect(existsSync(path.join(fresh, 'postgres')), JSON.stringify(env)).toBe(false);
+        } finally {
+          await rm(fresh, { recursive: true, force: true });
+        }
+      }
+    } finally {
+      taken.close();
+    }
+  }, 120_000);
 
   it('says so in one line when the port is in use', async () => {
     const taken = createServer();

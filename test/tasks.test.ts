@@ -363,11 +363,19 @@ describe('PATCH /tasks/{id}', () => {
     expect(TaskSchema.parse(res.body)).toMatchObject({ dueAt: null, assigneeId: null, version: 2, title: task.title });
   });
 
+  it('clears the description with null (merge patch), as an empty string', async () => {
+    const task = await createTask(service, alice, { description: 'Some words' });
+    for (const type of ['application/json', 'application/merge-patch+json']) {
+      const res = await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).set('Content-Type', type).send(JSON.stringify({ description: null })).expect(200);
+      expect(TaskSchema.parse(res.body)).toMatchObject({ description: '', title: task.title });
+    }
+    expect(await getTask(service, alice, task.id)).toMatchObject({ description: '' });
+  });
+
   it.each([
     ['a null title', { title: null }, 'body.title'],
     ['a null status', { status: null }, 'body.status'],
     ['a null priority', { priority: null }, 'body.priority'],
-    ['a null description', { description: null }, 'body.description'],
     ['a whitespace-only title', { title: ' ' }, 'body.title'],
     ['a bad dueAt', { dueAt: 'soon' }, 'body.dueAt'],
     ['a server-owned field', { ownerId: randomUUID() }, 'body'],

@@ -1,9 +1,29 @@
-import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { contract, formatResult, verify } from '../contract/index.js';
+import { PassThrough } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { useWebhookNetwork } from '../server/webhooks/network.js';
+import { startDeliveryWorker } from '../server/webhooks/worker.js';
 import { listeningForFile } from './support/listening.js';
 
 const served = listeningForFile();
+
+// verify() retries its webhook's delivery once the first attempt has failed: a delivery worker runs,
+// and its connector refuses at once, so no attempt leaves this machine.
+let stopWorker = () => Promise.resolve();
+beforeAll(() => {
+  useWebhookNetwork(served.service.ctx, {
+    resolve: () => Promise.resolve([]),
+    connect: () => {
+      const socket = new PassThrough();
+      setImmediate(() => socket.destroy(new Error('connection refused (test connector)')));
+      return socket;
+    },
+    ownAddresses: () => new Set(),
+  });
+  stopWorker = startDeliveryWorker(served.service.ctx);
+});
+afterAll(() => stopWorker());
 
 const operationCount = Object.values(contract).reduce((count, router) => count + Object.keys(router).length, 0);
 

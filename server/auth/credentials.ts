@@ -8,11 +8,11 @@ import type { AppContext } from '../context.js';
  */
 export async function passwordAccepted(
   ctx: AppContext,
-  attempt: { email: string; passwordHash: string | undefined; password: string; address: string },
+  attempt: { email: string; passwordHash: string | undefined; password: string; address: string; deviceId?: string },
 ): Promise<boolean> {
-  const { email, passwordHash, password, address } = attempt;
-  await ctx.loginThrottle.begin(email, address);
+  const { email, passwordHash, password, address, deviceId } = attempt;
+  await ctx.loginThrottle.begin(email, address, deviceId);
   const valid = passwordHash ? await ctx.passwords.verify(passwordHash, password) : (await ctx.passwords.burn(password), false);
-  if (valid) await ctx.loginThrottle.succeeded(email, address);
+  if (valid) await ctx.loginThrottle.succeeded(email, address, deviceId);
   return valid;
 }

@@ -31,6 +31,11 @@ async function fromPrivatePem(pem: string, source: string): Promise<SigningKey> 
   return { kid, privateKey, publicKey, publicJwk: { ...publicJwk, kid, alg: SIGNING_ALGORITHM, use: 'sig' } };
 }
 
+/** Checks JWT_PRIVATE_KEY before anything else starts (the database among them): one line if it is not a key. */
+export async function checkConfiguredKey(configuredPem: string | undefined): Promise<void> {
+  if (configuredPem) await fromPrivatePem(configuredPem, 'JWT_PRIVATE_KEY');
+}
+
 /** The key earlier versions generated into DATA_DIR/keys, adopted so their tokens stay valid. */
 async function keyFileOf(file: string): Promise<string | undefined> {
   try {

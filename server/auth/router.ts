@@ -6,6 +6,7 @@ import { clientAddress, principalOf } from '../http/principal.js';
 import { createAccount } from '../users/accounts.js';
 import { serializeUser } from '../users/serialize.js';
 import { passwordAccepted } from './credentials.js';
+import { deviceTokenFor, knownDevice } from './devices.js';
 import { refreshSession, revokeSession, startSession } from './sessions.js';
 
 export function authRouter(ctx: AppContext) {
@@ -20,11 +21,12 @@ export function authRouter(ctx: AppContext) {
 
     login: async ({ body, req }) => {
       const user = await ctx.db.prisma.user.findUnique({ where: { email: body.email } });
-      const attempt = { email: body.email, passwordHash: user?.passwordHash, password: body.password, address: clientAddress(req) };
+      const deviceId = user && body.deviceToken !== undefined ? knownDevice(ctx.cursors, body.deviceToken, user.id) : undefined;
+      const attempt = { email: body.email, passwordHash: user?.passwordHash, password: body.password, address: clientAddress(req), deviceId };
       if (!(await passwordAccepted(ctx, attempt)) || !user) {
         throw new AppError('invalid_credentials', 'The email or the password is wrong');
       }
-      return { status: 200, body: await startSession(ctx, user) };
+      return { status: 200, body: { ...(await startSession(ctx, user)), deviceToken: deviceTokenFor(ctx.cursors, user.id, deviceId) } };
     },
 
     refresh: async ({ body }) => ({ status: 200, body: await refreshSession(ctx, body.refreshToken) }),

@@ -96,6 +96,9 @@ export async function checkBearerToken(ctx: AppContext, authorization: string | 
 const TOKEN_REFUSED: Record<TokenRejection, string> = {
   expired: 'The access token has expired; refresh the session (POST /auth/refresh) and retry',
   invalid: 'The access token is malformed or not signed by this service; log in again',
+  token_expired: 'The personal access token has expired; create a new one',
+  token_unknown: 'The personal access token is revoked or unknown',
+  token_malformed: 'The personal access token is malformed (its checksum does not match); check that it was copied whole',
 };
 
 /**

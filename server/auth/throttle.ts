@@ -49,27 +49,37 @@ export function loginThrottle(prisma: PrismaClient, config: Config['loginThrottl
     },
   ];
 
+  // A known device (a valid device token for the account) has a budget of its own, and only that.
+  const device: Budget = {
+    limiter: new RateLimiterPrisma({ ...common, keyPrefix: 'login-device', points: config.maxFailuresPerDevice }),
+    key: (_email, deviceId) => deviceId,
+    exceeded: 'Too many failed logins from this device',
+  };
+  const budgetsOf = (deviceId: string | undefined) => (deviceId === undefined ? budgets : [device]);
+
   return {
     /**
      * Takes one attempt from each budget before the password is checked: the database counts
      * atomically, so simultaneous guesses cannot all slip through. 429 once one is spent (the
-     * others get their point back: no attempt was made).
+     * others get their point back: no attempt was made). `deviceId` names a known device.
      */
-    async begin(email: string, address: string): Promise<void> {
+    async begin(email: string, address: string, deviceId?: string): Promise<void> {
       const taken: Budget[] = [];
-      for (const budget of budgets) {
+      const on = deviceId ?? address;
+      for (const budget of budgetsOf(deviceId)) {
         try {
-          await budget.limiter.consume(budget.key(email, address));
+          await budget.limiter.consume(budget.key(email, on));
           taken.push(budget);
         } catch (error) {
           if (!(error instanceof RateLimiterRes)) throw error;
-          await Promise.all(taken.map((t) => t.limiter.reward(t.key(email, address), 1)));
+          await Promise.all(taken.map((t) => t.limiter.reward(t.key(email, on), 1)));
           throw throttled(budget.exceeded, error.msBeforeNext);
         }
       }
     },
     /** The password was right: the attempt was no failure, and the pair starts afresh. */
-    async succeeded(email: string, address: string): Promise<void> {
+    async succeeded(email: string, address: string, deviceId?: string): Promise<void> {
+      if (deviceId !== undefined) return void (await device.limiter.delete(deviceId));
       const [pair, ...others] = budgets;
       await Promise.all([pair?.limiter.delete(pair.key(email, address)), ...others.map((b) => b.limiter.reward(b.key(email, address), 1))]);
     },

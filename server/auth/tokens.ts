@@ -18,10 +18,12 @@ export interface AccessClaims {
   userId: string;
   sessionId: string;
   role: Role;
+  /** When the token expires (epoch milliseconds): a live stream it opened ends then. */
+  expiresAtMs?: number;
 }
 
 /** Why a bearer token was refused: the 401's detail and its RFC 6750 error description say which. */
-export type TokenRejection = 'expired' | 'invalid';
+export type TokenRejection = 'expired' | 'invalid' | 'token_expired' | 'token_unknown' | 'token_malformed';
 export type TokenCheck = { claims: AccessClaims } | { rejected: TokenRejection };
 
 const ClaimsSchema = z.object({ sub: z.string().uuid(), sid: z.string().uuid(), role: RoleSchema, exp: z.number() });
@@ -49,7 +51,7 @@ export function accessTokens(key: SigningKey, settings: AccessTokenSettings) {
       });
       const parsed = ClaimsSchema.safeParse(payload);
       if (!parsed.success) return { rejected: 'invalid' };
-      const claims: AccessClaims = { userId: parsed.data.sub, sessionId: parsed.data.sid, role: parsed.data.role };
+      const claims: AccessClaims = { userId: parsed.data.sub, sessionId: parsed.data.sid, role: parsed.data.role, expiresAtMs: parsed.data.exp * 1000 };
       const ttl = parsed.data.exp * 1000 - Date.now();
       if (ttl > 0) verified.set(token, claims, { ttl });
       return { claims };

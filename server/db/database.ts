@@ -1,9 +1,12 @@
 import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
 import { PrismaClient } from '../generated/prisma/client.js';
+import { StartAborted } from '../lifecycle.js';
 import { OperatorError } from '../operator-error.js';
 import { startEmbeddedPostgres, type EmbeddedPostgresOptions } from './embedded-postgres.js';
 import { pgSql, type SqlDatabase } from './sql.js';
+import { BoundedPrismaPg, boundedPool } from './statement-timeout.js';
+import { superviseEmbedded } from './supervise.js';
 
 export type { PrismaClient };
 
@@ -12,9 +15,29 @@ export interface Database {
   kind: 'embedded' | 'external';
   /** A connection string, for the few parts that need a connection of their own. */
   url: string;
+  /**
+   * A connection string that reaches PostgreSQL itself, not through a transaction pooler: for
+   * `LISTEN` and migrations. The embedded server's, or DATABASE_DIRECT_URL; undefined when only
+   * DATABASE_URL is known, which may be a pooler (then events are polled for).
+   */
+  directUrl: string | undefined;
   prisma: PrismaClient;
   sql: SqlDatabase;
+  /** The connection pool's state now, for /metrics. */
+  poolStats(): PoolStats;
   close(): Promise<void>;
+  /** The embedded server's supervision: `restarting` while its process is dead and being started again. */
+  serverState?: () => 'up' | 'restarting';
+  /** Stops the embedded server at once (a process that must exit now); nothing for an external one. */
+  stopNow?: () => void;
+}
+
+export interface PoolStats {
+  max: number;
+  open: number;
+  idle: number;
+  /** Queries waiting for a connection. */
+  waiting: number;
 }
 
 /** A start-up failure of the database, said in one line. */
@@ -24,7 +47,7 @@ export class DataDirLockedError extends DatabaseStartError {
   constructor(dataDir: string, holder: string | undefined) {
     super(
       `The data directory ${dataDir} is in use by another process of this service${holder ? ` (${holder})` : ''}. ` +
-        'Stop that process first (npm run create-admin and npm run migrate need it stopped, or use the running service), or give this one another DATA_DIR.',
+        'Stop that process first, or give this one another DATA_DIR.',
     );
   }
 }
@@ -33,20 +56,26 @@ export interface PostgresOptions {
   poolSize: number;
   /** Bounds every statement (PostgreSQL cancels it with 57014, which requests answer as 503). */
   statementTimeoutMs?: number;
+  /** See Database.directUrl. */
+  directUrl?: string;
   kind?: Database['kind'];
   onClose?: () => Promise<void>;
 }
 
-export function openPostgres(url: string, { poolSize, statementTimeoutMs, kind = 'external', onClose }: PostgresOptions): Database {
-  const pool = new pg.Pool({ connectionString: url, max: poolSize, statement_timeout: statementTimeoutMs });
+export function openPostgres(url: string, { poolSize, statementTimeoutMs, directUrl, kind = 'external', onClose }: PostgresOptions): Database {
+  // Pipelined: a bounded statement's BEGIN, the statement and its COMMIT leave together.
+  const pool = new pg.Pool({ connectionString: url, max: poolSize, pipeline: statementTimeoutMs !== undefined });
   // An idle client losing its connection must not crash the process; the next query reconnects.
   pool.on('error', () => undefined);
-  const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
+  const bounded = statementTimeoutMs === undefined ? pool : boundedPool(pool, statementTimeoutMs);
+  const prisma = new PrismaClient({ adapter: statementTimeoutMs === undefined ? new PrismaPg(pool) : new BoundedPrismaPg(bounded, statementTimeoutMs) });
   return {
     kind,
     url,
+    directUrl,
     prisma,
-    sql: pgSql(pool),
+    sql: pgSql(bounded, statementTimeoutMs),
+    poolStats: () => ({ max: poolSize, open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     close: async () => {
       await prisma.$disconnect();
       await pool.end();
@@ -55,15 +84,37 @@ export function openPostgres(url: string, { poolSize, statementTimeoutMs, kind =
   };
 }
 
-/** What a failed first connection means, for the operator. */
-function describeConnectError(error: unknown, url: string): string {
+/**
+ * What a failed first connection means, for the operator. An answer from the server (or from a
+ * pooler in front of it, such as PgBouncer's "unsupported startup parameter") is quoted as it came.
+ */
+function describeConnectError(error: unknown, url: string, variable = 'DATABASE_URL'): string {
   const code = error instanceof Error && 'code' in error ? String(error.code) : undefined;
   const { hostname, port, pathname } = new URL(url);
   const where = `${hostname || 'localhost'}:${port || 5432}${pathname}`;
-  if (code === '28P01' || code === '28000') return `PostgreSQL at ${where} refused the credentials in DATABASE_URL.`;
-  if (code === '3D000') return `PostgreSQL at ${where} has no such database: create it, or fix DATABASE_URL.`;
+  if (code === '28P01' || code === '28000') return `PostgreSQL at ${where} refused the credentials in ${variable}.`;
+  if (code === '3D000') return `PostgreSQL at ${where} has no such database: create it, or fix ${variable}.`;
+  if (error instanceof pg.DatabaseError) return `PostgreSQL at ${where} (${variable}) refused the connection: ${error.message} (${error.code ?? 'no code'}).`;
   const reason = code ?? (error instanceof Error ? error.message : String(error));
-  return `Cannot reach PostgreSQL at ${where} (${reason}): is the server running, and is DATABASE_URL right?`;
+  return `Cannot reach PostgreSQL at ${where} (${reason}): is the server running, and is ${variable} right?`;
+}
+
+/**
+ * Runs `work` (migrations) on a connection of its own to PostgreSQL itself when a direct URL is
+ * known and differs from the pool's, else on the pool: migrations need no session state either.
+ */
+export async function onDirectConnection<T>(db: Database, work: (sql: SqlDatabase) => Promise<T>): Promise<T> {
+  if (db.directUrl === undefined || db.directUrl === db.url) return work(db.sql);
+  const pool = new pg.Pool({ connectionString: db.directUrl, max: 1 });
+  pool.on('error', () => undefined);
+  try {
+    await pool.query('SELECT 1').catch((error: unknown) => {
+      throw new DatabaseStartError(describeConnectError(error, db.directUrl ?? '', 'DATABASE_DIRECT_URL'));
+    });
+    return await work(pgSql(pool));
+  } finally {
+    await pool.end();
+  }
 }
 
 // Any constant: the session-level advisory lock that one service process holds on its data directory.
@@ -73,7 +124,7 @@ const DATA_DIR_LOCK_KEY = 7_231_004_119;
  * Holds the data directory for this process: an advisory lock on a connection kept open for the
  * process's life. A killed process's connection closes with it, so the lock never goes stale.
  */
-async function lockDataDir(url: string, dataDir: string): Promise<() => Promise<void>> {
+export async function lockDataDir(url: string, dataDir: string): Promise<() => Promise<void>> {
   const client = new pg.Client({ connectionString: url, application_name: `task-service pid ${process.pid}` });
   client.on('error', () => undefined);
   await client.connect();
@@ -94,6 +145,7 @@ async function lockDataDir(url: string, dataDir: string): Promise<() => Promise<
 
 export interface DatabaseConfig {
   databaseUrl: string | undefined;
+  databaseDirectUrl?: string;
   databasePoolSize: number;
   databaseStatementTimeoutMs?: number;
   dataDir: string;
@@ -105,7 +157,11 @@ export interface DatabaseConfig {
  */
 export async function openDatabase(config: DatabaseConfig, embedded: EmbeddedPostgresOptions = {}): Promise<Database> {
   if (config.databaseUrl) {
-    const db = openPostgres(config.databaseUrl, { poolSize: config.databasePoolSize, statementTimeoutMs: config.databaseStatementTimeoutMs });
+    const db = openPostgres(config.databaseUrl, {
+      poolSize: config.databasePoolSize,
+      statementTimeoutMs: config.databaseStatementTimeoutMs,
+      directUrl: config.databaseDirectUrl,
+    });
     try {
       await db.sql.rows('SELECT 1');
     } catch (error) {
@@ -116,14 +172,30 @@ export async function openDatabase(config: DatabaseConfig, embedded: EmbeddedPos
   }
   const server = await startEmbeddedPostgres(config.dataDir, embedded);
   // On failure the server is left running: it belongs to the process that holds the lock.
-  const unlock = await lockDataDir(server.url, config.dataDir);
-  return openPostgres(server.url, {
-    poolSize: config.databasePoolSize,
-    statementTimeoutMs: config.databaseStatementTimeoutMs,
-    kind: 'embedded',
-    onClose: async () => {
-      await unlock();
-      await server.stop();
+  let unlock = await lockDataDir(server.url, config.dataDir);
+  const supervision = superviseEmbedded(server, {
+    log: embedded.log ?? (() => undefined),
+    // The lock's session ended with the server: take the lock again.
+    onRestarted: async () => {
+      await unlock().catch(() => undefined);
+      unlock = await lockDataDir(server.url, config.dataDir);
     },
   });
+  const close = async () => {
+    supervision.stop();
+    await unlock().catch(() => undefined);
+    await server.stop();
+  };
+  if (embedded.signal?.aborted) {
+    await close();
+    throw new StartAborted(String(embedded.signal.reason));
+  }
+  const db = openPostgres(server.url, {
+    poolSize: config.databasePoolSize,
+    statementTimeoutMs: config.databaseStatementTimeoutMs,
+    directUrl: server.url,
+    kind: 'embedded',
+    onClose: close,
+  });
+  return { ...db, serverState: supervision.state, stopNow: server.stopNow };
 }

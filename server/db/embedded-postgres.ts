@@ -1,10 +1,11 @@
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { access, appendFile, chmod, chown, constants, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { z } from 'zod';
+import { StartAborted } from '../lifecycle.js';
 import { OperatorError } from '../operator-error.js';
 
 const run = promisify(execFile);
@@ -13,8 +14,16 @@ const run = promisify(execFile);
 export interface EmbeddedPostgres {
   /** Connection string for the service's database, over the server's private Unix socket. */
   url: string;
+  /** Whether the server was already running (a service's, or one left by a killed process) rather than started here. */
+  adopted: boolean;
   /** Stops the server (a fast shutdown: open sessions are ended, everything committed is kept). */
   stop(): Promise<void>;
+  /** Stops it at once, synchronously (the last step of a process that must exit now). */
+  stopNow(): void;
+  /** Whether its postmaster process is alive. */
+  isAlive(): Promise<boolean>;
+  /** Starts it again after its process died (or was stopped by someone else). */
+  restart(): Promise<void>;
 }
 
 export class EmbeddedPostgresError extends OperatorError {}
@@ -23,6 +32,8 @@ export interface EmbeddedPostgresOptions {
   /** Extra server settings (tests turn durability off for speed; the service never does). */
   settings?: Record<string, string>;
   log?: (message: string) => void;
+  /** A stop signal during start-up: initdb is cut short, a server this call started is stopped again. */
+  signal?: AbortSignal;
 }
 
 const ROLE = 'task_service';
@@ -73,9 +84,9 @@ async function ownBy(dir: string, account: Account | undefined): Promise<void> {
 }
 
 /** Runs one of PostgreSQL's programs (as the server's account when we are root), failing with its output. */
-async function runAs(account: Account | undefined, file: string, args: string[]): Promise<{ code: number; output: string }> {
+async function runAs(account: Account | undefined, file: string, args: string[], signal?: AbortSignal): Promise<{ code: number; output: string }> {
   try {
-    const { stdout, stderr } = await run(file, args, { ...(account ?? {}), env: { ...process.env, LC_ALL: 'C' } });
+    const { stdout, stderr } = await run(file, args, { ...(account ?? {}), env: { ...process.env, LC_ALL: 'C' }, ...(signal ? { signal } : {}) });
     return { code: 0, output: `${stdout}${stderr}` };
   } catch (error) {
     const failed = z.object({ code: z.number().optional(), stdout: z.string().optional(), stderr: z.string().optional() }).parse(error);
@@ -97,7 +108,7 @@ function socketDirectory(dataDir: string): string {
 const exists = (file: string) => access(file, constants.F_OK).then(() => true, () => false);
 
 /** Makes a new cluster next to its final place and renames it there, so a half-made one never counts. */
-async function initialise(bin: Binaries, pgData: string, password: string, account: Account | undefined): Promise<void> {
+async function initialise(bin: Binaries, pgData: string, password: string, account: Account | undefined, signal?: AbortSignal): Promise<void> {
   const staging = `${pgData}.init-${process.pid}`;
   await rm(staging, { recursive: true, force: true });
   await mkdir(staging, { mode: 0o700 });
@@ -117,7 +128,11 @@ async function initialise(bin: Binaries, pgData: string, password: string, accou
       '--builtin-locale=C.UTF-8',
       '--locale=C',
       '--no-instructions',
-    ]);
+    ], signal);
+    if (signal?.aborted) {
+      await rm(staging, { recursive: true, force: true });
+      throw new StartAborted(String(signal.reason));
+    }
     if (result.code !== 0) throw new EmbeddedPostgresError(`Creating the embedded PostgreSQL in ${pgData} failed: ${lastLine(result.output)}`);
   } finally {
     await rm(passwordFile, { force: true });
@@ -153,6 +168,16 @@ async function runningSocketDirectory(pgData: string): Promise<string | undefine
   return lines[4]?.trim() || undefined;
 }
 
+function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it exists, under another account.
+    return error instanceof Error && 'code' in error && error.code === 'EPERM';
+  }
+}
+
 async function isRunning(bin: Binaries, pgData: string, account: Account | undefined): Promise<boolean> {
   return (await runAs(account, bin.pg_ctl, ['status', '-D', pgData])).code === 0;
 }
@@ -167,6 +192,25 @@ async function servicePassword(dataDir: string): Promise<string> {
   await writeFile(`${file}.tmp`, password, { mode: 0o600 });
   await rename(`${file}.tmp`, file);
   return password;
+}
+
+/**
+ * The connection string of the embedded server of `dataDir` when it runs now (a service holds it),
+ * through its socket and the service's password: how a command works beside a running service.
+ */
+export async function runningServerUrl(dataDir: string): Promise<string | undefined> {
+  const pgData = path.join(dataDir, 'postgres');
+  const lines = (await readFile(path.join(pgData, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n');
+  const pid = Number(lines[0]);
+  const socketDir = lines[4]?.trim();
+  // Line 8 is the server's state: `ready` once it takes connections.
+  if (!(pid > 0 && processExists(pid) && socketDir && lines[7]?.trim() === 'ready')) return undefined;
+  const password = await readFile(path.join(dataDir, 'keys', 'postgres-password'), 'utf8').catch(() => undefined);
+  if (!password) return undefined;
+  const url = new URL(`postgresql://${ROLE}@localhost/${DATABASE}`);
+  url.password = password.trim();
+  url.searchParams.set('host', socketDir);
+  return url.toString();
 }
 
 /**
@@ -193,11 +237,19 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedPo
   const password = await servicePassword(dataDir);
   if (!(await exists(path.join(pgData, 'PG_VERSION')))) {
     log(`initialising the embedded PostgreSQL in ${pgData}`);
-    await initialise(bin, pgData, password, account);
+    await initialise(bin, pgData, password, account, options.signal);
   }
+  const start = () => runAs(account, bin.pg_ctl, ['start', '-D', pgData, '-w', '-t', '60', '-s', '-l', path.join(pgData, 'server.log')]);
+  const stop = async () => {
+    const stopped = await runAs(account, bin.pg_ctl, ['stop', '-D', pgData, '-m', 'fast', '-w', '-t', '60', '-s']);
+    if (stopped.code !== 0 && (await isRunning(bin, pgData, account))) {
+      throw new EmbeddedPostgresError(`The embedded PostgreSQL did not stop: ${lastLine(stopped.output)}`);
+    }
+  };
 
+  let adopted = await isRunning(bin, pgData, account);
   let socketDir = await (async () => {
-    if (!(await isRunning(bin, pgData, account))) return undefined;
+    if (!adopted) return undefined;
     log('adopting the embedded PostgreSQL left running by an earlier process');
     return runningSocketDirectory(pgData);
   })();
@@ -206,15 +258,20 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedPo
     await mkdir(socketDir, { recursive: true, mode: 0o700 });
     await ownBy(socketDir, account);
     await writeSettings(pgData, socketDir, options.settings ?? {}, account);
-    const started = await runAs(account, bin.pg_ctl, ['start', '-D', pgData, '-w', '-t', '60', '-s', '-l', path.join(pgData, 'server.log')]);
+    const started = await start();
+    if (options.signal?.aborted && started.code === 0) {
+      await stop();
+      throw new StartAborted(String(options.signal.reason));
+    }
     if (started.code !== 0) {
       // Another process may have started it a moment ago; otherwise the log says why.
-      const adopted = (await isRunning(bin, pgData, account)) ? await runningSocketDirectory(pgData) : undefined;
-      if (!adopted) {
+      const theirs = (await isRunning(bin, pgData, account)) ? await runningSocketDirectory(pgData) : undefined;
+      if (!theirs) {
         const logTail = await readFile(path.join(pgData, 'server.log'), 'utf8').catch(() => '');
         throw new EmbeddedPostgresError(`The embedded PostgreSQL in ${pgData} did not start: ${lastLine(logTail || started.output)}`);
       }
-      socketDir = adopted;
+      socketDir = theirs;
+      adopted = true;
     }
   }
 
@@ -224,10 +281,24 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedPo
   await ensureDatabase(url);
   return {
     url: url.toString(),
-    stop: async () => {
-      const stopped = await runAs(account, bin.pg_ctl, ['stop', '-D', pgData, '-m', 'fast', '-w', '-t', '60', '-s']);
-      if (stopped.code !== 0 && (await isRunning(bin, pgData, account))) {
-        throw new EmbeddedPostgresError(`The embedded PostgreSQL did not stop: ${lastLine(stopped.output)}`);
+    adopted,
+    stop,
+    stopNow: () => {
+      try {
+        execFileSync(bin.pg_ctl, ['stop', '-D', pgData, '-m', 'immediate', '-w', '-t', '5', '-s'], { ...(account ?? {}), stdio: 'ignore', timeout: 6_000 });
+      } catch {
+        // Not running, or it would not stop: the process exits either way.
+      }
+    },
+    isAlive: async () => {
+      const pid = Number((await readFile(path.join(pgData, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n')[0]);
+      return pid > 0 && processExists(pid);
+    },
+    restart: async () => {
+      const started = await start();
+      if (started.code !== 0 && !(await isRunning(bin, pgData, account))) {
+        const logTail = await readFile(path.join(pgData, 'server.log'), 'utf8').catch(() => '');
+        throw new EmbeddedPostgresError(`The embedded PostgreSQL in ${pgData} did not start again: ${lastLine(logTail || started.output)}`);
       }
     },
   };

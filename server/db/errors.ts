@@ -46,6 +46,8 @@ export function isDatabaseUnreachable(err: unknown): boolean {
   for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
     const code = 'code' in e ? e.code : undefined;
     if (typeof code === 'string' && UNREACHABLE_CODES.has(code)) return true;
+    // A Unix socket that is gone: the server (the embedded one) stopped and removed it.
+    if (code === 'ENOENT' && 'syscall' in e && e.syscall === 'connect') return true;
     if (UNREACHABLE_MESSAGES.test(e.message)) return true;
   }
   return false;

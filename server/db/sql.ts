@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { beginBounded } from './statement-timeout.js';
 
 /** Plain SQL beside Prisma: migrations, health checks, and the hot reads that must not pay for ORM query compilation. */
 export interface SqlSession {
@@ -21,13 +22,15 @@ function pgSession(client: pg.Pool | pg.PoolClient): SqlSession {
   };
 }
 
-export function pgSql(pool: pg.Pool): SqlDatabase {
+/** Plain SQL on `pool`; every transaction bounded by `statementTimeoutMs` when given (see statement-timeout.ts). */
+export function pgSql(pool: pg.Pool, statementTimeoutMs?: number): SqlDatabase {
+  const begin = beginBounded(statementTimeoutMs);
   return {
     ...pgSession(pool),
     transaction: async (work) => {
       const client = await pool.connect();
       try {
-        await client.query('BEGIN');
+        await client.query(begin);
         const result = await work(pgSession(client));
         await client.query('COMMIT');
         return result;

@@ -48,6 +48,27 @@ function toLogged(row: EventRow): LoggedEvent {
 
 export const visibleTo = (reader: Reader, audience: string[]): boolean => reader.admin || audience.includes(reader.userId);
 
+/** Whether `reader` may know who made the change: that user, an admin, or the task's owner or assignee. */
+function actorKnownTo(reader: Reader, event: Event, audience: string[]): boolean {
+  if (reader.admin || event.actorId === reader.userId) return true;
+  switch (event.type) {
+    case 'task.created':
+    case 'task.updated':
+      return event.data.task.ownerId === reader.userId || event.data.task.assigneeId === reader.userId;
+    // Their audience is the task's owner and assignee at the time of the change.
+    case 'task.deleted':
+    case 'attachment.created':
+    case 'attachment.deleted':
+      return audience.includes(reader.userId);
+    default:
+      return false;
+  }
+}
+
+/** The event as `reader` receives it (stream, changes feed, webhooks): the actor only where they may know it. */
+export const eventSeenBy = (reader: Reader, logged: { event: Event; audience: string[] }): Event =>
+  actorKnownTo(reader, logged.event, logged.audience) ? logged.event : { ...logged.event, actorId: null };
+
 export interface LogPage {
   events: LoggedEvent[];
   /** Where the next read starts: after the last event returned, or the horizon when the page was not full. */
@@ -78,10 +99,12 @@ export async function readLog(ctx: AppContext, after: Position, limit: number, r
   return { events, next };
 }
 
-/** The position of an event by id, or undefined when it is not (or no longer) in the log. */
-export async function positionOf(ctx: AppContext, eventId: string): Promise<Position | undefined> {
-  const rows = await ctx.db.prisma.$queryRaw<Position[]>`SELECT txid, seq FROM events WHERE id = ${eventId}::uuid`;
-  return rows[0];
+/** The position of an event `reader` may see, by id; undefined when it is not (or no longer) in the log, or not theirs. */
+export async function positionSeenBy(ctx: AppContext, reader: Reader, eventId: string): Promise<Position | undefined> {
+  const rows = await ctx.db.prisma.$queryRaw<(Position & { audience: string[] })[]>`
+    SELECT txid, seq, audience::text[] AS audience FROM events WHERE id = ${eventId}::uuid`;
+  const row = rows[0];
+  return row && visibleTo(reader, row.audience) ? { txid: row.txid, seq: row.seq } : undefined;
 }
 
 /** The current horizon as a position: where a reader that wants only what commits from now on starts. */

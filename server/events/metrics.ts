@@ -5,6 +5,11 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 export interface EventMetrics {
   registry: Registry;
   openStreams: Gauge;
+  streamsOpened: Counter;
+  streamEventsSent: Counter;
+  signals: Counter;
+  fanoutReads: Counter;
+  fanoutEvents: Counter;
   deliveryAttempts: Counter<'outcome'>;
   deliveryDuration: Histogram;
   deliveryLag: Histogram;
@@ -15,6 +20,11 @@ function create(): EventMetrics {
   return {
     registry,
     openStreams: new Gauge({ name: 'event_streams_open', help: 'Live event streams (GET /events) open on this instance', registers: [registry] }),
+    streamsOpened: new Counter({ name: 'event_streams_opened_total', help: 'Live event streams opened', registers: [registry] }),
+    streamEventsSent: new Counter({ name: 'event_stream_events_sent_total', help: 'Events written to live event streams', registers: [registry] }),
+    signals: new Counter({ name: 'event_signals_total', help: 'Commit signals (LISTEN/NOTIFY) that woke this instance\'s event readers', registers: [registry] }),
+    fanoutReads: new Counter({ name: 'event_fanout_reads_total', help: 'Reads of the event log made to fan events out to live streams', registers: [registry] }),
+    fanoutEvents: new Counter({ name: 'event_fanout_events_total', help: 'Events read from the log and fanned out to live streams', registers: [registry] }),
     deliveryAttempts: new Counter({
       name: 'webhook_delivery_attempts_total',
       help: 'Webhook delivery attempts by outcome (succeeded, failed)',

@@ -1,23 +1,46 @@
 import { initServer } from '@ts-rest/express';
 import { eventsContract } from '@task-service/client';
 import type { AppContext } from '../context.js';
+import { AppError, invalidField } from '../http/errors.js';
 import { principalOf } from '../http/principal.js';
-import { cursorExpired, readChanges } from './changes.js';
-import { positionOf, readerOf } from './log.js';
+import { readChanges } from './changes.js';
+import { positionSeenBy, readerOf } from './log.js';
+import { streamSlots } from './stream-slots.js';
 import { streamHub } from './streams.js';
 
+/** How long a client refused a stream waits before it tries again. */
+const STREAM_RETRY_AFTER_SECONDS = '30';
+
 export function eventsRouter(ctx: AppContext) {
+  const { maxStreamsPerUser } = ctx.config.events;
   return initServer().router(eventsContract, {
     changes: async ({ query, req }) => ({ status: 200, body: await readChanges(ctx, principalOf(req), query) }),
 
     stream: async ({ headers, req, res }) => {
       const principal = principalOf(req);
+      const reader = readerOf(principal);
       const lastEventId = headers['last-event-id'];
-      // An event still in the log has nothing purged after it; one that is gone may have.
-      const resumeAfter = lastEventId === undefined ? undefined : await positionOf(ctx, lastEventId);
-      if (lastEventId !== undefined && resumeAfter === undefined) throw cursorExpired();
-      const stream = await streamHub(ctx).open(readerOf(principal), principal.sessionId, resumeAfter);
-      res.on('close', stream.close);
+      const resumeAfter = lastEventId === undefined ? undefined : await positionSeenBy(ctx, reader, lastEventId);
+      // One answer for an unknown id and another user's: it tells nothing about others' events.
+      if (lastEventId !== undefined && resumeAfter === undefined) {
+        throw invalidField('header.last-event-id', 'unknown_event', 'Not the id of an event this service sent you (or no longer retained): reconnect without Last-Event-ID after a full sync');
+      }
+      const slots = streamSlots(ctx);
+      const refusal = await slots.take(principal.userId);
+      const retry = { headers: { 'Retry-After': STREAM_RETRY_AFTER_SECONDS } };
+      if (refusal === 'user') throw new AppError('rate_limited', `At most ${maxStreamsPerUser} open event streams per user: close one first`, retry);
+      if (refusal === 'instance') throw new AppError('unavailable', 'This instance serves all the event streams it can: retry later', retry);
+      let stream: Awaited<ReturnType<ReturnType<typeof streamHub>['open']>>;
+      try {
+        stream = await streamHub(ctx).open(reader, principal.sessionId, resumeAfter, req.accessClaims?.expiresAtMs);
+      } catch (error) {
+        slots.give(principal.userId);
+        throw error;
+      }
+      res.once('close', () => {
+        stream.close();
+        slots.give(principal.userId);
+      });
       req.socket.setTimeout(0); // a stream is quiet between heartbeats by design
       res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
       res.setHeader('X-Accel-Buffering', 'no'); // nginx: pass each event on at once

@@ -1,9 +1,12 @@
 import { perInstance } from './per-instance.js';
 import pg from 'pg';
 import type { AppContext } from '../context.js';
+import { eventMetrics } from './metrics.js';
 import { EVENTS_CHANNEL } from './outbox.js';
 
 const RECONNECT_MS = 1_000;
+/** Without a direct connection to LISTEN on, readers look for new events this often. */
+export const EVENT_POLL_MS = 1_000;
 
 export type Wake = () => void;
 
@@ -11,6 +14,8 @@ export type Wake = () => void;
  * Tells this instance's readers (live streams, the webhook worker) that events may have committed,
  * on any instance: ONE dedicated connection LISTENs for the whole process while anyone subscribes.
  * A lost connection is re-opened, and everyone is woken then, as notifications may have been missed.
+ * LISTEN needs PostgreSQL itself (a transaction pooler hands each transaction to another server
+ * connection): without a direct URL, everyone is woken every EVENT_POLL_MS instead.
  */
 export class EventSignal {
   private readonly subscribers = new Set<Wake>();
@@ -36,7 +41,13 @@ export class EventSignal {
 
   private open(): void {
     this.closed = false;
-    void this.listen(this.ctx.db.url);
+    const { directUrl } = this.ctx.db;
+    if (directUrl) {
+      void this.listen(directUrl);
+      return;
+    }
+    this.timer = setInterval(() => this.wakeAll(), EVENT_POLL_MS);
+    this.timer.unref();
   }
 
   private async listen(url: string): Promise<void> {
@@ -53,7 +64,10 @@ export class EventSignal {
       }, RECONNECT_MS);
       this.timer.unref();
     };
-    client.on('notification', () => this.wakeAll());
+    client.on('notification', () => {
+      eventMetrics(this.ctx).signals.inc();
+      this.wakeAll();
+    });
     client.on('error', (error) => {
       this.ctx.logger.warn({ err: error }, 'the event listener lost its database connection; reconnecting');
       retry();
@@ -71,7 +85,7 @@ export class EventSignal {
 
   private close(): void {
     this.closed = true;
-    clearTimeout(this.timer);
+    clearTimeout(this.timer); // the reconnection's, or the polling interval
     const client = this.client;
     this.client = undefined;
     void client?.end().catch(() => undefined);

@@ -3,8 +3,9 @@ import { PassThrough, type Readable } from 'node:stream';
 import type { Event } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { eventMetrics } from './metrics.js';
-import { currentHorizon, isAfter, later, readLog, visibleTo, type LoggedEvent, type Position, type Reader } from './log.js';
+import { currentHorizon, eventSeenBy, isAfter, later, readLog, visibleTo, type LoggedEvent, type Position, type Reader } from './log.js';
 import { eventSignal } from './signal.js';
+import { liveTokenRoles } from '../tokens/authenticate.js';
 
 const PAGE = 1000;
 /** A client that reads slower than events come is cut off; it resumes with Last-Event-ID. */
@@ -17,6 +18,8 @@ interface Stream {
   out: PassThrough;
   /** Deliveries to one stream run one after the other. */
   queue: Promise<void>;
+  /** Ends the stream when the token that opened it expires. */
+  expiry: NodeJS.Timeout | undefined;
 }
 
 const frame = (event: Event) => `id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
@@ -37,12 +40,20 @@ class StreamHub {
 
   constructor(private readonly ctx: AppContext) {}
 
-  /** Opens a stream from `resumeAfter`, or from now. The caller pipes the result to the client. */
-  async open(reader: Reader, sessionId: string, resumeAfter: Position | undefined): Promise<{ body: Readable; close: () => void }> {
+  /**
+   * Opens a stream from `resumeAfter`, or from now, until `endsAtMs` (the opening token's expiry).
+   * The caller pipes the result to the client.
+   */
+  async open(reader: Reader, sessionId: string, resumeAfter: Position | undefined, endsAtMs?: number): Promise<{ body: Readable; close: () => void }> {
     const now = await this.start();
-    const stream: Stream = { reader, sessionId, position: resumeAfter ?? now, out: new PassThrough(), queue: Promise.resolve() };
+    const stream: Stream = { reader, sessionId, position: resumeAfter ?? now, out: new PassThrough(), queue: Promise.resolve(), expiry: undefined };
     this.streams.add(stream);
+    if (endsAtMs !== undefined) {
+      stream.expiry = setTimeout(() => this.close(stream), Math.max(0, endsAtMs - Date.now()));
+      stream.expiry.unref();
+    }
     eventMetrics(this.ctx).openStreams.inc();
+    eventMetrics(this.ctx).streamsOpened.inc();
     stream.out.write(': connected\n\n');
     if (resumeAfter) this.enqueue(stream, () => this.catchUp(stream));
     return { body: stream.out, close: () => this.close(stream) };
@@ -69,6 +80,7 @@ class StreamHub {
 
   private close(stream: Stream): void {
     if (!this.streams.delete(stream)) return;
+    clearTimeout(stream.expiry);
     eventMetrics(this.ctx).openStreams.dec();
     stream.out.end();
     if (this.streams.size === 0) this.stop();
@@ -85,13 +97,16 @@ class StreamHub {
     if (!isAfter(logged.position, stream.position)) return;
     stream.position = logged.position;
     if (!visibleTo(stream.reader, logged.audience)) return;
-    stream.out.write(frame(logged.event));
+    stream.out.write(frame(eventSeenBy(stream.reader, logged)));
+    eventMetrics(this.ctx).streamEventsSent.inc();
     if (stream.out.writableLength > MAX_BUFFERED_BYTES) this.close(stream);
   }
 
   /** Reads the log as `stream`'s reader sees it until the stream is at the horizon. */
   private async catchUp(stream: Stream): Promise<void> {
     for (;;) {
+      await this.checkSessions([stream]);
+      if (!this.streams.has(stream)) return;
       const page = await readLog(this.ctx, stream.position, PAGE, stream.reader);
       for (const logged of page.events) this.send(stream, logged);
       stream.position = later(stream.position, page.next);
@@ -113,6 +128,10 @@ class StreamHub {
           const from = this.position;
           if (!from) return;
           const page = await readLog(this.ctx, from, PAGE);
+          eventMetrics(this.ctx).fanoutReads.inc();
+          eventMetrics(this.ctx).fanoutEvents.inc(page.events.length);
+          // Role and visibility per event from the current state: a demoted admin sees no more of others' events.
+          if (page.events.length > 0) await this.checkSessions();
           if (!this.position) return;
           this.position = page.next;
           if (page.events.length === PAGE) this.readAgain = true;
@@ -139,14 +158,16 @@ class StreamHub {
     this.follow();
   }
 
-  private async checkSessions(): Promise<void> {
-    const streams = [...this.streams];
+  /** Ends the streams whose session ended, and gives the others their user's current role. */
+  private async checkSessions(streams = [...this.streams]): Promise<void> {
     if (streams.length === 0) return;
     const live = await this.ctx.db.prisma.session.findMany({
       where: { id: { in: [...new Set(streams.map((s) => s.sessionId))] }, revokedAt: null },
       select: { id: true, user: { select: { role: true } } },
     });
     const roles = new Map(live.map((session) => [session.id, session.user.role]));
+    // A stream opened with a personal access token carries the token's id: live while it is unexpired.
+    for (const [id, role] of await liveTokenRoles(this.ctx, streams.map((s) => s.sessionId))) roles.set(id, role);
     for (const stream of streams) {
       const role = roles.get(stream.sessionId);
       if (role === undefined) this.close(stream);

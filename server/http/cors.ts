@@ -10,9 +10,11 @@ export function corsFor(origins: string[]): RequestHandler | undefined {
   return cors({
     origin: origins.includes('*') ? '*' : origins,
     methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
-    allowedHeaders: ['Authorization', 'Content-Type', 'If-Match', 'If-None-Match', 'If-Range', 'Range', 'X-Request-Id'],
+    allowedHeaders: [
+      'Authorization', 'Content-Type', 'If-Match', 'If-None-Match', 'If-Range', 'Range', 'Idempotency-Key', 'Last-Event-ID', 'X-Request-Id',
+    ],
     exposedHeaders: [
-      'ETag', 'Location', 'Link', 'X-Request-Id', 'Retry-After', 'RateLimit', 'RateLimit-Policy',
+      'ETag', 'Location', 'Link', 'X-Request-Id', 'Retry-After', 'RateLimit', 'RateLimit-Policy', 'Idempotent-Replayed',
       'Content-Disposition', 'Content-Range', 'Accept-Ranges', 'WWW-Authenticate', 'Allow',
     ],
     maxAge: 600,

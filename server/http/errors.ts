@@ -42,7 +42,8 @@ export function issuesOf(location: string, error: ZodError): ValidationIssue[] {
 
 /** A 400 naming every input at fault, in the form the contract's own validation answers. */
 export function validationFailed(errors: ValidationIssue[]): AppError {
-  return new AppError('validation_failed', errors.map((e) => `${e.path}: ${e.message}`).join('; '), { errors });
+  const detail = errors.slice(0, MAX_ISSUES).map((e) => `${clipped(e.path, MAX_TEXT.path)}: ${clipped(e.message, MAX_TEXT.message)}`).join('; ');
+  return new AppError('validation_failed', detail, { errors });
 }
 
 /** A 400 for one input, e.g. `invalidField('body.assigneeId', 'unknown_user', 'No user has this id')`. */
@@ -86,24 +87,58 @@ export function toAppError(err: unknown): AppError {
   return new AppError('internal', 'An unexpected error occurred');
 }
 
+/** An error answer stays small whatever the input: at most this many issues, this many bytes. */
+const MAX_ISSUES = 20;
+export const MAX_PROBLEM_BYTES = 16 * 1024;
+const MAX_TEXT = { detail: 2000, instance: 1000, path: 200, code: 64, message: 300 };
+
+/** `text` cut to `max` characters (never inside a surrogate pair), marked with an ellipsis when cut. */
+function clipped(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const cut = /[\uD800-\uDBFF]/.test(text.charAt(max - 2)) ? max - 2 : max - 1;
+  return `${text.slice(0, cut)}…`;
+}
+
+const clippedIssue = (issue: ValidationIssue): ValidationIssue => ({
+  path: clipped(issue.path, MAX_TEXT.path),
+  code: clipped(issue.code, MAX_TEXT.code),
+  message: clipped(issue.message, MAX_TEXT.message),
+});
+
+/**
+ * The problem+json body: at most 20 issues (then `truncated: true`), every text clipped, and
+ * issues dropped until the whole fits in 16 KiB, so a huge bad input never makes a huge answer.
+ */
 export function problemBody(error: AppError, instance: string, requestId: string): Problem {
-  return {
+  const all = error.options.errors;
+  const errors = all?.slice(0, MAX_ISSUES).map(clippedIssue);
+  const body = (listed: ValidationIssue[] | undefined): Problem => ({
     type: `/problems/${error.code}`,
     title: problemCatalogue[error.code].title,
     status: error.status,
     code: error.code,
-    detail: error.detail ?? problemCatalogue[error.code].title,
-    instance,
+    detail: clipped(error.detail ?? problemCatalogue[error.code].title, MAX_TEXT.detail),
+    instance: clipped(instance, MAX_TEXT.instance),
     requestId,
-    ...(error.options.errors ? { errors: error.options.errors } : {}),
-  };
+    ...(listed ? { errors: listed } : {}),
+    ...(all && listed && listed.length < all.length ? { truncated: true as const } : {}),
+  });
+  let problem = body(errors);
+  while (problem.errors && problem.errors.length > 1 && Buffer.byteLength(JSON.stringify(problem)) > MAX_PROBLEM_BYTES) {
+    problem = body(problem.errors.slice(0, -1));
+  }
+  return problem;
 }
 
 export function errorHandler(logger: Logger): ErrorRequestHandler {
   return (err, req, res, next) => {
     if (res.headersSent) return next(err);
     const error = toAppError(err);
-    if (error.status >= 500) (req.log ?? logger).error({ err }, 'request failed');
+    // The request log's line carries it (with the stack and the request id): one line per failure.
+    if (error.status >= 500) {
+      if (req.log) res.err = err instanceof Error ? err : new Error(String(err));
+      else logger.error({ err }, 'request failed');
+    }
     for (const [name, value] of Object.entries(error.options.headers ?? {})) res.setHeader(name, value);
     res
       .status(error.status)

@@ -3,22 +3,27 @@ import type { NextFunction, Request, Response } from 'express';
 import type { TsRestRequest } from '@ts-rest/express';
 import type { AppRoute } from '@ts-rest/core';
 import { z } from 'zod';
-import { isPublicRoute } from '@task-service/client';
+import { isLoginOnly, isPublicRoute } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { Prisma } from '../generated/prisma/client.js';
 import { AppError, invalidField } from './errors.js';
 import { principalOf } from './principal.js';
 
 const KEPT_MS = 24 * 3600 * 1000;
+/** A claim with no answer this old belongs to a request that died before committing (killed, timed out). */
+const ABANDONED_MS = 60 * 1000;
 const KEY = /^[\x20-\x7e]{1,255}$/;
 /** The parts of an answer a replay repeats. */
 const REPLAYED_HEADERS = ['location', 'etag', 'content-type'];
 
 const StoredResponseSchema = z.object({ headers: z.record(z.string()), body: z.string() });
 
-/** A POST that creates something: the contract declares a 201 or 202 answer. Public ones have no caller to key by. */
+/**
+ * A POST that creates something: the contract declares a 201 or 202 answer. Public ones have no
+ * caller to key by; a personal access token's creation is not kept, as its answer holds the token.
+ */
 export const isCreatingPost = (route: AppRoute): boolean =>
-  route.method === 'POST' && !isPublicRoute(route) && ('201' in route.responses || '202' in route.responses);
+  route.method === 'POST' && !isPublicRoute(route) && !isLoginOnly(route) && ('201' in route.responses || '202' in route.responses);
 
 // No body of the contract nests deeper; a deeper one is refused before it can exhaust the stack.
 const MAX_DEPTH = 32;
@@ -42,18 +47,43 @@ type Claim = { kind: 'claimed' } | { kind: 'replay'; status: number; response: z
 /** INSERT … ON CONFLICT DO NOTHING claims the key: of concurrent requests with one key, one runs. */
 async function claim(ctx: AppContext, userId: string, key: string, fingerprint: string): Promise<Claim> {
   const { prisma } = ctx.db;
-  await prisma.idempotencyKey.deleteMany({ where: { userId, key, expiresAt: { lt: new Date() } } });
   const now = new Date();
+  await prisma.idempotencyKey.deleteMany({
+    where: { userId, key, OR: [{ expiresAt: { lt: now } }, { status: null, createdAt: { lt: new Date(now.getTime() - ABANDONED_MS) } }] },
+  });
   const inserted = await prisma.$executeRaw`
     INSERT INTO idempotency_keys (user_id, key, fingerprint, created_at, expires_at)
     VALUES (${userId}::uuid, ${key}, ${fingerprint}, ${now}, ${new Date(now.getTime() + KEPT_MS)})
     ON CONFLICT (user_id, key) DO NOTHING`;
-  if (inserted === 1) return { kind: 'claimed' };
+  if (inserted === 1) {
+    await expireOldestBeyond(ctx, userId, ctx.config.idempotencyMaxKeysPerUser);
+    return { kind: 'claimed' };
+  }
   const row = await prisma.idempotencyKey.findUnique({ where: { userId_key: { userId, key } } });
   if (!row) return claim(ctx, userId, key, fingerprint); // the first request failed (5xx) meanwhile
   if (row.fingerprint !== fingerprint) return { kind: 'reused' };
   if (row.status === null) return { kind: 'in_use' };
   return { kind: 'replay', status: row.status, response: StoredResponseSchema.parse(row.response) };
+}
+
+/** Each caller keeps at most `max` keys: past that, the oldest expire early. */
+async function expireOldestBeyond(ctx: AppContext, userId: string, max: number): Promise<void> {
+  await ctx.db.sql.rows(
+    `DELETE FROM idempotency_keys k
+     USING (SELECT created_at, key FROM idempotency_keys WHERE user_id = $1 ORDER BY created_at DESC, key DESC OFFSET $2 LIMIT 1) AS cut
+     WHERE k.user_id = $1 AND (k.created_at, k.key) <= (cut.created_at, cut.key)`,
+    [userId, max],
+  );
+}
+
+/** Whether the request passes its operation's schemas: one the contract refuses never started running. */
+function passesContract(route: AppRoute, req: Request): boolean {
+  const parts: [unknown, unknown][] = [
+    ['body' in route ? route.body : undefined, req.body],
+    [route.pathParams, req.params],
+    [route.query, req.query],
+  ];
+  return parts.every(([schema, value]) => !(schema instanceof z.ZodType) || schema.safeParse(value).success);
 }
 
 /**
@@ -101,6 +131,8 @@ export function idempotencyKeys(ctx: AppContext, upload?: { contentOf: (req: Req
     if (typeof key !== 'string' || !KEY.test(key)) {
       return next(invalidField('header.idempotency-key', 'invalid_idempotency_key', 'Idempotency-Key takes 1 to 255 printable ASCII characters'));
     }
+    // As at Stripe, a request the contract refuses is not kept: its retry is validated again.
+    if (!upload && !passesContract(req.tsRestRoute, req)) return next();
     const userId = principalOf(req).userId;
     let fingerprint: string;
     try {

@@ -5,6 +5,8 @@ import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible'
 import { v7 as uuidv7 } from 'uuid';
 import { isPublicRoute } from '@task-service/client';
 import { checkBearerToken, livePrincipal, notAuthenticated } from '../auth/sessions.js';
+import { personalAccessTokenCaller, scopeRefusal } from '../tokens/authenticate.js';
+import { looksLikePersonalAccessToken } from '../tokens/format.js';
 import type { AppContext } from '../context.js';
 import { AppError, validationFailed } from './errors.js';
 import { clientAddress } from './principal.js';
@@ -28,6 +30,16 @@ export function requestId(req: Request, res: Response): string {
  */
 export function identifyCaller(ctx: AppContext): RequestHandler {
   return (req, _res, next) => {
+    const bearer = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1];
+    if (bearer !== undefined && looksLikePersonalAccessToken(bearer)) {
+      personalAccessTokenCaller(ctx, bearer)
+        .then((checked) => {
+          if ('principal' in checked) req.principal = checked.principal;
+          else req.tokenRejection = checked.rejected;
+        })
+        .then(() => next(), next);
+      return;
+    }
     checkBearerToken(ctx, req.headers.authorization)
       .then(async (checked) => {
         if (checked && 'claims' in checked) {
@@ -41,10 +53,14 @@ export function identifyCaller(ctx: AppContext): RequestHandler {
   };
 }
 
-/** Every route not marked public in the contract needs the live session identifyCaller found. */
+/**
+ * Every route not marked public in the contract needs the live session or personal access token
+ * identifyCaller found; a personal access token also needs the scope the route declares.
+ */
 export const requireAuthentication: RouteMiddleware = (req, _res, next) => {
-  if (isPublicRoute(req.tsRestRoute) || req.principal) return next();
-  next(notAuthenticated(req.accessClaims, req.tokenRejection));
+  if (isPublicRoute(req.tsRestRoute)) return next();
+  if (!req.principal) return next(notAuthenticated(req.accessClaims, req.tokenRejection));
+  next(scopeRefusal(req.principal, req.tsRestRoute));
 };
 
 /**
@@ -102,6 +118,11 @@ export const requireUtf8Json: RequestHandler = (req, _res, next) => {
   next(new AppError('unsupported_media_type', `JSON bodies must be UTF-8, not ${charset}`));
 };
 
+const SERVICE_PROBES = new Set(['/healthz', '/readyz', '/metrics']);
+
+/** The health probes and the metrics scrape: never rate limited, logged at debug (API.md, Service endpoints). */
+export const isServiceProbe = (req: { url?: string }): boolean => SERVICE_PROBES.has((req.url ?? '').split('?')[0] ?? '');
+
 /**
  * A general request budget per user (or per address without a valid token), counted where the
  * configuration says (server/limits). Sends the RateLimit and RateLimit-Policy headers.
@@ -115,6 +136,7 @@ export function rateLimit(limiter: RateLimiterAbstract | undefined): RequestHand
     res.setHeader('RateLimit', `"default";r=${result.remainingPoints};t=${Math.ceil(result.msBeforeNext / 1000)}`);
   };
   return (req, res, next) => {
+    if (isServiceProbe(req)) return next();
     // Counted before authentication, so bad tokens and unknown paths spend the budget too.
     const key = req.principal ? `user:${req.principal.userId}` : `ip:${clientAddress(req)}`;
     limiter.consume(key).then(

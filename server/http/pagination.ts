@@ -18,31 +18,47 @@ export const invalidCursor = () =>
   invalidField('query.cursor', 'invalid_cursor', 'Not a cursor this list issued: use nextCursor from the previous page of the same list');
 
 const MAC_BYTES = 16;
+const LIST_CURSOR = 'list';
 
 /**
  * Cursors are signed (`<payload>.<HMAC>`), so the service only ever reads back values it wrote:
  * a forged or altered cursor is 400 before its contents are looked at. Every instance configured
- * with the same secret accepts the others' cursors.
+ * with the same secret accepts the others' cursors. List cursors and the changes feed's positions
+ * are signed alike, each kind under its own name, so one is never taken for the other.
  */
 export function cursorCodec(secret: Uint8Array) {
-  const mac = (payload: string) => createHmac('sha256', secret).update(payload).digest().subarray(0, MAC_BYTES);
+  const mac = (kind: string, payload: string) => createHmac('sha256', secret).update(`${kind}\n${payload}`).digest().subarray(0, MAC_BYTES);
+
+  /** `text` signed as a cursor of `kind`. */
+  const seal = (kind: string, text: string): string => {
+    const payload = Buffer.from(text).toString('base64url');
+    return `${payload}.${mac(kind, payload).toString('base64url')}`;
+  };
+
+  /** The text a cursor of `kind` carries when this service signed it, else undefined. */
+  const unseal = (kind: string, raw: string): string | undefined => {
+    const [payload = '', signature = '', ...rest] = raw.split('.');
+    // Compared as text, so that no other spelling of the same bytes passes either.
+    const given = Buffer.from(signature);
+    const expected = Buffer.from(mac(kind, payload).toString('base64url'));
+    if (rest.length > 0 || given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
+    return Buffer.from(payload, 'base64url').toString('utf8');
+  };
+
   return {
-    encode(cursor: Cursor): string {
-      const payload = Buffer.from(JSON.stringify(cursor)).toString('base64url');
-      return `${payload}.${mac(payload).toString('base64url')}`;
-    },
+    seal,
+    unseal,
+
+    encode: (cursor: Cursor): string => seal(LIST_CURSOR, JSON.stringify(cursor)),
 
     /** Decodes a cursor issued for the same sort; anything else is a 400. */
     decode(raw: string | undefined, sort: string): Cursor | undefined {
       if (raw === undefined) return undefined;
-      const [payload = '', signature = '', ...rest] = raw.split('.');
-      // Compared as text, so that no other spelling of the same bytes passes either.
-      const given = Buffer.from(signature);
-      const expected = Buffer.from(mac(payload).toString('base64url'));
-      if (rest.length > 0 || given.length !== expected.length || !timingSafeEqual(given, expected)) throw invalidCursor();
+      const text = unseal(LIST_CURSOR, raw);
+      if (text === undefined) throw invalidCursor();
       let parsed: unknown;
       try {
-        parsed = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
+        parsed = JSON.parse(text);
       } catch {
         throw invalidCursor();
       }

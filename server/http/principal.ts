@@ -1,12 +1,16 @@
-import type { Role } from '@task-service/client';
+import type { Role, Scope } from '@task-service/client';
 import type { AccessClaims, TokenRejection } from '../auth/tokens.js';
 import { unauthenticated } from './errors.js';
 
 /** The authenticated caller of a request. */
 export interface Principal {
   userId: string;
+  /** The session; for a personal access token, the token's id. */
   sessionId: string;
+  /** The role this request acts with (a personal access token's owner is an admin here only with the `admin` scope). */
   role: Role;
+  /** Set when the caller used a personal access token: what it may do, and its owner's role now. */
+  token?: { id: string; scopes: Scope[]; ownerRole: Role };
 }
 
 declare module 'express-serve-static-core' {

@@ -1,12 +1,14 @@
+import cluster from 'node:cluster';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Express, Request, RequestHandler } from 'express';
 import { Registry } from 'prom-client';
 import { notAuthenticated } from '../auth/sessions.js';
 import type { AppContext } from '../context.js';
-import { eventMetrics } from '../events/metrics.js';
 import { AppError } from '../http/errors.js';
 import { isAdmin } from '../http/principal.js';
+import { instanceMetricsFromMainProcess, reportMetricsToMainProcess } from './cluster.js';
 import type { HttpMetrics } from './http-metrics.js';
+import { processRegistries } from './instance.js';
 
 const digest = (value: string) => createHash('sha256').update(value).digest();
 
@@ -25,12 +27,17 @@ async function authorizeScrape(ctx: AppContext, req: Request): Promise<void> {
   if (!isAdmin(principal)) throw new AppError('forbidden', 'Metrics are for administrators and the scrape token');
 }
 
+/**
+ * /metrics describes the whole instance: this process's registries, or, in a cluster worker, the sum
+ * over every worker and the main process, which the main process collects (./cluster.ts).
+ */
 export function serveMetrics(app: Express, ctx: AppContext, metrics: HttpMetrics): void {
+  const registries = () => [metrics.registry, ...processRegistries(ctx)];
+  if (cluster.isWorker) reportMetricsToMainProcess(registries);
   const scrape: RequestHandler = async (req, res) => {
     await authorizeScrape(ctx, req);
-    const registry = Registry.merge([metrics.registry, eventMetrics(ctx).registry]);
-    res.setHeader('Content-Type', registry.contentType);
-    res.send(await registry.metrics());
+    res.setHeader('Content-Type', Registry.PROMETHEUS_CONTENT_TYPE);
+    res.send(cluster.isWorker ? await instanceMetricsFromMainProcess() : await Registry.merge(registries()).metrics());
   };
   app.get('/metrics', scrape);
   app.all('/metrics', (_req, _res, next) => next(new AppError('method_not_allowed', 'Metrics are read with GET', { headers: { Allow: 'GET, HEAD' } })));

@@ -3,9 +3,10 @@ import path from 'node:path';
 import { isAppRouteNoBody, isAppRouteOtherResponse, type AppRoute, type AppRouteResponse } from '@ts-rest/core';
 import { generateOpenApi } from '@ts-rest/open-api';
 import { z } from 'zod';
-import { contract, isPublicRoute, ProblemSchema, TaskSchema, type Problem } from '@task-service/client';
+import { contract, isLoginOnly, isPublicRoute, ProblemSchema, scopeOf, scopeDescriptions, SCOPES, TaskSchema, type Problem } from '@task-service/client';
 import { PROJECT_ROOT } from '../project-root.js';
 import { isCreatingPost } from '../http/idempotency.js';
+import { codeSamples, samplesMarkdown } from './code-samples.js';
 import { examplesByRoute, problemBody, problemExamples, type AnyOperationExamples, type ProblemExample } from './examples.js';
 import { headerRefs, headers, problemResponse, problemResponseRef, problemResponses, reasonPhrases, type HeaderName } from './responses.js';
 import { schemaOf, withAnyValueSchemas, withIntegerFormats, withNamedModels, type JsonSchema, type OpenApiDocument } from './schemas.js';
@@ -21,6 +22,7 @@ const packageVersion = (): string =>
 const INTRODUCTION = [
   'Users, their tasks, tags and attachments. JSON in and out with camelCase fields; ids are UUIDv7; timestamps are RFC 3339 in UTC with milliseconds. Every answer carries `X-Request-Id`. A typed TypeScript client is the package `@task-service/client`; `npx task-service-verify --base-url URL` runs its contract tests against a service.',
   '## Authentication and refresh\n\n`POST /auth/register` or `POST /auth/login` answer `{ user, accessToken, refreshToken, expiresIn }`. Send `Authorization: Bearer <accessToken>` on every other call. The access token lasts `expiresIn` seconds (15 minutes by default); when a call answers 401 with `WWW-Authenticate: Bearer error="invalid_token", error_description="The access token has expired…"`, call `POST /auth/refresh` with the refresh token **once** (share one refresh between concurrent calls), keep the new pair (the old refresh token is spent: presenting it again ends the session) and retry. A 401 saying the session has ended means: log in again. `POST /auth/logout` ends the session everywhere.',
+  `## Personal access tokens and scopes\n\nScripts, integrations and agents use a personal access token (\`tsk_pat_…\`, from \`POST /tokens\` with a login's access token) as \`Authorization: Bearer tsk_pat_…\`. Each operation names the scope a token needs (\`x-scopes\`, shown under the operation); a token without it gets 403 \`insufficient_scope\` with \`WWW-Authenticate: Bearer error="insufficient_scope", scope="…"\`. A \`write\` scope includes its \`read\`. An access token from a login carries every scope of its user. The Model Context Protocol endpoint \`POST /mcp\` serves the same operations as tools, filtered by the token's scopes.\n\n${SCOPES.map((scope) => `- \`${scope}\`: ${scopeDescriptions[scope]}`).join('\n')}`,
   '## Pagination\n\nLists answer `{ items, nextCursor }` and a `Link: <…>; rel="next"` header. Pass `nextCursor` back as `cursor` with the same filters and `sort` until it is `null`. `limit` is 1-100 (default 20). Cursors are opaque keyset positions: pages neither skip nor repeat items when others insert or delete meanwhile. Filters with several values take a comma list (`status=todo,in_progress`) or the parameter repeated.',
   '## ETags and concurrent changes\n\nA task carries `version` and `ETag: "<version>"`. Send `If-Match: "<version>"` with `PUT`, `PATCH` and `DELETE`: when someone changed the task since you read it, the answer is 412 `precondition_failed` and nothing changes; read it again, reapply your change and retry. `GET` with `If-None-Match` answers 304 when your copy is current.',
   '## Attachments\n\nUpload with `POST /tasks/{task_id}/attachments` as `multipart/form-data` with one file part named `file` (at most ATTACHMENT_MAX_BYTES, 413 beyond). Download the bytes from `GET /attachments/{attach_id}/content`: `Range: bytes=…` answers 206, and its ETag is the SHA-256 of the bytes.',
@@ -32,7 +34,7 @@ const bearerAuth = {
   scheme: 'bearer',
   bearerFormat: 'JWT',
   description:
-    'An access token from `POST /auth/register`, `/auth/login` or `/auth/refresh`: a JWT signed with EdDSA whose algorithm, issuer, audience and type (`at+jwt`) are pinned on verification, following RFC8725. It expires after 15 minutes by default; the public keys are at `/.well-known/jwks.json`.',
+    'A personal access token (`tsk_pat_…`, limited to the scopes each operation names in `x-scopes`), or an access token from `POST /auth/register`, `/auth/login` or `/auth/refresh`: a JWT signed with EdDSA whose algorithm, issuer, audience and type (`at+jwt`) are pinned on verification, following RFC8725. It expires after 15 minutes by default; the public keys are at `/.well-known/jwks.json`.',
 };
 
 const tags = [
@@ -42,6 +44,7 @@ const tags = [
   { name: 'tags', description: "The caller's tags, and tags on tasks" },
   { name: 'attachments', description: 'Files attached to tasks' },
   { name: 'webhooks', description: 'Signed deliveries of events to your URLs (Standard Webhooks), with a delivery log' },
+  { name: 'personalAccessTokens', description: 'Personal access tokens for scripts, integrations and agents, each limited to its scopes' },
   { name: 'events', description: 'Every change as an event: the changes feed (delta sync) and the live stream (SSE)' },
   { name: 'service', description: 'Health, readiness and the keys that verify access tokens' },
   { name: 'docs', description: 'This document and its reference page' },
@@ -51,8 +54,11 @@ const tags = [
 function commaListOf(schema: z.ZodTypeAny | undefined): { item: z.ZodTypeAny; maxItems: number | undefined } | undefined {
   let inner = schema;
   while (inner instanceof z.ZodOptional || inner instanceof z.ZodDefault) inner = inner._def.innerType;
-  if (!(inner instanceof z.ZodPipeline) || !(inner._def.out instanceof z.ZodArray)) return undefined;
-  return { item: inner._def.out.element, maxItems: inner._def.out._def.maxLength?.value };
+  if (!(inner instanceof z.ZodPipeline)) return undefined;
+  // The array may be wrapped in the check of its length before its items (boundedArray).
+  const out: unknown = inner._def.out instanceof z.ZodEffects ? inner._def.out.innerType() : inner._def.out;
+  if (!(out instanceof z.ZodArray)) return undefined;
+  return { item: out.element, maxItems: out._def.maxLength?.value };
 }
 
 /** The generator puts a header's `.describe()` text in its schema, where the reference page does not show it. */
@@ -146,6 +152,8 @@ function describeResponses(route: AppRoute, generated: Operation['responses']): 
   }
   // The rate limit and unexpected failures apply to every operation.
   for (const status of [429, 500]) responses[status] ??= problemResponseRef(status);
+  // A personal access token without the operation's scope is 403 insufficient_scope.
+  if (!isPublicRoute(route)) responses[403] ??= problemResponseRef(403);
   if (isCreatingPost(route)) for (const status of [409, 422]) responses[status] ??= problemResponseRef(status);
   // The operation's own error examples replace the shared answer's, which show every code of the status.
   for (const [code, own] of Object.entries(examples.problems ?? {})) {
@@ -170,8 +178,25 @@ function examplesOf(route: AppRoute): AnyOperationExamples {
   return examples;
 }
 
-const describeOperation: OperationMapper = (operation, route) => ({
+/** The scope a personal access token needs, as `x-scopes` (OpenAPI 3.0 names scopes only for OAuth schemes) and in the text. */
+function scopeExtension(route: AppRoute): { description?: string; 'x-scopes'?: string[] } {
+  if (isPublicRoute(route)) return {};
+  const scope = scopeOf(route);
+  const rule = isLoginOnly(route)
+    ? 'Needs an access token from a login: a personal access token is 403 `forbidden`.'
+    : `A personal access token needs the scope \`${scope}\` (else 403 \`insufficient_scope\`).`;
+  return { description: [route.description, rule].filter(Boolean).join('\n\n'), 'x-scopes': scope ? [scope] : [] };
+}
+
+/** The operation's curl and typed-client examples: in its description, and as `x-codeSamples`. */
+function withCodeSamples(operation: Parameters<OperationMapper>[0], route: AppRoute) {
+  const samples = codeSamples(route, String(operation.operationId), examplesOf(route));
+  return { description: [operation.description, samplesMarkdown(samples)].filter(Boolean).join('\n\n'), 'x-codeSamples': samples };
+}
+
+const describeScopedOperation: OperationMapper = (operation, route) => ({
   ...operation,
+  ...withCodeSamples(operation, route),
   parameters: [
     ...(operation.parameters?.map((parameter) => describeParameter(parameter, route)) ?? []),
     ...(isCreatingPost(route) ? [idempotencyKeyParameter] : []),
@@ -180,6 +205,9 @@ const describeOperation: OperationMapper = (operation, route) => ({
   responses: describeResponses(route, operation.responses),
   security: isPublicRoute(route) ? [] : [{ bearerAuth: [] }],
 });
+
+/** Each operation: its scope rule, then its code samples (which show the scoped description). */
+const describeOperation: OperationMapper = (operation, route) => describeScopedOperation({ ...operation, ...scopeExtension(route) }, route);
 
 /** Shared error answers that every operation showing the status replaces with its own examples are left out. */
 function withoutUnusedResponses(document: OpenApiDocument): OpenApiDocument {

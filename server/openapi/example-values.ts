@@ -1,6 +1,6 @@
 // The objects the document's examples are made of: one small, consistent world (Ada's tasks and tags),
 // typed by the contract so that an example cannot show a field the service does not send.
-import type { Attachment, AuthResult, CreatedWebhook, Delivery, Event, Tag, Task, User, Webhook } from '@task-service/client';
+import type { Attachment, AuthResult, CreatedPersonalAccessToken, CreatedWebhook, Delivery, Event, PersonalAccessToken, Tag, Task, User, Webhook } from '@task-service/client';
 
 export const ids = {
   ada: '0193a5c0-3c1e-7a2b-8d4f-1e2a3b4c5d6e',
@@ -12,6 +12,7 @@ export const ids = {
   webhook: '0193a5c6-0e1f-7a2b-8c3d-4e5f6a7b8c9d',
   delivery: '0193a5c7-5b6c-7d8e-9f0a-1b2c3d4e5f6a',
   event: '0193a5c5-8c9d-7e0f-8a1b-2c3d4e5f6a7b',
+  token: '0193a5c8-2d3e-7f4a-8b5c-6d7e8f9a0b1c',
 };
 
 /** The path parameter values every example path is written with. */
@@ -22,6 +23,7 @@ export const pathParamValues: Record<string, string> = {
   attach_id: ids.attachment,
   webhook_id: ids.webhook,
   delivery_id: ids.delivery,
+  token_id: ids.token,
   code: 'precondition_failed',
 };
 
@@ -148,4 +150,19 @@ export const pendingRetry: Delivery = {
   durationMs: null,
   createdAt: '2026-11-22T15:20:00.000Z',
   nextAttemptAt: '2026-11-22T15:20:00.000Z',
+};
+
+export const personalAccessToken: PersonalAccessToken = {
+  id: ids.token,
+  name: 'Nightly report script',
+  scopes: ['tasks:read', 'tags:read'],
+  prefix: 'tsk_pat_YdAT',
+  createdAt: '2026-11-22T15:20:00.000Z',
+  expiresAt: '2026-12-22T15:20:00.000Z',
+  lastUsedAt: null,
+};
+
+export const createdPersonalAccessToken: CreatedPersonalAccessToken = {
+  ...personalAccessToken,
+  token: 'tsk_pat_YdAT7TurZhuecoTvgbrdaJn7qsz7YuWpR3XxzfAIz220dn7jw',
 };

@@ -58,6 +58,7 @@ export const problemExamples: Record<ProblemCode, ProblemExample & { path: strin
   unauthenticated: { code: 'unauthenticated', detail: 'The access token has expired; refresh the session (POST /auth/refresh) and retry', path: '/tasks' },
   invalid_credentials: { code: 'invalid_credentials', detail: 'The email or the password is wrong', path: '/auth/login' },
   forbidden: notAdmin('list users'),
+  insufficient_scope: { code: 'insufficient_scope', detail: 'This personal access token lacks the scope "tasks:write" this operation needs', path: '/tasks' },
   not_found: noSuchTask,
   method_not_allowed: { code: 'method_not_allowed', detail: 'PUT is not allowed here', path: '/tags/{tag_id}' },
   email_taken: { ...emailTaken, path: '/auth/register' },
@@ -260,6 +261,19 @@ export const examples: ContractExamples<Contract> = {
         409: [{ code: 'conflict', detail: 'The webhook is switched off: switch it on (PATCH active: true) first' }],
       },
     },
+  },
+  personalAccessTokens: {
+    create: {
+      request: { name: 'Nightly report script', scopes: ['tasks:read', 'tags:read'], expiresInDays: 30 },
+      responses: { 201: v.createdPersonalAccessToken },
+      problems: {
+        403: [{ code: 'forbidden', detail: 'This operation needs an access token from a login, not a personal access token' }],
+        409: [{ code: 'quota_exceeded', detail: 'An account holds at most 50 live personal access tokens: revoke one first' }],
+      },
+    },
+    list: { request: undefined, responses: { 200: { items: [v.personalAccessToken] } } },
+    get: { request: undefined, responses: { 200: v.personalAccessToken }, problems: { 404: [{ code: 'not_found', detail: 'No such token' }] } },
+    remove: { request: undefined, responses: {}, problems: { 404: [{ code: 'not_found', detail: 'No such token' }] } },
   },
   service: {
     healthz: { request: undefined, responses: { 200: { status: 'ok' } } },

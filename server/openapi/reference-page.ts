@@ -21,6 +21,6 @@ export const referencePage = (assets: string) => `<!doctype html>
 `;
 
 export const REFERENCE_SCRIPT = `window.addEventListener('load', function () {
-  window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#swagger-ui', deepLinking: true, persistAuthorization: false });
+  window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#swagger-ui', deepLinking: true, persistAuthorization: false, showExtensions: true });
 });
 `;

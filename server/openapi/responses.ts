@@ -36,7 +36,11 @@ const problems: Record<number, { name: string; description: string }> = {
     description:
       'No token, an expired one (refresh and retry), an invalid one, or one of a session that ended (log in again): `unauthenticated`, the `detail` and `WWW-Authenticate` say which; or a failed login (`invalid_credentials`)',
   },
-  403: { name: 'Forbidden', description: 'Authenticated, but the role does not allow the operation (`forbidden`)' },
+  403: {
+    name: 'Forbidden',
+    description:
+      'Authenticated, but the role does not allow the operation (`forbidden`), or a personal access token lacks the scope it needs (`insufficient_scope`, with `WWW-Authenticate: Bearer error="insufficient_scope", scope="…"`)',
+  },
   404: { name: 'NotFound', description: 'No such resource, or not visible to the caller (`not_found`)' },
   409: { name: 'Conflict', description: 'A uniqueness rule or invariant would break (`email_taken`, `tag_name_taken`, `last_admin`, `conflict`) or a per-user quota is reached (`quota_exceeded`), or a request with the same `Idempotency-Key` is still running (`idempotency_key_in_use`)' },
   410: { name: 'Gone', description: 'A changes-feed cursor or `Last-Event-ID` older than the event retention (`cursor_expired`): do a full sync' },
@@ -64,7 +68,7 @@ const isClientError = (status: number) => status >= 400 && status < 500;
 export function problemResponse(status: number, bodies: Problem[]) {
   const names: HeaderName[] = ['X-Request-Id'];
   if (isClientError(status)) names.push('RateLimit', 'RateLimit-Policy');
-  if (status === 401) names.push('WWW-Authenticate');
+  if (status === 401 || status === 403) names.push('WWW-Authenticate');
   if (status === 429 || status === 503) names.push('Retry-After');
   if (status === 412) names.push('ETag');
   if (status === 416) names.push('Content-Range');

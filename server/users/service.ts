@@ -117,6 +117,9 @@ async function proveCurrentPassword(ctx: AppContext, user: UserRow, currentPassw
 export async function patchUser(ctx: AppContext, principal: Principal, userId: string, body: UserPatch, address: string): Promise<UserRow> {
   const user = await findVisibleUser(ctx, principal, userId);
   if (body.role !== undefined && !isAdmin(principal)) throw roleNotSettable();
+  if (body.password !== undefined && principal.token) {
+    throw new AppError('forbidden', 'A personal access token may not change a password: use an access token from a login');
+  }
   const change: ProfileChange = { email: body.email, name: body.name, role: body.role };
   if (body.password !== undefined) {
     // Users changing their own password prove they know the current one; admins resetting

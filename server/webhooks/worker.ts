@@ -1,7 +1,7 @@
 import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
 import { inTransaction } from '../db/transactions.js';
-import { eventFromRow } from '../events/log.js';
+import { eventFromRow, eventSeenBy } from '../events/log.js';
 import { eventMetrics } from '../events/metrics.js';
 import { eventSignal } from '../events/signal.js';
 import { claimFairly, type Claimed } from './claims.js';
@@ -65,7 +65,7 @@ async function finish(ctx: AppContext, claimed: Claimed, leaseId: string, result
 }
 
 async function attempt(ctx: AppContext, claimed: Claimed, leaseId: string, signal: AbortSignal): Promise<void> {
-  const delivery = await ctx.db.prisma.webhookDelivery.findUnique({ where: { id: claimed.id }, include: { webhook: true, event: true } });
+  const delivery = await ctx.db.prisma.webhookDelivery.findUnique({ where: { id: claimed.id }, include: { webhook: { include: { owner: { select: { role: true } } } }, event: true } });
   if (!delivery) return;
   const metrics = eventMetrics(ctx);
   const failed = (result: AttemptResult) =>
@@ -80,7 +80,10 @@ async function attempt(ctx: AppContext, claimed: Claimed, leaseId: string, signa
     return;
   }
   const { allowPrivateTargets, timeoutMs } = ctx.config.webhooks;
-  const result = await sendEvent(delivery.webhook, eventFromRow(delivery.event), { network: webhookNetwork(ctx), allowPrivateTargets, timeoutMs, signal });
+  // The owner's role now, as the live stream decides it per event.
+  const owner = { userId: delivery.webhook.ownerId, admin: delivery.webhook.owner.role === 'admin' };
+  const event = eventSeenBy(owner, { event: eventFromRow(delivery.event), audience: delivery.event.audience });
+  const result = await sendEvent(delivery.webhook, event, { network: webhookNetwork(ctx), allowPrivateTargets, timeoutMs, signal });
   metrics.deliveryAttempts.inc({ outcome: result.ok ? 'succeeded' : 'failed' });
   metrics.deliveryDuration.observe(result.durationMs / 1000);
   if (result.ok && delivery.attempt === 1) metrics.deliveryLag.observe((Date.now() - delivery.event.occurredAt.getTime()) / 1000);

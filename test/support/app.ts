@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import request from 'supertest';
 import type TestAgent from 'supertest/lib/agent.js';
 import { buildApp } from '../../server/app.js';
@@ -20,9 +20,9 @@ export interface TestService {
 
 /**
  * The service as a test file sees it: a fresh database, a data directory of its own, the real app.
- * `env` overrides configuration the way the environment would.
+ * `env` overrides configuration the way the environment would; `logger` replaces the silent one.
  */
-export async function startService(env: Record<string, string> = {}): Promise<TestService> {
+export async function startService(env: Record<string, string> = {}, logger?: Logger): Promise<TestService> {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'task-service-test-'));
   const config: Config = loadConfig({
     DATA_DIR: dataDir,
@@ -33,7 +33,7 @@ export async function startService(env: Record<string, string> = {}): Promise<Te
     ...env,
   });
   const database = await freshDatabase();
-  const ctx = await createContext(config, database.db, pino({ level: config.logLevel }));
+  const ctx = await createContext(config, database.db, logger ?? pino({ level: config.logLevel }));
   const app = buildApp(ctx);
   return {
     ctx,

@@ -15,18 +15,45 @@ const templateName = () => `task_service_test_template_${runId()}`;
 
 /**
  * The connection string of the server this test project runs on: the embedded PostgreSQL the run
- * started (project "embedded"), or TEST_DATABASE_URL's server (project "postgres").
+ * started (project "embedded"), or TEST_DATABASE_URL's server (projects "postgres" and "pgbouncer").
  */
 export function postgresUrl(): string {
-  const url = process.env.TEST_DB === 'postgres' ? process.env.TEST_DATABASE_URL : process.env.TEST_EMBEDDED_URL;
+  const url = process.env.TEST_DB === 'embedded' ? process.env.TEST_EMBEDDED_URL : process.env.TEST_DATABASE_URL;
   if (!url) throw new Error(`no database server for test project ${process.env.TEST_DB ?? '(none)'}`);
   return url;
 }
+
+/** Project "pgbouncer": the service reaches TEST_DATABASE_URL's server through TEST_POOLER_URL, a PgBouncer in transaction mode. */
+export const throughPooler = (): boolean => process.env.TEST_DB === 'pgbouncer';
+
+/**
+ * Tests' handles bound statements as the service does (per transaction, pipelined), with room for a
+ * machine busy running test files in parallel.
+ */
+export const TEST_STATEMENT_TIMEOUT_MS = 30_000;
 
 function withDatabase(url: string, name: string): string {
   const u = new URL(url);
   u.pathname = `/${name}`;
   return u.toString();
+}
+
+/** How the service reaches database `name`: through the pooler in project "pgbouncer", else directly. */
+export function serviceUrl(name: string): string {
+  const pooler = process.env.TEST_POOLER_URL;
+  if (throughPooler() && !pooler) throw new Error('project pgbouncer needs TEST_POOLER_URL');
+  return withDatabase(throughPooler() && pooler ? pooler : postgresUrl(), name);
+}
+
+/** The direct way to the database that `url` (perhaps a pooler's) names. */
+export const directUrlOf = (url: string): string => withDatabase(postgresUrl(), new URL(url).pathname.slice(1));
+
+/**
+ * A handle on the database at `url` as the service opens one: the statement timeout set, LISTEN on
+ * the direct URL, or (project "pgbouncer", no DATABASE_DIRECT_URL) polling for events.
+ */
+export function openTestDatabase(url: string, poolSize = 5, directUrl = throughPooler() ? undefined : url): Database {
+  return openPostgres(url, { poolSize, statementTimeoutMs: TEST_STATEMENT_TIMEOUT_MS, directUrl });
 }
 
 async function onServer<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
@@ -84,7 +111,7 @@ export async function removeTemplates(): Promise<void> {
 
 export interface TestDatabase {
   db: Database;
-  /** For tests that open a second handle on the same database (several instances). */
+  /** For tests that open a second handle on the same database (several instances): see openTestDatabase. */
   url: string;
   drop(): Promise<void>;
 }
@@ -94,7 +121,7 @@ async function scratchDatabase(prefix: string, template?: string): Promise<{ url
   const name = `${prefix}_${randomUUID().replace(/-/g, '')}`;
   await onServer(server, (admin) => admin.query(`CREATE DATABASE ${name}${template ? ` TEMPLATE ${template}` : ''}`));
   return {
-    url: withDatabase(server, name),
+    url: serviceUrl(name),
     drop: () => onServer(server, (admin) => admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => undefined),
   };
 }
@@ -102,7 +129,7 @@ async function scratchDatabase(prefix: string, template?: string): Promise<{ url
 /** A fresh, migrated database for one test file, cloned from the run's template. */
 export async function freshDatabase(): Promise<TestDatabase> {
   const scratch = await scratchDatabase('task_service_test', templateName());
-  const db = openPostgres(scratch.url, { poolSize: 5 });
+  const db = openTestDatabase(scratch.url);
   return {
     db,
     url: scratch.url,

@@ -1,0 +1,61 @@
+// What a personal access token may do: one scope per operation, declared as the route's metadata
+// (`metadata: needs('tasks:read')`) and enforced by the service's one authentication middleware.
+import type { AppRoute } from '@ts-rest/core';
+import { z } from 'zod';
+
+export const SCOPES = [
+  'tasks:read',
+  'tasks:write',
+  'tags:read',
+  'tags:write',
+  'webhooks:read',
+  'webhooks:write',
+  'events:read',
+  'account:read',
+  'account:write',
+  'admin',
+] as const;
+export const ScopeSchema = z
+  .enum(SCOPES)
+  .describe('`tasks:*` (tasks, their tag links and attachments), `tags:*`, `webhooks:*`, `events:read` (changes feed and live stream), `account:*` (own profile, not the password), `admin`; `write` implies `read`');
+export type Scope = z.infer<typeof ScopeSchema>;
+
+/** What each scope allows, as the README and the docs page show it. */
+export const scopeDescriptions: Record<Scope, string> = {
+  'tasks:read': 'Read tasks, their tags and attachments',
+  'tasks:write': 'Create, change and delete tasks, their tag links and attachments (implies tasks:read)',
+  'tags:read': 'Read tags',
+  'tags:write': 'Create, rename, recolour and delete tags (implies tags:read)',
+  'webhooks:read': 'Read webhooks and their delivery logs',
+  'webhooks:write': 'Create, change, delete webhooks and retry deliveries (implies webhooks:read)',
+  'events:read': 'Read the changes feed (/changes) and the live stream (/events)',
+  'account:read': 'Read your own profile',
+  'account:write': 'Change your own profile, not the password (implies account:read)',
+  admin: "An administrator's powers (only an administrator may grant it; it works only while the owner is one)",
+};
+
+/** Route metadata: the scope a personal access token needs for the operation. */
+export const needs = (scope: Scope) => ({ scope });
+/** Route metadata: only an access token from a login may call the operation (a personal access token is 403). */
+export const loginOnly = { loginOnly: true } as const;
+
+const isScope = (value: unknown): value is Scope => typeof value === 'string' && (SCOPES as readonly string[]).includes(value);
+
+/** The scope an operation declares, if any. Called for every request: a plain check, no schema. */
+export function scopeOf(route: AppRoute): Scope | undefined {
+  const metadata: unknown = route.metadata;
+  if (typeof metadata !== 'object' || metadata === null || !('scope' in metadata)) return undefined;
+  return isScope(metadata.scope) ? metadata.scope : undefined;
+}
+
+/** Whether the operation is for login sessions only (token management, logout). */
+export function isLoginOnly(route: AppRoute): boolean {
+  const metadata: unknown = route.metadata;
+  return typeof metadata === 'object' && metadata !== null && 'loginOnly' in metadata && metadata.loginOnly === true;
+}
+
+/** Whether `granted` includes `needed`; a `write` scope includes its `read`. */
+export function grantsScope(granted: readonly Scope[], needed: Scope): boolean {
+  const writing = needed.endsWith(':read') ? needed.replace(/:read$/, ':write') : undefined;
+  return granted.some((scope) => scope === needed || scope === writing);
+}

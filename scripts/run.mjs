@@ -1,0 +1,37 @@
+// `npm start`, `npm run migrate`, `npm run create-admin`: builds what changed, then runs the
+// compiled entry point in this same process (`node scripts/run.mjs server/main [args…]`), so that
+// npm's signals reach one process at every moment: during the build, a signal stops the compiler
+// and exits; during the service's start-up and after, the service's own handlers take over.
+import console from 'node:console';
+import path from 'node:path';
+import process from 'node:process';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { compilers } from '../contract/build.mjs';
+import { build } from './build.mjs';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const [entry, ...args] = process.argv.slice(2);
+if (!entry) {
+  console.error('usage: node scripts/run.mjs <entry, e.g. server/main> [arguments]');
+  process.exit(2);
+}
+
+const stopBuild = (signal) => {
+  for (const child of compilers) child.kill('SIGTERM');
+  process.exit(signal === 'SIGINT' ? 130 : 143);
+};
+process.on('SIGTERM', stopBuild);
+process.on('SIGINT', stopBuild);
+try {
+  await build();
+} catch (error) {
+  console.error(error.message);
+  process.exit(1);
+}
+process.off('SIGTERM', stopBuild);
+process.off('SIGINT', stopBuild);
+
+// The entry sees the command line it would see run directly (cluster workers re-run argv[1]).
+const file = path.join(root, 'dist', `${entry}.js`);
+process.argv.splice(1, process.argv.length - 1, file, ...args);
+await import(pathToFileURL(file).href);

@@ -1,0 +1,78 @@
+import type pg from 'pg';
+
+/** The migration history: not dumped as rows, a restore replays the migrations instead. */
+export const MIGRATIONS_TABLE = '_migrations';
+
+export interface TableShape {
+  name: string;
+  /** Columns that take values (generated columns are computed again). */
+  columns: string[];
+}
+
+export const quoteIdent = (name: string): string => `"${name.replace(/"/g, '""')}"`;
+
+/**
+ * Every table of the service's schema (read from the catalog, so tables added by later versions
+ * are included), parents before the tables whose foreign keys reference them.
+ */
+export async function serviceTables(client: pg.ClientBase): Promise<TableShape[]> {
+  const { rows: tables } = await client.query<{ name: string; columns: string[] }>(
+    `SELECT c.relname AS name,
+            array_agg(a.attname::text ORDER BY a.attnum) FILTER (WHERE a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '') AS columns
+       FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
+      WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' AND NOT c.relispartition AND c.relname <> $1
+      GROUP BY c.relname ORDER BY c.relname`,
+    [MIGRATIONS_TABLE],
+  );
+  const { rows: references } = await client.query<{ child: string; parent: string }>(
+    `SELECT c.relname AS child, p.relname AS parent
+       FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid JOIN pg_class p ON p.oid = k.confrelid
+      WHERE k.contype = 'f' AND k.connamespace = current_schema()::regnamespace AND k.conrelid <> k.confrelid`,
+  );
+  const parents = new Map<string, string[]>();
+  for (const { child, parent } of references) parents.set(child, [...(parents.get(child) ?? []), parent]);
+  const ordered: TableShape[] = [];
+  const placed = new Set<string>();
+  const byName = new Map(tables.map((t) => [t.name, { name: t.name, columns: t.columns }]));
+  const place = (name: string, path: string[]) => {
+    if (placed.has(name)) return;
+    if (path.includes(name)) throw new Error(`Foreign keys form a cycle: ${[...path, name].join(' -> ')}`);
+    for (const parent of parents.get(name) ?? []) place(parent, [...path, name]);
+    const table = byName.get(name);
+    if (table) ordered.push(table);
+    placed.add(name);
+  };
+  for (const table of tables) place(table.name, []);
+  return ordered;
+}
+
+export interface SequenceState {
+  name: string;
+  lastValue: string;
+  isCalled: boolean;
+}
+
+/** Every sequence of the schema (serial and identity columns' too) and where it stands. */
+export async function sequenceStates(client: pg.ClientBase): Promise<SequenceState[]> {
+  const { rows } = await client.query<{ name: string }>(
+    `SELECT relname AS name FROM pg_class WHERE relnamespace = current_schema()::regnamespace AND relkind = 'S' ORDER BY relname`,
+  );
+  const states: SequenceState[] = [];
+  for (const { name } of rows) {
+    const { rows: state } = await client.query<{ last_value: string; is_called: boolean }>(
+      `SELECT last_value::text AS last_value, is_called FROM ${quoteIdent(name)}`,
+    );
+    if (state[0]) states.push({ name, lastValue: state[0].last_value, isCalled: state[0].is_called });
+  }
+  return states;
+}
+
+/** Tables of the schema that hold at least one row (the migration history aside). */
+export async function tablesWithRows(client: pg.ClientBase): Promise<string[]> {
+  const filled: string[] = [];
+  for (const table of await serviceTables(client)) {
+    const { rows } = await client.query<{ any: boolean }>(`SELECT EXISTS (SELECT 1 FROM ${quoteIdent(table.name)}) AS any`);
+    if (rows[0]?.any) filled.push(table.name);
+  }
+  return filled;
+}

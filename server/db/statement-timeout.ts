@@ -1,0 +1,66 @@
+import { PrismaPg } from '@prisma/adapter-pg';
+import pg from 'pg';
+
+/**
+ * The statement timeout, set per transaction (`SET LOCAL`), never per session: behind a
+ * transaction-mode pooler (PgBouncer) consecutive transactions of one connection run on different
+ * server connections, and a start-up parameter is refused there ("unsupported startup parameter").
+ */
+const setLocalTimeout = (timeoutMs: number) => `SET LOCAL statement_timeout = ${Math.trunc(timeoutMs)}`;
+
+/** What opens every transaction of plain SQL: BEGIN and the timeout in one round trip. */
+export const beginBounded = (timeoutMs: number | undefined): string =>
+  timeoutMs === undefined ? 'BEGIN' : `BEGIN; ${setLocalTimeout(timeoutMs)}`;
+
+type QueryText = string | pg.QueryConfig;
+
+/**
+ * `pool` whose `query()` (a statement outside any transaction, as Prisma and plain SQL send
+ * them) runs in a transaction of its own with the timeout set: BEGIN, the statement and COMMIT go
+ * out together on a pipelined connection, so it still costs one round trip.
+ */
+export function boundedPool(pool: pg.Pool, timeoutMs: number): pg.Pool {
+  const begin = beginBounded(timeoutMs);
+  const query = async (text: QueryText, values?: unknown[]): Promise<pg.QueryResult> => {
+    const client = await pool.connect();
+    const [opened, result, committed] = await Promise.allSettled([client.query(begin), client.query(text, values), client.query('COMMIT')]);
+    // A failed statement only aborts the transaction (its COMMIT answers ROLLBACK); a failed BEGIN
+    // or COMMIT means a lost connection, which the pool must not hand out again.
+    const broken = [opened, committed].find((step): step is PromiseRejectedResult => step.status === 'rejected');
+    client.release(broken ? toError(broken.reason) : undefined);
+    if (result.status === 'rejected') throw result.reason;
+    if (broken) throw broken.reason;
+    return result.value;
+  };
+  return new Proxy(pool, { get: (target, property, receiver) => (property === 'query' ? query : Reflect.get(target, property, receiver)) });
+}
+
+const toError = (reason: unknown): Error => (reason instanceof Error ? reason : new Error(String(reason)));
+
+/** Prisma on `pool`, each interactive transaction bounded by the timeout (set right after its BEGIN). */
+export class BoundedPrismaPg extends PrismaPg {
+  constructor(
+    pool: pg.Pool,
+    private readonly timeoutMs: number,
+  ) {
+    super(pool);
+  }
+
+  override async connect(): ReturnType<PrismaPg['connect']> {
+    const adapter = await super.connect();
+    const start = adapter.startTransaction.bind(adapter);
+    const setTimeout = { sql: setLocalTimeout(this.timeoutMs), args: [], argTypes: [] };
+    adapter.startTransaction = async (isolationLevel) => {
+      const tx = await start(isolationLevel);
+      try {
+        await tx.executeRaw(setTimeout);
+      } catch (error) {
+        await tx.executeRaw({ sql: 'ROLLBACK', args: [], argTypes: [] }).catch(() => undefined);
+        await tx.rollback();
+        throw error;
+      }
+      return tx;
+    };
+    return adapter;
+  }
+}

@@ -1,0 +1,75 @@
+/** A stop asked for by SIGTERM or SIGINT while the process was still starting. */
+export class StartAborted extends Error {
+  constructor(readonly signal: string) {
+    super(`stopped by ${signal} while starting`);
+  }
+}
+
+/** From the stop signal to the end of the whole process tree (API.md: within 10 s). */
+export const STOP_WITHIN_MS = 10_000;
+/** What is kept back for closing the database (and stopping the embedded server) after requests. */
+const CLOSING_MARGIN_MS = 2_500;
+
+export interface StopSignals {
+  /** Aborted, with the signal's name as reason, at the first SIGTERM or SIGINT. */
+  readonly signal: AbortSignal;
+  /** Milliseconds requests in flight may still take, so that everything ends in time. */
+  requestGraceMs(): number;
+  /** Throws StartAborted when a stop signal came (checked between start-up steps). */
+  throwIfStopping(): void;
+  /** `step`, or StartAborted as soon as a stop signal comes while it runs. */
+  unlessStopped<T>(step: Promise<T>): Promise<T>;
+  /** Runs `last` if the process has not ended by the deadline (a step that does not end), then exits. */
+  onDeadline(last: () => void): void;
+}
+
+/**
+ * Listens for SIGTERM and SIGINT from the process's first moment, start-up included: a signal
+ * aborts what is starting, and whatever stage the process is in, it exits before STOP_WITHIN_MS.
+ * A second signal does not wait for the grace period.
+ */
+export function listenForStopSignals(exit: (code: number) => void = (code) => process.exit(code)): StopSignals {
+  const controller = new AbortController();
+  const lastSteps: (() => void)[] = [];
+  let signalledAt = 0;
+  const forceExit = () => {
+    for (const step of lastSteps.splice(0)) {
+      try {
+        step();
+      } catch {
+        // Exiting regardless.
+      }
+    }
+    exit(1);
+  };
+  for (const name of ['SIGTERM', 'SIGINT'] as const) {
+    process.on(name, () => {
+      if (controller.signal.aborted) return forceExit();
+      signalledAt = Date.now();
+      controller.abort(name);
+      setTimeout(forceExit, STOP_WITHIN_MS - 1_000).unref();
+    });
+  }
+  const aborted = () => new StartAborted(String(controller.signal.reason));
+  return {
+    signal: controller.signal,
+    requestGraceMs: () => Math.max(0, STOP_WITHIN_MS - CLOSING_MARGIN_MS - (signalledAt ? Date.now() - signalledAt : 0)),
+    throwIfStopping: () => {
+      if (controller.signal.aborted) throw aborted();
+    },
+    unlessStopped: <T>(step: Promise<T>) =>
+      new Promise<T>((resolve, reject) => {
+        if (controller.signal.aborted) return reject(aborted());
+        const onAbort = () => reject(aborted());
+        controller.signal.addEventListener('abort', onAbort, { once: true });
+        step.then(resolve, reject).finally(() => controller.signal.removeEventListener('abort', onAbort));
+      }),
+    onDeadline: (last) => lastSteps.push(last),
+  };
+}
+
+/** Calls `stop` once, at the first stop signal (at once if it already came). */
+export function whenStopping(stops: StopSignals, stop: (signal: string) => void): void {
+  if (stops.signal.aborted) return stop(String(stops.signal.reason));
+  stops.signal.addEventListener('abort', () => stop(String(stops.signal.reason)), { once: true });
+}

@@ -1,0 +1,67 @@
+// A `curl` command line and a typed-client call for every operation, made from the contract and
+// its examples (./examples.ts), shown on /docs. test/code-samples.test.ts runs the command lines'
+// requests against a service and type-checks the client calls, so they stay true.
+import { isAppRouteNoBody, type AppRoute } from '@ts-rest/core';
+import { isPublicRoute } from '@task-service/client';
+import { z } from 'zod';
+import type { AnyOperationExamples } from './examples.js';
+import { pathParamValues } from './example-values.js';
+
+export const SAMPLE_BASE_URL = 'http://localhost:3000';
+
+export interface CodeSample {
+  lang: 'Shell' | 'TypeScript';
+  label: string;
+  source: string;
+}
+
+/** A word for a POSIX shell, in single quotes. */
+const quoted = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
+
+const isMultipart = (route: AppRoute) => route.method !== 'GET' && route.method !== 'DELETE' && route.contentType === 'multipart/form-data';
+const hasJsonBody = (route: AppRoute) => 'body' in route && !isAppRouteNoBody(route.body) && !isMultipart(route);
+const pathParamNames = (route: AppRoute) => [...route.path.matchAll(/:(\w+)/g)].map((match) => match[1] ?? '');
+const examplePath = (route: AppRoute) => route.path.replace(/:(\w+)/g, (whole, name: string) => pathParamValues[name] ?? whole);
+
+export function curlSample(route: AppRoute, examples: AnyOperationExamples): string {
+  const lines = [`curl${route.method === 'GET' ? '' : ` -X ${route.method}`} ${quoted(SAMPLE_BASE_URL + examplePath(route))}`];
+  if (!isPublicRoute(route)) lines.push(`-H "Authorization: Bearer $TOKEN"`);
+  if (isMultipart(route)) lines.push(`-F 'file=@report.pdf'`);
+  else if (hasJsonBody(route) && examples.request !== undefined) {
+    lines.push(`-H 'Content-Type: application/json'`, `-d ${quoted(JSON.stringify(examples.request))}`);
+  }
+  return lines.join(' \\\n  ');
+}
+
+const literal = (value: unknown) => JSON.stringify(value, null, 2).replace(/\n/g, '\n  ');
+
+/** The headers a route requires (the contract's non-optional ones), with a plausible value. */
+function requiredHeaders(route: AppRoute): Record<string, string> {
+  const schema = route.headers;
+  if (!(schema instanceof z.ZodObject)) return {};
+  const shape: Record<string, z.ZodTypeAny> = schema.shape;
+  return Object.fromEntries(Object.entries(shape).filter(([, value]) => !value.isOptional()).map(([name]) => [name, name === 'if-match' ? '"5"' : 'value']));
+}
+
+export function clientSample(route: AppRoute, clientPath: string, examples: AnyOperationExamples): string {
+  const args: string[] = [];
+  const params = pathParamNames(route);
+  if (params.length > 0) args.push(`params: ${literal(Object.fromEntries(params.map((name) => [name, pathParamValues[name] ?? name])))}`);
+  const headers = requiredHeaders(route);
+  if (Object.keys(headers).length > 0) args.push(`headers: ${literal(headers)}`);
+  if (isMultipart(route)) args.push(`body: { file: new Blob(['the bytes'], { type: 'text/plain' }) }`);
+  else if (hasJsonBody(route) && examples.request !== undefined) args.push(`body: ${literal(examples.request)}`);
+  const call = `client.${clientPath}(${args.length > 0 ? `{ ${args.join(', ')} }` : ''})`;
+  return `import { createClient } from '@task-service/client';\n\nconst client = createClient({ baseUrl: '${SAMPLE_BASE_URL}' });\nconst answer = await ${call};\nconsole.log(answer.status, answer.body);`;
+}
+
+export function codeSamples(route: AppRoute, clientPath: string, examples: AnyOperationExamples): CodeSample[] {
+  return [
+    { lang: 'Shell', label: 'curl', source: curlSample(route, examples) },
+    { lang: 'TypeScript', label: 'Typed client', source: clientSample(route, clientPath, examples) },
+  ];
+}
+
+/** The samples as the description's closing section, which the reference page renders. */
+export const samplesMarkdown = (samples: CodeSample[]): string =>
+  samples.map((sample) => `**${sample.label}**\n\n\`\`\`${sample.lang === 'Shell' ? 'sh' : 'ts'}\n${sample.source}\n\`\`\``).join('\n\n');

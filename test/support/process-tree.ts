@@ -1,0 +1,111 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { promisify } from 'node:util';
+import { ROOT } from './processes.js';
+
+const run = promisify(execFile);
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return error instanceof Error && 'code' in error && error.code === 'EPERM';
+  }
+}
+
+/** The PID of the embedded PostgreSQL server of a data directory, if one is alive. */
+export async function postgresPid(dataDir: string): Promise<number | undefined> {
+  const pidFile = await readFile(path.join(dataDir, 'postgres', 'postmaster.pid'), 'utf8').catch(() => undefined);
+  const pid = Number(pidFile?.split('\n')[0]);
+  return pid && isAlive(pid) ? pid : undefined;
+}
+
+/** Every descendant of `pid` alive now. */
+export async function descendants(pid: number): Promise<number[]> {
+  const { stdout } = await run('ps', ['-e', '-o', 'pid=,ppid=']);
+  const children = new Map<number, number[]>();
+  for (const line of stdout.trim().split('\n')) {
+    const [child, parent] = line.trim().split(/\s+/).map(Number);
+    if (child && parent) children.set(parent, [...(children.get(parent) ?? []), child]);
+  }
+  const found: number[] = [];
+  for (let queue = [pid]; queue.length; ) {
+    const next = children.get(queue.shift() ?? 0) ?? [];
+    found.push(...next);
+    queue.push(...next);
+  }
+  return found;
+}
+
+export interface NpmStart {
+  child: ChildProcess;
+  pid: number;
+  /** Resolves once npm has exited. */
+  exited: Promise<unknown>;
+  /** Resolves with the first line of output matching `pattern`. */
+  line(pattern: RegExp): Promise<string>;
+  /** Every process of the tree seen so far (npm, node, workers, compilers). */
+  seen(): Promise<number[]>;
+  output(): string;
+}
+
+/** `npm start` as an operator runs it, in a process group of its own (as a terminal gives it). */
+export function npmStart(env: Record<string, string>): NpmStart {
+  const child = spawn('npm', ['start', '--silent'], {
+    cwd: ROOT,
+    detached: true,
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', RATE_LIMIT_PER_MINUTE: '0', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  if (!child.pid) throw new Error('npm did not start');
+  const pid = child.pid;
+  let output = '';
+  const waiting: { pattern: RegExp; resolve: (line: string) => void }[] = [];
+  for (const stream of [child.stdout, child.stderr]) {
+    createInterface({ input: stream }).on('line', (line) => {
+      output += `${line}\n`;
+      for (const w of waiting.filter((w) => w.pattern.test(line))) {
+        waiting.splice(waiting.indexOf(w), 1);
+        w.resolve(line);
+      }
+    });
+  }
+  const exited = once(child, 'exit');
+  const tree = new Set<number>([pid]);
+  const watch = setInterval(() => void descendants(pid).then((pids) => pids.forEach((p) => tree.add(p)), () => undefined), 100);
+  void exited.finally(() => clearInterval(watch));
+  return {
+    child,
+    pid,
+    exited,
+    line: (pattern) =>
+      new Promise((resolve, reject) => {
+        waiting.push({ pattern, resolve });
+        void exited.then(() => reject(new Error(`npm start exited before printing ${pattern}: ${output}`)));
+      }),
+    seen: async () => {
+      (await descendants(pid).catch(() => [])).forEach((p) => tree.add(p));
+      return [...tree];
+    },
+    output: () => output,
+  };
+}
+
+/** Milliseconds until `started` has exited, or the limit (then it and its group are killed). */
+export async function exitWithin(started: NpmStart, limitMs: number): Promise<number> {
+  const begun = Date.now();
+  const timer = setTimeout(() => {
+    try {
+      process.kill(-started.pid, 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  }, limitMs);
+  await started.exited;
+  clearTimeout(timer);
+  return Date.now() - begun;
+}
