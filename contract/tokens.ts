@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { c, commonErrors, IdSchema, listOf, ProblemSchema, storableText, TimestampSchema, type Alias, type Named } from './common.js';
+import { boundedArray, c, commonErrors, IdSchema, listOf, ProblemSchema, storableText, TimestampSchema, type Alias, type Named } from './common.js';
 import { loginOnly, ScopeSchema } from './scopes.js';
 
 /** Personal access tokens: `tsk_pat_` + 43 base62 characters of randomness + a 6-character CRC32 checksum. */
@@ -29,7 +29,7 @@ export const CreatedPersonalAccessTokenSchema: Named<CreatedPersonalAccessToken>
 const personalAccessTokenCreateSchema = z
   .object({
     name: storableText(z.string().trim().min(1).max(100)).describe('What the token is for, 1 to 100 characters after trimming'),
-    scopes: z.array(ScopeSchema).min(1).max(10).describe('One or more scopes; `admin` only for administrators (403 otherwise)'),
+    scopes: boundedArray(ScopeSchema, 10, 1).describe('One or more scopes; `admin` only for administrators (403 otherwise)'),
     expiresInDays: z.number().int().min(1).max(366).default(30).describe('Days until the token expires, 1 to 366 (default 30)'),
   })
   .strict();
