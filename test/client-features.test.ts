@@ -193,10 +193,11 @@ describe('retries, timeouts and cancellation', () => {
     const limitedListening = await listen(limited);
     try {
       const client = createClient({ baseUrl: limitedListening.baseUrl, retry: { maxDelayMs: 100 } });
-      await client.service.healthz();
-      await client.service.healthz();
+      // The health probes are never rate limited; the key set is, like every other operation.
+      await client.service.jwks();
+      await client.service.jwks();
       const started = Date.now();
-      const limitedAnswer = await client.service.healthz();
+      const limitedAnswer = await client.service.jwks();
       expect(limitedAnswer.status).toBe(429);
       expect(Number(limitedAnswer.headers.get('retry-after'))).toBeGreaterThan(0);
       expect(Date.now() - started).toBeLessThan(1000); // Retry-After (tens of seconds) exceeds maxDelayMs
