@@ -117,7 +117,8 @@ function eventOf(sent: ServerSentEvent): Event | undefined {
  * opened again after a network failure, a 429 or 5xx, silence or the stream's end (with backoff,
  * resuming after the last event yielded, so nothing is missed or repeated); the access token is
  * renewed when it expires. Throws `ProblemError` when the session is over (401) or the position to
- * resume from is no longer retained (410 `cursor_expired`: read everything again, then subscribe),
+ * resume from is unknown or no longer retained (400 `validation_failed` on `header.last-event-id`:
+ * read everything again, then subscribe without `lastEventId`),
  * and `UnexpectedAnswerError` for an answer or event the contract does not declare.
  */
 export async function* subscribeToEvents(session: StreamSession, options: SubscribeOptions = {}): AsyncGenerator<Event> {

@@ -61,7 +61,7 @@ export const ChangesPageSchema: Named<ChangesPage> = changesPageSchema;
 
 export const EventStreamHeaders = z.object({
   'last-event-id': IdSchema.optional().describe(
-    'Resume after this event (the `id:` of the last event received) with nothing missed; 410 when it is older than the retention',
+    'Resume after this event (the `id:` of the last event received) with nothing missed; 400 when it is not one you received or is older than the retention',
   ),
 });
 
@@ -93,7 +93,7 @@ export const eventsContract = c.router(
         'Answers `text/event-stream` at once with the events the caller may see that commit after the ' +
         'stream opened: `id:` the event id, `event:` its type, `data:` the whole Event as JSON. A comment ' +
         'line every 15 s keeps proxies open. Send `Last-Event-ID` to resume after that event with nothing ' +
-        'missed (410 `cursor_expired` when it is no longer retained). The stream ends when the session ends.',
+        'missed (400 on `header.last-event-id` when it is not one you received or no longer retained: do a full sync). The stream ends when the session ends.',
     },
   },
   { commonResponses: commonErrors },

@@ -207,12 +207,15 @@ describe('client.events.subscribe', () => {
     await events.return?.(undefined);
   });
 
-  it('throws cursor_expired when the event to resume after is no longer retained', async () => {
+  // GET /events answers one 400 to a Last-Event-ID the caller never received or that is no longer
+  // retained (issue 18: it tells nothing about others' events); the client throws it, not reconnects.
+  it('throws the 400 on header.last-event-id when the event to resume after is no longer retained', async () => {
     const { client } = await signedUp();
     const events = client.events.subscribe({ lastEventId: '00000000-0000-7000-8000-000000000000' });
     const error: unknown = await take(events[Symbol.asyncIterator](), 1).catch((thrown: unknown) => thrown);
     expect(error).toBeInstanceOf(ProblemError);
-    expect(error instanceof ProblemError && error.problem.code).toBe('cursor_expired');
+    expect(error instanceof ProblemError && error.problem.code).toBe('validation_failed');
+    expect(error instanceof ProblemError && error.problem.errors?.map((issue) => issue.path)).toEqual(['header.last-event-id']);
   });
 
   it('throws unauthenticated once the session is over, instead of reconnecting for ever', async () => {
