@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { PassThrough } from 'node:stream';
 import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -8,6 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { startService, type TestService } from './support/app.js';
 import { listen, type ListeningService } from './support/listening.js';
+import { useWebhookNetwork } from '../server/webhooks/network.js';
+import { startDeliveryWorker } from '../server/webhooks/worker.js';
 
 // The client as a user gets it: `npm pack --workspace contract`, installed into a fresh project,
 // compiled with plain tsc (strict, exactOptionalPropertyTypes) and run with node, as ES module and
@@ -69,12 +72,26 @@ const tsconfig = {
 let service: TestService;
 let listening: ListeningService;
 let work: string;
+let stopWorker = () => Promise.resolve();
 beforeAll(async () => {
   service = await startService();
   listening = await listen(service);
+  // task-service-verify retries its webhook's delivery once the first attempt has failed (as in
+  // test/verify.test.ts): a delivery worker runs, and its connector refuses at once.
+  useWebhookNetwork(service.ctx, {
+    resolve: () => Promise.resolve([]),
+    connect: () => {
+      const socket = new PassThrough();
+      setImmediate(() => socket.destroy(new Error('connection refused (test connector)')));
+      return socket;
+    },
+    ownAddresses: () => new Set(),
+  });
+  stopWorker = startDeliveryWorker(service.ctx);
   work = await mkdtemp(path.join(tmpdir(), 'task-service-package-'));
 });
 afterAll(async () => {
+  await stopWorker();
   await listening.close();
   await service.close();
   await rm(work, { recursive: true, force: true });
