@@ -5,6 +5,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { measureBaselines, type Baselines } from './baselines.js';
+import { clientWeights } from './client.js';
 import { measure, oddAnswers, type Timing } from './measure.js';
 import { parseOptions } from './options.js';
 import { nodeProcesses, processTree } from './rss.js';
@@ -103,6 +104,10 @@ async function main(): Promise<Row[]> {
   return rows;
 }
 
+if (options.mode === 'client') {
+  console.log(await clientWeights(log));
+  process.exit(0);
+}
 const rows = await main();
 console.log(formatTable(rows));
 if (options.json) {

@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import type { SeedSize } from './seed.js';
 
 export interface BenchOptions {
-  mode: 'full' | 'quick';
+  mode: 'full' | 'quick' | 'client';
   seed: SeedSize;
   connections: number;
   warmupSeconds: number;
@@ -19,13 +19,14 @@ export interface BenchOptions {
   json: string | undefined;
 }
 
-const USAGE = `npm run bench [-- --quick] [--json FILE] [--workers N] [--seconds S] [--warmup S] [--tasks-per-user N]`;
+const USAGE = `npm run bench [-- --quick | --client] [--json FILE] [--workers N] [--seconds S] [--warmup S] [--tasks-per-user N]`;
 
 export function parseOptions(argv: string[]): BenchOptions {
   const { values } = parseArgs({
     args: argv,
     options: {
       quick: { type: 'boolean', default: false },
+      client: { type: 'boolean', default: false },
       json: { type: 'string' },
       workers: { type: 'string' },
       seconds: { type: 'string' },
@@ -45,7 +46,7 @@ export function parseOptions(argv: string[]): BenchOptions {
   };
   const quick = values.quick;
   return {
-    mode: quick ? 'quick' : 'full',
+    mode: values.client ? 'client' : quick ? 'quick' : 'full',
     seed: { users: 10, tasksPerUser: Math.round(number(values['tasks-per-user'], quick ? 2_000 : 10_000, 'tasks-per-user')) },
     connections: 50,
     warmupSeconds: number(values.warmup, quick ? 1 : 5, 'warmup'),

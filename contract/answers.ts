@@ -1,5 +1,6 @@
 // The two branches of an answer: a success body, or RFC 9457 problem details.
-import { ProblemSchema, type Problem } from './common.js';
+import type { Problem } from './common.js';
+import { PROBLEM_CODES } from './problem-codes.js';
 
 interface AnyAnswer {
   status: number;
@@ -14,7 +15,20 @@ export type Success<A> = Extract<A, { status: SuccessStatus }>;
 
 /** True when the answer is an error with a problem+json body: narrows `answer.body` to `Problem`. */
 export const isProblem = <A extends AnyAnswer>(answer: A): answer is A & { body: Problem } =>
-  answer.status >= 400 && ProblemSchema.safeParse(answer.body).success;
+  answer.status >= 400 && isProblemBody(answer.body);
+
+/** The fields of problem details, checked by hand: no schema library in a browser bundle. */
+function isProblemBody(body: unknown): boolean {
+  if (typeof body !== 'object' || body === null) return false;
+  const fields: Partial<Record<keyof Problem, unknown>> = body;
+  const texts = [fields.type, fields.title, fields.detail, fields.instance, fields.requestId];
+  return (
+    texts.every((text) => typeof text === 'string') &&
+    Number.isInteger(fields.status) &&
+    PROBLEM_CODES.some((code) => code === fields.code) &&
+    (fields.errors === undefined || Array.isArray(fields.errors))
+  );
+}
 
 const isSuccess = <A extends AnyAnswer>(answer: A): answer is Success<A> => SUCCESS_STATUSES.some((status) => status === answer.status);
 

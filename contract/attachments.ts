@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { c, commonErrors, IdSchema, listOf, ProblemSchema, TimestampSchema } from './common.js';
+import { c, commonErrors, IdSchema, listOf, ProblemSchema, TimestampSchema, type Named } from './common.js';
 import { needs } from './scopes.js';
 
-export const AttachmentSchema = z.object({
+const attachmentSchema = z.object({
   id: IdSchema.describe("The attachment's id (UUIDv7)"),
   taskId: IdSchema.describe('The task it is attached to'),
   filename: z.string().min(1).describe("The uploaded file's name sanitised: no path, no control characters, 1 to 255 bytes of UTF-8"),
@@ -12,7 +12,8 @@ export const AttachmentSchema = z.object({
   uploadedBy: IdSchema.describe('The user who uploaded it'),
   createdAt: TimestampSchema.describe('When it was uploaded'),
 });
-export type Attachment = z.infer<typeof AttachmentSchema>;
+export interface Attachment extends z.output<typeof attachmentSchema> {}
+export const AttachmentSchema: Named<Attachment> = attachmentSchema;
 
 export const TaskAttachmentsParams = z.object({
   task_id: IdSchema.describe('A task you own or are assigned (any for an administrator); another is 404'),

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { c, commonErrors, EmailSchema, PasswordSchema, PersonNameSchema, ProblemSchema } from './common.js';
+import { c, commonErrors, EmailSchema, PasswordSchema, PersonNameSchema, ProblemSchema, type Named } from './common.js';
 import { loginOnly, needs } from './scopes.js';
 import { UserSchema } from './users.js';
 
@@ -19,7 +19,7 @@ export const RefreshSchema = z
   .object({ refreshToken: z.string().min(1).max(512).describe('The refresh token of the latest answer from register, login or refresh') })
   .strict();
 
-export const AuthResultSchema = z.object({
+const authResultSchema = z.object({
   user: UserSchema.describe('The account the tokens are for'),
   accessToken: z.string().describe('A JWT to send as `Authorization: Bearer <accessToken>`; valid for `expiresIn` seconds'),
   refreshToken: z
@@ -32,7 +32,8 @@ export const AuthResultSchema = z.object({
     .optional()
     .describe('On a login answer: a signed token naming the account and this device; keep it and send it with the next login (up to 512 characters)'),
 });
-export type AuthResult = z.infer<typeof AuthResultSchema>;
+export interface AuthResult extends z.output<typeof authResultSchema> {}
+export const AuthResultSchema: Named<AuthResult> = authResultSchema;
 
 export const authContract = c.router(
   {

@@ -1,11 +1,12 @@
-// Builds the package with the TypeScript compiler only: ES modules and CommonJS, each with its
-// .d.ts, so `import` and `require` both get code and types of their own module format.
-// Incremental: nothing runs when no input changed since the last build, and nothing in dist/ is
+// Builds the package with the TypeScript compiler only: ES modules and CommonJS, and one set of
+// declarations (beside the CommonJS files) that both formats use: the ES module entry points' .d.ts
+// re-export it, so types are shipped once and `import` and `require` see the same ones.
+// Incremental: nothing runs when no input changed since the last build, and no module in dist/ is
 // ever deleted (a running service loads these files; tsc overwrites them in place).
 import console from 'node:console';
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import process from 'node:process';
@@ -61,18 +62,40 @@ export function tsc(args) {
   });
 }
 
+/** The package's entry points (its `exports`), whose ES module declarations point at the CommonJS ones. */
+const entries = ['index', 'validate'];
+
+/**
+ * Declarations under dist/esm other than the entry points' (left by a build that emitted a second
+ * set): they would be packed as a second copy of the types. No module is loaded from them.
+ */
+function removeStaleEsmDeclarations(esm) {
+  if (!existsSync(esm)) return;
+  const keep = new Set(entries.map((entry) => path.join(esm, `${entry}.d.ts`)));
+  for (const entry of readdirSync(esm, { recursive: true, withFileTypes: true })) {
+    const file = path.join(entry.parentPath, entry.name);
+    if (entry.isFile() && /\.d\.[cm]?ts(\.map)?$/.test(entry.name) && !keep.has(file)) rmSync(file);
+  }
+}
+
 /** Builds dist/ unless its stamp says the inputs are unchanged; returns whether it built. */
 export async function buildContract() {
   const stamp = fingerprint(inputs());
   const outputs = [path.join(dist, 'esm', 'index.js'), path.join(dist, 'cjs', 'index.js')];
   if (outputs.every((file) => existsSync(file)) && existsSync(stampFile) && readFileSync(stampFile, 'utf8') === stamp) return false;
-  for (const [config, format] of [['tsconfig.json', 'module'], ['tsconfig.cjs.json', 'commonjs']]) {
+  for (const [config, format, flags] of [
+    ['tsconfig.json', 'module', ['--declaration', 'false']],
+    ['tsconfig.cjs.json', 'commonjs', []],
+  ]) {
     const out = path.join(dist, format === 'module' ? 'esm' : 'cjs');
-    await tsc(['-p', path.join(here, config), '--incremental', '--tsBuildInfoFile', path.join(state, `${format}.tsbuildinfo`)]);
+    await tsc(['-p', path.join(here, config), ...flags, '--incremental', '--tsBuildInfoFile', path.join(state, `${format}.tsbuildinfo`)]);
     mkdirSync(out, { recursive: true });
-    // Tells Node (and TypeScript) which module format the files below are in.
-    writeIfChanged(path.join(out, 'package.json'), `${JSON.stringify({ type: format })}\n`);
+    // Tells Node (and TypeScript) which module format the files below are in, and bundlers that they
+    // may leave out any module whose exports are unused (the nearest package.json is the one read).
+    writeIfChanged(path.join(out, 'package.json'), `${JSON.stringify({ type: format, sideEffects: false })}\n`);
   }
+  removeStaleEsmDeclarations(path.join(dist, 'esm'));
+  for (const entry of entries) writeIfChanged(path.join(dist, 'esm', `${entry}.d.ts`), `export * from '../cjs/${entry}.js';\n`);
   const cli = path.join(dist, 'esm', 'verify-cli.js');
   if (existsSync(cli)) chmodSync(cli, 0o755);
   mkdirSync(state, { recursive: true });

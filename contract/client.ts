@@ -1,16 +1,22 @@
 // A typed client for the task service: every operation of the contract, plus a session that keeps
 // its tokens and renews the access token when it expires, retries that are safe, timeouts, and
-// helpers for lists and the live event stream. Depends only on @ts-rest/core and zod.
-import { initClient, isAppRouteOtherResponse, isZodType, type ApiFetcherArgs, type AppRoute } from '@ts-rest/core';
-import { z } from 'zod';
+// helpers for lists and the live event stream. Typed by the contract; at run time it carries only the
+// routes (routes.ts) and fetch: no zod, no schemas, no descriptions (see `validateAnswers` for those).
+import type { ClientArgs, InitClientReturn } from '@ts-rest/core';
 import { ok } from './answers.js';
 import type { AuthResult } from './auth.js';
-import { isPublicRoute } from './common.js';
+import { prepareRequest, readBody, type Answer, type AnswerValidator, type CallArgs } from './call.js';
 import { subscribeToEvents, type SubscribeOptions } from './event-stream.js';
-import { contract } from './index.js';
-import { itemsOf, pagesOf } from './pages.js';
+import type { Event } from './events.js';
+import type { Contract } from './contract.js';
+import { itemsOf, pagesOf, type Page } from './pages.js';
 import { backoffMs, isIdempotent, retryAfterMs, retryPolicy, RETRYABLE_STATUSES, sleep, type RetryOptions } from './retry.js';
-import type { TaskListQuery, TaskListQuerySchema, TaskPriority, TaskStatus } from './tasks.js';
+import type { RouteInfo } from './route-table.js';
+import { routes } from './routes.js';
+import type { Tag } from './tags.js';
+import type { Task, TaskListQuery, TaskListQuerySchema, TaskPriority, TaskStatus } from './tasks.js';
+import type { User } from './users.js';
+import type { z } from 'zod';
 
 export interface SessionTokens {
   accessToken: string;
@@ -50,8 +56,11 @@ export interface ClientOptions {
   onTokens?: (tokens: SessionTokens | undefined) => void;
   /** A personal access token (`tsk_pat_…`) to send instead of a session's access token; it is never refreshed. */
   personalAccessToken?: string;
-  /** Parse every JSON answer with the contract's schema (a mismatch throws). */
-  validateResponse?: boolean;
+  /**
+   * Checks every answer against the contract, e.g. `validateAnswers` from
+   * `@task-service/client/validate` (which brings zod and the schemas; a mismatch throws).
+   */
+  validate?: AnswerValidator;
   /**
    * Retries of 429 and 503 answers (after their Retry-After) and of network errors, with backoff;
    * only for calls that are safe to repeat: GET, PUT, DELETE, or any call with an `Idempotency-Key`
@@ -62,44 +71,6 @@ export interface ClientOptions {
   timeoutMs?: number;
   /** The fetch to use; the global one by default. */
   fetch?: typeof fetch;
-}
-
-interface Answer {
-  status: number;
-  body: unknown;
-  headers: Headers;
-}
-
-const UnauthenticatedSchema = z.object({ code: z.literal('unauthenticated') });
-
-/** Form fields from a plain object; Blobs (and Files, with their names) become file parts. */
-function formDataOf(fields: object): FormData {
-  const form = new FormData();
-  const entries: [string, unknown][] = Object.entries(fields);
-  for (const [name, value] of entries) {
-    if (value instanceof Blob) form.append(name, value);
-    else if (value !== undefined) form.append(name, String(value));
-  }
-  return form;
-}
-
-function requestBody(args: ApiFetcherArgs): ApiFetcherArgs['body'] {
-  const raw = args.rawBody;
-  // ts-rest turns a Blob that is not a File into JSON text; build the form ourselves.
-  if (args.contentType === 'multipart/form-data' && typeof raw === 'object' && raw !== null && !(raw instanceof FormData)) return formDataOf(raw);
-  return args.body;
-}
-
-async function responseBody(route: AppRoute, response: Response, validate: boolean): Promise<unknown> {
-  if (response.status === 204 || response.status === 304) return undefined;
-  const declared = route.responses[response.status];
-  if (declared !== undefined && isAppRouteOtherResponse(declared)) return declared.contentType.startsWith('text/') ? response.text() : response.blob();
-  const type = response.headers.get('content-type') ?? '';
-  if (/^application\/([\w.-]+\+)?json\b/.test(type)) {
-    const json: unknown = await response.json();
-    return validate && isZodType(declared) ? declared.parse(json) : json;
-  }
-  return type.startsWith('text/') ? response.text() : response.blob();
 }
 
 /** The caller's signal and the client's timeout, whichever aborts first. */
@@ -129,16 +100,84 @@ function commaLists<F extends Partial<CommaListFilters>>({ status, priority, tag
 /** In-flight refreshes by store: clients sharing a store in one process share one refresh too. */
 const refreshes = new WeakMap<TokenStore, Promise<string | undefined>>();
 
+/** Every operation of the contract as a function, typed as ts-rest's own client types it. */
+export type Operations = InitClientReturn<Contract, ClientArgs>;
+type Args<F extends (args: never) => unknown> = Parameters<F>[0];
+type ListArgs<F extends (args: never) => unknown> = Omit<NonNullable<Args<F>>, 'query'>;
+
+/** `client.tasks.list` arguments: filters take arrays, e.g. `{ status: ['todo', 'in_progress'] }`. */
+export type TaskListArgs = ListArgs<Operations['tasks']['list']> & { query?: TaskListFilters };
+/** `client.users.listTasks` arguments, filters as for `TaskListArgs`. */
+export type UserTasksArgs = ListArgs<Operations['users']['listTasks']> & {
+  query?: TaskListFilters & Omit<NonNullable<Args<Operations['users']['listTasks']>['query']>, keyof TaskListFilters>;
+};
+type UserListArgs = Args<Operations['users']['list']>;
+type TagListArgs = Args<Operations['tags']['list']>;
+
+/** The typed client: every operation, and the session, pagination and event stream around them. */
+export type Client = Omit<Operations, 'tasks' | 'users' | 'tags' | 'events'> & {
+  tasks: Omit<Operations['tasks'], 'list'> & {
+    /** Filters take arrays: `{ status: ['todo', 'in_progress'] }` (sent as `status=todo,in_progress`). */
+    list(args?: TaskListArgs): ReturnType<Operations['tasks']['list']>;
+    /** Every page of the list, fetched as the loop asks: `for await (const page of client.tasks.pages({ query }))`. Throws `ProblemError` on an error answer. */
+    pages(args?: TaskListArgs): AsyncGenerator<Page<Task>, void, undefined>;
+    /** Every task of the list, across pages. */
+    all(args?: TaskListArgs): AsyncGenerator<Task, void, undefined>;
+  };
+  users: Omit<Operations['users'], 'listTasks'> & {
+    listTasks(args: UserTasksArgs): ReturnType<Operations['users']['listTasks']>;
+    pages(args?: UserListArgs): AsyncGenerator<Page<User>, void, undefined>;
+    all(args?: UserListArgs): AsyncGenerator<User, void, undefined>;
+    taskPages(args: UserTasksArgs): AsyncGenerator<Page<Task>, void, undefined>;
+    allTasks(args: UserTasksArgs): AsyncGenerator<Task, void, undefined>;
+  };
+  tags: Operations['tags'] & {
+    pages(args?: TagListArgs): AsyncGenerator<Page<Tag>, void, undefined>;
+    all(args?: TagListArgs): AsyncGenerator<Tag, void, undefined>;
+  };
+  events: Operations['events'] & {
+    /**
+     * The live stream as typed events, reconnecting by itself and resuming where it stopped:
+     * `for await (const event of client.events.subscribe({ signal }))`. See `subscribeToEvents`.
+     */
+    subscribe(options?: SubscribeOptions): AsyncGenerator<Event>;
+  };
+  /** The session's tokens as this client last saw them, if any. */
+  tokens(): SessionTokens | undefined;
+  /** Adopt (or, with undefined, drop) a session's tokens. */
+  useTokens(tokens: SessionTokens | undefined): Promise<void>;
+};
+
+type RouteTree = { readonly [name: string]: RouteInfo | RouteTree };
+const isRoute = (entry: RouteInfo | RouteTree): entry is RouteInfo => typeof entry['method'] === 'string';
+
+/** The operations of `table` as functions of their arguments, each calling `call` with its name (`tasks.get`). */
+function operationsOf(table: RouteTree, call: (operation: string, route: RouteInfo, args: CallArgs) => Promise<Answer>, prefix = ''): Record<string, unknown> {
+  const operations: Record<string, unknown> = {};
+  for (const [name, entry] of Object.entries(table)) {
+    const operation = `${prefix}${name}`;
+    operations[name] = isRoute(entry) ? (args: CallArgs = {}) => call(operation, entry, args) : operationsOf(entry, call, `${operation}.`);
+  }
+  return operations;
+}
+
+/** The route table walked above, seen through the contract's types (routes.ts is checked against them). */
+function typedOperations(operations: Record<string, unknown>): Operations;
+function typedOperations(operations: unknown): unknown {
+  return operations;
+}
+
 /**
  * A client for the service at `options.baseUrl`. `client.auth.register`, `login` and `refresh`
  * keep the tokens they return; every other call sends the access token and, when the service
  * answers 401 (an expired token), refreshes the session once (concurrent calls share one refresh)
  * and retries once. When the refresh fails, the original 401 is returned.
  */
-export function createClient(options: ClientOptions) {
+export function createClient(options: ClientOptions): Client {
   const fetchImpl = options.fetch ?? fetch;
   const policy = retryPolicy(options.retry);
   const timeoutMs = options.timeoutMs ?? 30_000;
+  const baseUrl = options.baseUrl.replace(/\/+$/, '');
   const store = options.tokenStore ?? memoryTokenStore(options.tokens);
   /** The tokens this client last read or wrote. */
   let tokens: SessionTokens | undefined = options.tokenStore ? undefined : options.tokens;
@@ -152,15 +191,16 @@ export function createClient(options: ClientOptions) {
   const keep = ({ accessToken, refreshToken }: AuthResult) => useTokens({ accessToken, refreshToken });
 
   /** One request, sent again on 429/503 or a network error when that is safe. */
-  const exchange = async (args: ApiFetcherArgs, accessToken: string | undefined): Promise<Answer> => {
-    const headers = accessToken ? { ...args.headers, authorization: `Bearer ${accessToken}` } : args.headers;
+  const exchange = async (operation: string, route: RouteInfo, args: CallArgs, accessToken: string | undefined): Promise<Answer> => {
+    const request = prepareRequest(baseUrl, route, args);
+    if (accessToken) request.headers['authorization'] = `Bearer ${accessToken}`;
     const signal = callSignal(args.fetchOptions?.signal, timeoutMs);
-    const init: RequestInit = { ...args.fetchOptions, method: args.method, headers, body: requestBody(args) ?? null, signal };
-    const retries = isIdempotent(args.method, args.headers) ? policy.retries : 0;
+    const init: RequestInit = { ...args.fetchOptions, method: request.method, headers: request.headers, body: request.body ?? null, signal };
+    const retries = isIdempotent(request.method, request.headers) ? policy.retries : 0;
     for (let retry = 0; ; retry++) {
       let response: Response;
       try {
-        response = await fetchImpl(args.path, init);
+        response = await fetchImpl(request.url, init);
       } catch (error) {
         if (signal.aborted || retry >= retries) throw error;
         await sleep(backoffMs(policy, retry), signal);
@@ -174,7 +214,8 @@ export function createClient(options: ClientOptions) {
           continue;
         }
       }
-      return { status: response.status, headers: response.headers, body: await responseBody(args.route, response, args.validateResponse ?? false) };
+      const body = await readBody(route, response);
+      return { status: response.status, headers: response.headers, body: options.validate ? options.validate(operation, response.status, body) : body };
     }
   };
 
@@ -203,22 +244,18 @@ export function createClient(options: ClientOptions) {
     return pending;
   };
 
-  const send = async (args: ApiFetcherArgs): Promise<Answer> => {
-    if (isPublicRoute(args.route)) return exchange(args, undefined);
-    if (options.personalAccessToken !== undefined) return exchange(args, options.personalAccessToken);
+  const isUnauthenticated = (body: unknown) => typeof body === 'object' && body !== null && 'code' in body && body.code === 'unauthenticated';
+  const send = async (operation: string, route: RouteInfo, args: CallArgs): Promise<Answer> => {
+    if (route.public) return exchange(operation, route, args, undefined);
+    if (options.personalAccessToken !== undefined) return exchange(operation, route, args, options.personalAccessToken);
     const used = (await readTokens())?.accessToken;
-    const answer = await exchange(args, used);
-    if (answer.status !== 401 || used === undefined || !UnauthenticatedSchema.safeParse(answer.body).success) return answer;
+    const answer = await exchange(operation, route, args, used);
+    if (answer.status !== 401 || used === undefined || !isUnauthenticated(answer.body)) return answer;
     const renewed = await renewedAccessToken(used);
-    return renewed ? exchange(args, renewed) : answer;
+    return renewed ? exchange(operation, route, args, renewed) : answer;
   };
 
-  const baseUrl = options.baseUrl.replace(/\/+$/, '');
-  const api = initClient(contract, {
-    baseUrl,
-    validateResponse: options.validateResponse ?? false,
-    api: send,
-  });
+  const api = typedOperations(operationsOf(routes, send));
 
   const register: typeof api.auth.register = async (args) => {
     const answer = await api.auth.register(args);
@@ -241,12 +278,6 @@ export function createClient(options: ClientOptions) {
     return answer;
   };
 
-  type TaskListArgs = Omit<NonNullable<Parameters<typeof api.tasks.list>[0]>, 'query'> & { query?: TaskListFilters };
-  type UserTasksArgs = Omit<Parameters<typeof api.users.listTasks>[0], 'query'> & {
-    query?: TaskListFilters & Omit<NonNullable<Parameters<typeof api.users.listTasks>[0]['query']>, keyof TaskListFilters>;
-  };
-  type Args<F extends (args: never) => unknown> = Parameters<F>[0];
-
   const listTasks = ({ query, ...args }: TaskListArgs = {}) => api.tasks.list({ ...args, ...(query ? { query: commaLists(query) } : {}) });
   const listUserTasks = ({ query, ...args }: UserTasksArgs) => api.users.listTasks({ ...args, ...(query ? { query: commaLists(query) } : {}) });
 
@@ -255,40 +286,24 @@ export function createClient(options: ClientOptions) {
 
   const taskPages = (args: TaskListArgs = {}) => pagesOf(async (cursor) => (await ok(listTasks(at(args, cursor)))).body);
   const userTaskPages = (args: UserTasksArgs) => pagesOf(async (cursor) => (await ok(listUserTasks(at(args, cursor)))).body);
-  const userPages = (args: Args<typeof api.users.list> = {}) => pagesOf(async (cursor) => (await ok(api.users.list(at(args, cursor)))).body);
-  const tagPages = (args: Args<typeof api.tags.list> = {}) => pagesOf(async (cursor) => (await ok(api.tags.list(at(args, cursor)))).body);
+  const userPages = (args: UserListArgs = {}) => pagesOf(async (cursor) => (await ok(api.users.list(at(args, cursor)))).body);
+  const tagPages = (args: TagListArgs = {}) => pagesOf(async (cursor) => (await ok(api.tags.list(at(args, cursor)))).body);
 
   return {
     ...api,
     auth: { ...api.auth, register, login, refresh, logout },
-    tasks: {
-      ...api.tasks,
-      /** Filters take arrays: `{ status: ['todo', 'in_progress'] }` (sent as `status=todo,in_progress`). */
-      list: listTasks,
-      /** Every page of the list, fetched as the loop asks: `for await (const page of client.tasks.pages({ query }))`. Throws `ProblemError` on an error answer. */
-      pages: taskPages,
-      /** Every task of the list, across pages. */
-      all: (args: TaskListArgs = {}) => itemsOf(taskPages(args)),
-    },
+    tasks: { ...api.tasks, list: listTasks, pages: taskPages, all: (args: TaskListArgs = {}) => itemsOf(taskPages(args)) },
     users: {
       ...api.users,
       listTasks: listUserTasks,
       pages: userPages,
-      all: (args: Args<typeof api.users.list> = {}) => itemsOf(userPages(args)),
+      all: (args: UserListArgs = {}) => itemsOf(userPages(args)),
       taskPages: userTaskPages,
       allTasks: (args: UserTasksArgs) => itemsOf(userTaskPages(args)),
     },
-    tags: {
-      ...api.tags,
-      pages: tagPages,
-      all: (args: Args<typeof api.tags.list> = {}) => itemsOf(tagPages(args)),
-    },
+    tags: { ...api.tags, pages: tagPages, all: (args: TagListArgs = {}) => itemsOf(tagPages(args)) },
     events: {
       ...api.events,
-      /**
-       * The live stream as typed events, reconnecting by itself and resuming where it stopped:
-       * `for await (const event of client.events.subscribe({ signal }))`. See `subscribeToEvents`.
-       */
       subscribe: (subscribeOptions?: SubscribeOptions) =>
         subscribeToEvents(
           {
@@ -300,11 +315,7 @@ export function createClient(options: ClientOptions) {
           subscribeOptions,
         ),
     },
-    /** The session's tokens as this client last saw them, if any. */
-    tokens: (): SessionTokens | undefined => tokens,
-    /** Adopt (or, with undefined, drop) a session's tokens. */
+    tokens: () => tokens,
     useTokens,
   };
 }
-
-export type Client = ReturnType<typeof createClient>;

@@ -1,8 +1,17 @@
 import { initContract, type AppRoute } from '@ts-rest/core';
 import { z } from 'zod';
+import { PROBLEM_CODES } from './problem-codes.js';
 
 // Annotated: without it the declaration emit fails (TS4023, a type ts-rest does not export).
 export const c: ReturnType<typeof initContract> = initContract();
+
+/**
+ * A schema typed by the name of what it parses: declaration files then say `Named<Task>` wherever the
+ * contract uses it, instead of spelling the whole schema out again at every use.
+ */
+export type Named<Output, Input = Output> = z.ZodType<Output, z.ZodTypeDef, Input>;
+/** For naming a schema that keeps its own methods (`.extend`, `.strict`): `interface XSchemaType extends Alias<typeof xSchema> {}`. */
+export type Alias<T> = T;
 
 /** Route metadata `{ public: true }` marks an operation that needs no access token. */
 export const isPublicRoute = (route: AppRoute): boolean => {
@@ -31,42 +40,19 @@ export const TimestampInputSchema = z
     return year >= 1 && year <= 9999;
   }, 'Expected a timestamp within the years 0001 to 9999 (UTC)');
 
-export const ValidationIssueSchema = z.object({
+const validationIssueSchema = z.object({
   path: z.string().describe('Where the issue is: `body`, `query`, `path` or `header`, then the field, e.g. `body.title`, `query.limit`, `header.if-match`'),
   code: z.string().describe("The kind of issue, e.g. zod's `too_small`, `invalid_enum_value`, `invalid_string`, or the service's own such as `unknown_user`"),
   message: z.string().describe('A readable explanation of the issue (English)'),
 });
-export type ValidationIssue = z.infer<typeof ValidationIssueSchema>;
+export interface ValidationIssue extends z.output<typeof validationIssueSchema> {}
+export const ValidationIssueSchema: Named<ValidationIssue> = validationIssueSchema;
 
-export const ProblemCodeSchema = z.enum([
-  'validation_failed',
-  'malformed_json',
-  'unauthenticated',
-  'invalid_credentials',
-  'forbidden',
-  'insufficient_scope',
-  'not_found',
-  'method_not_allowed',
-  'email_taken',
-  'tag_name_taken',
-  'last_admin',
-  'conflict',
-  'quota_exceeded',
-  'idempotency_key_in_use',
-  'cursor_expired',
-  'precondition_failed',
-  'payload_too_large',
-  'unsupported_media_type',
-  'range_not_satisfiable',
-  'idempotency_key_reused',
-  'rate_limited',
-  'internal',
-  'unavailable',
-]);
+export const ProblemCodeSchema = z.enum(PROBLEM_CODES);
 export type ProblemCode = z.infer<typeof ProblemCodeSchema>;
 
 /** RFC 9457 problem details, the body of every 4xx and 5xx answer. */
-export const ProblemSchema = z.object({
+const problemSchema = z.object({
   type: z.string().describe('`/problems/<code>`, relative to the service: a page saying what the code means and what to do'),
   title: z.string().describe('A short summary of the problem code, the same for every occurrence'),
   status: z.number().int().describe('The HTTP status code of this answer'),
@@ -77,7 +63,10 @@ export const ProblemSchema = z.object({
   errors: z.array(ValidationIssueSchema).optional().describe('With `validation_failed`: the issues found, not only the first; at most 20'),
   truncated: z.literal(true).optional().describe('Present when more issues were found than `errors` lists (it lists at most 20), so that an answer stays small'),
 });
-export type Problem = z.infer<typeof ProblemSchema>;
+export interface Problem extends z.output<typeof problemSchema> {}
+/** The schema's own type, by name (it keeps `.extend` and `.strict`). */
+export interface ProblemSchemaType extends Alias<typeof problemSchema> {}
+export const ProblemSchema: ProblemSchemaType = problemSchema;
 
 /** The error answers every authenticated operation may give. */
 export const commonErrors = {

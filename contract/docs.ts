@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { c, ProblemSchema } from './common.js';
+import { c, ProblemSchema, type Named } from './common.js';
 import { ProblemPageSchema } from './problems.js';
 
 /** The parts of an OpenAPI 3 document a client may rely on; the rest passes through. */
-export const OpenApiDocumentSchema = z
+const openApiDocumentSchema = z
   .object({
     openapi: z.string().describe('The OpenAPI version, 3.0.x'),
     info: z
@@ -13,7 +13,8 @@ export const OpenApiDocumentSchema = z
     paths: z.record(z.unknown()).describe('Every operation, by path and method'),
   })
   .passthrough();
-export type OpenApiDocument = z.infer<typeof OpenApiDocumentSchema>;
+export interface OpenApiDocument extends z.output<typeof openApiDocumentSchema> {}
+export const OpenApiDocumentSchema: Named<OpenApiDocument> = openApiDocumentSchema;
 
 export const docsContract = c.router({
   openapi: {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
+import { EVENT_TYPES } from './event-types.js';
 import { AttachmentSchema } from './attachments.js';
-import { c, commonErrors, IdSchema, ProblemSchema, TimestampSchema } from './common.js';
+import { c, commonErrors, IdSchema, ProblemSchema, TimestampSchema, type Named } from './common.js';
 import { needs } from './scopes.js';
 import { TagSchema } from './tags.js';
 import { TaskSchema } from './tasks.js';
@@ -30,9 +31,13 @@ export const EventSchema = z.discriminatedUnion('type', [
 ]);
 export type Event = z.infer<typeof EventSchema>;
 export type EventType = Event['type'];
-export const EVENT_TYPES = EventSchema.options.map((option) => option.shape.type.value);
+export { EVENT_TYPES };
+// The list the client reads at run time names exactly the events of the schema (else a type error here).
+const eventTypesMatch: [EventType] extends [EventTypeListed] ? ([EventTypeListed] extends [EventType] ? true : never) : never = true;
+type EventTypeListed = (typeof EVENT_TYPES)[number];
+void eventTypesMatch;
 
-export const ChangesQuerySchema = z
+const changesQuerySchema = z
   .object({
     limit: z.coerce.number().int().min(1).max(1000).default(100).describe('At most this many events, 1 to 1000'),
     cursor: z
@@ -43,17 +48,20 @@ export const ChangesQuerySchema = z
       .describe("Opaque: the previous answer's `nextCursor`. Without it the feed starts at the oldest retained event; one older than the retention is 410"),
   })
   .strict();
-export type ChangesQuery = z.infer<typeof ChangesQuerySchema>;
+export interface ChangesQuery extends z.output<typeof changesQuerySchema> {}
+export interface ChangesQueryInput extends z.input<typeof changesQuerySchema> {}
+export const ChangesQuerySchema: z.ZodType<ChangesQuery, z.ZodTypeDef, ChangesQueryInput> = changesQuerySchema;
 
-export const ChangesPageSchema = z.object({
+const changesPageSchema = z.object({
   items: z.array(EventSchema).describe('Events in commit order, oldest first; empty when you are up to date'),
   nextCursor: z.string().describe('Always present: keep it and ask again with it later'),
 });
-export type ChangesPage = z.infer<typeof ChangesPageSchema>;
+export interface ChangesPage extends z.output<typeof changesPageSchema> {}
+export const ChangesPageSchema: Named<ChangesPage> = changesPageSchema;
 
 export const EventStreamHeaders = z.object({
   'last-event-id': IdSchema.optional().describe(
-    'Resume after this event (the `id:` of the last event received) with nothing missed; 410 when it is older than the retention',
+    'Resume after this event (the `id:` of the last event received) with nothing missed; 410 when it is older than the retention, 400 when it is not one you received',
   ),
 });
 
@@ -85,7 +93,7 @@ export const eventsContract = c.router(
         'Answers `text/event-stream` at once with the events the caller may see that commit after the ' +
         'stream opened: `id:` the event id, `event:` its type, `data:` the whole Event as JSON. A comment ' +
         'line every 15 s keeps proxies open. Send `Last-Event-ID` to resume after that event with nothing ' +
-        'missed (410 `cursor_expired` when it is no longer retained). The stream ends when the session ends.',
+        'missed (410 `cursor_expired` when it is no longer retained, 400 when it is not one you received). The stream ends when the session ends.',
     },
   },
   { commonResponses: commonErrors },

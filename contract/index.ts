@@ -1,36 +1,12 @@
 // The interface of the task service: the server implements it, the OpenAPI document is generated
 // from it, and clients import it. Depends only on @ts-rest/core and zod.
-import { c } from './common.js';
-import { attachmentsContract } from './attachments.js';
-import { authContract } from './auth.js';
-import { docsContract } from './docs.js';
-import { eventsContract } from './events.js';
-import { serviceContract } from './service.js';
-import { tagsContract } from './tags.js';
-import { tasksContract } from './tasks.js';
-import { personalAccessTokensContract } from './tokens.js';
-import { usersContract } from './users.js';
-import { webhooksContract } from './webhooks.js';
-
-export const contract = c.router({
-  auth: authContract,
-  users: usersContract,
-  tasks: tasksContract,
-  tags: tagsContract,
-  attachments: attachmentsContract,
-  events: eventsContract,
-  webhooks: webhooksContract,
-  personalAccessTokens: personalAccessTokensContract,
-  service: serviceContract,
-  docs: docsContract,
-});
-export type Contract = typeof contract;
-
+export * from './contract.js';
 export * from './common.js';
 export * from './attachments.js';
 export * from './auth.js';
 export * from './answers.js';
 export * from './client.js';
+export type { AnswerValidator, CallArgs } from './call.js';
 export * from './pages.js';
 export * from './problems.js';
 export type { RetryOptions } from './retry.js';

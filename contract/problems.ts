@@ -1,16 +1,19 @@
 // What each problem code means and what a client should do about it: served at /problems/{code},
 // which every problem's `type` names, and usable by clients to explain an error.
 import { z } from 'zod';
-import { ProblemCodeSchema, type ProblemCode } from './common.js';
+import { ProblemCodeSchema, type Alias, type ProblemCode } from './common.js';
 
-export const ProblemPageSchema = z.object({
+const problemPageSchema = z.object({
   code: ProblemCodeSchema.describe('The stable code, as in a problem body'),
   status: z.number().int().describe('The HTTP status it comes with'),
   title: z.string().describe("The problem body's title"),
   meaning: z.string().describe('What happened'),
   action: z.string().describe('What a client should do about it'),
 });
-export type ProblemPage = z.infer<typeof ProblemPageSchema>;
+export interface ProblemPage extends z.output<typeof problemPageSchema> {}
+/** The schema's own type, by name (it keeps `.strict`). */
+export interface ProblemPageSchemaType extends Alias<typeof problemPageSchema> {}
+export const ProblemPageSchema: ProblemPageSchemaType = problemPageSchema;
 
 type Entry = Omit<ProblemPage, 'code'>;
 

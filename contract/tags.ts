@@ -1,22 +1,23 @@
 import { z } from 'zod';
-import { c, commonErrors, IdSchema, listOf, PaginationQuerySchema, pageOf, ProblemSchema, SearchSchema, storableText, TimestampSchema } from './common.js';
+import { c, commonErrors, IdSchema, listOf, PaginationQuerySchema, pageOf, ProblemSchema, SearchSchema, storableText, TimestampSchema, type Named } from './common.js';
 import { needs } from './scopes.js';
 import { TagColorSchema } from './tasks.js';
 
-export const TagSchema = z.object({
+const tagSchema = z.object({
   id: IdSchema.describe("The tag's id (UUIDv7)"),
   ownerId: IdSchema.describe('The user the tag belongs to; only their tasks can carry it'),
   name: z.string().describe('1 to 50 characters; unique per owner, ignoring case'),
   color: TagColorSchema.describe('`#rrggbb`, lower-case'),
   createdAt: TimestampSchema.describe('When the tag was created'),
 });
-export type Tag = z.infer<typeof TagSchema>;
+export interface Tag extends z.output<typeof tagSchema> {}
+export const TagSchema: Named<Tag> = tagSchema;
 
 const TagNameSchema = storableText(z.string().trim().min(1).max(50)).describe(
   '1 to 50 characters after trimming; unique among your tags ignoring case (409 tag_name_taken)',
 );
 
-export const TagCreateSchema = z
+const tagCreateSchema = z
   .object({
     name: TagNameSchema,
     color: TagColorSchema.optional().describe(
@@ -24,21 +25,27 @@ export const TagCreateSchema = z
     ),
   })
   .strict();
-export type TagCreate = z.infer<typeof TagCreateSchema>;
+export interface TagCreate extends z.output<typeof tagCreateSchema> {}
+export interface TagCreateInput extends z.input<typeof tagCreateSchema> {}
+export const TagCreateSchema: z.ZodType<TagCreate, z.ZodTypeDef, TagCreateInput> = tagCreateSchema;
 
-export const TagPatchSchema = z
+const tagPatchSchema = z
   .object({
     name: TagNameSchema.optional(),
     color: TagColorSchema.optional().describe('`#rrggbb` in either case, stored lower-case'),
   })
   .strict();
-export type TagPatch = z.infer<typeof TagPatchSchema>;
+export interface TagPatch extends z.output<typeof tagPatchSchema> {}
+export interface TagPatchInput extends z.input<typeof tagPatchSchema> {}
+export const TagPatchSchema: z.ZodType<TagPatch, z.ZodTypeDef, TagPatchInput> = tagPatchSchema;
 
-export const TagListQuerySchema = PaginationQuerySchema.extend({
+const tagListQuerySchema = PaginationQuerySchema.extend({
   q: SearchSchema(50).optional().describe('Tags whose name contains this, ignoring case (1 to 50 characters)'),
   ownerId: IdSchema.optional().describe("One owner's tags; useful to administrators, as others see only their own"),
 }).strict();
-export type TagListQuery = z.infer<typeof TagListQuerySchema>;
+export interface TagListQuery extends z.output<typeof tagListQuerySchema> {}
+export interface TagListQueryInput extends z.input<typeof tagListQuerySchema> {}
+export const TagListQuerySchema: z.ZodType<TagListQuery, z.ZodTypeDef, TagListQueryInput> = tagListQuerySchema;
 
 const TagIdSchema = IdSchema.describe('One of your tags (any for an administrator); another is 404');
 const TaskIdSchema = IdSchema.describe('A task you own or are assigned (any for an administrator); another is 404');

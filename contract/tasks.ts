@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { boundedArray, c, commaList, commonErrors, IdSchema, IfMatchHeaders, IfNoneMatchHeaders, PaginationQuerySchema, pageOf, ProblemSchema, SearchSchema, storableText, TimestampInputSchema, TimestampSchema } from './common.js';
+import { boundedArray, c, commaList, commonErrors, IdSchema, IfMatchHeaders, IfNoneMatchHeaders, PaginationQuerySchema, pageOf, ProblemSchema, SearchSchema, storableText, TimestampInputSchema, TimestampSchema, type Alias, type Named } from './common.js';
 import { needs } from './scopes.js';
 
 export const TaskStatusSchema = z.enum(['todo', 'in_progress', 'done']).describe('`todo`, `in_progress` or `done`');
@@ -15,7 +15,7 @@ export const TagRefSchema = z.object({
   color: z.string().describe('`#rrggbb`, lower-case'),
 });
 
-export const TaskSchema = z.object({
+const taskSchema = z.object({
   id: IdSchema.describe("The task's id (UUIDv7)"),
   ownerId: IdSchema.describe('The user who created the task and owns it'),
   assigneeId: IdSchema.nullable().describe('The user the task is assigned to, who may read and change it too; null when unassigned'),
@@ -34,7 +34,8 @@ export const TaskSchema = z.object({
   createdAt: TimestampSchema.describe('When the task was created'),
   updatedAt: TimestampSchema.describe('When the task last changed (its fields, tags or attachments)'),
 });
-export type Task = z.infer<typeof TaskSchema>;
+export interface Task extends z.output<typeof taskSchema> {}
+export const TaskSchema: Named<Task> = taskSchema;
 
 /** PostgreSQL text cannot hold U+0000, so it is a validation error rather than a failed write. */
 const TitleSchema = storableText(z.string().trim().min(1).max(200)).describe('1 to 200 characters after trimming');
@@ -45,7 +46,7 @@ const AssigneeInputSchema = IdSchema.nullable().describe(
   'An existing user to assign (400 for an unknown one), or null for none. Only the owner or an administrator may set it; the assignee may only set null (403)',
 );
 
-export const TaskCreateSchema = z
+const taskCreateSchema = z
   .object({
     title: TitleSchema,
     description: DescriptionSchema.default(''),
@@ -56,10 +57,12 @@ export const TaskCreateSchema = z
     tagIds: boundedArray(IdSchema, 50).default([]).describe('Ids of your tags to put on the task (at most 50); one that is not yours is 400'),
   })
   .strict();
-export type TaskCreate = z.infer<typeof TaskCreateSchema>;
+export interface TaskCreate extends z.output<typeof taskCreateSchema> {}
+export interface TaskCreateInput extends z.input<typeof taskCreateSchema> {}
+export const TaskCreateSchema: z.ZodType<TaskCreate, z.ZodTypeDef, TaskCreateInput> = taskCreateSchema;
 
 /** PUT: every field required (nullable ones as explicit null), so nothing is reset by omission. */
-export const TaskReplaceSchema = z
+const taskReplaceSchema = z
   .object({
     title: TitleSchema,
     description: DescriptionSchema,
@@ -69,10 +72,13 @@ export const TaskReplaceSchema = z
     assigneeId: AssigneeInputSchema,
   })
   .strict();
-export type TaskReplace = z.infer<typeof TaskReplaceSchema>;
+export interface TaskReplace extends z.output<typeof taskReplaceSchema> {}
+export interface TaskReplaceInput extends z.input<typeof taskReplaceSchema> {}
+export const TaskReplaceSchema: z.ZodType<TaskReplace, z.ZodTypeDef, TaskReplaceInput> = taskReplaceSchema;
 
 /** PATCH (JSON merge patch): absent is unchanged, null clears a nullable field, and the description to "". */
-export const TaskPatchSchema = TaskReplaceSchema.partial()
+const taskPatchSchema = taskReplaceSchema
+  .partial()
   .extend({
     description: DescriptionSchema.nullable()
       .transform((description) => description ?? '')
@@ -80,14 +86,16 @@ export const TaskPatchSchema = TaskReplaceSchema.partial()
       .describe('Free text, up to 10,000 characters; null clears it (to an empty string)'),
   })
   .strict();
-export type TaskPatch = z.infer<typeof TaskPatchSchema>;
+export interface TaskPatch extends z.output<typeof taskPatchSchema> {}
+export interface TaskPatchInput extends z.input<typeof taskPatchSchema> {}
+export const TaskPatchSchema: z.ZodType<TaskPatch, z.ZodTypeDef, TaskPatchInput> = taskPatchSchema;
 
 export const TaskSortSchema = z.enum([
   'createdAt', '-createdAt', 'updatedAt', '-updatedAt', 'dueAt', '-dueAt', 'priority', '-priority', 'title', '-title',
 ]);
 export type TaskSort = z.infer<typeof TaskSortSchema>;
 
-export const TaskListQuerySchema = PaginationQuerySchema.extend({
+const taskListQuerySchema = PaginationQuerySchema.extend({
   status: commaList(TaskStatusSchema).optional().describe('Tasks in any of these statuses'),
   priority: commaList(TaskPrioritySchema).optional().describe('Tasks with any of these priorities'),
   tagId: commaList(IdSchema).optional().describe('Tasks carrying every one of these tags (up to 50)'),
@@ -101,7 +109,11 @@ export const TaskListQuerySchema = PaginationQuerySchema.extend({
     'The order: a field, descending with a `-` prefix; ties are broken by id. Tasks without a due date sort after those with one',
   ),
 }).strict();
-export type TaskListQuery = z.infer<typeof TaskListQuerySchema>;
+export interface TaskListQuery extends z.output<typeof taskListQuerySchema> {}
+export interface TaskListQueryInput extends z.input<typeof taskListQuerySchema> {}
+/** The schema's own type, by name (it keeps `.extend` and `.strict`). */
+export interface TaskListQuerySchemaType extends Alias<typeof taskListQuerySchema> {}
+export const TaskListQuerySchema: TaskListQuerySchemaType = taskListQuerySchema;
 
 const TaskParams = z.object({ task_id: IdSchema.describe('A task you own or are assigned (any for an administrator); another is 404') });
 

@@ -1,12 +1,12 @@
 import { z } from 'zod';
-import { c, commonErrors, IdSchema, listOf, ProblemSchema, storableText, TimestampSchema } from './common.js';
+import { boundedArray, c, commonErrors, IdSchema, listOf, ProblemSchema, storableText, TimestampSchema, type Alias, type Named } from './common.js';
 import { loginOnly, ScopeSchema } from './scopes.js';
 
 /** Personal access tokens: `tsk_pat_` + 43 base62 characters of randomness + a 6-character CRC32 checksum. */
 export const PERSONAL_ACCESS_TOKEN_PREFIX = 'tsk_pat_';
 export const MAX_LIVE_TOKENS = 50;
 
-export const PersonalAccessTokenSchema = z.object({
+const personalAccessTokenSchema = z.object({
   id: IdSchema.describe("The token's id (UUIDv7)"),
   name: z.string().describe('What the token is for, as its owner named it'),
   scopes: z.array(ScopeSchema).describe('What the token may do; a missing scope is 403 insufficient_scope'),
@@ -15,25 +15,38 @@ export const PersonalAccessTokenSchema = z.object({
   expiresAt: TimestampSchema.describe('After this the token is refused (401, detail `expired`)'),
   lastUsedAt: TimestampSchema.nullable().describe('When the token last authenticated a request (written at most once a minute); null when never'),
 });
-export type PersonalAccessToken = z.infer<typeof PersonalAccessTokenSchema>;
+export interface PersonalAccessToken extends z.output<typeof personalAccessTokenSchema> {}
+/** The schema's own type, by name (it keeps `.extend` and `.strict`). */
+export interface PersonalAccessTokenSchemaType extends Alias<typeof personalAccessTokenSchema> {}
+export const PersonalAccessTokenSchema: PersonalAccessTokenSchemaType = personalAccessTokenSchema;
 
-export const CreatedPersonalAccessTokenSchema = PersonalAccessTokenSchema.extend({
+const createdPersonalAccessTokenSchema = PersonalAccessTokenSchema.extend({
   token: z.string().describe('The token itself, shown only in this answer: send it as `Authorization: Bearer tsk_pat_…`. Keep it secret, like a password'),
 });
-export type CreatedPersonalAccessToken = z.infer<typeof CreatedPersonalAccessTokenSchema>;
+export interface CreatedPersonalAccessToken extends z.output<typeof createdPersonalAccessTokenSchema> {}
+export const CreatedPersonalAccessTokenSchema: Named<CreatedPersonalAccessToken> = createdPersonalAccessTokenSchema;
 
-export const PersonalAccessTokenCreateSchema = z
+const personalAccessTokenCreateSchema = z
   .object({
     name: storableText(z.string().trim().min(1).max(100)).describe('What the token is for, 1 to 100 characters after trimming'),
-    scopes: z.array(ScopeSchema).min(1).max(10).describe('One or more scopes; `admin` only for administrators (403 otherwise)'),
+    scopes: boundedArray(ScopeSchema, 10, 1).describe('One or more scopes; `admin` only for administrators (403 otherwise)'),
     expiresInDays: z.number().int().min(1).max(366).default(30).describe('Days until the token expires, 1 to 366 (default 30)'),
   })
   .strict();
-export type PersonalAccessTokenCreate = z.input<typeof PersonalAccessTokenCreateSchema>;
+export interface PersonalAccessTokenCreateOutput extends z.output<typeof personalAccessTokenCreateSchema> {}
+export interface PersonalAccessTokenCreateInput extends z.input<typeof personalAccessTokenCreateSchema> {}
+/** What POST /tokens accepts (`expiresInDays` may be left out): the schema's input. */
+export type PersonalAccessTokenCreate = PersonalAccessTokenCreateInput;
+export const PersonalAccessTokenCreateSchema: z.ZodType<PersonalAccessTokenCreateOutput, z.ZodTypeDef, PersonalAccessTokenCreateInput> =
+  personalAccessTokenCreateSchema;
 
-export const PersonalAccessTokenListQuerySchema = z
+const personalAccessTokenListQuerySchema = z
   .object({ userId: IdSchema.optional().describe("Administrators: another user's tokens (others: 403 for anyone but themselves)") })
   .strict();
+export interface PersonalAccessTokenListQuery extends z.output<typeof personalAccessTokenListQuerySchema> {}
+export interface PersonalAccessTokenListQueryInput extends z.input<typeof personalAccessTokenListQuerySchema> {}
+export const PersonalAccessTokenListQuerySchema: z.ZodType<PersonalAccessTokenListQuery, z.ZodTypeDef, PersonalAccessTokenListQueryInput> =
+  personalAccessTokenListQuerySchema;
 
 const TokenParams = z.object({ token_id: IdSchema.describe('One of your tokens (any for an administrator); another is 404') });
 

@@ -1,12 +1,12 @@
 import { z } from 'zod';
-import { c, commonErrors, EmailSchema, IdSchema, PaginationQuerySchema, PasswordSchema, PersonNameSchema, pageOf, ProblemSchema, SearchSchema, TimestampSchema } from './common.js';
+import { c, commonErrors, EmailSchema, IdSchema, PaginationQuerySchema, PasswordSchema, PersonNameSchema, pageOf, ProblemSchema, SearchSchema, TimestampSchema, type Alias } from './common.js';
 import { needs } from './scopes.js';
 import { TaskListQuerySchema, TaskSchema } from './tasks.js';
 
 export const RoleSchema = z.enum(['user', 'admin']).describe('`admin` may see and change everything; `user` only their own account, tasks and tags');
 export type Role = z.infer<typeof RoleSchema>;
 
-export const UserSchema = z.object({
+const userSchema = z.object({
   id: IdSchema.describe("The user's id (UUIDv7)"),
   email: z.string().describe('Lower-case; unique ignoring case'),
   name: z.string().describe('The display name'),
@@ -14,9 +14,12 @@ export const UserSchema = z.object({
   createdAt: TimestampSchema.describe('When the account was created'),
   updatedAt: TimestampSchema.describe('When the profile (email, name, password or role) last changed'),
 });
-export type User = z.infer<typeof UserSchema>;
+export interface User extends z.output<typeof userSchema> {}
+/** The schema's own type, by name (it keeps `.extend` and `.strict`). */
+export interface UserSchemaType extends Alias<typeof userSchema> {}
+export const UserSchema: UserSchemaType = userSchema;
 
-export const UserCreateSchema = z
+const userCreateSchema = z
   .object({
     email: EmailSchema,
     password: PasswordSchema,
@@ -24,19 +27,23 @@ export const UserCreateSchema = z
     role: RoleSchema.optional().describe('Default `user`'),
   })
   .strict();
-export type UserCreate = z.infer<typeof UserCreateSchema>;
+export interface UserCreate extends z.output<typeof userCreateSchema> {}
+export interface UserCreateInput extends z.input<typeof userCreateSchema> {}
+export const UserCreateSchema: z.ZodType<UserCreate, z.ZodTypeDef, UserCreateInput> = userCreateSchema;
 
 /** Full replacement of the editable profile; `role` is honoured for admins only (403 otherwise). */
-export const UserReplaceSchema = z
+const userReplaceSchema = z
   .object({
     email: EmailSchema,
     name: PersonNameSchema,
     role: RoleSchema.optional().describe('Administrators only (403 for others); omitted keeps the role. Leaving no administrator is 409 last_admin'),
   })
   .strict();
-export type UserReplace = z.infer<typeof UserReplaceSchema>;
+export interface UserReplace extends z.output<typeof userReplaceSchema> {}
+export interface UserReplaceInput extends z.input<typeof userReplaceSchema> {}
+export const UserReplaceSchema: z.ZodType<UserReplace, z.ZodTypeDef, UserReplaceInput> = userReplaceSchema;
 
-export const UserPatchSchema = z
+const userPatchSchema = z
   .object({
     email: EmailSchema.optional(),
     name: PersonNameSchema.optional(),
@@ -49,13 +56,17 @@ export const UserPatchSchema = z
     role: RoleSchema.optional().describe('Administrators only (403 for others); leaving no administrator is 409 last_admin'),
   })
   .strict();
-export type UserPatch = z.infer<typeof UserPatchSchema>;
+export interface UserPatch extends z.output<typeof userPatchSchema> {}
+export interface UserPatchInput extends z.input<typeof userPatchSchema> {}
+export const UserPatchSchema: z.ZodType<UserPatch, z.ZodTypeDef, UserPatchInput> = userPatchSchema;
 
-export const UserListQuerySchema = PaginationQuerySchema.extend({
+const userListQuerySchema = PaginationQuerySchema.extend({
   q: SearchSchema(200).optional().describe('Users whose email or name contains this, ignoring case (1 to 200 characters)'),
   role: RoleSchema.optional().describe('Only users with this role'),
 }).strict();
-export type UserListQuery = z.infer<typeof UserListQuerySchema>;
+export interface UserListQuery extends z.output<typeof userListQuerySchema> {}
+export interface UserListQueryInput extends z.input<typeof userListQuerySchema> {}
+export const UserListQuerySchema: z.ZodType<UserListQuery, z.ZodTypeDef, UserListQueryInput> = userListQuerySchema;
 
 export const UserTasksQuerySchema = TaskListQuerySchema.extend({
   relation: z

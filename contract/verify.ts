@@ -5,7 +5,7 @@ import { isAppRoute, isAppRouteNoBody, isAppRouteOtherResponse, isZodType, type 
 import { createClient, memoryTokenStore, type ClientOptions } from './client.js';
 import { serverSentEvents, type ServerSentEvent } from './event-stream.js';
 import { EventSchema } from './events.js';
-import { contract } from './index.js';
+import { contract } from './contract.js';
 
 export interface VerifyOptions {
   /** Where the service answers. Self-registration must be enabled there. */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { boundedArray, c, commonErrors, IdSchema, PaginationQuerySchema, pageOf, ProblemSchema, storableText, TimestampSchema } from './common.js';
+import { boundedArray, c, commonErrors, IdSchema, PaginationQuerySchema, pageOf, ProblemSchema, storableText, TimestampSchema, type Alias, type Named } from './common.js';
 import { needs } from './scopes.js';
 import { EVENT_TYPES } from './events.js';
 
@@ -20,7 +20,7 @@ const WebhookEventsSchema = boundedArray(WebhookEventFilterSchema, 20, 1)
   .describe('The event types to deliver (1 to 20, duplicates dropped), or `["*"]` for all');
 const DescriptionSchema = storableText(z.string().max(500)).describe('A note for yourself, up to 500 characters');
 
-export const WebhookSchema = z.object({
+const webhookSchema = z.object({
   id: IdSchema.describe("The webhook's id (UUIDv7)"),
   ownerId: IdSchema.describe('The user who registered it; it receives only events this user may see'),
   url: z.string().describe('Where deliveries are POSTed'),
@@ -31,20 +31,26 @@ export const WebhookSchema = z.object({
   createdAt: TimestampSchema.describe('When it was registered'),
   updatedAt: TimestampSchema.describe('When it last changed'),
 });
-export type Webhook = z.infer<typeof WebhookSchema>;
+export interface Webhook extends z.output<typeof webhookSchema> {}
+/** The schema's own type, by name (it keeps `.extend` and `.strict`). */
+export interface WebhookSchemaType extends Alias<typeof webhookSchema> {}
+export const WebhookSchema: WebhookSchemaType = webhookSchema;
 
 /** Only the answer to its creation carries the secret. */
-export const CreatedWebhookSchema = WebhookSchema.extend({
+const createdWebhookSchema = WebhookSchema.extend({
   secret: z.string().describe('`whsec_` + base64: verifies `webhook-signature` (Standard Webhooks). Shown only in this answer: keep it'),
 });
-export type CreatedWebhook = z.infer<typeof CreatedWebhookSchema>;
+export interface CreatedWebhook extends z.output<typeof createdWebhookSchema> {}
+export const CreatedWebhookSchema: Named<CreatedWebhook> = createdWebhookSchema;
 
-export const WebhookCreateSchema = z
+const webhookCreateSchema = z
   .object({ url: WebhookUrlSchema, events: WebhookEventsSchema, description: DescriptionSchema.default('') })
   .strict();
-export type WebhookCreate = z.infer<typeof WebhookCreateSchema>;
+export interface WebhookCreate extends z.output<typeof webhookCreateSchema> {}
+export interface WebhookCreateInput extends z.input<typeof webhookCreateSchema> {}
+export const WebhookCreateSchema: z.ZodType<WebhookCreate, z.ZodTypeDef, WebhookCreateInput> = webhookCreateSchema;
 
-export const WebhookPatchSchema = z
+const webhookPatchSchema = z
   .object({
     url: WebhookUrlSchema.optional(),
     events: WebhookEventsSchema.optional(),
@@ -52,13 +58,15 @@ export const WebhookPatchSchema = z
     active: z.boolean().optional().describe('true switches the webhook back on (forgetting its failures and disabledReason); false switches it off'),
   })
   .strict();
-export type WebhookPatch = z.infer<typeof WebhookPatchSchema>;
+export interface WebhookPatch extends z.output<typeof webhookPatchSchema> {}
+export interface WebhookPatchInput extends z.input<typeof webhookPatchSchema> {}
+export const WebhookPatchSchema: z.ZodType<WebhookPatch, z.ZodTypeDef, WebhookPatchInput> = webhookPatchSchema;
 
 export const DeliveryStateSchema = z
   .enum(['pending', 'delivering', 'succeeded', 'failed'])
   .describe('`pending` (due at nextAttemptAt), `delivering` (in flight), `succeeded` (a 2xx) or `failed`');
 
-export const DeliverySchema = z.object({
+const deliverySchema = z.object({
   id: IdSchema.describe("The attempt's id (UUIDv7)"),
   eventId: IdSchema.describe('The event delivered (its `webhook-id`)'),
   eventType: z.string().describe('The type of that event'),
@@ -70,10 +78,13 @@ export const DeliverySchema = z.object({
   createdAt: TimestampSchema.describe('When the attempt was scheduled'),
   nextAttemptAt: TimestampSchema.nullable().describe('When a pending attempt is due; null when none is'),
 });
-export type Delivery = z.infer<typeof DeliverySchema>;
+export interface Delivery extends z.output<typeof deliverySchema> {}
+export const DeliverySchema: Named<Delivery> = deliverySchema;
 
-export const WebhookListQuerySchema = PaginationQuerySchema.strict();
-export type WebhookListQuery = z.infer<typeof WebhookListQuerySchema>;
+const webhookListQuerySchema = PaginationQuerySchema.strict();
+export interface WebhookListQuery extends z.output<typeof webhookListQuerySchema> {}
+export interface WebhookListQueryInput extends z.input<typeof webhookListQuerySchema> {}
+export const WebhookListQuerySchema: z.ZodType<WebhookListQuery, z.ZodTypeDef, WebhookListQueryInput> = webhookListQuerySchema;
 
 const WebhookIdSchema = IdSchema.describe('One of your webhooks (any for an administrator); another is 404');
 const WebhookParams = z.object({ webhook_id: WebhookIdSchema });

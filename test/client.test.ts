@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createClient, type Client, type SessionTokens } from '../contract/index.js';
+import { validateAnswers } from '../contract/validate.js';
 import { listeningForFile } from './support/listening.js';
 import { expiredAccessToken } from './support/tokens.js';
 import { uniqueEmail } from './support/users.js';
@@ -13,7 +14,7 @@ function userClient(baseUrl: string, tokens?: SessionTokens) {
   const client = createClient({
     baseUrl,
     tokens,
-    validateResponse: true,
+    validate: validateAnswers,
     onTokens: (next) => tokenChanges.push(next),
     fetch: (input, init) => {
       calls.push(`${init?.method ?? 'GET'} ${new URL(String(input)).pathname}`);

@@ -1,0 +1,40 @@
+// The whole contract: every group of operations under its name.
+import { c } from './common.js';
+import { attachmentsContract } from './attachments.js';
+import { authContract } from './auth.js';
+import { docsContract } from './docs.js';
+import { eventsContract } from './events.js';
+import { serviceContract } from './service.js';
+import { tagsContract } from './tags.js';
+import { tasksContract } from './tasks.js';
+import { personalAccessTokensContract } from './tokens.js';
+import { usersContract } from './users.js';
+import { webhooksContract } from './webhooks.js';
+
+/** The whole contract, by name: declaration files refer to each group rather than spelling it out again. */
+// A type literal, not an interface: ts-rest's AppRouter needs an index signature.
+export type Contract = {
+  auth: typeof authContract;
+  users: typeof usersContract;
+  tasks: typeof tasksContract;
+  tags: typeof tagsContract;
+  attachments: typeof attachmentsContract;
+  events: typeof eventsContract;
+  webhooks: typeof webhooksContract;
+  personalAccessTokens: typeof personalAccessTokensContract;
+  service: typeof serviceContract;
+  docs: typeof docsContract;
+};
+
+export const contract: Contract = c.router({
+  auth: authContract,
+  users: usersContract,
+  tasks: tasksContract,
+  tags: tagsContract,
+  attachments: attachmentsContract,
+  events: eventsContract,
+  webhooks: webhooksContract,
+  personalAccessTokens: personalAccessTokensContract,
+  service: serviceContract,
+  docs: docsContract,
+});

@@ -1,0 +1,13 @@
+// The types of events, in a module of their own: the client reads them at run time without zod.
+export const EVENT_TYPES = [
+  'task.created',
+  'task.updated',
+  'task.deleted',
+  'attachment.created',
+  'attachment.deleted',
+  'tag.created',
+  'tag.updated',
+  'tag.deleted',
+  'user.updated',
+  'user.deleted',
+] as const;

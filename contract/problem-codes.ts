@@ -1,0 +1,27 @@
+// The stable codes of problem details, in a module of their own: the client checks answers against
+// them at run time without zod.
+export const PROBLEM_CODES = [
+  'validation_failed',
+  'malformed_json',
+  'unauthenticated',
+  'invalid_credentials',
+  'forbidden',
+  'insufficient_scope',
+  'not_found',
+  'method_not_allowed',
+  'email_taken',
+  'tag_name_taken',
+  'last_admin',
+  'conflict',
+  'quota_exceeded',
+  'idempotency_key_in_use',
+  'cursor_expired',
+  'precondition_failed',
+  'payload_too_large',
+  'unsupported_media_type',
+  'range_not_satisfiable',
+  'idempotency_key_reused',
+  'rate_limited',
+  'internal',
+  'unavailable',
+] as const;
