@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { createClient, isProblem, memoryTokenStore, ok, ProblemError, type ClientOptions, type SessionTokens } from '../contract/index.js';
+import { validateAnswers } from '../contract/validate.js';
 import { startService } from './support/app.js';
 import { listen, listeningForFile } from './support/listening.js';
 import { expiredAccessToken } from './support/tokens.js';
@@ -14,7 +15,7 @@ function recordingClient(options: Partial<ClientOptions> = {}, fetchImpl: typeof
   const calls: string[] = [];
   const client = createClient({
     baseUrl: served.baseUrl,
-    validateResponse: true,
+    validate: validateAnswers,
     ...options,
     fetch: (input, init) => {
       const url = new URL(String(input));
@@ -192,7 +193,7 @@ describe('retries, timeouts and cancellation', () => {
     const limitedListening = await listen(limited);
     try {
       const client = createClient({ baseUrl: limitedListening.baseUrl, retry: { maxDelayMs: 100 } });
-      // The JWKS, not a probe: probes spend no rate-limit budget.
+      // The health probes are never rate limited; the key set is, like every other operation.
       await client.service.jwks();
       await client.service.jwks();
       const started = Date.now();
