@@ -86,7 +86,8 @@ export async function updateWebhook(ctx: AppContext, principal: Principal, webho
 
 export async function deleteWebhook(ctx: AppContext, principal: Principal, webhookId: string): Promise<void> {
   const webhook = await findVisibleWebhook(ctx, principal, webhookId);
-  await ctx.db.prisma.webhook.deleteMany({ where: { id: webhook.id } });
+  // Its deliveries go with it (cascade) and may be row-locked by a delivery worker: a deadlock runs again.
+  await inTransaction(ctx.db.prisma, (tx) => tx.webhook.deleteMany({ where: { id: webhook.id } }));
 }
 
 /** Newest first: ids are UUIDv7, so descending id order is newest first. */
