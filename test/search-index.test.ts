@@ -1,4 +1,5 @@
 // `q` is served by trigram indexes (issue 9, weakness 3: a search was a scan of every task).
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TaskListQuerySchema } from '../contract/tasks.js';
 import { Prisma } from '../server/generated/prisma/client.js';
@@ -27,7 +28,14 @@ beforeAll(async () => {
       SELECT gen_random_uuid(), '${owner.user.id}', 'tag ' || md5(i::text), 'tag ' || md5(i::text), '#000000', now()
       FROM generate_series(1, 5000) AS i;`);
   // What autovacuum does after a bulk load: statistics, and GIN pending lists merged.
-  for (const table of ['users', 'tasks', 'tags']) await service.ctx.db.sql.exec(`VACUUM ANALYZE ${table}`);
+  // VACUUM runs outside any transaction, which the service's bounded pool always opens: a connection of its own.
+  const direct = new pg.Client({ connectionString: service.databaseUrl });
+  await direct.connect();
+  try {
+    for (const table of ['users', 'tasks', 'tags']) await direct.query(`VACUUM ANALYZE ${table}`);
+  } finally {
+    await direct.end();
+  }
 }, 120_000);
 afterAll(() => service.close());
 

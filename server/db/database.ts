@@ -62,11 +62,22 @@ export interface PostgresOptions {
   onClose?: () => Promise<void>;
 }
 
+/**
+ * A pool whose clients may lose their server (killed, restarted, failed over) without crashing the
+ * process: pg emits 'error' on a client whose connection breaks, idle (the pool's listener) or
+ * checked out (no listener of pg's own, and a pipelined client does so even with queries pending).
+ * The queries in flight are rejected either way, and the pool opens a fresh connection next time.
+ */
+function resilientPool(options: pg.PoolConfig): pg.Pool {
+  const pool = new pg.Pool(options);
+  pool.on('error', () => undefined);
+  pool.on('connect', (client) => client.on('error', () => undefined));
+  return pool;
+}
+
 export function openPostgres(url: string, { poolSize, statementTimeoutMs, directUrl, kind = 'external', onClose }: PostgresOptions): Database {
   // Pipelined: a bounded statement's BEGIN, the statement and its COMMIT leave together.
-  const pool = new pg.Pool({ connectionString: url, max: poolSize, pipeline: statementTimeoutMs !== undefined });
-  // An idle client losing its connection must not crash the process; the next query reconnects.
-  pool.on('error', () => undefined);
+  const pool = resilientPool({ connectionString: url, max: poolSize, pipeline: statementTimeoutMs !== undefined });
   const bounded = statementTimeoutMs === undefined ? pool : boundedPool(pool, statementTimeoutMs);
   const prisma = new PrismaClient({ adapter: statementTimeoutMs === undefined ? new PrismaPg(pool) : new BoundedPrismaPg(bounded, statementTimeoutMs) });
   return {
@@ -105,8 +116,7 @@ function describeConnectError(error: unknown, url: string, variable = 'DATABASE_
  */
 export async function onDirectConnection<T>(db: Database, work: (sql: SqlDatabase) => Promise<T>): Promise<T> {
   if (db.directUrl === undefined || db.directUrl === db.url) return work(db.sql);
-  const pool = new pg.Pool({ connectionString: db.directUrl, max: 1 });
-  pool.on('error', () => undefined);
+  const pool = resilientPool({ connectionString: db.directUrl, max: 1 });
   try {
     await pool.query('SELECT 1').catch((error: unknown) => {
       throw new DatabaseStartError(describeConnectError(error, db.directUrl ?? '', 'DATABASE_DIRECT_URL'));
