@@ -1,7 +1,7 @@
 import type { Config } from './config.js';
 import type { AppContext } from './context.js';
 import { inTransaction } from './db/transactions.js';
-import type { Prisma } from './generated/prisma/client.js';
+import { Prisma } from './generated/prisma/client.js';
 import { AppError } from './http/errors.js';
 import { isAdmin, type Principal } from './http/principal.js';
 
@@ -11,22 +11,25 @@ export type Quota = keyof Config['quotas'];
 interface QuotaRule {
   variable: string;
   unit: string;
-  used(db: Prisma.TransactionClient, userId: string): Promise<bigint>;
+  /** The column of user_holdings that counts it. */
+  column: 'tasks' | 'tags' | 'webhooks' | 'storage_bytes';
   /** The most one transaction adds. */
   perTransaction(config: Config): number;
 }
 
 const QUOTAS: Record<Quota, QuotaRule> = {
-  tasks: { variable: 'USER_MAX_TASKS', unit: 'tasks', used: async (db, userId) => BigInt(await db.task.count({ where: { ownerId: userId } })), perTransaction: () => 1 },
-  tags: { variable: 'USER_MAX_TAGS', unit: 'tags', used: async (db, userId) => BigInt(await db.tag.count({ where: { ownerId: userId } })), perTransaction: () => 1 },
-  webhooks: { variable: 'USER_MAX_WEBHOOKS', unit: 'webhooks', used: async (db, userId) => BigInt(await db.webhook.count({ where: { ownerId: userId } })), perTransaction: () => 1 },
-  storageBytes: {
-    variable: 'USER_STORAGE_QUOTA_BYTES',
-    unit: 'bytes of attachments',
-    used: async (db, userId) => (await db.attachment.aggregate({ where: { uploadedBy: userId }, _sum: { size: true } }))._sum.size ?? 0n,
-    perTransaction: (config) => config.attachments.maxBytes,
-  },
+  tasks: { variable: 'USER_MAX_TASKS', unit: 'tasks', column: 'tasks', perTransaction: () => 1 },
+  tags: { variable: 'USER_MAX_TAGS', unit: 'tags', column: 'tags', perTransaction: () => 1 },
+  webhooks: { variable: 'USER_MAX_WEBHOOKS', unit: 'webhooks', column: 'webhooks', perTransaction: () => 1 },
+  storageBytes: { variable: 'USER_STORAGE_QUOTA_BYTES', unit: 'bytes of attachments', column: 'storage_bytes', perTransaction: (config) => config.attachments.maxBytes },
 };
+
+/** What the user holds: the sum of their holdings' slots (at most 16 rows, whatever they hold). */
+async function held(db: Prisma.TransactionClient, userId: string, quota: Quota): Promise<bigint> {
+  const [row] = await db.$queryRaw<{ held: bigint | null }[]>`
+    SELECT sum(${Prisma.raw(QUOTAS[quota].column)})::bigint AS held FROM user_holdings WHERE user_id = ${userId}::uuid`;
+  return row?.held ?? 0n;
+}
 
 /** The most transactions the PostgreSQL server runs at once (`max_connections`), read once per service. */
 const serverConnections = new WeakMap<AppContext, Promise<bigint>>();
@@ -44,7 +47,7 @@ const lockUserRow = (db: Prisma.TransactionClient, userId: string, mode: 'shared
     ? db.$queryRaw`SELECT 1 FROM users WHERE id = ${userId}::uuid FOR SHARE`
     : db.$queryRaw`SELECT 1 FROM users WHERE id = ${userId}::uuid FOR NO KEY UPDATE`;
 
-const exceeded = (quota: Quota, limit: number) =>
+export const quotaExceeded = (quota: Quota, limit: number) =>
   new AppError('quota_exceeded', `Quota "${quota}" reached: an account holds at most ${limit} ${QUOTAS[quota].unit} (${QUOTAS[quota].variable})`);
 
 /**
@@ -57,7 +60,7 @@ export async function claimQuota(db: Prisma.TransactionClient, ctx: AppContext, 
   if (isAdmin(principal)) return;
   await lockUserRow(db, principal.userId, 'exclusive');
   const limit = ctx.config.quotas[quota];
-  if ((await QUOTAS[quota].used(db, principal.userId)) + BigInt(adding) > BigInt(limit)) throw exceeded(quota, limit);
+  if ((await held(db, principal.userId, quota)) + BigInt(adding) > BigInt(limit)) throw quotaExceeded(quota, limit);
 }
 
 /**
@@ -73,7 +76,7 @@ async function claimFarFromLimit(db: Prisma.TransactionClient, ctx: AppContext, 
   const limit = BigInt(ctx.config.quotas[quota]);
   if (margin >= limit) return false;
   await lockUserRow(db, principal.userId, 'shared');
-  return (await QUOTAS[quota].used(db, principal.userId)) + margin <= limit;
+  return (await held(db, principal.userId, quota)) + margin <= limit;
 }
 
 /** Thrown out of a shared claim's transaction to run it again with an exclusive claim. */
@@ -93,4 +96,19 @@ export async function withinQuota<T>(ctx: AppContext, principal: Principal, quot
     await claimQuota(tx, ctx, principal, quota);
     return create(tx);
   });
+}
+
+/** How one more of a quota is claimed in a single statement (server/tasks/store.ts). */
+export type QuotaClaim = { kind: 'exempt' } | { kind: 'shared'; room: bigint; limit: number } | { kind: 'exclusive'; limit: number };
+
+/**
+ * The claims to try in turn for one more of `quota`, as `withinQuota` makes them: far from the
+ * limit with the user's row shared and room for every transaction in flight, then exclusively.
+ * Admins are exempt.
+ */
+export async function quotaClaims(ctx: AppContext, principal: Principal, quota: Quota): Promise<QuotaClaim[]> {
+  if (isAdmin(principal)) return [{ kind: 'exempt' }];
+  const limit = ctx.config.quotas[quota];
+  const margin = (await maxConnections(ctx)) * BigInt(QUOTAS[quota].perTransaction(ctx.config));
+  return margin >= BigInt(limit) ? [{ kind: 'exclusive', limit }] : [{ kind: 'shared', room: margin, limit }, { kind: 'exclusive', limit }];
 }

@@ -1,8 +1,8 @@
 import { v7 as uuidv7 } from 'uuid';
+import { recordingEvents } from '../events/signal.js';
 import type { AppContext } from '../context.js';
 import { claimQuota } from '../quotas.js';
 import type { Prisma } from '../generated/prisma/client.js';
-import { inTransaction } from '../db/transactions.js';
 import { attachmentCreated, attachmentDeleted, recordTaskUpdates } from '../events/domain-events.js';
 import { AppError, notFound } from '../http/errors.js';
 import { isAdmin, type Principal } from '../http/principal.js';
@@ -59,7 +59,7 @@ export async function admitUpload(ctx: AppContext, principal: Principal, taskId:
 export async function createAttachment(ctx: AppContext, principal: Principal, taskId: string, file: ReceivedFile): Promise<AttachmentRow> {
   try {
     const contentType = await contentTypeOf(file.stored.head, file.declaredType);
-    return await inTransaction(ctx.db.prisma, async (tx) => {
+    return await recordingEvents(ctx, async (tx) => {
       // Against other writers of the task only: links and other references to it may still be made.
       await tx.$queryRaw`SELECT id FROM tasks WHERE id = ${taskId}::uuid FOR NO KEY UPDATE`;
       const task = await tx.task.findFirst({ where: visibleTask(principal, taskId), select: { id: true, ownerId: true, assigneeId: true } });
@@ -95,7 +95,7 @@ export async function deleteAttachment(ctx: AppContext, principal: Principal, at
   if (!isAdmin(principal) && row.task.ownerId !== principal.userId && row.uploadedBy !== principal.userId) {
     throw new AppError('forbidden', "Only the task's owner, the uploader or an admin may delete an attachment");
   }
-  const count = await inTransaction(ctx.db.prisma, async (tx) => {
+  const count = await recordingEvents(ctx, async (tx) => {
     const deleted = await tx.attachment.deleteMany({ where: { id: row.id } });
     if (deleted.count === 0) return 0;
     const touched = await touchTasks(tx, { id: row.taskId }); // its attachmentCount changes

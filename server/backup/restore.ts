@@ -122,6 +122,8 @@ async function load(url: string, storage: AttachmentStorage, file: string, manif
       });
       const absent = [...tables.keys(), ...attachments.keys()].find((entry) => !loaded.has(entry));
       if (absent) throw new BackupError(`The archive lacks ${absent}: it is damaged`);
+      // The holdings triggers counted the loaded rows on top of the loaded holdings: count afresh.
+      await client.query('SELECT recount_user_holdings()');
       const renamed = await client.query(
         `UPDATE attachments SET storage_key = m.new_key FROM unnest($1::text[], $2::text[]) AS m(old_key, new_key) WHERE attachments.storage_key = m.old_key`,
         [[...storedAs.keys()], [...storedAs.values()]],

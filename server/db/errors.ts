@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { z } from 'zod';
 import { Prisma } from '../generated/prisma/client.js';
 
@@ -11,9 +12,13 @@ const DEADLOCK_DETECTED = '40P01';
 // A raw query's failure comes as P2010 with the driver's error in `meta` (seen for 40P01).
 const RawQueryFailure = z.object({ meta: z.object({ driverAdapterError: z.object({ cause: z.object({ code: z.string() }) }) }) });
 
+// What pg itself throws (plain SQL and the pipelined writes): the code on the error.
+const PgFailure = z.object({ code: z.string().regex(/^[0-9A-Z]{5}$/) });
+
 function postgresCode(error: unknown): string | undefined {
   const raw = RawQueryFailure.safeParse(error);
   if (raw.success) return raw.data.meta.driverAdapterError.cause.code;
+  if (error instanceof pg.DatabaseError) return PgFailure.safeParse(error).data?.code;
   if (!(error instanceof Error) || !(error.cause instanceof Object) || !('code' in error.cause)) return undefined;
   return typeof error.cause.code === 'string' ? error.cause.code : undefined;
 }
@@ -64,3 +69,6 @@ export function isStatementTimeout(err: unknown): boolean {
   }
   return false;
 }
+
+/** The constraint a failed pg statement names (23503 and 23505 name theirs). */
+export const violatedConstraint = (error: unknown): string | undefined => (error instanceof pg.DatabaseError ? error.constraint : undefined);

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { isTransactionConflict } from './errors.js';
 import { beginBounded } from './statement-timeout.js';
 
 /** Plain SQL beside Prisma: migrations, health checks, and the hot reads that must not pay for ORM query compilation. */
@@ -8,8 +9,21 @@ export interface SqlSession {
   rows<T>(sql: string, params?: unknown[]): Promise<T[]>;
 }
 
+/** One statement of a pipelined transaction, with its parameters. */
+export interface Statement {
+  text: string;
+  values?: unknown[];
+}
+
 export interface SqlDatabase extends SqlSession {
   transaction<T>(work: (tx: SqlSession) => Promise<T>): Promise<T>;
+  /**
+   * Runs `statements` in one transaction sent at once (pg's pipeline mode): one round trip, and
+   * no lock waits on the client between statements. Each statement decides in SQL what the one
+   * before it found, since none can be chosen after seeing another's answer. Returns each
+   * statement's rows; a failing statement aborts the rest (they answer 25P02) and throws its error.
+   */
+  pipeline(statements: Statement[]): Promise<unknown[][]>;
 }
 
 function pgSession(client: pg.Pool | pg.PoolClient): SqlSession {
@@ -41,5 +55,40 @@ export function pgSql(pool: pg.Pool, statementTimeoutMs?: number): SqlDatabase {
         client.release();
       }
     },
+    pipeline: async (statements) => {
+      // A deadlock or serialization failure aborts one transaction of several; run again, it succeeds.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await pipelineOnce(pool, begin, statements);
+        } catch (error) {
+          if (attempt >= CONFLICT_ATTEMPTS || !isTransactionConflict(error)) throw error;
+        }
+      }
+    },
   };
+}
+
+const CONFLICT_ATTEMPTS = 5;
+
+async function pipelineOnce(pool: pg.Pool, begin: string, statements: Statement[]): Promise<unknown[][]> {
+      const client = await pool.connect();
+      const sent = [client.query(begin), ...statements.map((statement) => client.query(statement.text, statement.values)), client.query('COMMIT')];
+      const settled = await Promise.allSettled(sent);
+      const failed = settled.find((step): step is PromiseRejectedResult => step.status === 'rejected');
+      // A failed statement aborts the transaction and its COMMIT answers ROLLBACK; a failed BEGIN
+      // or COMMIT means a lost connection, which the pool must not hand out again.
+      const [opened, committed] = [settled[0], settled[settled.length - 1]];
+      const broken = [opened, committed].find((step): step is PromiseRejectedResult => step?.status === 'rejected');
+      client.release(broken ? toError(broken.reason) : undefined);
+      if (failed) throw firstCause(settled.slice(1, -1), failed.reason);
+      return settled.slice(1, -1).map((step) => (step.status === 'fulfilled' ? step.value.rows : []));
+}
+
+const toError = (reason: unknown): Error => (reason instanceof Error ? reason : new Error(String(reason)));
+
+// After the statement that failed, the others fail for the aborted transaction (25P02): the first
+// failure is the cause.
+function firstCause(steps: PromiseSettledResult<pg.QueryResult>[], fallback: unknown): unknown {
+  const first = steps.find((step): step is PromiseRejectedResult => step.status === 'rejected');
+  return first ? first.reason : fallback;
 }

@@ -6,9 +6,28 @@ import { Prisma } from '../generated/prisma/client.js';
 export const EVENTS_CHANNEL = 'task_service_events';
 
 // A UUIDv7 made in SQL (PostgreSQL 15 has no function for it): 48 bits of milliseconds, then random bits, version 7.
-const UUIDV7 = Prisma.raw(
-  `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing substring(int8send(floor(extract(epoch from clock_timestamp()) * 1000)::bigint) from 3) from 1 for 6), 52, 1), 53, 1), 'hex')::uuid`,
-);
+const UUIDV7_SQL = `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing substring(int8send(floor(extract(epoch from clock_timestamp()) * 1000)::bigint) from 3) from 1 for 6), 52, 1), 53, 1), 'hex')::uuid`;
+
+/**
+ * The CTEs that write the events of a CTE named `new_events` (id uuid, type text, data jsonb,
+ * audience uuid[], actor_id uuid, n: their order), with a first delivery attempt, due now, for each
+ * webhook whose owner may see the event. Plain SQL without parameters, so that Prisma's queries and
+ * the pipelined writes (server/tasks/store.ts) write events the one way.
+ */
+export const EVENT_WRITES = `
+    inserted AS (
+      INSERT INTO events (id, type, occurred_at, actor_id, data, audience)
+      SELECT id, type, statement_timestamp(), actor_id, data, audience FROM new_events ORDER BY n
+      RETURNING id, type, audience
+    ),
+    deliveries AS (
+      INSERT INTO webhook_deliveries (id, webhook_id, event_id, event_type, attempt, state, next_attempt_at)
+      SELECT ${UUIDV7_SQL}, w.id, i.id, i.type, 1, 'pending', statement_timestamp()
+      FROM inserted i
+      JOIN webhooks w ON w.active AND (i.type = ANY(w.events) OR '*' = ANY(w.events))
+      JOIN users u ON u.id = w.owner_id
+      WHERE u.role = 'admin' OR w.owner_id = ANY(i.audience)
+    )`;
 
 type Change = Event extends infer E ? (E extends Event ? Pick<E, 'type' | 'data'> : never) : never;
 
@@ -35,10 +54,11 @@ export async function recordEvents(tx: Prisma.TransactionClient, actorId: string
 
 // The subtransaction's full id: its 32 bits (xmin of the rows it wrote) in the transaction's epoch,
 // or the next one if the counter wrapped in between (a subtransaction's id is never below its parent's).
-const SUBTRANSACTION_ID = Prisma.raw(
-  `((pg_current_xact_id()::text::bigint >> 32) << 32) + xmin::text::bigint
-   + CASE WHEN xmin::text::bigint < (pg_current_xact_id()::text::bigint & 4294967295) THEN 4294967296 ELSE 0 END`,
-);
+const SUBTRANSACTION_ID = `((pg_current_xact_id()::text::bigint >> 32) << 32) + xmin::text::bigint
+   + CASE WHEN xmin::text::bigint < (pg_current_xact_id()::text::bigint & 4294967295) THEN 4294967296 ELSE 0 END`;
+
+/** Places the events with these ids ($1) written in the current subtransaction at its id. */
+export const PLACE_EVENTS = `UPDATE events SET txid = ${SUBTRANSACTION_ID} WHERE id = ANY($1::uuid[])`;
 
 async function insertEvents(tx: Prisma.TransactionClient, actorId: string | null, events: OutboxEvent[]): Promise<void> {
   const rows = events.map((event) => ({
@@ -49,24 +69,14 @@ async function insertEvents(tx: Prisma.TransactionClient, actorId: string | null
   }));
   await tx.$executeRaw`
     WITH rows AS (SELECT r, n FROM jsonb_array_elements(${JSON.stringify(rows)}::jsonb) WITH ORDINALITY AS t(r, n)),
-    inserted AS (
-      INSERT INTO events (id, type, occurred_at, actor_id, data, audience)
-      SELECT (r->>'id')::uuid, r->>'type', statement_timestamp(), ${actorId}::uuid, r->'data',
-             ARRAY(SELECT jsonb_array_elements_text(r->'audience'))::uuid[]
-      FROM rows ORDER BY n
-      RETURNING id, type, audience
+    new_events AS (
+      SELECT (r->>'id')::uuid AS id, r->>'type' AS type, r->'data' AS data,
+             ARRAY(SELECT jsonb_array_elements_text(r->'audience'))::uuid[] AS audience, ${actorId}::uuid AS actor_id, n
+      FROM rows
     ),
-    -- Each webhook whose owner may see the event gets its first delivery attempt, due now.
-    deliveries AS (
-      INSERT INTO webhook_deliveries (id, webhook_id, event_id, event_type, attempt, state, next_attempt_at)
-      SELECT ${UUIDV7}, w.id, i.id, i.type, 1, 'pending', statement_timestamp()
-      FROM inserted i
-      JOIN webhooks w ON w.active AND (i.type = ANY(w.events) OR '*' = ANY(w.events))
-      JOIN users u ON u.id = w.owner_id
-      WHERE u.role = 'admin' OR w.owner_id = ANY(i.audience)
-    )
-    SELECT pg_notify(${EVENTS_CHANNEL}, '') FROM (SELECT count(*) FROM inserted) AS done`;
-  await tx.$executeRaw`UPDATE events SET txid = ${SUBTRANSACTION_ID} WHERE id = ANY(${rows.map((row) => row.id)}::uuid[])`;
+    ${Prisma.raw(EVENT_WRITES)}
+    SELECT count(*) FROM inserted`;
+  await tx.$executeRawUnsafe(PLACE_EVENTS, rows.map((row) => row.id));
 }
 
 /** Records one event in the caller's transaction (see recordEvents). */

@@ -1,5 +1,7 @@
 import { perInstance } from './per-instance.js';
 import pg from 'pg';
+import { inTransaction } from '../db/transactions.js';
+import type { Prisma } from '../generated/prisma/client.js';
 import type { AppContext } from '../context.js';
 import { eventMetrics } from './metrics.js';
 import { EVENTS_CHANNEL } from './outbox.js';
@@ -7,6 +9,8 @@ import { EVENTS_CHANNEL } from './outbox.js';
 const RECONNECT_MS = 1_000;
 /** Without a direct connection to LISTEN on, readers look for new events this often. */
 export const EVENT_POLL_MS = 1_000;
+/** With LISTEN, readers still look this often: for what a process killed between commit and NOTIFY never announced. */
+const SAFETY_POLL_MS = 10_000;
 
 export type Wake = () => void;
 
@@ -21,6 +25,7 @@ export class EventSignal {
   private readonly subscribers = new Set<Wake>();
   private client: pg.Client | undefined;
   private timer: NodeJS.Timeout | undefined;
+  private safetyPoll: NodeJS.Timeout | undefined;
   private closed = true;
 
   constructor(private readonly ctx: AppContext) {}
@@ -35,7 +40,8 @@ export class EventSignal {
     };
   }
 
-  private wakeAll(): void {
+  /** Wakes this process's readers: those of other processes hear of it through PostgreSQL. */
+  wakeAll(): void {
     for (const wake of this.subscribers) wake();
   }
 
@@ -43,6 +49,8 @@ export class EventSignal {
     this.closed = false;
     const { directUrl } = this.ctx.db;
     if (directUrl) {
+      this.safetyPoll = setInterval(() => this.wakeAll(), SAFETY_POLL_MS);
+      this.safetyPoll.unref();
       void this.listen(directUrl);
       return;
     }
@@ -89,6 +97,7 @@ export class EventSignal {
   private close(): void {
     this.closed = true;
     clearTimeout(this.timer); // the reconnection's, or the polling interval
+    clearInterval(this.safetyPoll);
     const client = this.client;
     this.client = undefined;
     void client?.end().catch(() => undefined);
@@ -96,3 +105,49 @@ export class EventSignal {
 }
 
 export const eventSignal = perInstance((ctx) => new EventSignal(ctx));
+
+/**
+ * Tells every reader of every instance that events committed: called after the commit, never by a
+ * NOTIFY inside the writing transaction, where it would take a cluster-wide lock at commit and
+ * serialise every writer (STACK.md). Coalesced: one NOTIFY in flight per process, and one more
+ * after it for whatever committed meanwhile. A process killed between a commit and its
+ * announcement leaves the others to their safety poll.
+ */
+class CommitAnnouncer {
+  private sending = false;
+  private again = false;
+
+  constructor(private readonly ctx: AppContext) {}
+
+  announce(): void {
+    eventSignal(this.ctx).wakeAll(); // this process's readers at once
+    if (this.sending) {
+      this.again = true;
+      return;
+    }
+    this.sending = true;
+    void this.send();
+  }
+
+  private async send(): Promise<void> {
+    do {
+      this.again = false;
+      await this.ctx.db.sql.exec(`NOTIFY ${EVENTS_CHANNEL}`).catch((error: unknown) => {
+        this.ctx.logger.debug({ err: error }, 'could not announce committed events; other instances find them at their next poll');
+      });
+    } while (this.again);
+    this.sending = false;
+  }
+}
+
+const commitAnnouncer = perInstance((ctx) => new CommitAnnouncer(ctx));
+
+/** After a transaction that wrote events (or webhook deliveries) has committed: see CommitAnnouncer. */
+export const announceEvents = (ctx: AppContext): void => commitAnnouncer(ctx).announce();
+
+/** A transaction that records events (server/events/outbox.ts), announced once it has committed. */
+export async function recordingEvents<T>(ctx: AppContext, work: (tx: Prisma.TransactionClient) => Promise<T>): Promise<T> {
+  const result = await inTransaction(ctx.db.prisma, work);
+  announceEvents(ctx);
+  return result;
+}

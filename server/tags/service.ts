@@ -1,8 +1,8 @@
 import { v7 as uuidv7 } from 'uuid';
+import { announceEvents, recordingEvents } from '../events/signal.js';
 import type { Tag, TagCreate, TagListQuery, TagPatch } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
-import { inTransaction } from '../db/transactions.js';
 import { recordTaskUpdates, tagChanged, tagDeleted } from '../events/domain-events.js';
 import { recordEvent } from '../events/outbox.js';
 import type { Prisma } from '../generated/prisma/client.js';
@@ -35,7 +35,7 @@ export async function findVisibleTag(ctx: AppContext, principal: Principal, tagI
 
 export async function createTag(ctx: AppContext, principal: Principal, input: TagCreate): Promise<TagRow> {
   try {
-    return await withinQuota(ctx, principal, 'tags', async (tx) => {
+    const created = await withinQuota(ctx, principal, 'tags', async (tx) => {
       const tag = await tx.tag.create({
         data: {
           id: uuidv7(),
@@ -49,6 +49,8 @@ export async function createTag(ctx: AppContext, principal: Principal, input: Ta
       await recordEvent(tx, principal.userId, tagChanged('tag.created', tag));
       return tag;
     });
+    announceEvents(ctx);
+    return created;
   } catch (error) {
     if (isUniqueViolation(error)) throw tagNameTaken(input.name);
     throw error;
@@ -70,7 +72,7 @@ async function lockVisibleTag(tx: Prisma.TransactionClient, principal: Principal
 /** Renames and recolours under the tag's lock, writing only what was sent: concurrent changes all stay. */
 export async function updateTag(ctx: AppContext, principal: Principal, tagId: string, change: TagPatch): Promise<TagRow> {
   try {
-    return await inTransaction(ctx.db.prisma, async (tx) => {
+    return await recordingEvents(ctx, async (tx) => {
       const tag = await lockVisibleTag(tx, principal, tagId, { forDelete: false });
       const name = change.name ?? tag.name;
       const color = change.color?.toLowerCase() ?? tag.color;
@@ -92,7 +94,7 @@ export async function updateTag(ctx: AppContext, principal: Principal, tagId: st
 
 /** Deletes a tag; every task that carried it changes its tag set, so it gets a new version. */
 export async function deleteTag(ctx: AppContext, principal: Principal, tagId: string): Promise<void> {
-  await inTransaction(ctx.db.prisma, async (tx) => {
+  await recordingEvents(ctx, async (tx) => {
     // Links are inserted under a key-share lock on the tag, so once this holds, the set of tasks is final.
     const tag = await lockVisibleTag(tx, principal, tagId, { forDelete: true });
     const touched = await touchTasks(tx, { tags: { some: { tagId: tag.id } } });

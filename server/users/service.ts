@@ -1,10 +1,10 @@
 import type { Role, User, UserListQuery, UserPatch, UserReplace } from '@task-service/client';
+import { recordingEvents } from '../events/signal.js';
 import { discardStoredBytes, storageKeysOf } from '../storage/stored-bytes.js';
 import { passwordAccepted } from '../auth/credentials.js';
 import { revokeOtherSessions } from '../auth/sessions.js';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
-import { inTransaction } from '../db/transactions.js';
 import { attachmentDeleted, recordTaskUpdates, taskDeleted, tagDeleted, userDeleted, userUpdated } from '../events/domain-events.js';
 import { recordEvent } from '../events/outbox.js';
 import type { Prisma, User as UserRow } from '../generated/prisma/client.js';
@@ -83,7 +83,7 @@ const changesUser = (user: UserRow, change: ProfileChange): boolean =>
 /** Applies the change to the user's row as it is once locked; a demotion of the last admin is 409. */
 async function applyProfileChange(ctx: AppContext, principal: Principal, userId: string, change: ProfileChange): Promise<UserRow> {
   try {
-    return await inTransaction(ctx.db.prisma, async (tx) => {
+    return await recordingEvents(ctx, async (tx) => {
       const user = await lockUser(tx, userId);
       if (!changesUser(user, change)) return user;
       if (user.role === 'admin' && change.role === 'user') await assertAnotherAdminRemains(tx, user.id);
@@ -140,7 +140,7 @@ export async function patchUser(ctx: AppContext, principal: Principal, userId: s
  */
 export async function deleteUser(ctx: AppContext, principal: Principal, userId: string): Promise<void> {
   await findVisibleUser(ctx, principal, userId);
-  const storageKeys = await inTransaction(ctx.db.prisma, async (tx) => {
+  const storageKeys = await recordingEvents(ctx, async (tx) => {
     const user = await lockUser(tx, userId);
     if (user.role === 'admin') await assertAnotherAdminRemains(tx, user.id);
     // Bytes of attachments added after this read are left to the orphan sweep.

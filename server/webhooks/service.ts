@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
+import { recordingEvents } from '../events/signal.js';
 import { v7 as uuidv7 } from 'uuid';
 import type { Delivery, Webhook, WebhookCreate, WebhookListQuery, WebhookPatch } from '@task-service/client';
 import type { AppContext } from '../context.js';
-import { EVENTS_CHANNEL } from '../events/outbox.js';
 import type { Prisma } from '../generated/prisma/client.js';
 import { AppError, invalidField, notFound } from '../http/errors.js';
 import { createdAfter, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
@@ -113,7 +113,8 @@ export async function retryDelivery(ctx: AppContext, principal: Principal, webho
   if (!webhook.active) throw new AppError('conflict', 'The webhook is switched off: switch it on (PATCH active: true) first');
   const delivery = await ctx.db.prisma.webhookDelivery.findFirst({ where: { id: deliveryId, webhookId: webhook.id } });
   if (!delivery) throw notFound('delivery');
-  return inTransaction(ctx.db.prisma, async (tx) => {
+  // Announced once committed: that wakes the delivery workers.
+  return recordingEvents(ctx, async (tx) => {
     await lockAttemptsOf(tx, webhook.id, delivery.eventId);
     const attempts = await tx.webhookDelivery.findMany({ where: { webhookId: webhook.id, eventId: delivery.eventId }, orderBy: { attempt: 'desc' } });
     const now = new Date();
@@ -126,7 +127,6 @@ export async function retryDelivery(ctx: AppContext, principal: Principal, webho
       : await tx.webhookDelivery.create({
           data: { id: uuidv7(), webhookId: webhook.id, eventId: delivery.eventId, eventType: delivery.eventType, attempt: (attempts[0]?.attempt ?? 0) + 1, nextAttemptAt: now },
         });
-    await tx.$executeRaw`SELECT pg_notify(${EVENTS_CHANNEL}, '')`; // wake the delivery workers
     return retry;
   });
 }
