@@ -1,6 +1,7 @@
 // Contract tests anyone can run: every operation of the contract against a running service, with a
 // throw-away account, checking that each answer has a status the contract declares and a body that
 // matches its schema. `npx task-service-verify --base-url URL`, or `await verify({ baseUrl })`.
+// It never makes the service send anything elsewhere: its webhook targets a name that never resolves.
 import { isAppRoute, isAppRouteNoBody, isAppRouteOtherResponse, isZodType, type AppRoute, type AppRouter } from '@ts-rest/core';
 import { createClient, memoryTokenStore, type ClientOptions } from './client.js';
 import { serverSentEvents, type ServerSentEvent } from './event-stream.js';
@@ -69,6 +70,8 @@ function mismatches(route: AppRoute, answer: Answer, expected: number): string[]
 const randomId = () => globalThis.crypto.randomUUID();
 /** An id no object has. */
 const UNKNOWN_ID = '00000000-0000-7000-8000-000000000000';
+/** Where verify's webhook points: a name under .invalid never resolves (RFC 6761), so no delivery leaves the service. */
+const VERIFY_WEBHOOK_URL = 'https://task-service-verify.invalid/webhook';
 
 /** The first whole event in a stream's text, if it has arrived: read with the client's own parser. */
 async function firstEventIn(text: string): Promise<ServerSentEvent | undefined> {
@@ -214,10 +217,12 @@ export async function verify(options: VerifyOptions): Promise<VerifyReport> {
     await check('users.replace', 200, () => client.users.replace({ params: { user_id: userId }, body: { email, name: 'Contract verification (replaced)' } }));
     await check('users.update', 200, () => client.users.update({ params: { user_id: userId }, body: { name: 'Contract verification' } }));
 
-    // A webhook and a live stream, which the next change (a new tag) must both reach.
+    // A webhook and a live stream, which the next change (a new tag) must both reach. The webhook's
+    // target is under .invalid (RFC 6761), which never resolves: the service logs its attempts as
+    // failed and never POSTs anything to anyone, whichever service this runs against.
     const webhook = bodyOf(
       await check('webhooks.create', 201, () =>
-        client.webhooks.create({ body: { url: 'https://93.184.215.14/task-service-verify', events: ['tag.created'], description: 'Contract verification' } }),
+        client.webhooks.create({ body: { url: VERIFY_WEBHOOK_URL, events: ['tag.created'], description: 'Contract verification (a target that never resolves)' } }),
       ),
       201,
     );
@@ -239,7 +244,7 @@ export async function verify(options: VerifyOptions): Promise<VerifyReport> {
         answer.status === 200 && answer.body.items.length === 0 ? ['no delivery of the new tag was logged'] : [],
       ), 200);
       // A retry while the first attempt is still due or in flight is 409 (one attempt at a time):
-      // wait for its outcome (the delivery timeout is 10 s) before asking for another.
+      // wait for its outcome (a failure, at once: the name does not resolve) before asking for another.
       const delivery = log?.items[0];
       if (delivery) {
         await untilConcluded(client, webhook.id, delivery.id);

@@ -105,6 +105,7 @@ export const webhooksContract = c.router(
         'A 2xx within 10 s is success; otherwise the attempt is retried with exponential backoff (WEBHOOK_RETRY_SCHEDULE, ' +
         '±20% jitter). After 3 days of failures the webhook is switched off. A webhook receives only events its owner may see. ' +
         'A URL whose host is, or resolves to, an address that is not global unicast, or the service itself, is 400 on `body.url` (checked again before every delivery). ' +
+        'A name that does not resolve is accepted; one under `.invalid` (RFC 6761) is never looked up, so its attempts fail at once without any traffic. ' +
         'Each user holds at most USER_MAX_WEBHOOKS webhooks (409 `quota_exceeded`; admins exempt).',
     },
     list: {

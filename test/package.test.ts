@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { startService, type TestService } from './support/app.js';
 import { listen, type ListeningService } from './support/listening.js';
-import { deliverOffline } from './support/offline-deliveries.js';
+import { deliverOffline, type OfflineDeliveries } from './support/offline-deliveries.js';
+import { isLoopback } from './support/webhook-network.js';
 
 // The client as a user gets it: `npm pack --workspace contract`, installed into a fresh project,
 // compiled with plain tsc (strict, exactOptionalPropertyTypes) and run with node, as ES module and
@@ -70,16 +71,16 @@ const tsconfig = {
 let service: TestService;
 let listening: ListeningService;
 let work: string;
-let stopDeliveries = () => Promise.resolve();
+let offline: OfflineDeliveries | undefined;
 beforeAll(async () => {
   service = await startService();
   listening = await listen(service);
   // task-service-verify retries its webhook's delivery once the first attempt has run.
-  stopDeliveries = deliverOffline(service.ctx);
+  offline = deliverOffline(service.ctx);
   work = await mkdtemp(path.join(tmpdir(), 'task-service-package-'));
 });
 afterAll(async () => {
-  await stopDeliveries();
+  await offline?.stop();
   await listening.close();
   await service.close();
   await rm(work, { recursive: true, force: true });
@@ -118,5 +119,6 @@ describe('the client package from its tarball', () => {
     const verified = await run(path.join(project, 'node_modules', '.bin', 'task-service-verify'), ['--base-url', listening.baseUrl]);
     expect(verified.stdout).toMatch(/^All \d+ operations conform to the contract\.$/m);
     expect(verified.stdout).not.toMatch(/^FAIL/m);
+    expect(offline?.connections.filter((connection) => !isLoopback(connection))).toEqual([]);
   });
 });

@@ -2,16 +2,19 @@ import { z } from 'zod';
 import { contract, formatResult, verify } from '../contract/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listeningForFile } from './support/listening.js';
-import { deliverOffline } from './support/offline-deliveries.js';
+import { deliverOffline, type OfflineDeliveries } from './support/offline-deliveries.js';
+import { isLoopback } from './support/webhook-network.js';
 
 const served = listeningForFile();
 
-// verify() retries its webhook's delivery once the first attempt has run.
-let stopWorker = () => Promise.resolve();
+// verify() retries its webhook's delivery once the first attempt has run. Every name resolves to a
+// public address here and every connection is recorded (then refused), so a test sees where the
+// service would have sent a delivery.
+let offline: OfflineDeliveries;
 beforeAll(() => {
-  stopWorker = deliverOffline(served.service.ctx);
+  offline = deliverOffline(served.service.ctx);
 });
-afterAll(() => stopWorker());
+afterAll(() => offline.stop());
 
 const operationCount = Object.values(contract).reduce((count, router) => count + Object.keys(router).length, 0);
 
@@ -27,6 +30,24 @@ describe('verify(): the contract tests anyone can run', () => {
     expect(report.results.find((result) => result.operation === 'tasks.update')?.statuses).toEqual([412, 200]);
     const leftover = await served.service.ctx.db.prisma.user.count({ where: { email: { startsWith: 'verify-' } } });
     expect(leftover).toBe(0);
+  });
+
+  it('exercises every webhook operation without the service attempting a delivery beyond loopback (nor a DNS query)', async () => {
+    const [lookups, connections] = [offline.lookups.length, offline.connections.length];
+    const report = await verify({ baseUrl: served.baseUrl });
+    const webhookResults = report.results.filter((result) => result.operation.startsWith('webhooks.'));
+    expect(Object.fromEntries(webhookResults.map((result) => [result.operation, result.passed ? result.statuses : result.problems]))).toEqual({
+      'webhooks.create': [201],
+      'webhooks.list': [200],
+      'webhooks.get': [200, 404],
+      'webhooks.update': [200],
+      'webhooks.deliveries': [200],
+      // 202: the logged attempt had run (and failed) before the retry; 404: an unknown attempt.
+      'webhooks.retry': [202, 404],
+      'webhooks.remove': [204],
+    });
+    expect(offline.connections.slice(connections).filter((connection) => !isLoopback(connection))).toEqual([]);
+    expect(offline.lookups.slice(lookups)).toEqual([]);
   });
 
   it('fails an operation whose answer does not match its schema or has an undeclared status', async () => {

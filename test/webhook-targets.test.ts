@@ -143,6 +143,20 @@ describe('delivering', () => {
     expect(receiver.received('/rebound')).toEqual([]);
   });
 
+  it('accepts a name under .invalid (RFC 6761) and fails each of its attempts at once, without a lookup or a connection', async () => {
+    // task-service-verify registers such a webhook: every attempt is logged, none reaches anyone.
+    for (const host of ['verify.invalid', 'a.b.invalid.', 'invalid']) {
+      network.answer(host, [PUBLIC]); // the stub would answer: the service must not ask it
+      const created = CreatedWebhookSchema.parse((await register(`https://${host}/never`, ['tag.created']).expect(201)).body);
+      await service.http.post('/tags').set('Authorization', carol.auth).send({ name: `never ${host}` }).expect(201);
+      await expect.poll(async () => (await log(created.id)).map((d) => [d.attempt, d.state]), { timeout: 10_000 }).toEqual([[2, 'failed'], [1, 'failed']]);
+      expect((await log(created.id)).map((d) => d.error)).toEqual([expect.stringMatching(/did not resolve \(ENOTFOUND\)/), expect.stringMatching(/did not resolve/)]);
+      expect(network.lookups, host).not.toContain(host);
+      expect(connectionsTo(host), host).toEqual([]);
+      await service.http.delete(`/webhooks/${created.id}`).set('Authorization', carol.auth).expect(204);
+    }
+  });
+
   it('refuses an address literal stored before the rules were this strict, without connecting', async () => {
     const name = freshName();
     network.answer(name, [PUBLIC]);

@@ -58,9 +58,9 @@ async function deliveries(user: TestUser, webhookId: string): Promise<Delivery[]
 
 describe('webhook CRUD', () => {
   it('creates a webhook with a whsec_ secret shown once, and reads, lists, changes and deletes it', async () => {
-    const res = await service.http.post('/webhooks').set('Authorization', alice.auth).send({ url: 'https://example.test/hook', events: ['task.created', 'task.created'], description: 'ci' }).expect(201);
+    const res = await service.http.post('/webhooks').set('Authorization', alice.auth).send({ url: 'https://example.invalid/hook', events: ['task.created', 'task.created'], description: 'ci' }).expect(201);
     const created = CreatedWebhookSchema.parse(res.body);
-    expect(created).toMatchObject({ ownerId: alice.user.id, url: 'https://example.test/hook', events: ['task.created'], active: true, disabledReason: null });
+    expect(created).toMatchObject({ ownerId: alice.user.id, url: 'https://example.invalid/hook', events: ['task.created'], active: true, disabledReason: null });
     expect(created.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
     expect(res.headers.location).toBe(`/webhooks/${created.id}`);
     const read = await service.http.get(`/webhooks/${created.id}`).set('Authorization', alice.auth).expect(200);

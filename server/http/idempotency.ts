@@ -66,14 +66,33 @@ async function claim(ctx: AppContext, userId: string, key: string, fingerprint: 
   return { kind: 'replay', status: row.status, response: StoredResponseSchema.parse(row.response) };
 }
 
-/** Each caller keeps at most `max` keys: past that, the oldest expire early. */
-async function expireOldestBeyond(ctx: AppContext, userId: string, max: number): Promise<void> {
-  await ctx.db.sql.rows(
-    `DELETE FROM idempotency_keys k
+/** A statement with its parameters: what the service runs, and what test/idempotency-plans.test.ts explains. */
+export interface Statement {
+  text: string;
+  values: unknown[];
+}
+
+/**
+ * Deletes a caller's keys beyond the newest `max`. Both halves run on the index on (user_id,
+ * created_at, key): the newest `max` read backwards without a sort, the rest deleted as one range.
+ */
+export const keysBeyondCap = (userId: string, max: number): Statement => ({
+  text: `DELETE FROM idempotency_keys k
      USING (SELECT created_at, key FROM idempotency_keys WHERE user_id = $1 ORDER BY created_at DESC, key DESC OFFSET $2 LIMIT 1) AS cut
      WHERE k.user_id = $1 AND (k.created_at, k.key) <= (cut.created_at, cut.key)`,
-    [userId, max],
-  );
+  values: [userId, max],
+});
+
+/** Deletes answers kept past their 24 hours, on the index on expires_at; answers how many. */
+export const expiredKeys = (now: Date): Statement => ({
+  text: 'WITH purged AS (DELETE FROM idempotency_keys WHERE expires_at < $1 RETURNING 1) SELECT count(*)::int AS count FROM purged',
+  values: [now],
+});
+
+/** Each caller keeps at most `max` keys: past that, the oldest expire early. */
+async function expireOldestBeyond(ctx: AppContext, userId: string, max: number): Promise<void> {
+  const { text, values } = keysBeyondCap(userId, max);
+  await ctx.db.sql.rows(text, values);
 }
 
 /** Whether the request passes its operation's schemas: one the contract refuses never started running. */
@@ -160,6 +179,7 @@ export function idempotencyKeys(ctx: AppContext, upload?: { contentOf: (req: Req
 
 /** Deletes answers kept past their 24 hours (housekeeping). */
 export async function purgeExpiredIdempotencyKeys(ctx: AppContext, now = new Date()): Promise<number> {
-  const { count } = await ctx.db.prisma.idempotencyKey.deleteMany({ where: { expiresAt: { lt: now } } });
-  return count;
+  const { text, values } = expiredKeys(now);
+  const [purged] = await ctx.db.sql.rows<{ count: number }>(text, values);
+  return purged?.count ?? 0;
 }

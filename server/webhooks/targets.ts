@@ -77,10 +77,18 @@ export interface ResolvedTarget {
   allowed: boolean;
 }
 
-/** Resolves a target's host (an address literal stands for itself) and judges every address it has. */
+/** RFC 6761 §6.4: a name under `.invalid` never resolves, so it is answered at once without asking DNS. */
+const NEVER_RESOLVES = /(^|\.)invalid\.?$/;
+
+/**
+ * Resolves a target's host (an address literal stands for itself) and judges every address it has.
+ * A name under `.invalid` rejects as not found with no query: its deliveries fail without any
+ * traffic (task-service-verify's webhook relies on it).
+ */
 export async function resolveTarget(url: URL, network: WebhookNetwork): Promise<ResolvedTarget> {
   const host = hostOf(url);
   const family = isIP(host);
+  if (!family && NEVER_RESOLVES.test(host)) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
   const addresses = family ? [{ address: host, family }] : await network.resolve(host);
   const own = network.ownAddresses();
   return { addresses, allowed: addresses.length > 0 && addresses.every((entry) => isAllowedAddress(entry.address, own)) };

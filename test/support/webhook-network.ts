@@ -15,6 +15,28 @@ export interface Connection {
  * says (else ENOTFOUND), and every connection, to whatever checked address, goes to `loopbackPort`
  * on 127.0.0.1 instead, after being recorded. Lookups and connections are logged in order.
  */
+/** Where a connection would go: for a name, what net.connect would do, ask the lookup it was given. */
+export function connectionOf(target: ConnectTarget): Connection {
+  let address = target.hostname;
+  if (!net.isIP(target.hostname)) {
+    target.lookup(target.hostname, {}, (error, answered) => {
+      if (error) throw error;
+      address = typeof answered === 'string' ? answered : (answered[0]?.address ?? '');
+    });
+  }
+  return { hostname: target.hostname, address, port: target.port };
+}
+
+const LOOPBACK = new net.BlockList();
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
+LOOPBACK.addAddress('::1', 'ipv6');
+
+/** Whether a connection would stay on this machine's loopback interface. */
+export const isLoopback = (connection: Connection): boolean => {
+  const family = net.isIP(connection.address);
+  return family !== 0 && LOOPBACK.check(connection.address, family === 6 ? 'ipv6' : 'ipv4');
+};
+
 export interface StubNetwork extends WebhookNetwork {
   answer(hostname: string, addresses: string[]): void;
   lookups: string[];
@@ -36,15 +58,7 @@ export function stubNetwork(loopbackPort: () => number, own: string[] = []): Stu
       return addresses.map((address) => ({ address, family: net.isIP(address) }));
     },
     connect: (target: ConnectTarget): Duplex => {
-      // What net.connect does with a name: ask the lookup it was given.
-      let address = target.hostname;
-      if (!net.isIP(target.hostname)) {
-        target.lookup(target.hostname, {}, (error, answered) => {
-          if (error) throw error;
-          address = typeof answered === 'string' ? answered : (answered[0]?.address ?? '');
-        });
-      }
-      connections.push({ hostname: target.hostname, address, port: target.port });
+      connections.push(connectionOf(target));
       return net.createConnection({ host: '127.0.0.1', port: loopbackPort() });
     },
     ownAddresses: () => new Set(own),

@@ -1,0 +1,124 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { expiredKeys, keysBeyondCap, type Statement } from '../server/http/idempotency.js';
+import { freshDatabase, type TestDatabase } from './support/databases.js';
+
+// Plans as tests for the idempotency keys' housekeeping, at a realistic volume (100,000 keys over
+// 1,000 callers, one of them past the cap): every new key trims its caller to
+// IDEMPOTENCY_MAX_KEYS_PER_USER, and housekeeping purges expired answers. Both must stay index scans
+// that read what they delete (and, for the trim, the caller's newest keys), never the table.
+const CALLERS = 1_000;
+const KEYS_EACH = 90;
+const CAP = 10_000;
+const TRIM_INDEX = 'idempotency_keys_user_id_created_at_key_idx';
+const EXPIRY_INDEX = 'idempotency_keys_expires_at_idx';
+
+interface PlanNode {
+  'Node Type': string;
+  'Index Name'?: string;
+  'Scan Direction'?: string;
+  'Actual Rows': number;
+  'Actual Loops': number;
+  Plans?: PlanNode[];
+}
+const PlanNodeSchema: z.ZodType<PlanNode> = z.lazy(() =>
+  z.object({
+    'Node Type': z.string(),
+    'Index Name': z.string().optional(),
+    'Scan Direction': z.string().optional(),
+    'Actual Rows': z.number(),
+    'Actual Loops': z.number(),
+    Plans: z.array(PlanNodeSchema).optional(),
+  }),
+);
+const ExplainSchema = z.tuple([z.object({ 'QUERY PLAN': z.tuple([z.object({ Plan: PlanNodeSchema })]) })]);
+
+const nodesOf = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).flatMap(nodesOf)];
+/** What a plan reads on `index`: every node scanning it, bitmap or not. */
+const scansOn = (nodes: PlanNode[], index: string) => nodes.filter((node) => node['Index Name'] === index);
+
+let database: TestDatabase;
+let capped: string;
+let light: string;
+
+beforeAll(async () => {
+  database = await freshDatabase();
+  const { sql } = database.db;
+  const ids = (
+    await sql.rows<{ id: string }>(
+      `INSERT INTO users (id, email, name, role, password_hash, created_at, updated_at)
+       SELECT gen_random_uuid(), 'keys' || i || '@example.test', 'Caller ' || i, 'user'::"Role", 'unused', now(), now()
+       FROM generate_series(1, $1) i RETURNING id`,
+      [CALLERS],
+    )
+  ).map((row) => row.id);
+  [capped = '', light = ''] = ids;
+  // Made over the last 25 hours (a twenty-fifth has expired), kept 24 hours; the first caller holds
+  // one key past the cap, as just after claiming a new one.
+  await sql.rows(
+    `INSERT INTO idempotency_keys (user_id, key, fingerprint, status, response, created_at, expires_at)
+     SELECT u.id, gen_random_uuid()::text, md5(g::text), 201, '{"headers":{},"body":"{}"}'::jsonb, t.at, t.at + interval '24 hours'
+     FROM unnest($1::uuid[]) WITH ORDINALITY AS u(id, n),
+          LATERAL generate_series(1, CASE WHEN u.n = 1 THEN $2 + 1 ELSE $3 END) g,
+          LATERAL (SELECT now() - ((g * 7919 + u.n * 104729) % 90000000) * interval '1 millisecond' AS at) t`,
+    [ids, CAP, KEYS_EACH],
+  );
+  // What autovacuum does after a bulk load (statistics, the visibility map), outside the bounded
+  // pool's transactions: a connection of its own.
+  const direct = new pg.Client({ connectionString: database.url });
+  await direct.connect();
+  try {
+    await direct.query('VACUUM ANALYZE idempotency_keys');
+  } finally {
+    await direct.end();
+  }
+}, 120_000);
+afterAll(() => database.drop());
+
+const ROLLBACK = new Error('rolled back');
+
+/** The plan of `statement` as it ran (EXPLAIN ANALYZE), with what it deleted rolled back. */
+async function planOf(statement: Statement): Promise<PlanNode[]> {
+  let nodes: PlanNode[] = [];
+  await database.db.sql
+    .transaction(async (tx) => {
+      const rows = await tx.rows(`EXPLAIN (ANALYZE, FORMAT JSON) ${statement.text}`, statement.values);
+      nodes = nodesOf(ExplainSchema.parse(rows)[0]['QUERY PLAN'][0].Plan);
+      throw ROLLBACK;
+    })
+    .catch((error: unknown) => {
+      if (error !== ROLLBACK) throw error;
+    });
+  return nodes;
+}
+
+describe('idempotency keys at volume', () => {
+  it('trims a caller past the cap on the (user_id, created_at, key) index: the newest read backwards without a sort, the rest deleted as a range', async () => {
+    const nodes = await planOf(keysBeyondCap(capped, CAP));
+    expect(nodes.map((node) => node['Node Type'])).not.toContain('Seq Scan');
+    expect(nodes.map((node) => node['Node Type'])).not.toContain('Sort');
+    const [newest, oldest] = scansOn(nodes, TRIM_INDEX);
+    expect(newest).toMatchObject({ 'Node Type': expect.stringMatching(/^Index (Only )?Scan$/), 'Scan Direction': 'Backward', 'Actual Rows': CAP + 1 });
+    // The range below the cut: exactly the one key past the cap, read and deleted.
+    expect(oldest).toMatchObject({ 'Node Type': expect.stringMatching(/^(Bitmap )?Index (Only )?Scan$/), 'Actual Rows': 1 });
+  });
+
+  it("reads only the caller's own keys when under the cap, and deletes none", async () => {
+    const nodes = await planOf(keysBeyondCap(light, CAP));
+    expect(nodes.map((node) => node['Node Type'])).not.toContain('Seq Scan');
+    expect(nodes.map((node) => node['Node Type'])).not.toContain('Sort');
+    const [newest] = scansOn(nodes, TRIM_INDEX);
+    expect(newest).toMatchObject({ 'Scan Direction': 'Backward', 'Actual Rows': KEYS_EACH });
+  });
+
+  it('purges expired answers on the expires_at index, reading only those', async () => {
+    const [expired] = await database.db.sql.rows<{ count: number }>('SELECT count(*)::int AS count FROM idempotency_keys WHERE expires_at < now()');
+    expect(expired?.count).toBeGreaterThan(0);
+    const nodes = await planOf(expiredKeys(new Date()));
+    expect(nodes.map((node) => node['Node Type'])).not.toContain('Seq Scan');
+    const [scan] = scansOn(nodes, EXPIRY_INDEX);
+    expect(scan?.['Actual Rows']).toBeGreaterThanOrEqual(expired?.count ?? 0);
+    expect(scan?.['Actual Rows']).toBeLessThan((expired?.count ?? 0) * 1.1);
+  });
+});
