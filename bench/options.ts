@@ -51,7 +51,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     connections: 50,
     warmupSeconds: number(values.warmup, quick ? 1 : 5, 'warmup'),
     seconds: number(values.seconds, quick ? 3 : 15, 'seconds'),
-    deepPage: 500,
+    deepPage: 50,
     pageLimit: 20,
     uploadBytes: 1024 * 1024,
     workers: Math.round(number(values.workers, 2, 'workers')),
