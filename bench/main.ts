@@ -7,6 +7,7 @@ import path from 'node:path';
 import { baselineRow, measureBaselines, startStackBaseline, type Baselines } from './baselines.js';
 import type { RunningBaseline } from './baselines/start.js';
 import { clientWeights } from './client.js';
+import { stopLoadGenerator } from './load/run.js';
 import { measure, oddAnswers, type Timing } from './measure.js';
 import { parseOptions } from './options.js';
 import { nodeProcesses, processTree } from './rss.js';
@@ -93,6 +94,7 @@ async function main(): Promise<Row[]> {
   let stopBare: (() => Promise<void>) | undefined;
   const cleanUp = async () => {
     await stopBare?.();
+    await stopLoadGenerator();
     for (const s of services) await s.stop();
     await external?.drop();
     await rm(dataDir, { recursive: true, force: true });
@@ -102,12 +104,14 @@ async function main(): Promise<Row[]> {
   for (const signal of signals) process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
   try {
     const service = await start(options.workers);
+    log(`service ready (${external ? 'DATABASE_URL' : 'embedded PostgreSQL'})`);
     const databaseUrl = external?.url ?? (await embeddedDatabaseUrl(dataDir));
     const seeded = await seed(service.url, databaseUrl, options.seed);
     log(`seeded in ${seeded.seconds.toFixed(1)} s (attachment count ${seeded.storedAttachmentCount ? 'stored on tasks' : 'counted per read'})`);
     const bare = await startStackBaseline(service.url, databaseUrl, seeded);
     stopBare = bare.stop;
     const workloads = await buildWorkloads({ service: service.url, bare: bare.url }, seeded, options);
+    log('workloads ready: the runtime and argon2 baselines');
     const baselines = await measureBaselines(seeded, timing, Math.min(options.seconds, 5));
     rows.push(...baselines.rows);
 

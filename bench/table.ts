@@ -70,9 +70,11 @@ export function formatTargets(rows: Row[], maxRssMiB: number): string {
   const met = targeted.filter((r) => r.vsBare !== null && r.target !== null && r.vsBare >= r.target).length;
   const peaks = rows.filter((r) => r.service && r.peakRssMiB !== null).map((r) => r.peakRssMiB ?? 0);
   const peak = peaks.length ? Math.max(...peaks) : null;
-  const lines = targeted.map((r) => `  ${targetCell(r).padEnd(11)} ${percent(r.vsBare).padStart(5)}  ${r.name}`);
-  if (peak !== null) lines.push(`  ≤ ${maxRssMiB} MiB ${verdict(peak <= maxRssMiB)} ${peak.toFixed(0).padStart(5)}  peak RSS of the service's process tree (MiB, over all its rows)`);
+  const lines = targeted.map((r) => [targetCell(r), percent(r.vsBare), r.name]);
+  if (peak !== null) lines.push([`≤ ${maxRssMiB} MiB ${verdict(peak <= maxRssMiB)}`, `${peak.toFixed(0)} MiB`, "peak RSS of the service's process tree (the most of its rows)"]);
+  const width = (i: number) => Math.max(...lines.map((line) => (line[i] ?? '').length));
+  const text = lines.map(([target = '', figure = '', what = '']) => `  ${target.padEnd(width(0))}  ${figure.padStart(width(1))}  ${what}`);
   const total = targeted.length + (peak === null ? 0 : 1);
   const passed = met + (peak !== null && peak <= maxRssMiB ? 1 : 0);
-  return [`Targets: ${passed} of ${total} met`, ...lines].join('\n');
+  return [`Targets: ${passed} of ${total} met (req/s as a share of the bare baseline's doing the same work; login: of argon2id verifications)`, ...text].join('\n');
 }

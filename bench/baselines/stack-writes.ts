@@ -99,11 +99,11 @@ async function createTask(pool: pg.Pool, config: StackConfig, caller: Caller, bo
   return { status: 201, body: written.json, headers: { location: `/tasks/${id}`, etag: `"${written.version}"` } };
 }
 
-/** The version an If-Match header asks for: null for none or `*`, NaN for a tag no task can have. */
+/** The version an If-Match header asks for: null for none or `*`, and 0 (no task's) for any other tag. */
 function matchedVersion(ifMatch: string | undefined): number | null {
   if (ifMatch === undefined || ifMatch.trim() === '*') return null;
   const version = /^\s*"(\d+)"\s*$/.exec(ifMatch)?.[1];
-  return version === undefined ? NaN : Number(version);
+  return version === undefined ? 0 : Number(version);
 }
 
 /** PATCH /tasks/{id} of title, description, status or priority, with or without If-Match. */
@@ -113,7 +113,6 @@ async function patchTask(pool: pg.Pool, config: StackConfig, patch: string, call
   const change = input.data;
   if (change.assigneeId !== undefined || change.dueAt !== undefined) return problem(400, 'The stack baseline changes no assignee or due date');
   const version = matchedVersion(ifMatch);
-  if (Number.isNaN(version)) return problem(412, 'Precondition Failed');
   const { rows } = await pool.query<Written>(patch, [
     caller.userId,
     uuidv7(),
