@@ -29,11 +29,11 @@ async function workerCount(service: RunningService): Promise<number> {
 }
 
 /** The workload on the service, and first on the stack baseline when it has a bare twin there. */
-async function workloadRows(service: RunningService, workers: string, workload: Workload, baselines: Baselines, bare: RunningBaseline | undefined): Promise<Row[]> {
+async function workloadRows(service: RunningService, workers: string, workload: Workload, baselines: Baselines, bare: RunningBaseline): Promise<Row[]> {
   const window = { ...timing, seconds: Math.max(timing.seconds, workload.minSeconds ?? 0) };
   const rows: Row[] = [];
   let bareRequestsPerSecond: number | undefined;
-  if (workload.bare && bare) {
+  if (workload.bare) {
     log(`bare ${workload.name}`);
     const m = await measure(bare.url, bare.pid, window, workload.bare.requests);
     bareRequestsPerSecond = m.result.requestsPerSecond;
