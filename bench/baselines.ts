@@ -1,17 +1,18 @@
-// The three baselines, measured in the same run with the same load settings as the workloads.
+// The baselines, measured in the same run with the same load settings as the workloads: the runtime
+// and argon2 once, and the stack baseline (bench/baselines/stack-server.ts) kept running, so that
+// each workload with a bare twin is measured on it right before the service.
 import { publicKey } from './api.js';
 import { measureArgon2 } from './baselines/argon2-run.js';
 import { STACK_CONFIG_VARIABLE, type StackConfig } from './baselines/stack-config.js';
 import { startBaseline, type RunningBaseline } from './baselines/start.js';
 import { measure, oddAnswers, type Measured, type Timing } from './measure.js';
 import type { Seeded } from './seed.js';
-import { AUDIENCE, ISSUER } from './service.js';
+import { AUDIENCE, ISSUER, MAX_TASKS_PER_USER } from './service.js';
 import type { Row } from './table.js';
 import { taskReads } from './workloads.js';
 
 export interface Baselines {
   runtime: number;
-  stack: number;
   argon2Verifies: number;
   rows: Row[];
 }
@@ -19,23 +20,26 @@ export interface Baselines {
 /** The service's default pool size, so the stack baseline has as many connections. */
 const POOL_SIZE = 10;
 
-function baselineRow(name: string, m: Measured): Row {
+export function baselineRow(name: string, m: Measured): Row {
   const r = m.result;
-  return { name, workers: '1', requestsPerSecond: r.requestsPerSecond, p50Ms: r.p50Ms, p99Ms: r.p99Ms, errors: r.errors, peakRssMiB: m.peakRssMiB, vsRuntime: null, vsStack: null, vsArgon2: null, note: oddAnswers(r) };
+  return {
+    name,
+    workers: '1',
+    requestsPerSecond: r.requestsPerSecond,
+    p50Ms: r.p50Ms,
+    p99Ms: r.p99Ms,
+    errors: r.errors,
+    peakRssMiB: m.peakRssMiB,
+    vsRuntime: null,
+    vsBare: null,
+    target: null,
+    service: false,
+    note: oddAnswers(r),
+  };
 }
 
-async function measureServer(baseline: RunningBaseline, timing: Timing, seeded: Seeded, token: string): Promise<Measured> {
-  try {
-    return await measure(baseline.url, baseline.pid, timing, taskReads(seeded, token));
-  } finally {
-    await baseline.stop();
-  }
-}
-
-export async function measureBaselines(serviceUrl: string, databaseUrl: string, seeded: Seeded, timing: Timing, argon2Seconds: number): Promise<Baselines> {
-  const [user] = seeded.users;
-  if (!user) throw new Error('no users were seeded');
-  const runtime = await measureServer(await startBaseline('runtime-server.ts'), timing, seeded, user.token);
+/** The bare handlers of the workloads, on the service's database and with its public key. */
+export async function startStackBaseline(serviceUrl: string, databaseUrl: string, seeded: Seeded): Promise<RunningBaseline> {
   const config: StackConfig = {
     databaseUrl,
     poolSize: POOL_SIZE,
@@ -43,16 +47,22 @@ export async function measureBaselines(serviceUrl: string, databaseUrl: string, 
     issuer: ISSUER,
     audience: AUDIENCE,
     storedAttachmentCount: seeded.storedAttachmentCount,
+    maxTasksPerUser: MAX_TASKS_PER_USER,
   };
-  const stack = await measureServer(await startBaseline('stack-server.ts', { [STACK_CONFIG_VARIABLE]: JSON.stringify(config) }), timing, seeded, user.token);
+  return startBaseline('stack-server.ts', { [STACK_CONFIG_VARIABLE]: JSON.stringify(config) });
+}
+
+export async function measureBaselines(seeded: Seeded, timing: Timing, argon2Seconds: number): Promise<Baselines> {
+  const [user] = seeded.users;
+  if (!user) throw new Error('no users were seeded');
+  const server = await startBaseline('runtime-server.ts');
+  const runtime = await measure(server.url, server.pid, timing, taskReads(seeded, user.token)).finally(() => server.stop());
   const argon2 = await measureArgon2(argon2Seconds);
   return {
     runtime: runtime.result.requestsPerSecond,
-    stack: stack.result.requestsPerSecond,
     argon2Verifies: argon2.verifiesPerSecond,
     rows: [
       baselineRow('baseline: runtime (node:http, fixed task body)', runtime),
-      baselineRow('baseline: stack GET /tasks/{id} (jose + pg, 2 queries)', stack),
       {
         name: `baseline: argon2id verify (m=19456 t=2 p=1, ${argon2.concurrency} at once)`,
         workers: '',
@@ -62,8 +72,9 @@ export async function measureBaselines(serviceUrl: string, databaseUrl: string, 
         errors: null,
         peakRssMiB: null,
         vsRuntime: null,
-        vsStack: null,
-        vsArgon2: null,
+        vsBare: null,
+        target: null,
+        service: false,
         note: `hash: ${argon2.hashesPerSecond.toFixed(1)}/s`,
       },
     ],

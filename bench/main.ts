@@ -4,15 +4,18 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { measureBaselines, type Baselines } from './baselines.js';
+import { baselineRow, measureBaselines, startStackBaseline, type Baselines } from './baselines.js';
+import type { RunningBaseline } from './baselines/start.js';
 import { clientWeights } from './client.js';
+import { stopLoadGenerator } from './load/run.js';
 import { measure, oddAnswers, type Timing } from './measure.js';
 import { parseOptions } from './options.js';
 import { nodeProcesses, processTree } from './rss.js';
-import { seed, type Seeded } from './seed.js';
+import { seed } from './seed.js';
 import { buildService, embeddedDatabaseUrl, freshExternalDatabase, startService, type RunningService } from './service.js';
-import { formatTable, type Row } from './table.js';
-import { buildWorkloads, taskReads, type Workload } from './workloads.js';
+import { formatTable, formatTargets, type Row } from './table.js';
+import { TARGETS } from './targets.js';
+import { buildWorkloads, type Workload } from './workloads.js';
 
 const options = parseOptions(process.argv.slice(2));
 const timing: Timing = { connections: options.connections, warmupSeconds: options.warmupSeconds, seconds: options.seconds };
@@ -25,13 +28,27 @@ async function workerCount(service: RunningService): Promise<number> {
   return processes > 1 ? processes - 1 : 1;
 }
 
-async function workloadRow(service: RunningService, workers: string, workload: Workload, baselines: Baselines): Promise<Row> {
-  log(`${workload.name} (${workers} worker${workers === '1' ? '' : 's'})`);
+/** The workload on the service, and first on the stack baseline when it has a bare twin there. */
+async function workloadRows(service: RunningService, workers: string, workload: Workload, baselines: Baselines, bare: RunningBaseline): Promise<Row[]> {
   const window = { ...timing, seconds: Math.max(timing.seconds, workload.minSeconds ?? 0) };
+  const rows: Row[] = [];
+  let bareRequestsPerSecond: number | undefined;
+  if (workload.bare) {
+    log(`bare ${workload.name}`);
+    const m = await measure(bare.url, bare.pid, window, workload.bare.requests);
+    bareRequestsPerSecond = m.result.requestsPerSecond;
+    rows.push({ ...baselineRow(`bare ${workload.name}`, m), vsRuntime: m.result.requestsPerSecond / baselines.runtime });
+  }
+  log(`${workload.name} (${workers} worker${workers === '1' ? '' : 's'})`);
   const m = await measure(service.url, service.pid, window, workload.requests, workload.probe);
   const r = m.result;
   const notes = [oddAnswers(r), m.probe ? `/healthz p99 ${m.probe.p99Ms.toFixed(1)} ms (${m.probe.errors} errors)` : ''];
-  return {
+  const [vsBare, target] = workload.login
+    ? [r.requestsPerSecond / baselines.argon2Verifies, TARGETS.login]
+    : bareRequestsPerSecond && workload.bare
+      ? [r.requestsPerSecond / bareRequestsPerSecond, workload.bare.target]
+      : [null, null];
+  rows.push({
     name: workload.name,
     workers,
     requestsPerSecond: r.requestsPerSecond,
@@ -40,20 +57,21 @@ async function workloadRow(service: RunningService, workers: string, workload: W
     errors: r.errors + (m.probe?.errors ?? 0),
     peakRssMiB: m.peakRssMiB,
     vsRuntime: r.requestsPerSecond / baselines.runtime,
-    vsStack: r.requestsPerSecond / baselines.stack,
-    vsArgon2: workload.login ? r.requestsPerSecond / baselines.argon2Verifies : null,
+    vsBare,
+    target,
+    service: true,
     note: notes.filter(Boolean).join('; '),
-  };
+  });
+  return rows;
 }
 
 /** GET /tasks/{id} with the other of 1 and 2 workers, when WEB_CONCURRENCY changes anything. */
-async function otherWorkerCount(service: RunningService, workersBefore: number, seeded: Seeded, baselines: Baselines): Promise<Row[]> {
+async function otherWorkerCount(service: RunningService, workersBefore: number, workloads: Workload[], baselines: Baselines, bare: RunningBaseline): Promise<Row[]> {
   try {
     const workers = await workerCount(service);
     log(`service: ${(await processTree(service.pid)).length} process(es) in its tree, ${workers} serving`);
-    const [user] = seeded.users;
-    if (!user) throw new Error('no users were seeded');
-    if (workers !== workersBefore) return [await workloadRow(service, String(workers), { name: 'GET /tasks/{id}', requests: taskReads(seeded, user.token) }, baselines)];
+    const reads = workloads.find((workload) => workload.name === 'GET /tasks/{id}');
+    if (reads && workers !== workersBefore) return workloadRows(service, String(workers), reads, baselines, bare);
     log(`WEB_CONCURRENCY made no difference (${workers} serving process(es) both times): no second GET /tasks/{id} row`);
     return [];
   } finally {
@@ -73,7 +91,10 @@ async function main(): Promise<Row[]> {
     return service;
   };
   const rows: Row[] = [];
+  let stopBare: (() => Promise<void>) | undefined;
   const cleanUp = async () => {
+    await stopBare?.();
+    await stopLoadGenerator();
     for (const s of services) await s.stop();
     await external?.drop();
     await rm(dataDir, { recursive: true, force: true });
@@ -83,20 +104,24 @@ async function main(): Promise<Row[]> {
   for (const signal of signals) process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
   try {
     const service = await start(options.workers);
+    log(`service ready (${external ? 'DATABASE_URL' : 'embedded PostgreSQL'})`);
     const databaseUrl = external?.url ?? (await embeddedDatabaseUrl(dataDir));
     const seeded = await seed(service.url, databaseUrl, options.seed);
     log(`seeded in ${seeded.seconds.toFixed(1)} s (attachment count ${seeded.storedAttachmentCount ? 'stored on tasks' : 'counted per read'})`);
-    const workloads = await buildWorkloads(service.url, seeded, options);
-    const baselines = await measureBaselines(service.url, databaseUrl, seeded, timing, Math.min(options.seconds, 5));
+    const bare = await startStackBaseline(service.url, databaseUrl, seeded);
+    stopBare = bare.stop;
+    const workloads = await buildWorkloads({ service: service.url, bare: bare.url }, seeded, options);
+    log('workloads ready: the runtime and argon2 baselines');
+    const baselines = await measureBaselines(seeded, timing, Math.min(options.seconds, 5));
     rows.push(...baselines.rows);
 
     const workers = await workerCount(service);
     log(`service: ${(await processTree(service.pid)).length} process(es) in its tree, ${workers} serving`);
     const label = workers === options.workers ? String(workers) : `${workers} (asked ${options.workers})`;
-    for (const workload of workloads) rows.push(await workloadRow(service, label, workload, baselines));
+    for (const workload of workloads) rows.push(...(await workloadRows(service, label, workload, baselines, bare)));
 
     await service.stop();
-    if (options.everything) rows.push(...(await otherWorkerCount(await start(options.workers === 1 ? 2 : 1), workers, seeded, baselines)));
+    if (options.everything) rows.push(...(await otherWorkerCount(await start(options.workers === 1 ? 2 : 1), workers, workloads, baselines, bare)));
     for (const s of services) for (const line of s.errorLines().slice(0, 20)) log(`service error log: ${line}`);
   } finally {
     await cleanUp();
@@ -110,6 +135,7 @@ if (options.mode === 'client') {
 }
 const rows = await main();
 console.log(formatTable(rows));
+console.log(`\n${formatTargets(rows, TARGETS.rssMiB)}`);
 if (options.json) {
   await writeFile(options.json, `${JSON.stringify({ mode: options.mode, options, rows }, null, 2)}\n`);
   log(`wrote ${options.json}`);

@@ -1,4 +1,4 @@
-// One measured workload: the load (and its probe) from a fresh load generator, while the target's
+// One measured workload: the load (and its probe) from the load generator's process, while the target's
 // process tree is sampled for its peak resident memory.
 import { runLoads } from './load/run.js';
 import type { LoadRequests, LoadResult } from './load/spec.js';

@@ -11,6 +11,8 @@ import pg from 'pg';
 export const ISSUER = 'task-service';
 export const AUDIENCE = 'task-service';
 export const ADMIN = { email: 'bench-admin@example.test', password: 'bench admin password' };
+/** USER_MAX_TASKS, which the stack baseline's POST /tasks checks too. */
+export const MAX_TASKS_PER_USER = 100_000;
 
 export function buildService(): void {
   const built = spawnSync('npm', ['run', 'build', '--silent'], { stdio: 'inherit' });
@@ -105,6 +107,7 @@ export async function startService({ dataDir, databaseUrl, workers }: ServiceOpt
     ACCESS_TOKEN_TTL_SECONDS: '3600',
     ADMIN_EMAIL: ADMIN.email,
     ADMIN_PASSWORD: ADMIN.password,
+    USER_MAX_TASKS: String(MAX_TASKS_PER_USER),
   };
   const child = spawn(process.execPath, ['dist/server/main.js'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const errors: string[] = [];

@@ -5,6 +5,7 @@ import { bearer, deepCursor, upload } from './api.js';
 import type { LoadRequests } from './load/spec.js';
 import type { BenchOptions } from './options.js';
 import type { Seeded } from './seed.js';
+import { TARGETS } from './targets.js';
 
 export interface Workload {
   name: string;
@@ -15,6 +16,14 @@ export interface Workload {
   probe?: LoadRequests;
   /** A floor under the measured window: 50 logins queue for seconds, and a shorter window sees no answer. */
   minSeconds?: number;
+  /** The same work on the stack baseline (the bare handler), and the share of its req/s the service should reach. */
+  bare?: { requests: LoadRequests; target: number };
+}
+
+/** Where the workloads are sent: the service, and the stack baseline serving the same routes. */
+export interface Targets {
+  service: string;
+  bare: string;
 }
 
 /** GET /tasks/{id} over many of the first user's tasks: the same requests for the service and the stack baseline. */
@@ -23,7 +32,17 @@ export function taskReads(seeded: Seeded, token: string): LoadRequests {
   return { kind: 'rotate', method: 'GET', paths, headers: bearer(token) };
 }
 
-async function listWorkloads(base: string, seeded: Seeded, options: BenchOptions): Promise<Workload[]> {
+/** One page asked over and over; a deep page's cursor is each server's own (both sign their cursors). */
+async function listPage(base: string, token: string, sort: string, page: number | 'first', options: BenchOptions): Promise<{ requests: LoadRequests; page: number }> {
+  const path = `/tasks?limit=${options.pageLimit}${sort === '-createdAt' ? '' : `&sort=${sort}`}`;
+  const requests = (at: string): LoadRequests => ({ kind: 'rotate', method: 'GET', paths: [at], headers: bearer(token) });
+  if (page === 'first') return { requests: requests(path), page: 1 };
+  const deep = await deepCursor(base, token, `sort=${sort}`, page, options.pageLimit);
+  return { requests: requests(deep.cursor ? `${path}&cursor=${deep.cursor}` : path), page: deep.page };
+}
+
+/** Page 1 and a deep page of the default sort for a user; the admin's and other sorts' in full runs. */
+async function listWorkloads(targets: Targets, seeded: Seeded, options: BenchOptions): Promise<Workload[]> {
   const user = seeded.users[0];
   if (!user) throw new Error('no users were seeded');
   const callers = [
@@ -38,44 +57,35 @@ async function listWorkloads(base: string, seeded: Seeded, options: BenchOptions
   const workloads: Workload[] = [];
   for (const { sort, firstPage } of lists) {
     for (const { who, token } of callers) {
-      if (!firstPage && who === 'admin' && !options.everything) continue;
-      const query = `sort=${sort}`;
-      const path = `/tasks?limit=${options.pageLimit}${sort === '-createdAt' ? '' : `&${query}`}`;
-      const sortName = sort === '-createdAt' ? '' : ` ${query}`;
-      if (firstPage) workloads.push({ name: `GET /tasks${sortName} page 1 (${who})`, requests: { kind: 'rotate', method: 'GET', paths: [path], headers: bearer(token) } });
-      const deep = await deepCursor(base, token, query, options.deepPage, options.pageLimit);
-      const deepPath = deep.cursor ? `${path}&cursor=${deep.cursor}` : path;
-      workloads.push({ name: `GET /tasks${sortName} page ${deep.page} (${who})`, requests: { kind: 'rotate', method: 'GET', paths: [deepPath], headers: bearer(token) } });
+      if ((who === 'admin' || sort !== '-createdAt') && !options.everything) continue;
+      const sortName = sort === '-createdAt' ? '' : ` sort=${sort}`;
+      for (const page of firstPage ? (['first', options.deepPage] as const) : [options.deepPage]) {
+        const service = await listPage(targets.service, token, sort, page, options);
+        const bare = await listPage(targets.bare, token, sort, page, options);
+        if (bare.page !== service.page) throw new Error(`the stack baseline's list ends at page ${bare.page}, the service's at ${service.page}`);
+        workloads.push({ name: `GET /tasks${sortName} page ${service.page} (${who})`, requests: service.requests, bare: { requests: bare.requests, target: TARGETS.list } });
+      }
     }
   }
   return workloads;
 }
 
-export async function buildWorkloads(base: string, seeded: Seeded, options: BenchOptions): Promise<Workload[]> {
+export async function buildWorkloads(targets: Targets, seeded: Seeded, options: BenchOptions): Promise<Workload[]> {
   const [user] = seeded.users;
   if (!user) throw new Error('no users were seeded');
   const auth = bearer(user.token);
-  // Disjoint tasks: an upload changes its task's version, which the PATCH workload must know.
-  const patchTasks = seeded.ownTasks.slice(0, options.connections * 4);
-  const uploadTasks = seeded.ownTasks.slice(options.connections * 4, options.connections * 4 + 500);
+  // Disjoint tasks: an upload changes its task's version, which the PATCH workload must know, and
+  // the stack baseline patches tasks of its own, as many, each at version 1 like the service's.
+  const patched = options.connections * 4;
+  const patchTasks = seeded.ownTasks.slice(0, patched);
+  const uploadTasks = seeded.ownTasks.slice(patched, patched + 500);
+  const barePatchTasks = seeded.ownTasks.slice(patched + 500, 2 * patched + 500);
+  if (barePatchTasks.length < patched) throw new Error(`too few tasks per user for the PATCH workloads (${2 * patched + 500} needed)`);
   const downloads: Attachment[] = [];
-  for (const task of uploadTasks.slice(0, 10)) downloads.push(await upload(base, user.token, task.id, options.uploadBytes));
+  if (options.everything) for (const task of uploadTasks.slice(0, 10)) downloads.push(await upload(targets.service, user.token, task.id, options.uploadBytes));
   const logins = seeded.users.map(({ email, password }) => ({ kind: 'json' as const, value: JSON.stringify({ email, password }) }));
-  return [
-    { name: 'GET /tasks/{id}', requests: taskReads(seeded, user.token) },
-    ...(await listWorkloads(base, seeded, options)),
-    {
-      name: 'POST /tasks',
-      requests: { kind: 'rotate', method: 'POST', paths: ['/tasks'], bodies: [{ kind: 'json', value: JSON.stringify({ title: 'Bench task', priority: 'high' }) }], headers: auth },
-    },
-    { name: 'PATCH /tasks/{id} (If-Match)', requests: { kind: 'patch', tasks: patchTasks, headers: auth } },
-    {
-      name: 'POST /auth/login',
-      login: true,
-      minSeconds: 10,
-      requests: { kind: 'rotate', method: 'POST', paths: ['/auth/login'], bodies: logins },
-      probe: { kind: 'rotate', method: 'GET', paths: ['/healthz'] },
-    },
+  const create: LoadRequests = { kind: 'rotate', method: 'POST', paths: ['/tasks'], bodies: [{ kind: 'json', value: JSON.stringify({ title: 'Bench task', priority: 'high' }) }], headers: auth };
+  const files: Workload[] = [
     {
       name: `POST /tasks/{id}/attachments (${options.uploadBytes / 1024} KiB)`,
       requests: { kind: 'rotate', method: 'POST', paths: uploadTasks.map((task) => `/tasks/${task.id}/attachments`), bodies: [{ kind: 'file', bytes: options.uploadBytes }], headers: auth },
@@ -84,5 +94,24 @@ export async function buildWorkloads(base: string, seeded: Seeded, options: Benc
       name: `GET /attachments/{id}/content (${options.uploadBytes / 1024} KiB)`,
       requests: { kind: 'rotate', method: 'GET', paths: downloads.map((file) => `/attachments/${file.id}/content`), headers: auth },
     },
+  ];
+  return [
+    { name: 'GET /tasks/{id}', requests: taskReads(seeded, user.token), bare: { requests: taskReads(seeded, user.token), target: TARGETS.read } },
+    ...(await listWorkloads(targets, seeded, options)),
+    { name: 'POST /tasks', requests: create, bare: { requests: create, target: TARGETS.create } },
+    {
+      name: 'PATCH /tasks/{id} (If-Match)',
+      requests: { kind: 'patch', tasks: patchTasks, headers: auth },
+      bare: { requests: { kind: 'patch', tasks: barePatchTasks, headers: auth }, target: TARGETS.patch },
+    },
+    {
+      name: 'POST /auth/login',
+      login: true,
+      minSeconds: 10,
+      requests: { kind: 'rotate', method: 'POST', paths: ['/auth/login'], bodies: logins },
+      probe: { kind: 'rotate', method: 'GET', paths: ['/healthz'] },
+    },
+    // Not in the targets' table: full runs only.
+    ...(options.everything ? files : []),
   ];
 }

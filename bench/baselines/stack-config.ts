@@ -8,6 +8,8 @@ export const StackConfigSchema = z.object({
   issuer: z.string(),
   audience: z.string(),
   storedAttachmentCount: z.boolean(),
+  /** The service's USER_MAX_TASKS, checked by POST /tasks. */
+  maxTasksPerUser: z.number().int().positive(),
 });
 export type StackConfig = z.infer<typeof StackConfigSchema>;
 

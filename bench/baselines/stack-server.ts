@@ -1,96 +1,46 @@
-// Baseline (b), the stack's limit for GET /tasks/{id}: bare node:http doing what the service must,
-// with the same libraries and nothing else: verify the access token with jose (EdDSA, issuer,
-// audience, typ), read the session with the user's role (query 1) and the task with its tags and
-// attachment count (query 2) with pg, check visibility, answer JSON with the task's ETag.
+// Baseline (b), the stack's limit: bare node:http doing what the service must for the workloads of
+// the table, with the same libraries and nothing else. Every request is authenticated as the service
+// does it (stack-caller.ts), then:
+//   GET /tasks/{id}    the task with its tags and attachment count (one query), visibility checked;
+//   GET /tasks         one page of the keyset list and its rows (one statement, stack-list.ts);
+//   POST /tasks        one statement: quota, task, outbox event, deliveries, NOTIFY (stack-writes.ts);
+//   PATCH /tasks/{id}  one statement: visibility, If-Match, the change, event, deliveries, NOTIFY.
 import { createServer } from 'node:http';
-import { importJWK, jwtVerify } from 'jose';
 import pg from 'pg';
 import { listenAndReport } from './listen.js';
+import { callerCheck } from './stack-caller.js';
 import { STACK_CONFIG_VARIABLE, StackConfigSchema } from './stack-config.js';
+import { json, problem, readJson, type Answer } from './stack-http.js';
+import { taskLists } from './stack-list.js';
+import { readVisibleTask, serializeTask } from './stack-tasks.js';
+import { taskWrites } from './stack-writes.js';
 
 const config = StackConfigSchema.parse(JSON.parse(process.env[STACK_CONFIG_VARIABLE] ?? '{}'));
-const key = await importJWK(config.jwk, 'EdDSA');
 const pool = new pg.Pool({ connectionString: config.databaseUrl, max: config.poolSize });
+const callerOf = await callerCheck(config, pool);
+const listTasks = taskLists(pool, config);
+const writes = taskWrites(pool, config);
 
-const SESSION = 'SELECT s.user_id, s.revoked_at, u.role FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1';
-const TASK = `
-  SELECT t.id, t.owner_id, t.assignee_id, t.title, t.description, t.status, t.priority, t.due_at, t.completed_at, t.version, t.created_at, t.updated_at,
-    coalesce((SELECT json_agg(json_build_object('id', g.id, 'name', g.name, 'color', g.color) ORDER BY g.name, g.id)
-              FROM task_tags tt JOIN tags g ON g.id = tt.tag_id WHERE tt.task_id = t.id), '[]') AS tags,
-    ${config.storedAttachmentCount ? 't.attachment_count' : '(SELECT count(*)::int FROM attachments a WHERE a.task_id = t.id)'} AS attachment_count
-  FROM tasks t WHERE t.id = $1`;
-
-interface SessionRow {
-  user_id: string;
-  revoked_at: Date | null;
-  role: string;
-}
-interface TaskRow {
-  id: string;
-  owner_id: string;
-  assignee_id: string | null;
-  title: string;
-  description: string;
-  status: string;
-  priority: string;
-  due_at: Date | null;
-  completed_at: Date | null;
-  version: number;
-  created_at: Date;
-  updated_at: Date;
-  tags: { id: string; name: string; color: string }[];
-  attachment_count: number;
-}
-
-/** The caller's user id and role, or undefined for a bad token or an ended session. */
-async function caller(authorization: string | undefined): Promise<{ userId: string; role: string } | undefined> {
-  const token = /^Bearer (.+)$/.exec(authorization ?? '')?.[1];
-  if (!token) return undefined;
-  const { payload } = await jwtVerify(token, key, {
-    algorithms: ['EdDSA'],
-    issuer: config.issuer,
-    audience: config.audience,
-    typ: 'at+jwt',
-    requiredClaims: ['sub', 'sid', 'role', 'iat', 'exp', 'jti'],
-  }).catch(() => ({ payload: undefined }));
-  const sid = payload?.sid;
-  if (typeof sid !== 'string' || typeof payload?.sub !== 'string') return undefined;
-  const { rows } = await pool.query<SessionRow>(SESSION, [sid]);
-  const session = rows[0];
-  if (!session || session.revoked_at || session.user_id !== payload.sub) return undefined;
-  return { userId: session.user_id, role: session.role };
-}
-
-const serialize = (t: TaskRow) => ({
-  id: t.id,
-  ownerId: t.owner_id,
-  assigneeId: t.assignee_id,
-  title: t.title,
-  description: t.description,
-  status: t.status,
-  priority: t.priority,
-  dueAt: t.due_at?.toISOString() ?? null,
-  completedAt: t.completed_at?.toISOString() ?? null,
-  tags: t.tags,
-  attachmentCount: t.attachment_count,
-  version: t.version,
-  createdAt: t.created_at.toISOString(),
-  updatedAt: t.updated_at.toISOString(),
-});
+const TASK_PATH = /^\/tasks\/([0-9a-f-]{36})$/;
 
 const server = createServer((req, res) => {
-  const answer = (status: number, body: unknown, headers: Record<string, string> = {}) => {
+  const send = ({ status, body, headers }: Answer) => {
     res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', ...headers });
-    res.end(JSON.stringify(body));
+    res.end(body);
   };
-  (async () => {
-    const taskId = /^\/tasks\/([0-9a-f-]{36})$/.exec(req.url ?? '')?.[1];
-    if (!taskId) return answer(404, { title: 'Not Found' });
-    const who = await caller(req.headers.authorization);
-    if (!who) return answer(401, { title: 'Unauthorized' });
-    const task = (await pool.query<TaskRow>(TASK, [taskId])).rows[0];
-    if (!task || (who.role !== 'admin' && task.owner_id !== who.userId && task.assignee_id !== who.userId)) return answer(404, { title: 'Not Found' });
-    answer(200, serialize(task), { etag: `"${task.version}"` });
-  })().catch(() => answer(500, { title: 'Internal Server Error' }));
+  (async (): Promise<Answer> => {
+    const url = new URL(req.url ?? '/', 'http://stack.invalid');
+    const taskId = TASK_PATH.exec(url.pathname)?.[1];
+    const route = `${req.method ?? ''} ${taskId ? '/tasks/{id}' : url.pathname}`;
+    if (!['GET /tasks/{id}', 'PATCH /tasks/{id}', 'GET /tasks', 'POST /tasks'].includes(route)) return problem(404, 'Not Found');
+    const caller = await callerOf(req.headers.authorization);
+    if (!caller) return problem(401, 'Unauthorized');
+    if (route === 'GET /tasks') return listTasks(caller, url);
+    if (route === 'POST /tasks') return writes.create(caller, await readJson(req));
+    if (!taskId) return problem(404, 'Not Found');
+    if (route === 'PATCH /tasks/{id}') return writes.patch(caller, taskId, req.headers['if-match'], await readJson(req));
+    const task = await readVisibleTask(pool, config, caller, taskId);
+    return task ? json(200, serializeTask(task), { etag: `"${task.version}"` }) : problem(404, 'Not Found');
+  })().then(send, () => send(problem(500, 'Internal Server Error')));
 });
 await listenAndReport(server);

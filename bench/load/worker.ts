@@ -1,6 +1,6 @@
 // The load generator: a child process of the harness, so that it never shares an event loop with
-// the service or a baseline. It receives one job (loads to run at once) over IPC and answers with
-// one result per load.
+// the service or a baseline. It receives jobs (loads to run at once) over IPC, one at a time, and
+// answers each with one result per load.
 import autocannon from 'autocannon';
 import { autocannonRequests } from './requests.js';
 import { LoadJobSchema, LoadSpecSchema, type LoadReply, type LoadResult } from './spec.js';
@@ -27,8 +27,9 @@ async function run(spec: z.output<typeof LoadSpecSchema>): Promise<LoadResult> {
   };
 }
 
-process.once('message', (message: unknown) => {
-  const reply = (answer: LoadReply) => process.send?.(answer, () => process.disconnect());
+// One job after another for the whole run; the harness disconnects at the end.
+process.on('message', (message: unknown) => {
+  const reply = (answer: LoadReply) => process.send?.(answer);
   Promise.resolve(message)
     .then((job) => Promise.all(LoadJobSchema.parse(job).map(run)))
     .then(
@@ -36,3 +37,4 @@ process.once('message', (message: unknown) => {
       (error: unknown) => reply({ ok: false, error: error instanceof Error ? error.message : String(error) }),
     );
 });
+process.on('disconnect', () => process.exit(0));
