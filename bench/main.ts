@@ -86,7 +86,8 @@ async function main(): Promise<Row[]> {
     const databaseUrl = external?.url ?? (await embeddedDatabaseUrl(dataDir));
     const seeded = await seed(service.url, databaseUrl, options.seed);
     log(`seeded in ${seeded.seconds.toFixed(1)} s (attachment count ${seeded.storedAttachmentCount ? 'stored on tasks' : 'counted per read'})`);
-    const workloads = await buildWorkloads(service.url, seeded, options);
+    const workloads = (await buildWorkloads(service.url, seeded, options)).filter((w) => options.only === undefined || w.name.toLowerCase().includes(options.only));
+    if (workloads.length === 0) throw new Error(`no workload's name contains "${options.only ?? ''}"`);
     const baselines = await measureBaselines(service.url, databaseUrl, seeded, timing, Math.min(options.seconds, 5));
     rows.push(...baselines.rows);
 

@@ -60,7 +60,7 @@ export async function buildWorkloads(base: string, seeded: Seeded, options: Benc
   const uploadTasks = seeded.ownTasks.slice(options.connections * 4, options.connections * 4 + 500);
   const downloads: Attachment[] = [];
   for (const task of uploadTasks.slice(0, 10)) downloads.push(await upload(base, user.token, task.id, options.uploadBytes));
-  const logins = seeded.users.map(({ email, password }) => ({ kind: 'json' as const, value: JSON.stringify({ email, password }) }));
+  const logins = seeded.loginAccounts.map(({ email, password }) => ({ kind: 'json' as const, value: JSON.stringify({ email, password }) }));
   return [
     { name: 'GET /tasks/{id}', requests: taskReads(seeded, user.token) },
     ...(await listWorkloads(base, seeded, options)),
