@@ -110,7 +110,8 @@ async function main(): Promise<Row[]> {
     log(`seeded in ${seeded.seconds.toFixed(1)} s (attachment count ${seeded.storedAttachmentCount ? 'stored on tasks' : 'counted per read'})`);
     const bare = await startStackBaseline(service.url, databaseUrl, seeded);
     stopBare = bare.stop;
-    const workloads = await buildWorkloads({ service: service.url, bare: bare.url }, seeded, options);
+    const workloads = (await buildWorkloads({ service: service.url, bare: bare.url }, seeded, options)).filter((w) => options.only === undefined || w.name.toLowerCase().includes(options.only));
+    if (workloads.length === 0) throw new Error(`no workload's name contains "${options.only ?? ''}"`);
     log('workloads ready: the runtime and argon2 baselines');
     const baselines = await measureBaselines(seeded, timing, Math.min(options.seconds, 5));
     rows.push(...baselines.rows);

@@ -17,9 +17,11 @@ export interface BenchOptions {
   /** The admin's lists, the other sorts, attachments and the second worker count: full runs only. */
   everything: boolean;
   json: string | undefined;
+  /** Only the workloads whose name contains this (case-insensitive), e.g. `login`; every workload when undefined. */
+  only: string | undefined;
 }
 
-const USAGE = `npm run bench [-- --quick | --client] [--json FILE] [--workers N] [--seconds S] [--warmup S] [--tasks-per-user N]`;
+const USAGE = `npm run bench [-- --quick | --client] [--json FILE] [--workers N] [--seconds S] [--warmup S] [--tasks-per-user N] [--only NAME]`;
 
 export function parseOptions(argv: string[]): BenchOptions {
   const { values } = parseArgs({
@@ -32,6 +34,7 @@ export function parseOptions(argv: string[]): BenchOptions {
       seconds: { type: 'string' },
       warmup: { type: 'string' },
       'tasks-per-user': { type: 'string' },
+      only: { type: 'string' },
       help: { type: 'boolean', default: false },
     },
   });
@@ -47,7 +50,7 @@ export function parseOptions(argv: string[]): BenchOptions {
   const quick = values.quick;
   return {
     mode: values.client ? 'client' : quick ? 'quick' : 'full',
-    seed: { users: 10, tasksPerUser: Math.round(number(values['tasks-per-user'], quick ? 2_000 : 10_000, 'tasks-per-user')) },
+    seed: { users: 10, loginAccounts: 1000, tasksPerUser: Math.round(number(values['tasks-per-user'], quick ? 2_000 : 10_000, 'tasks-per-user')) },
     connections: 50,
     // Quick: 11 rows (5 of them bare twins), the login's 10 s and the start-up within about a minute.
     warmupSeconds: number(values.warmup, quick ? 0.5 : 5, 'warmup'),
@@ -56,7 +59,8 @@ export function parseOptions(argv: string[]): BenchOptions {
     pageLimit: 20,
     uploadBytes: 1024 * 1024,
     workers: Math.round(number(values.workers, 2, 'workers')),
-    everything: !quick,
+    everything: !quick && values.only === undefined,
     json: values.json,
+    only: values.only?.toLowerCase(),
   };
 }

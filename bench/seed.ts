@@ -6,6 +6,8 @@ import { ADMIN } from './service.js';
 
 export interface SeedSize {
   users: number;
+  /** Accounts for the login workload alone, so that logins in flight are of distinct accounts, as real ones are. */
+  loginAccounts: number;
   tasksPerUser: number;
 }
 
@@ -18,6 +20,8 @@ export interface BenchUser {
 
 export interface Seeded {
   users: BenchUser[];
+  /** The login workload's accounts (no tasks, no sessions). */
+  loginAccounts: { email: string; password: string }[];
   adminToken: string;
   /** Tasks of the first user, oldest first, with their versions. */
   ownTasks: { id: string; version: number }[];
@@ -66,6 +70,14 @@ const UPDATE_ATTACHMENT_COUNT = `
   FROM (SELECT task_id, count(*)::int AS n FROM attachments GROUP BY task_id) AS a
   WHERE a.task_id = t.id AND t.attachment_count IS DISTINCT FROM a.n`;
 
+// Copies of a registered user's password hash: the service's own argon2 parameters, without a
+// registration (a hash each, and the per-address registration limit) per account.
+const INSERT_LOGIN_ACCOUNTS = `
+  INSERT INTO users (id, email, name, role, password_hash, created_at, updated_at)
+  SELECT gen_random_uuid(), 'bench-login-' || k || '@example.test', 'Bench Login ' || k, 'user', u.password_hash, now(), now()
+  FROM users u CROSS JOIN generate_series(1, $2::int) AS k WHERE u.id = $1
+  RETURNING email`;
+
 /** All at once: each is an argon2 hash, and the service hashes several in parallel. */
 function registerUsers(base: string, count: number): Promise<BenchUser[]> {
   return Promise.all(
@@ -89,6 +101,8 @@ export async function seed(base: string, databaseUrl: string, size: SeedSize): P
       "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'tasks'",
     );
     const storedAttachmentCount = columns.some((column) => column.column_name === 'attachment_count');
+    const { rows: loginRows } = await db.query<{ email: string }>(INSERT_LOGIN_ACCOUNTS, [ids[0], size.loginAccounts]);
+    const loginAccounts = loginRows.map(({ email }) => ({ email, password: USER_PASSWORD }));
     await db.query(INSERT_TAGS, [ids]);
     await db.query(INSERT_TASKS, [ids, size.tasksPerUser]);
     await db.query(INSERT_TASK_TAGS, [ids]);
@@ -99,7 +113,7 @@ export async function seed(base: string, databaseUrl: string, size: SeedSize): P
       'SELECT id, version FROM tasks WHERE owner_id = $1 ORDER BY created_at, id',
       [ids[0]],
     );
-    return { users, adminToken, ownTasks, storedAttachmentCount, seconds: (Date.now() - started) / 1000 };
+    return { users, loginAccounts, adminToken, ownTasks, storedAttachmentCount, seconds: (Date.now() - started) / 1000 };
   } finally {
     await db.end();
   }

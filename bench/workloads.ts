@@ -83,7 +83,7 @@ export async function buildWorkloads(targets: Targets, seeded: Seeded, options: 
   if (barePatchTasks.length < patched) throw new Error(`too few tasks per user for the PATCH workloads (${2 * patched + 500} needed)`);
   const downloads: Attachment[] = [];
   if (options.everything) for (const task of uploadTasks.slice(0, 10)) downloads.push(await upload(targets.service, user.token, task.id, options.uploadBytes));
-  const logins = seeded.users.map(({ email, password }) => ({ kind: 'json' as const, value: JSON.stringify({ email, password }) }));
+  const logins = seeded.loginAccounts.map(({ email, password }) => ({ kind: 'json' as const, value: JSON.stringify({ email, password }) }));
   const create: LoadRequests = { kind: 'rotate', method: 'POST', paths: ['/tasks'], bodies: [{ kind: 'json', value: JSON.stringify({ title: 'Bench task', priority: 'high' }) }], headers: auth };
   const files: Workload[] = [
     {

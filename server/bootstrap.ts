@@ -29,7 +29,7 @@ export async function createContext(config: Config, db: Database, logger: Logger
     signingKey,
     tokens: accessTokens(signingKey, config.jwt),
     passwords: passwordHasher(config.argon2),
-    loginThrottle: loginThrottle(db.prisma, config.loginThrottle),
+    loginThrottle: loginThrottle(db.sql, config.loginThrottle),
     attachmentStorage,
     requestLimiter,
     registrationThrottle: registrationThrottle(db.prisma, config.registrationsPerAddressPerHour),

@@ -205,6 +205,17 @@ describe('login throttling', () => {
     });
   });
 
+  it('lets simultaneous guesses on a pair through only up to its budget, and gives the other budgets their points back', async () => {
+    await withThrottle({ LOGIN_MAX_FAILURES_PER_ADDRESS: '12' }, async (throttled) => {
+      const user = await registerUser(throttled);
+      const answers = await Promise.all(Array.from({ length: 10 }, () => from(throttled, STRANGER, user.email, 'wrong password')));
+      expect(answers.map((a) => a.status).sort()).toEqual([...Array<number>(5).fill(401), ...Array<number>(5).fill(429)]);
+      // The five refused attempts took nothing from the address: seven more failures are left to it.
+      for (let i = 0; i < 7; i++) await from(throttled, STRANGER, uniqueEmail('guess'), 'wrong password').expect(401);
+      expectProblem(await from(throttled, STRANGER, uniqueEmail('guess'), 'wrong password'), 429, 'rate_limited');
+    });
+  });
+
   it('resets the pair after a successful login', async () => {
     await withThrottle({ LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS: '3' }, async (throttled) => {
       const user = await registerUser(throttled);

@@ -243,7 +243,7 @@ describe('service endpoints', () => {
 });
 
 /** The service's context on another database handle (createContext would read the signing key from it). */
-const onDatabase = (db: Database): AppContext => ({ ...service.ctx, db, loginThrottle: loginThrottle(db.prisma, service.ctx.config.loginThrottle) });
+const onDatabase = (db: Database): AppContext => ({ ...service.ctx, db, loginThrottle: loginThrottle(db.sql, service.ctx.config.loginThrottle) });
 
 describe('with the database gone', () => {
   let gone: Express;

@@ -1,13 +1,15 @@
 // Baseline (c): raw argon2id throughput with the service's parameters (m=19456 KiB, t=2, p=1, the
-// same @node-rs/argon2), `concurrency` operations in flight: libuv's thread pool size, as a storm
-// of logins keeps that many verifications running. Runs in a child process; answers over IPC.
+// same @node-rs/argon2), one operation in flight per core: the cores the service has (its
+// PASSWORD_HASH_CONCURRENCY is the cores divided among its workers), each kept busy. Runs in a
+// child process (with a libuv thread pool at least that large); answers over IPC.
+import { availableParallelism } from 'node:os';
 import { hash, verify, type Options } from '@node-rs/argon2';
 import type { Argon2Result } from './argon2-run.js';
 
 const ARGON2ID = 2; // Algorithm.Argon2id (a const enum, unreadable with isolated modules)
 const OPTIONS: Options = { algorithm: ARGON2ID, memoryCost: 19_456, timeCost: 2, parallelism: 1 };
 const measureSeconds = Number(process.argv[2] ?? 5);
-const concurrency = Number(process.env.UV_THREADPOOL_SIZE ?? 4);
+const concurrency = availableParallelism();
 
 /** Operations per second with `concurrency` loops running `op` for `seconds`. */
 async function throughput(op: () => Promise<unknown>, seconds: number): Promise<number> {

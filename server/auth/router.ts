@@ -3,7 +3,7 @@ import { authContract } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { AppError, notFound } from '../http/errors.js';
 import { clientAddress, principalOf } from '../http/principal.js';
-import { createAccount } from '../users/accounts.js';
+import { accountByEmail, createAccount } from '../users/accounts.js';
 import { serializeUser } from '../users/serialize.js';
 import { passwordAccepted } from './credentials.js';
 import { deviceTokenFor, knownDevice } from './devices.js';
@@ -20,7 +20,7 @@ export function authRouter(ctx: AppContext) {
     },
 
     login: async ({ body, req }) => {
-      const user = await ctx.db.prisma.user.findUnique({ where: { email: body.email } });
+      const user = await accountByEmail(ctx.db.sql, body.email);
       const deviceId = user && body.deviceToken !== undefined ? knownDevice(ctx.cursors, body.deviceToken, user.id) : undefined;
       const attempt = { email: body.email, passwordHash: user?.passwordHash, password: body.password, address: clientAddress(req), deviceId };
       if (!(await passwordAccepted(ctx, attempt)) || !user) {

@@ -1,7 +1,8 @@
 import { v7 as uuidv7 } from 'uuid';
-import type { Role } from '@task-service/client';
+import { RoleSchema, type Role } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
+import type { SqlSession } from '../db/sql.js';
 import type { User as UserRow } from '../generated/prisma/client.js';
 import { AppError } from '../http/errors.js';
 import { OperatorError } from '../operator-error.js';
@@ -26,6 +27,24 @@ export async function createAccount(
     if (isUniqueViolation(error)) throw emailTaken();
     throw error;
   }
+}
+
+interface AccountRow {
+  id: string;
+  email: string;
+  name: string;
+  role: string;
+  password_hash: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** The account with this (normalised) email: plain SQL, as every login asks it. */
+export async function accountByEmail(sql: SqlSession, email: string): Promise<UserRow | undefined> {
+  const [row] = await sql.rows<AccountRow>('SELECT id, email, name, role, password_hash, created_at, updated_at FROM users WHERE email = $1', [email]);
+  if (!row) return undefined;
+  const { password_hash: passwordHash, created_at: createdAt, updated_at: updatedAt, ...rest } = row;
+  return { ...rest, role: RoleSchema.parse(row.role), passwordHash, createdAt, updatedAt };
 }
 
 /** Another account holds the configured admin email; promoting it silently would hand it the service. */
