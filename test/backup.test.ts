@@ -180,9 +180,15 @@ async function databaseView(url: string): Promise<Record<string, unknown>> {
     const { rows: tables } = await db.query<{ name: string }>(`SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1`);
     const view: Record<string, unknown> = {};
     for (const { name } of tables) {
-      // Restored attachments live under new storage keys; when a migration ran is not data.
+      // Restored attachments live under new storage keys; when a migration ran is not data; how a
+      // user's holdings are spread over slots is not either, only their sums.
+      const source =
+        name === 'user_holdings'
+          ? `SELECT user_id, sum(tasks) AS tasks, sum(tags) AS tags, sum(webhooks) AS webhooks, sum(storage_bytes) AS storage_bytes FROM user_holdings GROUP BY user_id
+             HAVING sum(tasks) <> 0 OR sum(tags) <> 0 OR sum(webhooks) <> 0 OR sum(storage_bytes) <> 0`
+          : `SELECT * FROM "${name}"`;
       const { rows } = await db.query<{ rows: unknown }>(
-        `SELECT coalesce(json_agg(r ORDER BY r::text), '[]') AS rows FROM (SELECT to_jsonb(t) - 'storage_key' - 'applied_at' AS r FROM "${name}" t) x`,
+        `SELECT coalesce(json_agg(r ORDER BY r::text), '[]') AS rows FROM (SELECT to_jsonb(t) - 'storage_key' - 'applied_at' AS r FROM (${source}) t) x`,
       );
       view[name] = rows[0]?.rows;
     }

@@ -2,6 +2,8 @@ import type pg from 'pg';
 
 /** The migration history: not dumped as rows, a restore replays the migrations instead. */
 export const MIGRATIONS_TABLE = '_migrations';
+/** Kept by triggers from other tables' rows: not dumped, a restore counts it afresh (recount_user_holdings). */
+const DERIVED_TABLES = ['user_holdings'];
 
 export interface TableShape {
   name: string;
@@ -20,9 +22,9 @@ export async function serviceTables(client: pg.ClientBase): Promise<TableShape[]
     `SELECT c.relname AS name,
             array_agg(a.attname::text ORDER BY a.attnum) FILTER (WHERE a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '') AS columns
        FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
-      WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' AND NOT c.relispartition AND c.relname <> $1
+      WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' AND NOT c.relispartition AND c.relname <> ALL($1::text[])
       GROUP BY c.relname ORDER BY c.relname`,
-    [MIGRATIONS_TABLE],
+    [[MIGRATIONS_TABLE, ...DERIVED_TABLES]],
   );
   const { rows: references } = await client.query<{ child: string; parent: string }>(
     `SELECT c.relname AS child, p.relname AS parent

@@ -120,6 +120,7 @@ class CommitAnnouncer {
   constructor(private readonly ctx: AppContext) {}
 
   announce(): void {
+    eventMetrics(this.ctx).signals.inc();
     eventSignal(this.ctx).wakeAll(); // this process's readers at once
     if (this.sending) {
       this.again = true;
