@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { isTransactionConflict } from './errors.js';
-import { beginBounded } from './statement-timeout.js';
+import { beginBounded, toError } from './statement-timeout.js';
 
 /** Plain SQL beside Prisma: migrations, health checks, and the hot reads that must not pay for ORM query compilation. */
 export interface SqlSession {
@@ -83,8 +83,6 @@ async function pipelineOnce(pool: pg.Pool, begin: string, statements: Statement[
       if (failed) throw firstCause(settled.slice(1, -1), failed.reason);
       return settled.slice(1, -1).map((step) => (step.status === 'fulfilled' ? step.value.rows : []));
 }
-
-const toError = (reason: unknown): Error => (reason instanceof Error ? reason : new Error(String(reason)));
 
 // After the statement that failed, the others fail for the aborted transaction (25P02): the first
 // failure is the cause.

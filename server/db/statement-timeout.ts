@@ -35,7 +35,7 @@ export function boundedPool(pool: pg.Pool, timeoutMs: number): pg.Pool {
   return new Proxy(pool, { get: (target, property, receiver) => (property === 'query' ? query : Reflect.get(target, property, receiver)) });
 }
 
-const toError = (reason: unknown): Error => (reason instanceof Error ? reason : new Error(String(reason)));
+export const toError = (reason: unknown): Error => (reason instanceof Error ? reason : new Error(String(reason)));
 
 /** Prisma on `pool`, each interactive transaction bounded by the timeout (set right after its BEGIN). */
 export class BoundedPrismaPg extends PrismaPg {

@@ -14,11 +14,14 @@ export function noneMatchHits(header: string | undefined, etag: string): boolean
 }
 
 /**
- * If-Match (RFC 9110 §13.1.1): true when it names `etag` with strong comparison (a weak tag never
- * matches) or is `*`; undefined when the header is absent.
+ * If-Match (RFC 9110 §13.1.1) on a versioned resource, for a check made in SQL: the versions it
+ * names with strong comparison (a weak tag never matches), or null when it is absent or `*` (the
+ * resource need only exist). A list naming no version matches none.
  */
-export function ifMatchHolds(header: string | undefined, etag: string): boolean | undefined {
-  if (header === undefined) return undefined;
-  if (header.trim() === '*') return true;
-  return listed(header).includes(etag);
+export function ifMatchVersions(header: string | undefined): number[] | null {
+  if (header === undefined || header.trim() === '*') return null;
+  return listed(header).flatMap((tag) => {
+    const match = /^"(\d{1,9})"$/.exec(tag);
+    return match?.[1] ? [Number(match[1])] : [];
+  });
 }

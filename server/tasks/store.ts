@@ -10,6 +10,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
 import type { Statement } from '../db/sql.js';
 import { EVENT_WRITES, PLACE_EVENTS } from '../events/outbox.js';
+import { ifMatchVersions } from '../http/etags.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import type { QuotaClaim } from '../quotas.js';
 import type { TaskRow } from './serialize.js';
@@ -121,15 +122,6 @@ export type ChangeOutcome =
   | { kind: 'forbidden' }
   | { kind: 'stale'; version: number }
   | { kind: 'unchanged' | 'changed'; row: TaskRow };
-
-/** If-Match as the versions it names (strong tags only); null when absent or `*` (the task need only exist). */
-export function ifMatchVersions(header: string | undefined): number[] | null {
-  if (header === undefined || header.trim() === '*') return null;
-  return header.split(',').flatMap((tag) => {
-    const match = /^"(\d{1,9})"$/.exec(tag.trim());
-    return match?.[1] ? [Number(match[1])] : [];
-  });
-}
 
 interface Verdict {
   outcome: 'not_found' | 'forbidden' | 'stale' | 'unchanged' | 'apply';
