@@ -16,11 +16,17 @@ export interface Measured {
   peakRssMiB: number;
 }
 
-/** The probe is one connection, as a liveness checker would be. */
+/**
+ * The probe is one connection asking 20 times a second, as a (keen) liveness checker would: its
+ * latency is what is measured, and a probe as fast as answers come would be a second load taking
+ * the cores from the one measured.
+ */
+const PROBES_PER_SECOND = 20;
+
 export async function measure(url: string, pid: number, timing: Timing, requests: LoadRequests, probe?: LoadRequests): Promise<Measured> {
   const sampler = sampleRss(pid);
   const load = { url, ...timing, requests };
-  const loads = probe ? [load, { ...load, connections: 1, requests: probe }] : [load];
+  const loads = probe ? [load, { ...load, connections: 1, rate: PROBES_PER_SECOND, requests: probe }] : [load];
   const results = await runLoads(loads).catch(async (error: unknown) => {
     await sampler.stop();
     throw error;

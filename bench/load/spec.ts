@@ -35,6 +35,8 @@ export const LoadSpecSchema = z.object({
   connections: z.number().int().positive(),
   warmupSeconds: z.number().nonnegative(),
   seconds: z.number().positive(),
+  /** Requests per second over all connections; as fast as answers come when absent. */
+  rate: z.number().positive().optional(),
   requests: RequestsSchema,
 });
 export type LoadSpec = z.input<typeof LoadSpecSchema>;

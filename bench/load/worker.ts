@@ -12,6 +12,7 @@ async function run(spec: z.output<typeof LoadSpecSchema>): Promise<LoadResult> {
     connections: spec.connections,
     duration: spec.seconds,
     requests: autocannonRequests(spec.requests),
+    ...(spec.rate !== undefined && { overallRate: spec.rate }),
     ...(spec.warmupSeconds > 0 && { warmup: { connections: spec.connections, duration: spec.warmupSeconds } }),
   });
   const statusCodes: Record<string, number> = {};
