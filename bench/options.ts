@@ -58,7 +58,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     deepPage: 50,
     pageLimit: 20,
     uploadBytes: 1024 * 1024,
-    workers: Math.round(number(values.workers, 2, 'workers')),
+    workers: Math.round(number(values.workers, 1, 'workers')),
     everything: !quick && values.only === undefined,
     json: values.json,
     only: values.only?.toLowerCase(),

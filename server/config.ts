@@ -271,7 +271,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(lines.join('\n'));
   }
   const e = parsed.data;
-  const webConcurrency = e.WEB_CONCURRENCY ?? availableParallelism();
+  // One process by default: it serves HTTP beside the database's own processes on the same cores,
+  // at a third of the memory of a main process with a worker per core (issue 19).
+  const webConcurrency = e.WEB_CONCURRENCY ?? 1;
   return {
     port: e.PORT,
     host: e.HOST,
