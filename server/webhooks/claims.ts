@@ -28,9 +28,41 @@ const count = (counts: Map<string, number>, key: string) => counts.get(key) ?? 0
 const increment = (counts: Map<string, number>, key: string) => counts.set(key, count(counts, key) + 1);
 
 /**
- * Claims up to `free` due attempts for this instance, fairly: due attempts are taken round-robin
- * over users, and within a user over their webhooks; none is taken for a host that already has
- * MAX_IN_FLIGHT_PER_HOST attempts in flight, or for a user who has WEBHOOK_MAX_IN_FLIGHT_PER_USER,
+ * Takes up to `free` of the candidates (in their round-robin order), one at a time, each from the
+ * user with the fewest attempts in flight who has one allowed: a freed slot goes to whoever holds
+ * the fewest, so users who flood their own slots with dead receivers cannot refill them ahead of
+ * another user's first event however old their backlog. Counts what it takes in `perHost`, `perUser`.
+ */
+function pickFairly(candidates: Row[], free: number, perHost: Map<string, number>, perUser: Map<string, number>, maxPerUser: number): Row[] {
+  const queues = new Map<string, Row[]>();
+  for (const row of candidates) {
+    const queue = queues.get(row.owner_id);
+    if (queue) queue.push(row);
+    else queues.set(row.owner_id, [row]);
+  }
+  const picked: Row[] = [];
+  while (picked.length < free) {
+    let best: { queue: Row[]; index: number; held: number } | undefined;
+    for (const [owner, queue] of queues) {
+      const held = count(perUser, owner);
+      if (held >= maxPerUser || (best && held >= best.held)) continue;
+      const index = queue.findIndex((row) => count(perHost, hostKey(row.url)) < MAX_IN_FLIGHT_PER_HOST);
+      if (index >= 0) best = { queue, index, held };
+    }
+    if (!best) break;
+    const [row] = best.queue.splice(best.index, 1);
+    if (!row) break;
+    increment(perHost, hostKey(row.url));
+    increment(perUser, row.owner_id);
+    picked.push(row);
+  }
+  return picked;
+}
+
+/**
+ * Claims up to `free` due attempts for this instance, fairly: each slot to the user with the fewest
+ * attempts in flight, a user's own round-robin over their webhooks; none is taken for a host that
+ * already has MAX_IN_FLIGHT_PER_HOST attempts in flight, or for a user who has WEBHOOK_MAX_IN_FLIGHT_PER_USER,
  * counted over every instance. So a user's dead receivers hold at most their own slots, and another
  * user's event is taken as soon as it is due. One claim runs at a time across instances (a
  * transaction-scoped advisory lock; a claim is three short statements), so the counts it decides
@@ -70,19 +102,8 @@ export async function claimFairly(ctx: AppContext, leaseId: string, free: number
       increment(perHost, hostKey(row.url));
       increment(perUser, row.owner_id);
     }
-    const picked: Row[] = [];
-    let blocked = false;
-    for (const row of candidates) {
-      if (picked.length >= free) break;
-      const host = hostKey(row.url);
-      if (count(perHost, host) >= MAX_IN_FLIGHT_PER_HOST || count(perUser, row.owner_id) >= maxInFlightPerUser) {
-        blocked = true;
-        continue;
-      }
-      increment(perHost, host);
-      increment(perUser, row.owner_id);
-      picked.push(row);
-    }
+    const picked = pickFairly(candidates, free, perHost, perUser, maxInFlightPerUser);
+    const blocked = candidates.some((row) => !picked.includes(row) && (count(perHost, hostKey(row.url)) >= MAX_IN_FLIGHT_PER_HOST || count(perUser, row.owner_id) >= maxInFlightPerUser));
     if (picked.length === 0) return { claimed: [], blocked };
     const claimed = await tx.rows<{ id: string }>(
       `WITH mine AS (
