@@ -4,6 +4,7 @@
 // FUZZ_RUNS sets the cases per operation (npm run test:stress runs many more).
 import { isAppRoute, type AppRoute, type AppRouter } from '@ts-rest/core';
 import fc from 'fast-check';
+import http from 'node:http';
 import request, { type Response } from 'supertest';
 import type TestAgent from 'supertest/lib/agent.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,6 +13,7 @@ import { ZodFastCheck } from 'zod-fast-check';
 import { contract } from '../contract/index.js';
 import { IdSchema, ProblemSchema, TimestampInputSchema } from '../contract/common.js';
 import { WebhookUrlSchema } from '../contract/webhooks.js';
+import { contractTools } from '../server/mcp/tools.js';
 import { useWebhookNetwork } from '../server/webhooks/network.js';
 import { startService, type TestService } from './support/app.js';
 import { listen, type ListeningService } from './support/listening.js';
@@ -26,15 +28,15 @@ function routesOf(router: AppRouter, prefix = ''): [string, AppRoute][] {
     isAppRoute(entry) ? [[`${prefix}${name}`, entry] as [string, AppRoute]] : routesOf(entry, `${prefix}${name}.`),
   );
 }
-// GET /events answers a stream that stays open: a request-and-answer fuzzer would wait on it for
-// ever. test/event-stream.test.ts attacks its inputs (bad Last-Event-ID, expired, no token).
+// GET /events answers a stream that stays open: its answer is judged by its status and headers, and
+// a 200 is then hung up on (sendStream).
 const STREAMS = new Set(['events.stream']);
-const ROUTES = routesOf(contract).filter(([name]) => !STREAMS.has(name));
+const ROUTES = routesOf(contract);
 
 let service: TestService;
 /** Through a real socket, so that what Node's own parser refuses is answered as the service answers it. */
 let listening: ListeningService;
-let http: TestAgent;
+let agent: TestAgent;
 let alice: TestUser;
 let bob: TestUser;
 let admin: TestUser;
@@ -230,8 +232,8 @@ function pathFor(route: AppRoute, c: Case): string {
   });
 }
 
-function authorizationFor(c: Case): string | undefined {
-  switch (c.caller) {
+function authorizationFor(caller: Case['caller']): string | undefined {
+  switch (caller) {
     case 'alice':
       return alice.auth;
     case 'bob':
@@ -249,12 +251,12 @@ async function send(route: AppRoute, c: Case): Promise<Response> {
   const query = c.query && typeof c.query === 'object' ? Object.entries(c.query).map(([k, v]) => `${pathSegment(k)}=${pathSegment(asQueryValue(v))}`) : [];
   const url = `${pathFor(route, c)}${query.length ? `?${query.join('&')}` : ''}`;
   const method = route.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete';
-  let req = http[method](url);
+  let req = agent[method](url);
   for (const [name, value] of Object.entries(c.headers)) {
     // Node refuses header values it cannot send (control characters): such a request never leaves.
     if (/^[\t\x20-\x7e\x80-\xff]*$/.test(value)) req = req.set(name, value);
   }
-  const authorization = authorizationFor(c);
+  const authorization = authorizationFor(c.caller);
   if (authorization) req = req.set('Authorization', authorization);
   if (route.method === 'GET') return req;
   if ('contentType' in route && route.contentType === 'multipart/form-data' && c.contentType?.startsWith('multipart')) {
@@ -266,10 +268,42 @@ async function send(route: AppRoute, c: Case): Promise<Response> {
   return text === '' ? req : req.send(c.contentType?.includes('utf-16') ? Buffer.from(text, 'utf16le') : text);
 }
 
+/** What checkAnswer reads of an answer. */
+interface Answer {
+  status: number;
+  text: string;
+  body: unknown;
+  headers: Record<string, string | string[] | undefined>;
+}
+
+/** A stream's request: the answer of a refusal whole; a 200's status and headers, then hung up on. */
+function sendStream(route: AppRoute, c: Case): Promise<Answer> {
+  const query = c.query && typeof c.query === 'object' ? Object.entries(c.query).map(([k, v]) => `${pathSegment(k)}=${pathSegment(asQueryValue(v))}`) : [];
+  const headers: Record<string, string> = Object.fromEntries(Object.entries(c.headers).filter(([, value]) => /^[\t\x20-\x7e]*$/.test(value)));
+  const authorization = authorizationFor(c.caller);
+  if (authorization) headers.authorization = authorization;
+  return new Promise((resolve, reject) => {
+    const req = http.get(`${listening.baseUrl}${pathFor(route, c)}${query.length ? `?${query.join('&')}` : ''}`, { headers }, (res) => {
+      const answer = { status: res.statusCode ?? 0, headers: res.headers };
+      if (answer.status === 200) {
+        req.destroy();
+        return resolve({ ...answer, text: '', body: {} });
+      }
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        resolve({ ...answer, text, body: /json/.test(String(res.headers['content-type'])) ? (JSON.parse(text) as unknown) : {} });
+      });
+    });
+    req.on('error', reject);
+  });
+}
+
 const outcomes = new Map<number, number>();
 let cases = 0;
 
-function checkAnswer(route: AppRoute, res: Response): void {
+function checkAnswer(route: AppRoute, res: Answer): void {
   expect(res.status, (res.text ?? '').slice(0, 500)).toBeLessThan(500);
   if (res.status >= 400) {
     // Issue 18: an error answer stays small whatever the input.
@@ -297,7 +331,7 @@ beforeAll(async () => {
   });
   useWebhookNetwork(service.ctx, { ...network, resolve: async (hostname) => [{ address: /\d/.test(hostname) ? '10.0.0.1' : '93.184.215.14', family: 4 }] });
   listening = await listen(service);
-  http = request(listening.baseUrl);
+  agent = request(listening.baseUrl);
   alice = await registerUser(service);
   bob = await registerUser(service);
   admin = await registerAdmin(service);
@@ -313,16 +347,50 @@ afterAll(async () => {
 });
 
 describe('contract fuzzing', () => {
-  it('covers every operation of the contract', () => {
+  it('covers every operation of the contract, the live stream included', () => {
     expect(ROUTES.length).toBeGreaterThan(30);
+    expect(ROUTES.map(([name]) => name)).toContain('events.stream');
   });
+
+  // The MCP endpoint is an adapter over the same operations (server/mcp): JSON-RPC messages, well
+  // formed or not, with the contract's tool names and others, and arguments of any shape.
+  it('POST /mcp (JSON-RPC over the contract)', async () => {
+    const tools = [...contractTools().keys()];
+    const message = fc.record(
+      {
+        jsonrpc: fc.constantFrom('2.0', '2.0', '2.0', '1.0', 2),
+        id: fc.oneof(fc.integer(), fc.string({ maxLength: 40 }), fc.constant(null)),
+        method: fc.oneof(fc.constantFrom('initialize', 'tools/list', 'tools/call', 'tools/call', 'tools/call', 'ping', 'resources/list', 'notifications/initialized'), fc.string({ maxLength: 40 })),
+        params: fc.oneof(
+          fc.record({ name: fc.oneof(fc.constantFrom(...tools), fc.string({ maxLength: 60 })), arguments: fc.oneof(fc.dictionary(fc.string({ maxLength: 20 }), fc.jsonValue({ maxDepth: 3 })), fc.jsonValue({ maxDepth: 2 })) }),
+          fc.jsonValue({ maxDepth: 3 }),
+        ),
+      },
+      { requiredKeys: ['jsonrpc', 'method'] },
+    );
+    const body = fc.oneof({ weight: 5, arbitrary: message.map((m) => JSON.stringify(m)) }, fc.array(message, { maxLength: 4 }).map((m) => JSON.stringify(m)), fc.string({ maxLength: 200 }));
+    await fc.assert(
+      fc.asyncProperty(body, fc.constantFrom<Case['caller']>('alice', 'alice', 'none', 'forged'), fc.constantFrom('application/json, text/event-stream', 'application/json', '*/*'), async (text, caller, accept) => {
+        let req = agent.post('/mcp').set('Accept', accept).set('Content-Type', 'application/json');
+        const authorization = authorizationFor(caller);
+        if (authorization) req = req.set('Authorization', authorization);
+        const res = await req.send(text);
+        cases++;
+        outcomes.set(res.status, (outcomes.get(res.status) ?? 0) + 1);
+        expect(res.status, (res.text ?? '').slice(0, 500)).toBeLessThan(500);
+        if (res.status >= 400) expect(Buffer.byteLength(res.text ?? '')).toBeLessThanOrEqual(16 * 1024);
+        if (res.status === 200 && caller === 'alice') await refreshFixture();
+      }),
+      { numRuns: RUNS },
+    );
+  }, 300_000);
 
   for (const [name, route] of ROUTES) {
     it(`${route.method} ${route.path} (${name})`, async () => {
       await fc.assert(
         fc.asyncProperty(caseFor(route), async (c) => {
           const before = await stateDigest();
-          const res = await send(route, c);
+          const res = STREAMS.has(name) ? await sendStream(route, c) : await send(route, c);
           cases++;
           outcomes.set(res.status, (outcomes.get(res.status) ?? 0) + 1);
           checkAnswer(route, res);
