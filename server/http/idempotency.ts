@@ -105,6 +105,12 @@ function passesContract(route: AppRoute, req: Request): boolean {
   return parts.every(([schema, value]) => !(schema instanceof z.ZodType) || schema.safeParse(value).success);
 }
 
+let answersToKeep = 0;
+/** Test only (TEST_CRASH_AT_KEPT_ANSWER): the process group dies as in a power cut, as the Nth answer is about to be kept. */
+function crashIfDue(ctx: AppContext): void {
+  if (ctx.config.crashAtKeptAnswer !== undefined && ++answersToKeep === ctx.config.crashAtKeptAnswer) process.kill(0, 'SIGKILL');
+}
+
 /**
  * Keeps a 2xx or 4xx answer for replays before it is sent, so a retry right after it replays it;
  * forgets the key after a 5xx or when no answer was sent, so that a retry runs again.
@@ -119,6 +125,7 @@ function keepAnswer(ctx: AppContext, res: Response, userId: string, key: string)
     const body = typeof chunk === 'string' ? chunk : Buffer.isBuffer(chunk) ? chunk.toString('utf8') : '';
     const headers = Object.fromEntries(REPLAYED_HEADERS.flatMap((name) => (res.hasHeader(name) ? [[name, String(res.getHeader(name))]] : [])));
     const where = { userId_key: { userId, key } };
+    if (res.statusCode < 500) crashIfDue(ctx);
     const record =
       res.statusCode < 500
         ? prisma.idempotencyKey.update({ where, data: { status: res.statusCode, response: { headers, body } satisfies Prisma.InputJsonValue } })
