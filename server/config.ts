@@ -101,6 +101,8 @@ const EnvSchema = z
     /** Attempts in flight for one user's webhooks across all instances, so one user never takes every slot. */
     WEBHOOK_MAX_IN_FLIGHT_PER_USER: positiveInt.max(10_000).default(8),
     /** A static bearer token that may scrape /metrics (besides admins' access tokens). */
+    /** Test only (test/write-faults.test.ts): the process group is killed as the Nth answer under an Idempotency-Key is about to be kept. */
+    TEST_CRASH_AT_KEPT_ANSWER: positiveInt.optional(),
     METRICS_TOKEN: z.string().min(32, 'METRICS_TOKEN must be at least 32 characters').regex(/^[\x21-\x7e]+$/, 'METRICS_TOKEN must be printable ASCII without spaces').optional(),
   })
   .refine((env) => env.HTTP_HEADERS_TIMEOUT_MS <= env.HTTP_REQUEST_TIMEOUT_MS, {
@@ -198,6 +200,8 @@ export interface Config {
   /** Answers kept under Idempotency-Key per caller; past it the oldest expire early. */
   idempotencyMaxKeysPerUser: number;
   webhooks: WebhookConfig;
+  /** Test only: kill the process group (SIGKILL) as the Nth answer under an Idempotency-Key is about to be kept. */
+  crashAtKeptAnswer: number | undefined;
 }
 
 export interface WebhookConfig {
@@ -340,5 +344,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxInFlight: e.WEBHOOK_MAX_IN_FLIGHT,
       maxInFlightPerUser: e.WEBHOOK_MAX_IN_FLIGHT_PER_USER,
     },
+    crashAtKeptAnswer: e.TEST_CRASH_AT_KEPT_ANSWER,
   };
 }

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { answerKeeper, type AnswerKeeper, type OpenTransaction } from './answer-keeper.js';
 import { isTransactionConflict } from './errors.js';
 import { beginBounded, toError } from './statement-timeout.js';
 
@@ -22,6 +23,7 @@ export interface SqlDatabase extends SqlSession {
    * no lock waits on the client between statements. Each statement decides in SQL what the one
    * before it found, since none can be chosen after seeing another's answer. Returns each
    * statement's rows; a failing statement aborts the rest (they answer 25P02) and throws its error.
+   * Under an Idempotency-Key it does not commit: the answer keeper commits it with the answer.
    */
   pipeline(statements: Statement[]): Promise<unknown[][]>;
 }
@@ -56,10 +58,12 @@ export function pgSql(pool: pg.Pool, statementTimeoutMs?: number): SqlDatabase {
       }
     },
     pipeline: async (statements) => {
+      const keeper = answerKeeper();
+      await keeper?.beforeWrite();
       // A deadlock or serialization failure aborts one transaction of several; run again, it succeeds.
       for (let attempt = 1; ; attempt++) {
         try {
-          return await pipelineOnce(pool, begin, statements);
+          return await (keeper ? pipelineKept(pool, begin, statements, keeper) : pipelineOnce(pool, begin, statements));
         } catch (error) {
           if (attempt >= CONFLICT_ATTEMPTS || !isTransactionConflict(error)) throw error;
         }
@@ -82,6 +86,40 @@ async function pipelineOnce(pool: pg.Pool, begin: string, statements: Statement[
       client.release(broken ? toError(broken.reason) : undefined);
       if (failed) throw firstCause(settled.slice(1, -1), failed.reason);
       return settled.slice(1, -1).map((step) => (step.status === 'fulfilled' ? step.value.rows : []));
+}
+
+/**
+ * The statements sent at once without their COMMIT: the open transaction goes to `keeper`, whose
+ * commit sends the answer's statement and the COMMIT together (one more round trip).
+ */
+async function pipelineKept(pool: pg.Pool, begin: string, statements: Statement[], keeper: AnswerKeeper): Promise<unknown[][]> {
+  const client = await pool.connect();
+  const settled = await Promise.allSettled([client.query(begin), ...statements.map((statement) => client.query(statement.text, statement.values))]);
+  const [opened] = settled;
+  const failed = settled.find((step): step is PromiseRejectedResult => step.status === 'rejected');
+  if (opened?.status === 'rejected') {
+    client.release(toError(opened.reason));
+    throw opened.reason;
+  }
+  const end = async (steps: Promise<unknown>[]) => {
+    const ended = await Promise.allSettled(steps);
+    const last = ended[ended.length - 1];
+    client.release(last?.status === 'rejected' ? toError(last.reason) : undefined);
+    const refused = ended.find((step): step is PromiseRejectedResult => step.status === 'rejected');
+    if (refused) throw refused.reason;
+  };
+  const rollback = () => end([client.query('ROLLBACK')]);
+  if (failed) {
+    await rollback().catch(() => undefined);
+    throw firstCause(settled.slice(1), failed.reason);
+  }
+  const open: OpenTransaction = {
+    // A failed `last` aborts the transaction: the COMMIT then answers ROLLBACK, and `end` throws `last`'s error.
+    commit: (last) => end([...(last ? [client.query(last.text, last.values)] : []), client.query('COMMIT')]),
+    rollback,
+  };
+  await keeper.keep(open);
+  return settled.slice(1).map((step) => (step.status === 'fulfilled' ? step.value.rows : []));
 }
 
 // After the statement that failed, the others fail for the aborted transaction (25P02): the first

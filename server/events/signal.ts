@@ -1,5 +1,6 @@
 import { perInstance } from './per-instance.js';
 import pg from 'pg';
+import { afterCommit } from '../db/answer-keeper.js';
 import { inTransaction } from '../db/transactions.js';
 import type { Prisma } from '../generated/prisma/client.js';
 import type { AppContext } from '../context.js';
@@ -143,8 +144,11 @@ class CommitAnnouncer {
 
 const commitAnnouncer = perInstance((ctx) => new CommitAnnouncer(ctx));
 
-/** After a transaction that wrote events (or webhook deliveries) has committed: see CommitAnnouncer. */
-export const announceEvents = (ctx: AppContext): void => commitAnnouncer(ctx).announce();
+/**
+ * After a transaction that wrote events (or webhook deliveries) has committed: see CommitAnnouncer.
+ * Under an Idempotency-Key the transaction commits with the answer, so the announcement waits for that.
+ */
+export const announceEvents = (ctx: AppContext): void => afterCommit(() => commitAnnouncer(ctx).announce());
 
 /** A transaction that records events (server/events/outbox.ts), announced once it has committed. */
 export async function recordingEvents<T>(ctx: AppContext, work: (tx: Prisma.TransactionClient) => Promise<T>): Promise<T> {

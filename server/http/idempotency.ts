@@ -5,8 +5,8 @@ import type { AppRoute } from '@ts-rest/core';
 import { z } from 'zod';
 import { isLoginOnly, isPublicRoute } from '@task-service/client';
 import type { AppContext } from '../context.js';
-import { Prisma } from '../generated/prisma/client.js';
-import { AppError, invalidField } from './errors.js';
+import { AnswerKeeper, keepingAnswers, type KeptStatement } from '../db/answer-keeper.js';
+import { AppError, invalidField, problemBody, toAppError } from './errors.js';
 import { principalOf } from './principal.js';
 
 const KEPT_MS = 24 * 3600 * 1000;
@@ -105,12 +105,32 @@ function passesContract(route: AppRoute, req: Request): boolean {
   return parts.every(([schema, value]) => !(schema instanceof z.ZodType) || schema.safeParse(value).success);
 }
 
+let answersToKeep = 0;
+/** Test only (TEST_CRASH_AT_KEPT_ANSWER): the process group dies as in a power cut, as the Nth answer is about to be kept. */
+function crashIfDue(ctx: AppContext): void {
+  if (ctx.config.crashAtKeptAnswer !== undefined && ++answersToKeep === ctx.config.crashAtKeptAnswer) process.kill(0, 'SIGKILL');
+}
+
+/** The statement that keeps an answer under the caller's key. */
+const keptAnswer = (userId: string, key: string, status: number, response: z.infer<typeof StoredResponseSchema>): KeptStatement => ({
+  text: 'UPDATE idempotency_keys SET status = $3, response = $4::jsonb WHERE user_id = $1::uuid AND key = $2',
+  values: [userId, key, status, JSON.stringify(response)],
+});
+
+/** Frees the key of a request that kept no answer (a 5xx, a connection gone), so that a retry runs again. */
+const releaseKey = (ctx: AppContext, userId: string, key: string) =>
+  ctx.db.sql
+    .rows('DELETE FROM idempotency_keys WHERE user_id = $1::uuid AND key = $2 AND status IS NULL', [userId, key])
+    .catch((error: unknown) => ctx.logger.warn({ err: error }, 'could not release an idempotency key'));
+
 /**
- * Keeps a 2xx or 4xx answer for replays before it is sent, so a retry right after it replays it;
- * forgets the key after a 5xx or when no answer was sent, so that a retry runs again.
+ * Keeps a 2xx or 4xx answer before it is sent, in the transaction of the change it reports (the
+ * keeper holds it open until then), so a retry right after it replays it and a crash leaves both
+ * or neither. After a 5xx, or when the connection closed first, the change is rolled back and the
+ * key freed, so that a retry runs again. A failed commit answers its 5xx instead.
  */
-function keepAnswer(ctx: AppContext, res: Response, userId: string, key: string): void {
-  const { prisma } = ctx.db;
+function keepAnswer(ctx: AppContext, req: Request, res: Response, userId: string, key: string): AnswerKeeper {
+  const keeper = new AnswerKeeper();
   const send = res.send.bind(res);
   let sent = false;
   res.send = (chunk?: unknown) => {
@@ -118,20 +138,37 @@ function keepAnswer(ctx: AppContext, res: Response, userId: string, key: string)
     sent = true;
     const body = typeof chunk === 'string' ? chunk : Buffer.isBuffer(chunk) ? chunk.toString('utf8') : '';
     const headers = Object.fromEntries(REPLAYED_HEADERS.flatMap((name) => (res.hasHeader(name) ? [[name, String(res.getHeader(name))]] : [])));
-    const where = { userId_key: { userId, key } };
-    const record =
-      res.statusCode < 500
-        ? prisma.idempotencyKey.update({ where, data: { status: res.statusCode, response: { headers, body } satisfies Prisma.InputJsonValue } })
-        : prisma.idempotencyKey.delete({ where });
-    record
-      .catch((error: unknown) => ctx.logger.warn({ err: error }, 'could not record an idempotent answer'))
-      .finally(() => send(chunk));
+    const answer = res.statusCode < 500 ? keptAnswer(userId, key, res.statusCode, { headers, body }) : undefined;
+    if (answer) crashIfDue(ctx);
+    keeper.finish(answer).then(
+      async (outcome) => {
+        // No change held: the answer (a refusal, or nothing written) is kept on its own.
+        if (outcome === 'none' && answer) await ctx.db.sql.rows(answer.text, answer.values).catch((error: unknown) => ctx.logger.warn({ err: error }, 'could not record an idempotent answer'));
+        if (outcome === 'rolled_back' || !answer) await releaseKey(ctx, userId, key);
+        send(chunk);
+      },
+      async (error: unknown) => {
+        await releaseKey(ctx, userId, key);
+        send(failedCommit(ctx, req, res, error));
+      },
+    );
     return res;
   };
   res.once('close', () => {
     if (sent) return;
-    prisma.idempotencyKey.deleteMany({ where: { userId, key, status: null } }).catch((error: unknown) => ctx.logger.warn({ err: error }, 'could not release an idempotency key'));
+    void keeper.abandon().catch((error: unknown) => ctx.logger.warn({ err: error }, 'could not roll back an abandoned request')).then(() => releaseKey(ctx, userId, key));
   });
+  return keeper;
+}
+
+/** The answer that replaces one whose change did not commit: the commit's own failure, as a problem. */
+function failedCommit(ctx: AppContext, req: Request, res: Response, error: unknown): string {
+  ctx.logger.error({ err: error }, 'a change could not be committed with its answer');
+  const problem = toAppError(error);
+  for (const name of REPLAYED_HEADERS) res.removeHeader(name);
+  for (const [name, value] of Object.entries(problem.options.headers ?? {})) res.setHeader(name, value);
+  res.status(problem.status).setHeader('Content-Type', 'application/problem+json; charset=utf-8');
+  return JSON.stringify(problemBody(problem, req.originalUrl.split('?')[0] ?? req.path, String(req.id)));
 }
 
 /**
@@ -162,8 +199,7 @@ export function idempotencyKeys(ctx: AppContext, upload?: { contentOf: (req: Req
     claim(ctx, userId, key, fingerprint).then((outcome) => {
       switch (outcome.kind) {
         case 'claimed':
-          keepAnswer(ctx, res, userId, key);
-          return next();
+          return keepingAnswers(keepAnswer(ctx, req, res, userId, key), next);
         case 'reused':
           return next(new AppError('idempotency_key_reused', 'This Idempotency-Key was used with a different request: use a new key for a new request'));
         case 'in_use':

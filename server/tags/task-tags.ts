@@ -1,7 +1,7 @@
 import type { AppContext } from '../context.js';
 import { isMissingRow } from '../db/errors.js';
-import { inTransaction } from '../db/transactions.js';
 import { recordTaskUpdates } from '../events/domain-events.js';
+import { recordingEvents } from '../events/signal.js';
 import { notFound } from '../http/errors.js';
 import type { Principal } from '../http/principal.js';
 import { findVisibleTaskRef } from '../tasks/service.js';
@@ -26,7 +26,7 @@ export async function addTagToTask(
   const tag = await ctx.db.prisma.tag.findFirst({ where: { id: tagId, ownerId: task.ownerId } });
   if (!tag) throw notFound('tag');
   try {
-    const created = await inTransaction(ctx.db.prisma, async (tx) => {
+    const created = await recordingEvents(ctx, async (tx) => {
       // skipDuplicates: a concurrent add of the same tag finds the link there and answers 200.
       const { count } = await tx.taskTag.createMany({ data: [{ taskId: task.id, tagId: tag.id, createdAt: new Date() }], skipDuplicates: true });
       if (count === 0) return false;
@@ -44,7 +44,7 @@ export async function addTagToTask(
 export async function removeTagFromTask(ctx: AppContext, principal: Principal, taskId: string, tagId: string): Promise<void> {
   const task = await findVisibleTaskRef(ctx, principal, taskId);
   try {
-    await inTransaction(ctx.db.prisma, async (tx) => {
+    await recordingEvents(ctx, async (tx) => {
       const { count } = await tx.taskTag.deleteMany({ where: { taskId: task.id, tagId } });
       if (count === 0) throw notFound('tag on this task');
       await recordTaskUpdates(tx, principal.userId, await touchTasks(tx, { id: task.id }));

@@ -3,6 +3,7 @@ import { RoleSchema, type Role } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
 import type { SqlSession } from '../db/sql.js';
+import { inTransaction } from '../db/transactions.js';
 import type { User as UserRow } from '../generated/prisma/client.js';
 import { AppError } from '../http/errors.js';
 import { OperatorError } from '../operator-error.js';
@@ -20,9 +21,10 @@ export async function createAccount(
   const passwordHash = await ctx.passwords.hash(input.password);
   const now = new Date();
   try {
-    return await ctx.db.prisma.user.create({
-      data: { id: uuidv7(), email: input.email, name: input.name, role: input.role ?? 'user', passwordHash, createdAt: now, updatedAt: now },
-    });
+    // A transaction, though of one statement: under an Idempotency-Key it commits with the answer.
+    return await inTransaction(ctx.db.prisma, (tx) =>
+      tx.user.create({ data: { id: uuidv7(), email: input.email, name: input.name, role: input.role ?? 'user', passwordHash, createdAt: now, updatedAt: now } }),
+    );
   } catch (error) {
     if (isUniqueViolation(error)) throw emailTaken();
     throw error;

@@ -16,11 +16,13 @@ export interface ServiceProcess {
 
 /**
  * `server/main.ts` as an operator runs it, in a process of its own on an ephemeral port; resolves
- * once it says where it listens. `env` is added to this process's environment.
+ * once it says where it listens. `env` is added to this process's environment. `ownGroup`: in a
+ * process group of its own (as a terminal gives it), so that killGroup reaches all of it.
  */
-export function startServiceProcess(env: Record<string, string>): Promise<ServiceProcess> {
+export function startServiceProcess(env: Record<string, string>, { ownGroup = false }: { ownGroup?: boolean } = {}): Promise<ServiceProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
     cwd: ROOT,
+    detached: ownGroup,
     // One process by default: a signal or a kill reaches the process that serves, and its memory is the service's.
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', RATE_LIMIT_PER_MINUTE: '0', WEB_CONCURRENCY: '1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -38,6 +40,16 @@ export function startServiceProcess(env: Record<string, string>): Promise<Servic
     });
     void exited.then((code) => reject(new Error(`exited with ${code}: ${stderr}`)));
   });
+}
+
+/** SIGKILL to every process of a service started with `ownGroup` (its workers, its embedded PostgreSQL), as a power cut. */
+export function killGroup(service: ServiceProcess): void {
+  if (service.child.pid === undefined) return;
+  try {
+    process.kill(-service.child.pid, 'SIGKILL');
+  } catch {
+    // the group is gone already
+  }
 }
 
 /** Kills a process the test started, if it still runs. */
