@@ -2,18 +2,11 @@ import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
 import type { Logger } from 'pino';
 import { checkConfiguredKey } from '../auth/keys.js';
-import { closeContext, createContext } from '../bootstrap.js';
 import type { Config } from '../config.js';
 import type { AppContext } from '../context.js';
-import { onDirectConnection, openDatabase, type Database } from '../db/database.js';
-import { migrate } from '../db/migrate.js';
-import { shareStreamSlotsWithWorkers } from '../events/stream-slots.js';
+import type { Database } from '../db/database.js';
 import { checkPortFree } from '../http/listen.js';
 import { whenStopping, type StopSignals } from '../lifecycle.js';
-import { shareMemoryLimiterWithWorkers } from '../limits/request-limiter.js';
-import { startMaintenance } from '../maintenance.js';
-import { aggregateMetricsForWorkers } from '../metrics/cluster.js';
-import { mainProcessRegistries } from '../metrics/instance.js';
 import { OperatorError } from '../operator-error.js';
 import { AwaitingDatabaseSchema, HTTP_WORKER_ENV, StartupFailureSchema, type MainProcessMessage } from './messages.js';
 
@@ -23,7 +16,7 @@ const listeningLine = (config: Config, port: number) => `task service listening 
 async function closeAll(logger: Logger, stopMaintenance: () => Promise<void>, ctx: AppContext): Promise<void> {
   try {
     await stopMaintenance();
-    await closeContext(ctx);
+    await (await import('./database-side.js')).closeContext(ctx);
     await ctx.db.close();
     logger.info('stopped');
   } catch (error) {
@@ -32,55 +25,44 @@ async function closeAll(logger: Logger, stopMaintenance: () => Promise<void>, ct
   }
 }
 
+/** Lets go of what a start that failed had opened, quietly: the failure is what is said. */
+async function release(ctx: AppContext): Promise<void> {
+  await (await import('./database-side.js')).closeContext(ctx).catch(() => undefined);
+  await ctx.db.close().catch(() => undefined);
+}
+
 /** What can be checked without the database, before it starts: the port, the signing key. */
 async function checkBeforeDatabase(config: Config): Promise<void> {
   await checkConfiguredKey(config.jwt.privateKeyPem);
   await checkPortFree(config.port, config.host);
 }
 
-/** Opens (or starts) the database, migrates it and builds the main process's context (the admin among it). */
-async function prepareDatabase(config: Config, logger: Logger, stops: StopSignals): Promise<{ db: Database; ctx: AppContext }> {
-  const db = await openDatabase(config, { log: (message) => logger.info(message), signal: stops.signal });
-  stops.onDeadline(() => db.stopNow?.());
-  try {
-    stops.throwIfStopping();
-    const applied = await stops.unlessStopped(onDirectConnection(db, (sql) => migrate(sql)));
-    logger.info({ database: db.kind, applied }, applied.length ? 'migrations applied' : 'database schema is current');
-    return { db, ctx: await stops.unlessStopped(createContext(config, db, logger)) };
-  } catch (error) {
-    await db.close().catch(() => undefined);
-    throw error;
-  }
-}
-
 /**
  * The main process: checks what needs no database, then opens (or starts) the database, migrates,
  * ensures the configured admin, runs housekeeping, and serves HTTP itself (WEB_CONCURRENCY=1) or
  * through worker processes that share the port (Node's cluster), replacing any that dies. The
- * workers are forked first and load their code while the database starts. A stop signal at any
- * moment ends it all.
+ * workers are forked first: they load their code while this process loads its own and starts the
+ * database. A stop signal at any moment ends it all.
  */
 export async function runMain(config: Config, logger: Logger, stops: StopSignals): Promise<void> {
   await checkBeforeDatabase(config);
   stops.throwIfStopping();
   if (config.webConcurrency === 1) return serveAlone(config, logger, stops);
-  shareMemoryLimiterWithWorkers(config);
-  shareStreamSlotsWithWorkers(config.events);
   const workers = forkWorkers(config, logger, stops);
   let prepared: { db: Database; ctx: AppContext } | undefined;
   let stopMaintenance = () => Promise.resolve();
   try {
-    prepared = await prepareDatabase(config, logger, stops);
-    aggregateMetricsForWorkers(mainProcessRegistries(prepared.ctx));
+    const side = await import('./database-side.js');
+    prepared = await side.prepareDatabase(config, logger, stops);
+    side.keepForWorkers(config, prepared.ctx);
     workers.databaseReady(prepared.db.url);
     const port = await stops.unlessStopped(workers.listening);
-    stopMaintenance = startMaintenance(prepared.ctx);
+    stopMaintenance = side.startMaintenance(prepared.ctx);
     logger.info({ port, workers: config.webConcurrency, database: prepared.db.kind, dataDir: config.dataDir }, listeningLine(config, port));
   } catch (error) {
     await stopWorkers();
     await stopMaintenance();
-    if (prepared) await closeContext(prepared.ctx).catch(() => undefined);
-    await prepared?.db.close().catch(() => undefined);
+    if (prepared) await release(prepared.ctx);
     throw error;
   }
   const { ctx } = prepared;
@@ -93,13 +75,14 @@ export async function runMain(config: Config, logger: Logger, stops: StopSignals
 /** WEB_CONCURRENCY=1: this process serves HTTP itself; its HTTP code loads while the database starts. */
 async function serveAlone(config: Config, logger: Logger, stops: StopSignals): Promise<void> {
   const loading = import('../serve.js');
-  loading.catch(() => undefined); // awaited below; a failure is thrown there
-  const { db, ctx } = await prepareDatabase(config, logger, stops);
+  loading.catch(() => undefined); // awaited below, where a failure is thrown
+  const side = await import('./database-side.js');
+  const { db, ctx } = await side.prepareDatabase(config, logger, stops);
   let stopMaintenance = () => Promise.resolve();
   try {
     const { serve } = await loading;
     const serving = await stops.unlessStopped(serve(ctx));
-    stopMaintenance = startMaintenance(ctx);
+    stopMaintenance = side.startMaintenance(ctx);
     logger.info({ port: serving.port, database: db.kind, dataDir: config.dataDir }, listeningLine(config, serving.port));
     whenStopping(stops, (signal) => {
       logger.info({ signal }, 'shutting down');
@@ -107,8 +90,7 @@ async function serveAlone(config: Config, logger: Logger, stops: StopSignals): P
     });
   } catch (error) {
     await stopMaintenance();
-    await closeContext(ctx).catch(() => undefined);
-    await db.close().catch(() => undefined);
+    await release(ctx);
     throw error;
   }
 }
@@ -168,7 +150,7 @@ function forkWorkers(config: Config, logger: Logger, stops: StopSignals): Starti
     });
     return ports[0] ?? config.port;
   });
-  listening.catch(() => undefined); // awaited once the database is ready; a failure is thrown there
+  listening.catch(() => undefined); // awaited once the database is ready, where a failure is thrown
   return {
     listening,
     databaseReady: (url) => {
