@@ -16,7 +16,7 @@ import { ensureAdmin } from './users/accounts.js';
  * and the first admin. A store the configuration names but that cannot be used stops the start.
  */
 export async function createContext(config: Config, db: Database, logger: Logger): Promise<AppContext> {
-  const signingKey = await loadSigningKey(config.jwt.privateKeyPem, db.prisma, config.dataDir);
+  const signingKey = await loadSigningKey(config.jwt.privateKeyPem, db.sql, config.dataDir);
   const attachmentStorage = await openAttachmentStorage(config);
   const requestLimiter = await openRequestLimiter(config, db.sql, logger).catch(async (error: unknown) => {
     await attachmentStorage.close();

@@ -1,6 +1,7 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
 
 /** The project's folder (the one with package.json), whether running from the sources or from dist/. */
 function findProjectRoot(): string {
@@ -11,3 +12,7 @@ function findProjectRoot(): string {
 }
 
 export const PROJECT_ROOT = findProjectRoot();
+
+/** The service's version, from its package.json. */
+export const packageVersion = (): string =>
+  z.object({ version: z.string() }).parse(JSON.parse(readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8'))).version;

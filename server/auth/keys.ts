@@ -4,7 +4,7 @@ import { promisify } from 'node:util';
 import path from 'node:path';
 import { calculateJwkThumbprint, exportJWK, exportPKCS8, generateKeyPair, importJWK, importPKCS8, type CryptoKey, type JWK, type KeyObject } from 'jose';
 import { OperatorError } from '../operator-error.js';
-import type { PrismaClient } from '../db/database.js';
+import type { SqlSession } from '../db/sql.js';
 
 export const SIGNING_ALGORITHM = 'EdDSA';
 /** The name of the generated key's row in signing_keys. */
@@ -56,18 +56,21 @@ async function newPrivatePem(): Promise<string> {
  * once and kept in the database, so that every instance on it signs with the same key and tokens
  * survive a restart.
  */
-export async function loadSigningKey(configuredPem: string | undefined, prisma: PrismaClient, dataDir: string): Promise<SigningKey> {
+export async function loadSigningKey(configuredPem: string | undefined, sql: SqlSession, dataDir: string): Promise<SigningKey> {
   if (configuredPem) return fromPrivatePem(configuredPem, 'JWT_PRIVATE_KEY');
-  const stored = await prisma.signingKey.findUnique({ where: { name: GENERATED_KEY } });
-  if (stored) return fromPrivatePem(stored.privateKeyPem, STORED_KEY);
+  // Plain SQL: a start-up step, which need not wait for the ORM's query compiler to load.
+  const storedPem = async () => (await sql.rows<{ pem: string }>('SELECT private_key_pem AS pem FROM signing_keys WHERE name = $1', [GENERATED_KEY]))[0]?.pem;
+  const stored = await storedPem();
+  if (stored) return fromPrivatePem(stored, STORED_KEY);
   const file = path.join(dataDir, 'keys', 'jwt-ed25519.pem');
   const fromFile = await keyFileOf(file);
   if (fromFile) await fromPrivatePem(fromFile, file); // a broken file is named before it is adopted
   const candidate = fromFile ?? (await newPrivatePem());
   // Of instances starting together on a new database, the first insert wins and all use its key.
-  await prisma.signingKey.createMany({ data: [{ name: GENERATED_KEY, privateKeyPem: candidate }], skipDuplicates: true });
-  const chosen = await prisma.signingKey.findUniqueOrThrow({ where: { name: GENERATED_KEY } });
-  return fromPrivatePem(chosen.privateKeyPem, STORED_KEY);
+  await sql.rows('INSERT INTO signing_keys (name, private_key_pem) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [GENERATED_KEY, candidate]);
+  const chosen = await storedPem();
+  if (!chosen) throw new Error('the generated signing key is missing right after its insert');
+  return fromPrivatePem(chosen, STORED_KEY);
 }
 
 /**

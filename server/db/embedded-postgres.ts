@@ -1,6 +1,6 @@
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { access, appendFile, chmod, chown, constants, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { access, appendFile, chmod, chown, constants, mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -40,7 +40,7 @@ const ROLE = 'task_service';
 const DATABASE = 'tasks';
 const PORT = 5432; // only names the socket file: the server listens on no TCP address
 
-const BinariesSchema = z.object({ pg_ctl: z.string(), initdb: z.string() });
+const BinariesSchema = z.object({ pg_ctl: z.string(), initdb: z.string(), postgres: z.string() });
 type Binaries = z.infer<typeof BinariesSchema>;
 
 /** PostgreSQL's binaries, shipped inside the npm package of this platform. */
@@ -60,13 +60,22 @@ interface Account {
   gid: number;
 }
 
+/** The `postgres` account from /etc/passwd (read, not asked of `id`: no process to start). */
+async function passwdAccount(): Promise<Account | undefined> {
+  const passwd = await readFile('/etc/passwd', 'utf8').catch(() => '');
+  const [, , uid = '', gid = ''] = passwd.split('\n').map((line) => line.split(':')).find((entry) => entry[0] === 'postgres') ?? [];
+  return /^\d+$/.test(uid) && /^\d+$/.test(gid) ? { uid: Number(uid), gid: Number(gid) } : undefined;
+}
+
 /** PostgreSQL refuses to run as root: as root, it runs as the `postgres` system user (created if missing). */
 async function serverAccount(): Promise<Account | undefined> {
   if (process.getuid?.() !== 0) return undefined;
-  const lookup = async (): Promise<Account> => ({
-    uid: Number((await run('id', ['-u', 'postgres'])).stdout.trim()),
-    gid: Number((await run('id', ['-g', 'postgres'])).stdout.trim()),
-  });
+  const lookup = async (): Promise<Account> =>
+    (await passwdAccount()) ?? {
+      // An account from elsewhere (NSS: LDAP and the like).
+      uid: Number((await run('id', ['-u', 'postgres'])).stdout.trim()),
+      gid: Number((await run('id', ['-g', 'postgres'])).stdout.trim()),
+    };
   try {
     return await lookup();
   } catch {
@@ -106,6 +115,15 @@ function socketDirectory(dataDir: string): string {
 }
 
 const exists = (file: string) => access(file, constants.F_OK).then(() => true, () => false);
+
+/** As root, PostgreSQL runs as the postgres system user: it must reach the binaries (checked before initdb, and when a start fails). */
+async function checkAccountReachesBinaries(bin: Binaries, account: Account | undefined): Promise<void> {
+  if (account && (await runAs(account, bin.pg_ctl, ['--version'])).code !== 0) {
+    throw new EmbeddedPostgresError(
+      `Running as root, PostgreSQL runs as the postgres system user, which cannot reach ${path.dirname(bin.pg_ctl)}: install the project where other users can read it, or run the service as another user.`,
+    );
+  }
+}
 
 /** Makes a new cluster next to its final place and renames it there, so a half-made one never counts. */
 async function initialise(bin: Binaries, pgData: string, password: string, account: Account | undefined, signal?: AbortSignal): Promise<void> {
@@ -178,8 +196,51 @@ function processExists(pid: number): boolean {
   }
 }
 
-async function isRunning(bin: Binaries, pgData: string, account: Account | undefined): Promise<boolean> {
-  return (await runAs(account, bin.pg_ctl, ['status', '-D', pgData])).code === 0;
+/** The pid in postmaster.pid, when that process lives: what `pg_ctl status` checks, without starting it. */
+async function runningPid(pgData: string): Promise<number | undefined> {
+  const pid = Number((await readFile(path.join(pgData, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n')[0]);
+  return pid > 0 && processExists(pid) ? pid : undefined;
+}
+
+const isRunning = async (pgData: string) => (await runningPid(pgData)) !== undefined;
+
+const STARTED_WITHIN_MS = 60_000;
+const READY_POLL_MS = 10;
+
+/** The postmaster is ready when its postmaster.pid names it and says `ready` (line 8), as pg_ctl waits for. */
+async function isReady(pgData: string, pid: number): Promise<boolean> {
+  const lines = (await readFile(path.join(pgData, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n');
+  return Number(lines[0]) === pid && lines[7]?.trim() === 'ready';
+}
+
+/**
+ * Starts the server process itself, as `pg_ctl start -w` does (in a session of its own, its output
+ * appended to server.log) but watching for readiness every few milliseconds instead of pg_ctl's
+ * tenth of a second. Resolves once it accepts connections; the reason when it does not start.
+ */
+async function launch(bin: Binaries, pgData: string, account: Account | undefined): Promise<{ started: true } | { started: false; reason: string }> {
+  const logFile = path.join(pgData, 'server.log');
+  const log = await open(logFile, 'a', 0o600);
+  let child;
+  try {
+    await ownBy(logFile, account);
+    child = spawn(bin.postgres, ['-D', pgData], { ...(account ?? {}), detached: true, stdio: ['ignore', log.fd, log.fd], env: { ...process.env, LC_ALL: 'C' } });
+  } finally {
+    await log.close();
+  }
+  child.unref();
+  const ended = new Promise<string>((resolve) => {
+    child.once('error', (error) => resolve(error.message));
+    child.once('exit', (code, signal) => resolve(`it exited (${signal ?? `code ${code}`})`));
+  });
+  let reason: string | undefined;
+  void ended.then((why) => (reason = why));
+  const pid = child.pid;
+  for (const deadline = Date.now() + STARTED_WITHIN_MS; Date.now() < deadline && reason === undefined; ) {
+    if (pid !== undefined && (await isReady(pgData, pid))) return { started: true };
+    await new Promise((resolve) => setTimeout(resolve, READY_POLL_MS));
+  }
+  return { started: false, reason: reason ?? `not ready within ${STARTED_WITHIN_MS / 1000} s` };
 }
 
 /** The password of the service's role, made at initialisation and kept beside the signing key. */
@@ -222,11 +283,6 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedPo
   const log = options.log ?? (() => undefined);
   const bin = await binaries();
   const account = await serverAccount();
-  if (account && (await runAs(account, bin.pg_ctl, ['--version'])).code !== 0) {
-    throw new EmbeddedPostgresError(
-      `Running as root, PostgreSQL runs as the postgres system user, which cannot reach ${path.dirname(bin.pg_ctl)}: install the project where other users can read it, or run the service as another user.`,
-    );
-  }
   await mkdir(dataDir, { recursive: true });
   if (account) {
     // The server's account must pass through the data directory (not read it).
@@ -237,17 +293,27 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedPo
   const password = await servicePassword(dataDir);
   if (!(await exists(path.join(pgData, 'PG_VERSION')))) {
     log(`initialising the embedded PostgreSQL in ${pgData}`);
+    await checkAccountReachesBinaries(bin, account);
     await initialise(bin, pgData, password, account, options.signal);
   }
-  const start = () => runAs(account, bin.pg_ctl, ['start', '-D', pgData, '-w', '-t', '60', '-s', '-l', path.join(pgData, 'server.log')]);
+  /** Starts the server; when it does not start, its log (or why the process ended) says why in one line. */
+  const start = async (failure: string) => {
+    const launched = await launch(bin, pgData, account);
+    if (launched.started) return;
+    // Another process may have started it a moment ago.
+    if (await isRunning(pgData)) return;
+    await checkAccountReachesBinaries(bin, account);
+    const logTail = await readFile(path.join(pgData, 'server.log'), 'utf8').catch(() => '');
+    throw new EmbeddedPostgresError(`The embedded PostgreSQL in ${pgData} ${failure}: ${lastLine(logTail || launched.reason)}`);
+  };
   const stop = async () => {
     const stopped = await runAs(account, bin.pg_ctl, ['stop', '-D', pgData, '-m', 'fast', '-w', '-t', '60', '-s']);
-    if (stopped.code !== 0 && (await isRunning(bin, pgData, account))) {
+    if (stopped.code !== 0 && (await isRunning(pgData))) {
       throw new EmbeddedPostgresError(`The embedded PostgreSQL did not stop: ${lastLine(stopped.output)}`);
     }
   };
 
-  let adopted = await isRunning(bin, pgData, account);
+  let adopted = await isRunning(pgData);
   let socketDir = await (async () => {
     if (!adopted) return undefined;
     log('adopting the embedded PostgreSQL left running by an earlier process');
@@ -258,18 +324,14 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedPo
     await mkdir(socketDir, { recursive: true, mode: 0o700 });
     await ownBy(socketDir, account);
     await writeSettings(pgData, socketDir, options.settings ?? {}, account);
-    const started = await start();
-    if (options.signal?.aborted && started.code === 0) {
+    await start('did not start');
+    if (options.signal?.aborted) {
       await stop();
       throw new StartAborted(String(options.signal.reason));
     }
-    if (started.code !== 0) {
-      // Another process may have started it a moment ago; otherwise the log says why.
-      const theirs = (await isRunning(bin, pgData, account)) ? await runningSocketDirectory(pgData) : undefined;
-      if (!theirs) {
-        const logTail = await readFile(path.join(pgData, 'server.log'), 'utf8').catch(() => '');
-        throw new EmbeddedPostgresError(`The embedded PostgreSQL in ${pgData} did not start: ${lastLine(logTail || started.output)}`);
-      }
+    // A server another process started a moment ago may listen elsewhere.
+    const theirs = await runningSocketDirectory(pgData);
+    if (theirs && theirs !== socketDir) {
       socketDir = theirs;
       adopted = true;
     }
@@ -290,17 +352,8 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedPo
         // Not running, or it would not stop: the process exits either way.
       }
     },
-    isAlive: async () => {
-      const pid = Number((await readFile(path.join(pgData, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n')[0]);
-      return pid > 0 && processExists(pid);
-    },
-    restart: async () => {
-      const started = await start();
-      if (started.code !== 0 && !(await isRunning(bin, pgData, account))) {
-        const logTail = await readFile(path.join(pgData, 'server.log'), 'utf8').catch(() => '');
-        throw new EmbeddedPostgresError(`The embedded PostgreSQL in ${pgData} did not start again: ${lastLine(logTail || started.output)}`);
-      }
-    },
+    isAlive: () => isRunning(pgData),
+    restart: () => start('did not start again'),
   };
 }
 

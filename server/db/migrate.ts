@@ -55,12 +55,22 @@ function assertHistoryMatches(applied: Map<string, string>, migrations: Migratio
   }
 }
 
+/** Whether the database has applied exactly `migrations`, as most starts find: one statement, no lock. */
+async function isCurrent(db: SqlSession, migrations: Migration[]): Promise<boolean> {
+  // No history table yet (or any other failure): the full run below finds out, and says what is wrong.
+  const applied = await db.rows<{ name: string; checksum: string }>('SELECT name, checksum FROM "_migrations"').catch(() => undefined);
+  if (applied?.length !== migrations.length) return false;
+  const checksums = new Map(applied.map((m) => [m.name, m.checksum]));
+  return migrations.every((m) => checksums.get(m.name) === m.checksum);
+}
+
 /**
  * Applies every pending migration in one transaction, under an advisory lock, so that instances
  * starting together apply each migration once and a failed migration leaves nothing half-done.
  */
 export async function migrate(db: SqlDatabase, migrations?: Migration[]): Promise<string[]> {
   const all = migrations ?? (await readMigrations());
+  if (await isCurrent(db, all)) return [];
   return db.transaction(async (tx) => {
     // Building an index on a large table may take longer than a request's statement timeout.
     await tx.exec('SET LOCAL statement_timeout = 0');

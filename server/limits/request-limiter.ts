@@ -1,5 +1,5 @@
 import cluster from 'node:cluster';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { RateLimiterCluster, RateLimiterClusterMaster, RateLimiterMemory, RateLimiterPostgres, RateLimiterRedis, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Config } from '../config.js';
@@ -30,6 +30,8 @@ function pgLikeClient(sql: SqlSession) {
 }
 
 async function connectedRedis(url: string, logger: Logger): Promise<Redis> {
+  // Loaded only where Redis is configured.
+  const { Redis } = await import('ioredis');
   // Fail fast while Redis is away (the memory insurance counts meanwhile) rather than queue requests.
   const redis = new Redis(url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: REDIS_CONNECT_MS });
   let reachable = true;

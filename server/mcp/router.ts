@@ -1,65 +1,19 @@
 // POST /mcp: the Model Context Protocol over its Streamable HTTP transport, stateless (no MCP
 // session, so any instance answers any request). A thin adapter: tools come from the contract and
 // every call runs through the same application as the REST request it stands for.
-import type { Express, Request, RequestHandler } from 'express';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { grantsScope } from '@task-service/client';
-import { notAuthenticated } from '../auth/sessions.js';
+import type { Express, RequestHandler } from 'express';
 import type { AppContext } from '../context.js';
-import { AppError, problemBody } from '../http/errors.js';
-import type { Principal } from '../http/principal.js';
-import { openApiDocument } from '../openapi/document.js';
-import { dispatchToolCall } from './dispatch.js';
-import { contractTools, type McpTool } from './tools.js';
+import { AppError } from '../http/errors.js';
 
 const MCP_PATH = '/mcp';
 
-/** An access token from a login sees every tool; a personal access token those its scopes allow. */
-const visibleTo = (principal: Principal) => (tool: McpTool) => !principal.token || (tool.scope !== undefined && grantsScope(principal.token.scopes, tool.scope));
-
-function noSuchTool(name: string, req: Request): CallToolResult {
-  const problem = problemBody(new AppError('not_found', `No tool named ${name} is available to this token`), MCP_PATH, String(req.id));
-  return { isError: true, content: [{ type: 'text', text: JSON.stringify(problem) }] };
-}
-
-/** A browser page on another site must not reach the endpoint through the user's network (the spec's DNS-rebinding rule). */
-function assertAllowedOrigin(req: Request, corsOrigins: string[]): void {
-  const origin = req.headers.origin;
-  if (origin === undefined || corsOrigins.includes('*') || corsOrigins.includes(origin)) return;
-  throw new AppError('forbidden', `Origin ${origin} may not use this endpoint (CORS_ORIGINS)`);
-}
-
-/** Serves /mcp on `app`; tools are derived from the contract once, here. */
+/** Serves /mcp on `app`; the MCP SDK and the tools are loaded at the first call (handler.ts). */
 export function serveMcp(app: Express, ctx: AppContext): void {
-  const tools = contractTools();
-  const version = openApiDocument().info.version;
-
-  const handle: RequestHandler = async (req, res) => {
-    assertAllowedOrigin(req, ctx.config.corsOrigins);
-    const principal = req.principal;
-    if (!principal) throw notAuthenticated(req.accessClaims, req.tokenRejection);
-    const visible = visibleTo(principal);
-
-    // Stateless: a server and a transport per request, as the SDK prescribes when there is no session.
-    const server = new Server({ name: 'task-service', version }, { capabilities: { tools: { listChanged: false } } });
-    server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: [...tools.values()].filter(visible).map((tool) => tool.definition) }));
-    server.setRequestHandler(CallToolRequestSchema, (request) => {
-      const tool = tools.get(request.params.name);
-      if (!tool || !visible(tool)) return noSuchTool(request.params.name, req);
-      return dispatchToolCall(tool, request.params.arguments ?? {}, req);
-    });
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-    res.on('close', () => {
-      void transport.close();
-      void server.close();
-    });
-    await server.connect(transport);
-    await transport.handleRequest(req, res, req.body);
-  };
-
-  app.post(MCP_PATH, handle);
+  let handler: Promise<RequestHandler> | undefined;
+  app.post(MCP_PATH, async (req, res, next) => {
+    handler ??= import('./handler.js').then(({ mcpHandler }) => mcpHandler(ctx));
+    await (await handler)(req, res, next);
+  });
   // No MCP session, so no stream to open (GET) or session to end (DELETE).
   app.all(MCP_PATH, (_req, _res, next) => next(new AppError('method_not_allowed', 'The MCP endpoint is stateless: only POST', { headers: { Allow: 'POST' } })));
 }

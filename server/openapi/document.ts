@@ -1,10 +1,8 @@
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { isAppRouteNoBody, isAppRouteOtherResponse, type AppRoute, type AppRouteResponse } from '@ts-rest/core';
 import { generateOpenApi } from '@ts-rest/open-api';
 import { z } from 'zod';
 import { contract, isLoginOnly, isPublicRoute, ProblemSchema, scopeOf, scopeDescriptions, SCOPES, TaskSchema, type Problem } from '@task-service/client';
-import { PROJECT_ROOT } from '../project-root.js';
+import { packageVersion } from '../project-root.js';
 import { isCreatingPost } from '../http/idempotency.js';
 import { codeSamples, samplesMarkdown } from './code-samples.js';
 import { examplesByRoute, problemBody, problemExamples, type AnyOperationExamples, type ProblemExample } from './examples.js';
@@ -14,10 +12,6 @@ import { schemaOf, withAnyValueSchemas, withIntegerFormats, withNamedModels, typ
 type OperationMapper = NonNullable<NonNullable<Parameters<typeof generateOpenApi>[2]>['operationMapper']>;
 type Operation = Parameters<OperationMapper>[0];
 type Parameter = NonNullable<Operation['parameters']>[number];
-
-const packageVersion = (): string =>
-  z.object({ version: z.string() }).parse(JSON.parse(readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8'))).version;
-
 
 const INTRODUCTION = [
   'Users, their tasks, tags and attachments. JSON in and out with camelCase fields; ids are UUIDv7; timestamps are RFC 3339 in UTC with milliseconds. Every answer carries `X-Request-Id`. A typed TypeScript client is the package `@task-service/client`; `npx task-service-verify --base-url URL` runs its contract tests against a service.',

@@ -4,20 +4,20 @@ import { ProblemCodeSchema } from '@task-service/client';
 import { docsContract } from '@task-service/client';
 import { problemCatalogue, problemPage } from '@task-service/client';
 import { AppError } from '../http/errors.js';
-import { openApiDocument } from './document.js';
 import { loadDocsAssets, preferredEncoding } from './assets.js';
 import { referencePage } from './reference-page.js';
 
 const ONE_YEAR_SECONDS = 365 * 24 * 3600;
-const docsAssets = loadDocsAssets();
-const ASSETS_PATH = `/docs/assets/${docsAssets.version}`;
+// Read and compressed at the first request for the page or its files: most processes never serve one.
+let loadedAssets: ReturnType<typeof loadDocsAssets> | undefined;
+const docsAssets = () => (loadedAssets ??= loadDocsAssets());
 
 const CONTENT_SECURITY_POLICY = "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
 
 export function docsRouter() {
-  const document = openApiDocument();
   return initServer().router(docsContract, {
-    openapi: async () => ({ status: 200, body: document }),
+    // Generated at the first request (the generator and the examples are loaded only then).
+    openapi: async () => ({ status: 200, body: (await import('./document.js')).openApiDocument() }),
     problems: async () => ({ status: 200, body: { items: ProblemCodeSchema.options.map((code) => ({ code, ...problemCatalogue[code] })) } }),
     problem: async ({ params }) => {
       const page = problemPage(params.code);
@@ -26,14 +26,15 @@ export function docsRouter() {
     },
     reference: async ({ res }) => {
       res.setHeader('Content-Security-Policy', CONTENT_SECURITY_POLICY);
-      return { status: 200, body: referencePage(ASSETS_PATH) };
+      return { status: 200, body: referencePage(`/docs/assets/${docsAssets().version}`) };
     },
   });
 }
 
 /** An asset of the current version, compressed as the client accepts, cacheable for a year. */
 const serveAsset: RequestHandler = (req, res, next) => {
-  const asset = req.params.version === docsAssets.version && typeof req.params.asset === 'string' ? docsAssets.assets.get(req.params.asset) : undefined;
+  const { version, assets } = docsAssets();
+  const asset = req.params.version === version && typeof req.params.asset === 'string' ? assets.get(req.params.asset) : undefined;
   if (!asset) return next(new AppError('not_found', `No such asset: ${req.path}`));
   const encoding = preferredEncoding(req.headers['accept-encoding']);
   res.setHeader('Cache-Control', `public, max-age=${ONE_YEAR_SECONDS}, immutable`);

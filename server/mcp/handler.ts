@@ -1,0 +1,58 @@
+// The MCP endpoint's handler: the SDK's server and transport per request, over the tools derived
+// from the contract (loaded by router.ts at the first call: most processes never get one).
+import type { Request, RequestHandler } from 'express';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { grantsScope } from '@task-service/client';
+import { notAuthenticated } from '../auth/sessions.js';
+import type { AppContext } from '../context.js';
+import { AppError, problemBody } from '../http/errors.js';
+import type { Principal } from '../http/principal.js';
+import { packageVersion } from '../project-root.js';
+import { dispatchToolCall } from './dispatch.js';
+import { contractTools, type McpTool } from './tools.js';
+
+/** An access token from a login sees every tool; a personal access token those its scopes allow. */
+const visibleTo = (principal: Principal) => (tool: McpTool) => !principal.token || (tool.scope !== undefined && grantsScope(principal.token.scopes, tool.scope));
+
+function noSuchTool(name: string, req: Request): CallToolResult {
+  const problem = problemBody(new AppError('not_found', `No tool named ${name} is available to this token`), req.path, String(req.id));
+  return { isError: true, content: [{ type: 'text', text: JSON.stringify(problem) }] };
+}
+
+/** A browser page on another site must not reach the endpoint through the user's network (the spec's DNS-rebinding rule). */
+function assertAllowedOrigin(req: Request, corsOrigins: string[]): void {
+  const origin = req.headers.origin;
+  if (origin === undefined || corsOrigins.includes('*') || corsOrigins.includes(origin)) return;
+  throw new AppError('forbidden', `Origin ${origin} may not use this endpoint (CORS_ORIGINS)`);
+}
+
+/** Answers POST /mcp; tools are derived from the contract once, here. */
+export function mcpHandler(ctx: AppContext): RequestHandler {
+  const tools = contractTools();
+  const version = packageVersion();
+
+  return async (req, res) => {
+    assertAllowedOrigin(req, ctx.config.corsOrigins);
+    const principal = req.principal;
+    if (!principal) throw notAuthenticated(req.accessClaims, req.tokenRejection);
+    const visible = visibleTo(principal);
+
+    // Stateless: a server and a transport per request, as the SDK prescribes when there is no session.
+    const server = new Server({ name: 'task-service', version }, { capabilities: { tools: { listChanged: false } } });
+    server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: [...tools.values()].filter(visible).map((tool) => tool.definition) }));
+    server.setRequestHandler(CallToolRequestSchema, (request) => {
+      const tool = tools.get(request.params.name);
+      if (!tool || !visible(tool)) return noSuchTool(request.params.name, req);
+      return dispatchToolCall(tool, request.params.arguments ?? {}, req);
+    });
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    res.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    await transport.handleRequest(req, res, req.body);
+  };
+}
