@@ -10,6 +10,8 @@ import path from 'node:path';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const RUNS = Number(process.argv[2] ?? 5);
+/** WEB_CONCURRENCY for the runs (`npm run bench:start -- RUNS WORKERS`); the service's default when not given. */
+const WORKERS = process.argv[3];
 
 async function freePort(): Promise<number> {
   const server = createServer().listen(0, '127.0.0.1');
@@ -23,6 +25,9 @@ async function healthy(url: string): Promise<boolean> {
   return fetch(url).then((res) => res.status === 200, () => false);
 }
 
+// The caller's own WEB_CONCURRENCY does not leak in: the runs measure the default unless told.
+const environment = Object.fromEntries(Object.entries(process.env).filter(([name]) => name !== 'WEB_CONCURRENCY'));
+
 /** One `npm start`: milliseconds to the first 200 from /healthz, then to the end of the tree after SIGTERM. */
 async function startOnce(dataDir: string): Promise<{ upMs: number; downMs: number }> {
   const port = await freePort();
@@ -30,7 +35,7 @@ async function startOnce(dataDir: string): Promise<{ upMs: number; downMs: numbe
   const child = spawn('npm', ['start', '--silent'], {
     cwd: ROOT,
     detached: true, // its own process group, signalled as a terminal or a supervisor would
-    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, DATABASE_URL: '', LOG_LEVEL: 'warn', WEB_CONCURRENCY: '2' },
+    env: { ...environment, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, DATABASE_URL: '', LOG_LEVEL: 'warn', ...(WORKERS && { WEB_CONCURRENCY: WORKERS }) },
     stdio: 'ignore',
   });
   const exited = once(child, 'exit');
