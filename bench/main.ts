@@ -10,7 +10,7 @@ import { clientWeights } from './client.js';
 import { stopLoadGenerator } from './load/run.js';
 import { measure, oddAnswers, type Timing } from './measure.js';
 import { parseOptions } from './options.js';
-import { nodeProcesses, processTree } from './rss.js';
+import { nodeProcesses } from './rss.js';
 import { seed } from './seed.js';
 import { buildService, embeddedDatabaseUrl, freshExternalDatabase, startService, type RunningService } from './service.js';
 import { formatTable, formatTargets, type Row } from './table.js';
@@ -69,7 +69,7 @@ async function workloadRows(service: RunningService, workers: string, workload: 
 async function otherWorkerCount(service: RunningService, workersBefore: number, workloads: Workload[], baselines: Baselines, bare: RunningBaseline): Promise<Row[]> {
   try {
     const workers = await workerCount(service);
-    log(`service: ${(await processTree(service.pid)).length} process(es) in its tree, ${workers} serving`);
+    log(`service: ${(await nodeProcesses(service.pid)).length} Node.js process(es) in its tree, ${workers} serving`);
     const reads = workloads.find((workload) => workload.name === 'GET /tasks/{id}');
     if (reads && workers !== workersBefore) return workloadRows(service, String(workers), reads, baselines, bare);
     log(`WEB_CONCURRENCY made no difference (${workers} serving process(es) both times): no second GET /tasks/{id} row`);
@@ -117,7 +117,7 @@ async function main(): Promise<Row[]> {
     rows.push(...baselines.rows);
 
     const workers = await workerCount(service);
-    log(`service: ${(await processTree(service.pid)).length} process(es) in its tree, ${workers} serving`);
+    log(`service: ${(await nodeProcesses(service.pid)).length} Node.js process(es) in its tree, ${workers} serving`);
     const label = workers === options.workers ? String(workers) : `${workers} (asked ${options.workers})`;
     for (const workload of workloads) rows.push(...(await workloadRows(service, label, workload, baselines, bare)));
 

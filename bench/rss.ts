@@ -1,4 +1,5 @@
-// Peak resident memory of a process and its descendants (cluster workers), polled from /proc.
+// Peak resident memory of a process and its Node.js descendants (cluster workers), polled from /proc;
+// not the embedded PostgreSQL's processes, which the service starts as its children too.
 import { readdir, readFile, readlink, realpath } from 'node:fs/promises';
 
 async function read(file: string): Promise<string | undefined> {
@@ -43,7 +44,7 @@ export function sampleRss(root: number, everyMs = 200): RssSampler {
   let running = true;
   const loop = (async () => {
     while (running) {
-      const sizes = await Promise.all((await processTree(root)).map(rssKiB));
+      const sizes = await Promise.all((await nodeProcesses(root)).map(rssKiB));
       peakKiB = Math.max(peakKiB, sizes.reduce((a, b) => a + b, 0));
       await new Promise((resolve) => setTimeout(resolve, everyMs));
     }
