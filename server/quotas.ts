@@ -57,7 +57,7 @@ export const quotaExceeded = (quota: Quota, limit: number) =>
  * concurrent claims are counted one after another and cannot pass the quota together. Rows that
  * merely reference the user, such as the task being inserted, do not wait for it.
  */
-export async function claimQuota(db: Prisma.TransactionClient, ctx: AppContext, principal: Principal, quota: Quota, adding = 1): Promise<void> {
+async function claimQuota(db: Prisma.TransactionClient, ctx: AppContext, principal: Principal, quota: Quota, adding = 1): Promise<void> {
   if (isAdmin(principal)) return;
   await lockUserRow(db, principal.userId, 'exclusive');
   const limit = ctx.config.quotas[quota];

@@ -1,6 +1,5 @@
 import type { User as UserRow } from '../generated/prisma/client.js';
 import type { Prisma } from '../generated/prisma/client.js';
-import { serializeAttachment, type AttachmentRow } from '../attachments/serialize.js';
 import { serializeTask, taskInclude, type TaskRow } from '../tasks/serialize.js';
 import { serializeUser } from '../users/serialize.js';
 import { recordEvents, type OutboxEvent } from './outbox.js';
@@ -20,12 +19,6 @@ export const taskChanged = (type: 'task.created' | 'task.updated', row: TaskRow,
 export const taskDeleted = (taskId: string, task: TaskParties): OutboxEvent => ({
   type: 'task.deleted',
   data: { taskId },
-  audience: [task.ownerId, task.assigneeId],
-});
-
-export const attachmentCreated = (row: AttachmentRow, task: TaskParties): OutboxEvent => ({
-  type: 'attachment.created',
-  data: { attachment: serializeAttachment(row) },
   audience: [task.ownerId, task.assigneeId],
 });
 
