@@ -17,7 +17,7 @@ import type { TaskRow } from './serialize.js';
 
 // Tags in the order of `tagsByName`; the attachment count as `_count.attachments`: the shape
 // Prisma gives with `taskInclude`, so the one serializeTask serves both.
-export const TASK_ROW = `
+const TASK_ROW = `
   SELECT t.id, t.owner_id AS "ownerId", t.assignee_id AS "assigneeId", t.title, t.description, t.status, t.priority,
     t.due_at AS "dueAt", t.completed_at AS "completedAt", t.version, t.created_at AS "createdAt", t.updated_at AS "updatedAt",
     COALESCE((SELECT json_agg(json_build_object('tag', json_build_object('id', g.id, 'name', g.name, 'color', g.color))
@@ -29,7 +29,7 @@ export const TASK_ROW = `
 export const iso = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
 /** The contract's Task of the row `t` as jsonb, for events written in SQL (serializeTask's shape, key for key). */
-export const taskJson = (t: string) => `jsonb_build_object(
+const taskJson = (t: string) => `jsonb_build_object(
     'id', ${t}.id, 'ownerId', ${t}.owner_id, 'assigneeId', ${t}.assignee_id, 'title', ${t}.title, 'description', ${t}.description,
     'status', ${t}.status, 'priority', ${t}.priority, 'dueAt', ${iso(`${t}.due_at`)}, 'completedAt', ${iso(`${t}.completed_at`)},
     'tags', COALESCE((SELECT jsonb_agg(jsonb_build_object('id', g.id, 'name', g.name, 'color', g.color) ORDER BY g.name_key, g.name, g.id)
@@ -57,7 +57,7 @@ export async function readVisibleTask(ctx: AppContext, principal: Principal, tas
 }
 
 /** The statements that place one event (id `eventId`), written by the statement before, and end its subtransaction. */
-export const placeEvent = (eventId: string): Statement[] => [{ text: PLACE_EVENTS, values: [[eventId]] }, { text: 'RELEASE SAVEPOINT write' }];
+const placeEvent = (eventId: string): Statement[] => [{ text: PLACE_EVENTS, values: [[eventId]] }, { text: 'RELEASE SAVEPOINT write' }];
 
 /**
  * A `task.updated` event's data as written by the statement that changes the task's tags or
@@ -86,9 +86,10 @@ export const touchTaskOf = (changed: string, sql: { actor: string; now: string; 
         ${EVENT_WRITES}`;
 
 /**
- * The statements that end a write whose events the statement before wrote, some as stubs (one per
- * task it changed, ids made in SQL): each stub gets the task as the change left it, every event of
- * the subtransaction its place, and the subtransaction ends.
+ * The statements that end a write whose events the statement before wrote, a task's as a stub
+ * (taskEventStub): each stub gets the task as the change left it, every event written in the
+ * subtransaction its place (their ids may be made in SQL: one per task a tag is on), and the
+ * subtransaction ends.
  */
 export const settleTaskEvents: Statement[] = [
   {
