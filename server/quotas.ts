@@ -1,5 +1,6 @@
 import type { Config } from './config.js';
 import type { AppContext } from './context.js';
+import type { Statement } from './db/sql.js';
 import { inTransaction } from './db/transactions.js';
 import { Prisma } from './generated/prisma/client.js';
 import { AppError } from './http/errors.js';
@@ -56,7 +57,7 @@ export const quotaExceeded = (quota: Quota, limit: number) =>
  * concurrent claims are counted one after another and cannot pass the quota together. Rows that
  * merely reference the user, such as the task being inserted, do not wait for it.
  */
-export async function claimQuota(db: Prisma.TransactionClient, ctx: AppContext, principal: Principal, quota: Quota, adding = 1): Promise<void> {
+async function claimQuota(db: Prisma.TransactionClient, ctx: AppContext, principal: Principal, quota: Quota, adding = 1): Promise<void> {
   if (isAdmin(principal)) return;
   await lockUserRow(db, principal.userId, 'exclusive');
   const limit = ctx.config.quotas[quota];
@@ -112,3 +113,24 @@ export async function quotaClaims(ctx: AppContext, principal: Principal, quota: 
   const margin = (await maxConnections(ctx)) * BigInt(QUOTAS[quota].perTransaction(ctx.config));
   return margin >= BigInt(limit) ? [{ kind: 'exclusive', limit }] : [{ kind: 'shared', room: margin, limit }, { kind: 'exclusive', limit }];
 }
+
+/** The lock a claim takes on the user's row ($1) before its write: shared, exclusive, or none for the exempt. */
+export const claimLock = (claim: QuotaClaim, userId: string): Statement[] =>
+  claim.kind === 'exempt' ? [] : [{ text: `SELECT 1 FROM users WHERE id = $1 FOR ${claim.kind === 'shared' ? 'SHARE' : 'NO KEY UPDATE'}`, values: [userId] }];
+
+/** What a claim's check must find room for (a shared claim: every transaction in flight), and its limit (null: exempt). */
+export function claimBounds(claim: QuotaClaim, adding: bigint): { room: string; limit: number | null } {
+  if (claim.kind === 'exempt') return { room: adding.toString(), limit: null };
+  return { room: (claim.kind === 'shared' ? claim.room : adding).toString(), limit: claim.limit };
+}
+
+/**
+ * SQL true when the holdings of `quota` of the user `user` leave room for `room` within `limit`
+ * (parameters, as claimBounds gives them; a null limit always has room).
+ */
+export const hasRoom = (quota: Quota, user: string, room: string, limit: string): string =>
+  `(${limit}::bigint IS NULL OR (SELECT coalesce(sum(${QUOTAS[quota].column}), 0) FROM user_holdings WHERE user_id = ${user}) + ${room}::bigint <= ${limit}::bigint)`;
+
+/** The claim that holds the user's row exclusively (admins are exempt): for a write that adds more than one of its quota. */
+export const exclusiveClaim = (ctx: AppContext, principal: Principal, quota: Quota): QuotaClaim =>
+  isAdmin(principal) ? { kind: 'exempt' } : { kind: 'exclusive', limit: ctx.config.quotas[quota] };

@@ -92,6 +92,32 @@ describe('the tag quota', () => {
   });
 });
 
+describe('the tag quota one below its limit', () => {
+  const oneBelow = async (target: TestService, limit: number) => {
+    const user = await registerUser(target);
+    await target.ctx.db.prisma.tag.createMany({
+      data: Array.from({ length: limit - 1 }, (_, i) => ({ id: uuidv7(), ownerId: user.user.id, name: `seeded ${i}`, nameKey: `seeded ${i}`, color: '#000000' })),
+    });
+    const responses = await Promise.all(Array.from({ length: 32 }, (_, i) => target.http.post('/tags').set('Authorization', user.auth).send({ name: `last ${i}` })));
+    expect(statuses(responses).filter((s) => s === 201)).toHaveLength(1);
+    for (const res of responses.filter((r) => r.status !== 201)) expect(expectProblem(res, 409, 'quota_exceeded', '/tags').detail).toContain('USER_MAX_TAGS');
+    expect(await target.ctx.db.prisma.tag.count({ where: { ownerId: user.user.id } })).toBe(limit);
+  };
+
+  it('lets exactly one of 32 parallel creates through', () => oneBelow(service, MAX_TAGS));
+
+  it('lets exactly one through where a create first tries the shared claim (a limit above max_connections)', async () => {
+    const [setting] = await service.ctx.db.sql.rows<{ max_connections: string }>('SHOW max_connections');
+    const limit = Number(setting?.max_connections) + 40;
+    const roomy = await startService({ USER_MAX_TAGS: String(limit) });
+    try {
+      await oneBelow(roomy, limit);
+    } finally {
+      await roomy.close();
+    }
+  }, 60_000);
+});
+
 describe('the storage quota', () => {
   it('refuses the upload that would pass USER_STORAGE_QUOTA_BYTES, keeping neither its row nor its bytes', async () => {
     const user = await registerUser(service);

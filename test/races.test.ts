@@ -7,6 +7,7 @@ import { UserSchema } from '../contract/users.js';
 import { startService, type TestService } from './support/app.js';
 import { registerUser, uniqueEmail, type TestUser } from './support/users.js';
 import { createTask, getTask } from './support/tasks.js';
+import { ofType, readAllChanges } from './support/events.js';
 
 // Every test fires concurrent requests over HTTP and checks an invariant, round after round: on
 // PostgreSQL the requests really interleave (on PGlite they run one at a time and prove little).
@@ -197,6 +198,63 @@ describe('concurrent writes', () => {
       const wrong: string[] = [];
       if (statuses[201] !== 3 || statuses[409] !== 3) wrong.push(`statuses ${JSON.stringify(statuses)}`);
       if (after.attachmentCount !== 3 || after.version !== 4) wrong.push(`count ${after.attachmentCount}, version ${after.version}`);
+      return wrong;
+    });
+    expect(failures).toEqual([]);
+  });
+
+  it('tag link and unlink of one tag at once: one task.updated per committed change, versions in order, each with the tags after it', async () => {
+    const carol = await registerUser(service);
+    const failures = await everyRound(async (i) => {
+      const tag = await createTag(carol, `toggled-${i}`);
+      const task = await createTask(service, carol);
+      const cursor = (await readAllChanges(service, carol)).cursor;
+      const answers = await Promise.all(
+        Array.from({ length: 8 }, (_, n) =>
+          n % 2 === 0
+            ? service.http.post(`/tasks/${task.id}/tags/${tag.id}`).set('Authorization', carol.auth)
+            : service.http.delete(`/tasks/${task.id}/tags/${tag.id}`).set('Authorization', carol.auth),
+        ),
+      );
+      const statuses = tally(answers.map((res) => res.status));
+      const committed = (statuses[201] ?? 0) + (statuses[204] ?? 0);
+      const updates = ofType((await readAllChanges(service, carol, cursor)).events, 'task.updated').filter((event) => event.data.task.id === task.id);
+      const after = await getTask(service, carol, task.id);
+      const wrong: string[] = [];
+      if ((statuses[201] ?? 0) + (statuses[200] ?? 0) !== 4 || (statuses[204] ?? 0) + (statuses[404] ?? 0) !== 4) wrong.push(`statuses ${JSON.stringify(statuses)}`);
+      if (updates.length !== committed) wrong.push(`${updates.length} events for ${committed} changes`);
+      const versions = updates.map((event) => event.data.task.version);
+      if (versions.join() !== Array.from({ length: committed }, (_, n) => task.version + 1 + n).join()) wrong.push(`versions ${versions.join()}`);
+      // A link is possible only while unlinked and an unlink only while linked: the changes alternate.
+      const carried = updates.map((event) => event.data.task.tags.some((t) => t.id === tag.id));
+      if (carried.some((has, n) => has !== (n % 2 === 0))) wrong.push(`tags in order of events: ${carried.join()}`);
+      if (after.version !== task.version + committed) wrong.push(`version ${after.version} after ${committed} changes`);
+      if (after.tags.some((t) => t.id === tag.id) !== (committed % 2 === 1)) wrong.push('the task does not show the last change');
+      return wrong;
+    });
+    expect(failures).toEqual([]);
+  });
+
+  it('tag rename alongside links of it: every task carrying it shows the new name, and its last event too', async () => {
+    const dave = await registerUser(service);
+    const failures = await everyRound(async (i) => {
+      const tag = await createTag(dave, `before-${i}`);
+      const carrier = await createTask(service, dave, { tagIds: [tag.id] });
+      const others = await Promise.all([1, 2, 3].map(() => createTask(service, dave)));
+      const cursor = (await readAllChanges(service, dave)).cursor;
+      const answers = await Promise.all([
+        service.http.patch(`/tags/${tag.id}`).set('Authorization', dave.auth).send({ name: `after-${i}` }),
+        ...others.map((task) => service.http.post(`/tasks/${task.id}/tags/${tag.id}`).set('Authorization', dave.auth)),
+      ]);
+      const wrong: string[] = [];
+      if (answers.map((res) => res.status).join() !== '200,201,201,201') wrong.push(`statuses ${answers.map((res) => res.status).join()}`);
+      const updates = ofType((await readAllChanges(service, dave, cursor)).events, 'task.updated');
+      for (const task of [carrier, ...others]) {
+        const after = await getTask(service, dave, task.id);
+        const last = updates.filter((event) => event.data.task.id === task.id).at(-1);
+        if (after.tags.map((t) => t.name).join() !== `after-${i}`) wrong.push(`task ${task.id} shows ${after.tags.map((t) => t.name).join()}`);
+        if (!last || JSON.stringify(last.data.task) !== JSON.stringify(after)) wrong.push(`task ${task.id}: its last event is not its state`);
+      }
       return wrong;
     });
     expect(failures).toEqual([]);

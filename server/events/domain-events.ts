@@ -1,7 +1,5 @@
 import type { User as UserRow } from '../generated/prisma/client.js';
 import type { Prisma } from '../generated/prisma/client.js';
-import { serializeAttachment, type AttachmentRow } from '../attachments/serialize.js';
-import { serializeTag, type TagRow } from '../tags/serialize.js';
 import { serializeTask, taskInclude, type TaskRow } from '../tasks/serialize.js';
 import { serializeUser } from '../users/serialize.js';
 import { recordEvents, type OutboxEvent } from './outbox.js';
@@ -24,22 +22,10 @@ export const taskDeleted = (taskId: string, task: TaskParties): OutboxEvent => (
   audience: [task.ownerId, task.assigneeId],
 });
 
-export const attachmentCreated = (row: AttachmentRow, task: TaskParties): OutboxEvent => ({
-  type: 'attachment.created',
-  data: { attachment: serializeAttachment(row) },
-  audience: [task.ownerId, task.assigneeId],
-});
-
 export const attachmentDeleted = (row: { id: string; taskId: string }, task: TaskParties): OutboxEvent => ({
   type: 'attachment.deleted',
   data: { attachmentId: row.id, taskId: row.taskId },
   audience: [task.ownerId, task.assigneeId],
-});
-
-export const tagChanged = (type: 'tag.created' | 'tag.updated', row: TagRow): OutboxEvent => ({
-  type,
-  data: { tag: serializeTag(row) },
-  audience: [row.ownerId],
 });
 
 export const tagDeleted = (row: { id: string; ownerId: string }): OutboxEvent => ({ type: 'tag.deleted', data: { tagId: row.id }, audience: [row.ownerId] });

@@ -6,7 +6,7 @@ import { Prisma } from '../generated/prisma/client.js';
 export const EVENTS_CHANNEL = 'task_service_events';
 
 // A UUIDv7 made in SQL (PostgreSQL 15 has no function for it): 48 bits of milliseconds, then random bits, version 7.
-const UUIDV7_SQL = `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing substring(int8send(floor(extract(epoch from clock_timestamp()) * 1000)::bigint) from 3) from 1 for 6), 52, 1), 53, 1), 'hex')::uuid`;
+export const UUIDV7_SQL = `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing substring(int8send(floor(extract(epoch from clock_timestamp()) * 1000)::bigint) from 3) from 1 for 6), 52, 1), 53, 1), 'hex')::uuid`;
 
 /**
  * The CTEs that write the events of a CTE named `new_events` (id uuid, type text, data jsonb,
@@ -59,6 +59,16 @@ const SUBTRANSACTION_ID = `((pg_current_xact_id()::text::bigint >> 32) << 32) + 
 
 /** Places the events with these ids ($1) written in the current subtransaction at its id. */
 export const PLACE_EVENTS = `UPDATE events SET txid = ${SUBTRANSACTION_ID} WHERE id = ANY($1::uuid[])`;
+
+/** The transaction's events not placed yet: still at the transaction's own id, the column's default. */
+export const UNPLACED_EVENTS = `txid = pg_current_xact_id()::text::bigint`;
+
+/**
+ * Places every event written in the current subtransaction at its id, as PLACE_EVENTS does, for
+ * writes whose events have ids made in SQL (one per task a tag is on): the transaction's events
+ * not placed yet are exactly those.
+ */
+export const PLACE_NEW_EVENTS = `UPDATE events SET txid = ${SUBTRANSACTION_ID} WHERE ${UNPLACED_EVENTS}`;
 
 async function insertEvents(tx: Prisma.TransactionClient, actorId: string | null, events: OutboxEvent[]): Promise<void> {
   const rows = events.map((event) => ({

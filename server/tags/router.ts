@@ -3,7 +3,7 @@ import { tagsContract } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { principalOf } from '../http/principal.js';
 import { serializeTag } from './serialize.js';
-import { createTag, deleteTag, findVisibleTag, listTags, updateTag } from './service.js';
+import { changeTag, createTag, deleteTag, findVisibleTag, listTags } from './service.js';
 import { addTagToTask, listTaskTags, removeTagFromTask } from './task-tags.js';
 
 export function tagsRouter(ctx: AppContext) {
@@ -18,7 +18,7 @@ export function tagsRouter(ctx: AppContext) {
       return { status: 201, body: serializeTag(tag) };
     },
 
-    update: async ({ params, body, req }) => ({ status: 200, body: serializeTag(await updateTag(ctx, principalOf(req), params.tag_id, body)) }),
+    update: async ({ params, body, req }) => ({ status: 200, body: serializeTag(await changeTag(ctx, principalOf(req), params.tag_id, body)) }),
 
     remove: async ({ params, req }) => {
       await deleteTag(ctx, principalOf(req), params.tag_id);

@@ -1,56 +1,30 @@
 import type { AppContext } from '../context.js';
-import { isMissingRow } from '../db/errors.js';
-import { recordTaskUpdates } from '../events/domain-events.js';
-import { recordingEvents } from '../events/signal.js';
+import { announceEvents } from '../events/signal.js';
 import { notFound } from '../http/errors.js';
 import type { Principal } from '../http/principal.js';
 import { findVisibleTaskRef } from '../tasks/service.js';
-import { touchTasks } from '../tasks/versions.js';
 import { tagsByName } from './queries.js';
 import type { TagRow } from './serialize.js';
+import { linkTag, unlinkTag } from './store.js';
 
 export async function listTaskTags(ctx: AppContext, principal: Principal, taskId: string): Promise<TagRow[]> {
   const task = await findVisibleTaskRef(ctx, principal, taskId);
   return ctx.db.prisma.tag.findMany({ where: { tasks: { some: { taskId: task.id } } }, orderBy: tagsByName });
 }
 
-/** Links one of the task owner's tags to a task; `created` is false when it already was linked. */
-export async function addTagToTask(
-  ctx: AppContext,
-  principal: Principal,
-  taskId: string,
-  tagId: string,
-): Promise<{ tag: TagRow; created: boolean }> {
-  const task = await findVisibleTaskRef(ctx, principal, taskId);
-  // Even an admin may only use the owner's tags: a task never carries another user's tag.
-  const tag = await ctx.db.prisma.tag.findFirst({ where: { id: tagId, ownerId: task.ownerId } });
-  if (!tag) throw notFound('tag');
-  try {
-    const created = await recordingEvents(ctx, async (tx) => {
-      // skipDuplicates: a concurrent add of the same tag finds the link there and answers 200.
-      const { count } = await tx.taskTag.createMany({ data: [{ taskId: task.id, tagId: tag.id, createdAt: new Date() }], skipDuplicates: true });
-      if (count === 0) return false;
-      await recordTaskUpdates(tx, principal.userId, await touchTasks(tx, { id: task.id }));
-      return true;
-    });
-    return { tag, created };
-  } catch (error) {
-    // The task or the tag was deleted meanwhile.
-    if (isMissingRow(error)) throw notFound('task or tag');
-    throw error;
-  }
+/** Links one of the task owner's tags to a task in one round trip (store.ts); `created` is false when it already was linked. */
+export async function addTagToTask(ctx: AppContext, principal: Principal, taskId: string, tagId: string): Promise<{ tag: TagRow; created: boolean }> {
+  const outcome = await linkTag(ctx, principal, taskId, tagId);
+  if (outcome.kind === 'no_task') throw notFound('task');
+  if (outcome.kind === 'no_tag') throw notFound('tag');
+  if (outcome.kind === 'linked') announceEvents(ctx);
+  return { tag: outcome.row, created: outcome.kind === 'linked' };
 }
 
+/** Takes a tag off a task in one round trip (store.ts); 404 when the task is not the caller's to see or does not carry it. */
 export async function removeTagFromTask(ctx: AppContext, principal: Principal, taskId: string, tagId: string): Promise<void> {
-  const task = await findVisibleTaskRef(ctx, principal, taskId);
-  try {
-    await recordingEvents(ctx, async (tx) => {
-      const { count } = await tx.taskTag.deleteMany({ where: { taskId: task.id, tagId } });
-      if (count === 0) throw notFound('tag on this task');
-      await recordTaskUpdates(tx, principal.userId, await touchTasks(tx, { id: task.id }));
-    });
-  } catch (error) {
-    if (isMissingRow(error)) throw notFound('task');
-    throw error;
-  }
+  const outcome = await unlinkTag(ctx, principal, taskId, tagId);
+  if (outcome === 'no_task') throw notFound('task');
+  if (outcome === 'not_linked') throw notFound('tag on this task');
+  announceEvents(ctx);
 }

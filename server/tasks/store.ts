@@ -9,7 +9,7 @@ import type { TaskCreate, TaskPatch } from '@task-service/client';
 import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
 import type { Statement } from '../db/sql.js';
-import { EVENT_WRITES, PLACE_EVENTS } from '../events/outbox.js';
+import { EVENT_WRITES, PLACE_EVENTS, PLACE_NEW_EVENTS, UNPLACED_EVENTS } from '../events/outbox.js';
 import { ifMatchVersions } from '../http/etags.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import type { QuotaClaim } from '../quotas.js';
@@ -26,7 +26,7 @@ const TASK_ROW = `
     json_build_object('attachments', (SELECT count(*) FROM attachments a WHERE a.task_id = t.id)) AS "_count"
   FROM tasks t`;
 
-const iso = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+export const iso = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
 /** The contract's Task of the row `t` as jsonb, for events written in SQL (serializeTask's shape, key for key). */
 const taskJson = (t: string) => `jsonb_build_object(
@@ -38,11 +38,11 @@ const taskJson = (t: string) => `jsonb_build_object(
     'version', ${t}.version, 'createdAt', ${iso(`${t}.created_at`)}, 'updatedAt', ${iso(`${t}.updated_at`)})`;
 
 /** Who may see a task's events besides admins: its owner and assignee, and (`former`) an assignee the change removed. */
-const audience = (t: string, former = 'NULL::uuid') =>
+export const audience = (t: string, former = 'NULL::uuid') =>
   `array_remove(ARRAY[${t}.owner_id, NULLIF(${t}.assignee_id, ${t}.owner_id), NULLIF(NULLIF(${former}, ${t}.owner_id), ${t}.assignee_id)], NULL)`;
 
 /** The visibility rule in SQL for the caller `me` (a uuid parameter); admins see every task. NULL where false: test with IS TRUE. */
-const visibleTo = (principal: Principal, t: string, me: string) => (isAdmin(principal) ? 'true' : `(${t}.owner_id = ${me} OR ${t}.assignee_id = ${me})`);
+export const visibleTo = (principal: Principal, t: string, me: string) => (isAdmin(principal) ? 'true' : `(${t}.owner_id = ${me} OR ${t}.assignee_id = ${me})`);
 
 /** The tasks with these ids that still exist, in no particular order. */
 export const readTasks = (ctx: AppContext, ids: string[]): Promise<TaskRow[]> =>
@@ -58,6 +58,47 @@ export async function readVisibleTask(ctx: AppContext, principal: Principal, tas
 
 /** The statements that place one event (id `eventId`), written by the statement before, and end its subtransaction. */
 const placeEvent = (eventId: string): Statement[] => [{ text: PLACE_EVENTS, values: [[eventId]] }, { text: 'RELEASE SAVEPOINT write' }];
+
+/**
+ * A `task.updated` event's data as written by the statement that changes the task's tags or
+ * attachments: only the task's id, as that statement does not see its own writes (settleTaskEvents).
+ */
+export const taskEventStub = (t: string) => `jsonb_build_object('taskId', ${t}.id)`;
+
+/**
+ * The CTEs of a write that changes what a task shows besides its own columns (its tags, its
+ * attachments), for the CTE `changed` naming the task in `task_id` (at most one row): `touched`
+ * gives it a new version at `now`, `new_events` holds `also` (events of the change itself, which
+ * may read `touched t`; n = 0) and the task's `task.updated` with id `eventId`, as a stub for
+ * settleTaskEvents. All four are SQL expressions (parameters).
+ */
+export const touchTaskOf = (changed: string, sql: { actor: string; now: string; eventId: string; also?: string }) => `
+        touched AS (
+          UPDATE tasks t SET version = t.version + 1, updated_at = ${sql.now}::timestamptz
+          FROM ${changed} c WHERE t.id = c.task_id
+          RETURNING t.id, t.owner_id, t.assignee_id
+        ),
+        new_events AS (
+          ${sql.also ? `${sql.also} UNION ALL` : ''}
+          SELECT ${sql.eventId}::uuid AS id, 'task.updated' AS type, ${taskEventStub('t')} AS data, ${audience('t')} AS audience, ${sql.actor}::uuid AS actor_id, 1 AS n
+          FROM touched t
+        ),
+        ${EVENT_WRITES}`;
+
+/**
+ * The statements that end a write whose events the statement before wrote, a task's as a stub
+ * (taskEventStub): each stub gets the task as the change left it, every event written in the
+ * subtransaction its place (their ids may be made in SQL: one per task a tag is on), and the
+ * subtransaction ends.
+ */
+export const settleTaskEvents: Statement[] = [
+  {
+    text: `UPDATE events e SET data = jsonb_build_object('task', ${taskJson('t')})
+           FROM tasks t WHERE e.${UNPLACED_EVENTS} AND e.type = 'task.updated' AND e.data ? 'taskId' AND t.id = (e.data ->> 'taskId')::uuid`,
+  },
+  { text: PLACE_NEW_EVENTS },
+  { text: 'RELEASE SAVEPOINT write' },
+];
 
 const rowOf = (rows: unknown[] | undefined): TaskRow | undefined => rows?.[0] as TaskRow | undefined;
 
