@@ -260,6 +260,30 @@ describe('concurrent writes', () => {
     expect(failures).toEqual([]);
   });
 
+  it('tag rename alongside creates of tasks with it: every new task shows the new name, and its last event too', async () => {
+    const erin = await registerUser(service);
+    const failures = await everyRound(async (i) => {
+      const tag = await createTag(erin, `old-${i}`);
+      const cursor = (await readAllChanges(service, erin)).cursor;
+      const [renamed, ...created] = await Promise.all([
+        service.http.patch(`/tags/${tag.id}`).set('Authorization', erin.auth).send({ name: `new-${i}` }),
+        ...[1, 2, 3].map(() => service.http.post('/tasks').set('Authorization', erin.auth).send({ title: `tagged ${i}`, tagIds: [tag.id] })),
+      ]);
+      const wrong: string[] = [];
+      if ([renamed, ...created].map((res) => res.status).join() !== '200,201,201,201') wrong.push(`statuses ${[renamed, ...created].map((res) => res.status).join()}`);
+      const events = (await readAllChanges(service, erin, cursor)).events.filter((event) => event.type === 'task.created' || event.type === 'task.updated');
+      for (const res of created) {
+        const id = TaskSchema.parse(res.body).id;
+        const after = await getTask(service, erin, id);
+        const last = events.filter((event) => 'task' in event.data && event.data.task.id === id).at(-1);
+        if (after.tags.map((t) => t.name).join() !== `new-${i}`) wrong.push(`task ${id} shows ${after.tags.map((t) => t.name).join()}`);
+        if (!last || !('task' in last.data) || JSON.stringify(last.data.task) !== JSON.stringify(after)) wrong.push(`task ${id}: its last event is not its state`);
+      }
+      return wrong;
+    });
+    expect(failures).toEqual([]);
+  });
+
   it('user PATCH: a new name and a new email at once both stay; concurrent DELETEs: one 204, the others 404', async () => {
     const failures = await everyRound(async (i) => {
       const user = await registerUser(service);

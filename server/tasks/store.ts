@@ -113,7 +113,12 @@ export async function insertTask(ctx: AppContext, principal: Principal, input: T
   const id = uuidv7();
   const eventId = uuidv7();
   const tagIds = [...new Set(input.tagIds)];
-  const lock = claim.kind === 'exempt' ? [] : [{ text: `SELECT 1 FROM users WHERE id = $1 FOR ${claim.kind === 'shared' ? 'SHARE' : 'NO KEY UPDATE'}`, values: [principal.userId] }];
+  const lock = [
+    ...(claim.kind === 'exempt' ? [] : [{ text: `SELECT 1 FROM users WHERE id = $1 FOR ${claim.kind === 'shared' ? 'SHARE' : 'NO KEY UPDATE'}`, values: [principal.userId] }]),
+    // The tags shared, as a link shares them: a rename or delete of one waits for this create, or
+    // this create for it, so the task never carries (or its event names) a tag as it no longer is.
+    ...(tagIds.length === 0 ? [] : [{ text: 'SELECT 1 FROM tags WHERE id = ANY($1::uuid[]) ORDER BY id FOR SHARE', values: [tagIds] }]),
+  ];
   const room = claim.kind === 'shared' ? claim.room : 1n;
   const limit = claim.kind === 'exempt' ? null : claim.limit;
   const results = await ctx.db.sql.pipeline([
