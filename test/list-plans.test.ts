@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { TaskListQuerySchema, TaskSortSchema, type TaskSort } from '../contract/tasks.js';
 import type { Cursor } from '../server/http/pagination.js';
 import { sortOf, taskPageQuery, type TaskSet } from '../server/tasks/list-query.js';
+import { taskPageStatement } from '../server/tasks/store.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
 
 // Plans as tests: at a realistic volume, every page of GET /tasks (each sort, a user and an admin,
@@ -80,7 +81,7 @@ async function deepCursor(set: TaskSet, sort: TaskSort): Promise<Cursor> {
 /** Every index on tasks a plan of this file used: the last test checks that none is kept for nothing. */
 const usedIndexes = new Set<string>();
 
-async function explain(text: string, values: unknown[]): Promise<PlanNode[]> {
+async function explain(text: string, values: unknown[] = []): Promise<PlanNode[]> {
   const rows = await database.db.sql.rows(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, values);
   const nodes = nodesOf(ExplainSchema.parse(rows)[0]!['QUERY PLAN'][0]!.Plan);
   for (const node of nodes) if (node['Index Name']) usedIndexes.add(node['Index Name']);
@@ -88,7 +89,8 @@ async function explain(text: string, values: unknown[]): Promise<PlanNode[]> {
 }
 
 async function plan(set: TaskSet, sort: TaskSort, filters: Record<string, string>, cursor: Cursor | undefined): Promise<PlanNode[]> {
-  const query = taskPageQuery(set, TaskListQuerySchema.parse({ sort, ...filters }), cursor, LIMIT + 1);
+  // The statement GET /tasks runs: the page's ids and their rows (each by its primary key).
+  const query = taskPageStatement(taskPageQuery(set, TaskListQuerySchema.parse({ sort, ...filters }), cursor, LIMIT + 1));
   return explain(query.text, query.values);
 }
 

@@ -10,19 +10,14 @@ import { toPage, type ListExchange, type Page } from '../http/pagination.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { taskCursor, taskPageQuery, type TaskSet } from './list-query.js';
 import { visibleTask } from './queries.js';
-import { insertTask, readTasks, readVisibleTask, removeTask, updateTask } from './store.js';
+import { insertTask, readTaskPage, readVisibleTask, removeTask, updateTask } from './store.js';
 import { serializeTask, type TaskRow } from './serialize.js';
 
 /** The tasks of `set` (the caller's visibility already decided) matching the query, one page. */
 export async function listTasks(ctx: AppContext, set: TaskSet, query: TaskListQuery, http: ListExchange): Promise<Page<Task>> {
   const cursor = ctx.cursors.decode(query.cursor, query.sort);
-  const page = await ctx.db.prisma.$queryRaw<{ id: string }[]>(taskPageQuery(set, query, cursor, query.limit + 1));
-  const ids = page.map((row) => row.id);
-  const rows = await readTasks(ctx, ids);
-  const byId = new Map(rows.map((row) => [row.id, row]));
-  // A task deleted between the two reads is left out of its page.
-  const ordered = ids.flatMap((id) => byId.get(id) ?? []);
-  return toPage(ctx.cursors, http, ordered, query.limit, (row) => taskCursor(query.sort, row), serializeTask);
+  const rows = await readTaskPage(ctx, taskPageQuery(set, query, cursor, query.limit + 1));
+  return toPage(ctx.cursors, http, rows, query.limit, (row) => taskCursor(query.sort, row), serializeTask);
 }
 
 /** What GET /tasks lists for the caller: every task for an admin, else those they own or are assigned. */

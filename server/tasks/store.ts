@@ -44,9 +44,20 @@ export const audience = (t: string, former = 'NULL::uuid') =>
 /** The visibility rule in SQL for the caller `me` (a uuid parameter); admins see every task. NULL where false: test with IS TRUE. */
 export const visibleTo = (principal: Principal, t: string, me: string) => (isAdmin(principal) ? 'true' : `(${t}.owner_id = ${me} OR ${t}.assignee_id = ${me})`);
 
-/** The tasks with these ids that still exist, in no particular order. */
-export const readTasks = (ctx: AppContext, ids: string[]): Promise<TaskRow[]> =>
-  ids.length === 0 ? Promise.resolve([]) : ctx.db.sql.rows<TaskRow>(`${TASK_ROW} WHERE t.id = ANY($1::uuid[])`, [ids]);
+/**
+ * A page of tasks in one statement: `page` (list-query.ts) picks the ids in their order, and their
+ * rows are read in the same statement, in that order (test/list-plans.test.ts explains it).
+ */
+export const taskPageStatement = (page: Statement): Statement => ({
+  text: `WITH page AS (SELECT id, row_number() OVER () AS position FROM (${page.text}) AS picked)
+     ${TASK_ROW} JOIN page ON page.id = t.id ORDER BY page.position`,
+  values: page.values,
+});
+
+export function readTaskPage(ctx: AppContext, page: Statement): Promise<TaskRow[]> {
+  const { text, values } = taskPageStatement(page);
+  return ctx.db.sql.rows<TaskRow>(text, values);
+}
 
 /** The task, if the caller may see it: admins every task, others what they own or are assigned to. */
 export async function readVisibleTask(ctx: AppContext, principal: Principal, taskId: string): Promise<TaskRow | undefined> {
