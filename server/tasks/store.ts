@@ -12,7 +12,7 @@ import type { Statement } from '../db/sql.js';
 import { EVENT_WRITES, PLACE_EVENTS, PLACE_NEW_EVENTS, UNPLACED_EVENTS } from '../events/outbox.js';
 import { ifMatchVersions } from '../http/etags.js';
 import { isAdmin, type Principal } from '../http/principal.js';
-import type { QuotaClaim } from '../quotas.js';
+import { claimBounds, claimLock, hasRoom, type QuotaClaim } from '../quotas.js';
 import type { TaskRow } from './serialize.js';
 
 // Tags in the order of `tagsByName`; the attachment count as `_count.attachments`: the shape
@@ -125,21 +125,17 @@ export async function insertTask(ctx: AppContext, principal: Principal, input: T
   const eventId = uuidv7();
   const tagIds = [...new Set(input.tagIds)];
   const lock = [
-    ...(claim.kind === 'exempt' ? [] : [{ text: `SELECT 1 FROM users WHERE id = $1 FOR ${claim.kind === 'shared' ? 'SHARE' : 'NO KEY UPDATE'}`, values: [principal.userId] }]),
+    ...claimLock(claim, principal.userId),
     // The tags shared, as a link shares them: a rename or delete of one waits for this create, or
     // this create for it, so the task never carries (or its event names) a tag as it no longer is.
     ...(tagIds.length === 0 ? [] : [{ text: 'SELECT 1 FROM tags WHERE id = ANY($1::uuid[]) ORDER BY id FOR SHARE', values: [tagIds] }]),
   ];
-  const room = claim.kind === 'shared' ? claim.room : 1n;
-  const limit = claim.kind === 'exempt' ? null : claim.limit;
+  const { room, limit } = claimBounds(claim, 1n);
   const results = await ctx.db.sql.pipeline([
     ...lock,
     {
       text: `
-        WITH allowed AS (
-          SELECT 1 WHERE $13::bigint IS NULL
-             OR (SELECT coalesce(sum(tasks), 0) FROM user_holdings WHERE user_id = $2) + $12::bigint <= $13::bigint
-        ),
+        WITH allowed AS (SELECT 1 WHERE ${hasRoom('tasks', '$2', '$12', '$13')}),
         tags_ok AS (SELECT 1 WHERE (SELECT count(*) FROM tags WHERE id = ANY($11::uuid[]) AND owner_id = $2) = cardinality($11::uuid[])),
         task AS (
           INSERT INTO tasks (id, owner_id, assignee_id, title, description, status, priority, due_at, completed_at, created_at, updated_at)
@@ -149,7 +145,7 @@ export async function insertTask(ctx: AppContext, principal: Principal, input: T
         ),
         links AS (INSERT INTO task_tags (task_id, tag_id, created_at) SELECT task.id, tag_id, $10::timestamptz FROM task, unnest($11::uuid[]) AS tag_id)
         SELECT (SELECT count(*) FROM allowed)::int AS allowed, (SELECT count(*) FROM tags_ok)::int AS tags_ok`,
-      values: [id, principal.userId, input.assigneeId, input.title, input.description, input.status, input.priority, input.dueAt, completedAt, now, tagIds, room.toString(), limit],
+      values: [id, principal.userId, input.assigneeId, input.title, input.description, input.status, input.priority, input.dueAt, completedAt, now, tagIds, room, limit],
     },
     { text: 'SAVEPOINT write' },
     {
