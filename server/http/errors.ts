@@ -1,4 +1,4 @@
-import type { ErrorRequestHandler, RequestHandler } from 'express';
+import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
 import { RequestValidationError } from '@ts-rest/express';
 import type { ZodError } from 'zod';
 import type { Problem, ProblemCode, ValidationIssue } from '@task-service/client';
@@ -139,12 +139,15 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       if (req.log) res.err = err instanceof Error ? err : new Error(String(err));
       else logger.error({ err }, 'request failed');
     }
-    for (const [name, value] of Object.entries(error.options.headers ?? {})) res.setHeader(name, value);
-    res
-      .status(error.status)
-      .type('application/problem+json')
-      .send(JSON.stringify(problemBody(error, req.originalUrl.split('?')[0] ?? req.path, String(req.id))));
+    res.send(problemAnswer(req, res, error));
   };
+}
+
+/** Sets a problem's status, headers and media type on `res`; returns its body. */
+export function problemAnswer(req: Request, res: Response, error: AppError): string {
+  for (const [name, value] of Object.entries(error.options.headers ?? {})) res.setHeader(name, value);
+  res.status(error.status).type('application/problem+json');
+  return JSON.stringify(problemBody(error, req.originalUrl.split('?')[0] ?? req.path, String(req.id)));
 }
 
 /** Unknown paths answer 404, known paths with an unknown method 405 with Allow. */

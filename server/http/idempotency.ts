@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { isLoginOnly, isPublicRoute } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { AnswerKeeper, keepingAnswers, type KeptStatement } from '../db/answer-keeper.js';
-import { AppError, invalidField, problemBody, toAppError } from './errors.js';
+import { AppError, invalidField, problemAnswer, toAppError } from './errors.js';
 import { principalOf } from './principal.js';
 
 const KEPT_MS = 24 * 3600 * 1000;
@@ -164,11 +164,8 @@ function keepAnswer(ctx: AppContext, req: Request, res: Response, userId: string
 /** The answer that replaces one whose change did not commit: the commit's own failure, as a problem. */
 function failedCommit(ctx: AppContext, req: Request, res: Response, error: unknown): string {
   ctx.logger.error({ err: error }, 'a change could not be committed with its answer');
-  const problem = toAppError(error);
   for (const name of REPLAYED_HEADERS) res.removeHeader(name);
-  for (const [name, value] of Object.entries(problem.options.headers ?? {})) res.setHeader(name, value);
-  res.status(problem.status).setHeader('Content-Type', 'application/problem+json; charset=utf-8');
-  return JSON.stringify(problemBody(problem, req.originalUrl.split('?')[0] ?? req.path, String(req.id)));
+  return problemAnswer(req, res, toAppError(error));
 }
 
 /**
