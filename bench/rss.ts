@@ -1,17 +1,24 @@
 // Peak resident memory of a process and its Node.js descendants (cluster workers), polled from /proc;
 // not the embedded PostgreSQL's processes, which the service starts as its children too.
-import { readdir, readFile, readlink, realpath } from 'node:fs/promises';
+// Reads are synchronous: /proc answers from memory, and an asynchronous read costs a thread-pool
+// round trip each, on cores the sampler shares with what it measures.
+import { readdirSync, readFileSync } from 'node:fs';
+import { readlink, realpath } from 'node:fs/promises';
 
-async function read(file: string): Promise<string | undefined> {
-  return readFile(file, 'utf8').catch(() => undefined);
+function read(file: string): string | undefined {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
 }
 
 /** Parent of each live process, from /proc/<pid>/stat (the field after the parenthesised name). */
-async function parents(): Promise<Map<number, number>> {
+function parents(): Map<number, number> {
   const result = new Map<number, number>();
-  for (const entry of await readdir('/proc')) {
+  for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
-    const stat = await read(`/proc/${entry}/stat`);
+    const stat = read(`/proc/${entry}/stat`);
     const ppid = stat?.slice(stat.lastIndexOf(')') + 2).split(' ')[1];
     if (ppid) result.set(Number(entry), Number(ppid));
   }
@@ -19,8 +26,8 @@ async function parents(): Promise<Map<number, number>> {
 }
 
 /** The process and every descendant of it. */
-export async function processTree(root: number): Promise<number[]> {
-  const parentOf = await parents();
+export function processTree(root: number): number[] {
+  const parentOf = parents();
   const tree = [root];
   for (let i = 0; i < tree.length; i++) {
     for (const [pid, ppid] of parentOf) if (ppid === tree[i]) tree.push(pid);
@@ -28,9 +35,9 @@ export async function processTree(root: number): Promise<number[]> {
   return tree;
 }
 
-async function rssKiB(pid: number): Promise<number> {
-  const status = await read(`/proc/${pid}/status`);
-  const match = status && /^VmRSS:\s+(\d+) kB$/m.exec(status);
+/** VmRSS of a process in KiB; 0 once it has exited. */
+function rssKiB(pid: number): number {
+  const match = /^VmRSS:\s+(\d+) kB$/m.exec(read(`/proc/${pid}/status`) ?? '');
   return match?.[1] ? Number(match[1]) : 0;
 }
 
@@ -39,13 +46,23 @@ export interface RssSampler {
   stop(): Promise<number>;
 }
 
-export function sampleRss(root: number, everyMs = 200): RssSampler {
+/**
+ * Polls the tree's Node.js processes for their resident memory. The sampler shares the cores with
+ * what it measures (a login storm leaves nothing spare): the tree is walked once a second, not at
+ * every sample, and each sample reads one small file per process.
+ */
+export function sampleRss(root: number, everyMs = 200, treeEveryMs = 1000): RssSampler {
   let peakKiB = 0;
   let running = true;
   const loop = (async () => {
+    let pids: number[] = [];
+    let treeAt = 0;
     while (running) {
-      const sizes = await Promise.all((await nodeProcesses(root)).map(rssKiB));
-      peakKiB = Math.max(peakKiB, sizes.reduce((a, b) => a + b, 0));
+      if (Date.now() - treeAt >= treeEveryMs) {
+        pids = await nodeProcesses(root);
+        treeAt = Date.now();
+      }
+      peakKiB = Math.max(peakKiB, pids.reduce((sum, pid) => sum + rssKiB(pid), 0));
       await new Promise((resolve) => setTimeout(resolve, everyMs));
     }
   })();
@@ -61,7 +78,7 @@ export function sampleRss(root: number, everyMs = 200): RssSampler {
 /** The processes of the tree that run this Node.js binary: the service and its cluster workers. */
 export async function nodeProcesses(root: number): Promise<number[]> {
   const node = await realpath(process.execPath);
-  const tree = await processTree(root);
+  const tree = processTree(root);
   const exes = await Promise.all(tree.map((pid) => readlink(`/proc/${pid}/exe`).catch(() => '')));
   return tree.filter((_, i) => exes[i] === node);
 }

@@ -109,7 +109,9 @@ export async function startService({ dataDir, databaseUrl, workers }: ServiceOpt
     ADMIN_PASSWORD: ADMIN.password,
     USER_MAX_TASKS: String(MAX_TASKS_PER_USER),
   };
-  const child = spawn(process.execPath, ['dist/server/main.js'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  // BENCH_CPU_PROF=DIR: the service writes a V8 CPU profile per process into DIR when it stops.
+  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(process.env.BENCH_CPU_PROF)}`] : [];
+  const child = spawn(process.execPath, [...profile, 'dist/server/main.js'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const errors: string[] = [];
   for (const stream of [child.stdout, child.stderr]) {
     createInterface({ input: stream }).on('line', (line) => {

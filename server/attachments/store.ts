@@ -4,6 +4,7 @@
 // (upload.ts) and removed after (service.ts).
 import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
+import { rowsOf } from '../db/sql.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { claimBounds, claimLock, hasRoom, type QuotaClaim } from '../quotas.js';
 import { audience, iso, settleTaskEvents, touchTaskOf, visibleTo } from '../tasks/store.js';
@@ -21,8 +22,6 @@ const ATTACHMENT_ROW = `
 
 /** pg reads a bigint as text; the row's size is a bigint. */
 type AttachmentRowRead = Omit<AttachmentRow, 'size'> & { size: string };
-
-const rowsOf = <T>(rows: unknown[] | undefined): T[] => (rows ?? []) as T[];
 
 /**
  * The upload's checks in order, the first that fails deciding, as SQL on the task ($1) for the

@@ -1,18 +1,53 @@
+import type { AuthResult } from '@task-service/client';
 import type { AppContext } from '../context.js';
+import type { User as UserRow } from '../generated/prisma/client.js';
+import { AppError } from '../http/errors.js';
+import { accountByEmail, accountOf } from '../users/accounts.js';
+import { claimedDevice, deviceTokenFor } from './devices.js';
+import { newSession } from './sessions.js';
+
+const wrongCredentials = () => new AppError('invalid_credentials', 'The email or the password is wrong');
 
 /**
- * Checks a password under the login throttle: 429 once the account or the client address has used
- * up its failures; a failure counts against both, a success clears the account's count and gives
- * the address its attempt back. Without a password hash (no such account) it spends the time of a
- * verification and fails, so an unknown email cannot be told from a wrong password.
+ * A login under the throttle, in two round trips around the password check: the account and the
+ * attempt taken from its budgets together before it, the budgets settled and the session written
+ * together after it (a login storm is argon2's, not the bookkeeping's). 429 once the account, the
+ * client address or the known device has used up its failures; 401 for a wrong email or password,
+ * alike: without an account it spends the time of a verification all the same.
  */
-export async function passwordAccepted(
+export async function logIn(
   ctx: AppContext,
-  attempt: { email: string; passwordHash: string | undefined; password: string; address: string; deviceId?: string },
-): Promise<boolean> {
-  const { email, passwordHash, password, address, deviceId } = attempt;
-  await ctx.loginThrottle.begin(email, address, deviceId);
-  const valid = passwordHash ? await ctx.passwords.verify(passwordHash, password) : (await ctx.passwords.burn(password), false);
-  if (valid) await ctx.loginThrottle.succeeded(email, address, deviceId);
+  attempt: { email: string; password: string; address: string; deviceToken: string | undefined },
+): Promise<AuthResult & { deviceToken: string }> {
+  const { email, password, address } = attempt;
+  const claimed = attempt.deviceToken === undefined ? undefined : claimedDevice(ctx.cursors, attempt.deviceToken);
+  const [account, counted] = await ctx.db.sql.pipeline([accountByEmail(email), ctx.loginThrottle.take(email, address, claimed)]);
+  const user = accountOf(account);
+  const taken = await ctx.loginThrottle.admit(counted);
+  if (!(await passwordMatches(ctx, user, password)) || !user) throw wrongCredentials();
+  const session = newSession(ctx, user);
+  await ctx.db.sql.pipeline([ctx.loginThrottle.succeeded(taken), session.insert]);
+  const deviceId = claimed?.account === user.id ? claimed.deviceId : undefined;
+  return { ...(await session.answer()), deviceToken: deviceTokenFor(ctx.cursors, user.id, deviceId) };
+}
+
+/** The password check, or, without an account, the time of one, so an unknown email cannot be told from a wrong password. */
+async function passwordMatches(ctx: AppContext, user: UserRow | undefined, password: string): Promise<boolean> {
+  if (user) return ctx.passwords.verify(user.passwordHash, password);
+  await ctx.passwords.burn(password);
+  return false;
+}
+
+/**
+ * Checks a known account's password outside a login (a password change) under the same throttle:
+ * a failure counts against the account and the address, a success gives the attempt back.
+ */
+export async function passwordAccepted(ctx: AppContext, user: UserRow, password: string, address: string): Promise<boolean> {
+  const taken = await ctx.loginThrottle.begin(user.email, address);
+  const valid = await passwordMatches(ctx, user, password);
+  if (valid) {
+    const settled = ctx.loginThrottle.succeeded(taken);
+    await ctx.db.sql.rows(settled.text, settled.values);
+  }
   return valid;
 }

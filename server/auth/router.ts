@@ -3,10 +3,9 @@ import { authContract } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { AppError, notFound } from '../http/errors.js';
 import { clientAddress, principalOf } from '../http/principal.js';
-import { accountByEmail, createAccount } from '../users/accounts.js';
+import { createAccount } from '../users/accounts.js';
 import { serializeUser } from '../users/serialize.js';
-import { passwordAccepted } from './credentials.js';
-import { deviceTokenFor, knownDevice } from './devices.js';
+import { logIn } from './credentials.js';
 import { refreshSession, revokeSession, startSession } from './sessions.js';
 
 export function authRouter(ctx: AppContext) {
@@ -19,15 +18,10 @@ export function authRouter(ctx: AppContext) {
       return { status: 201, body: await startSession(ctx, user) };
     },
 
-    login: async ({ body, req }) => {
-      const user = await accountByEmail(ctx.db.sql, body.email);
-      const deviceId = user && body.deviceToken !== undefined ? knownDevice(ctx.cursors, body.deviceToken, user.id) : undefined;
-      const attempt = { email: body.email, passwordHash: user?.passwordHash, password: body.password, address: clientAddress(req), deviceId };
-      if (!(await passwordAccepted(ctx, attempt)) || !user) {
-        throw new AppError('invalid_credentials', 'The email or the password is wrong');
-      }
-      return { status: 200, body: { ...(await startSession(ctx, user)), deviceToken: deviceTokenFor(ctx.cursors, user.id, deviceId) } };
-    },
+    login: async ({ body, req }) => ({
+      status: 200,
+      body: await logIn(ctx, { email: body.email, password: body.password, address: clientAddress(req), deviceToken: body.deviceToken }),
+    }),
 
     refresh: async ({ body }) => ({ status: 200, body: await refreshSession(ctx, body.refreshToken) }),
 

@@ -1,6 +1,7 @@
 import { v7 as uuidv7 } from 'uuid';
 import { RoleSchema, type AuthResult } from '@task-service/client';
 import type { AppContext } from '../context.js';
+import type { Statement } from '../db/sql.js';
 import { inTransaction } from '../db/transactions.js';
 import type { Prisma, User as UserRow } from '../generated/prisma/client.js';
 import { invalidToken, unauthenticated, type AppError } from '../http/errors.js';
@@ -13,18 +14,23 @@ async function authResult(ctx: AppContext, user: UserRow, sessionId: string, ref
   return { user: serializeUser(user), accessToken, refreshToken, tokenType: 'Bearer', expiresIn: ctx.tokens.ttlSeconds };
 }
 
-/** Opens a session for the user and returns its first token pair. */
-export async function startSession(ctx: AppContext, user: UserRow): Promise<AuthResult> {
+/** A new session of the user: the statement that writes its row, and its first token pair once written. */
+export function newSession(ctx: AppContext, user: UserRow): { insert: Statement; answer: () => Promise<AuthResult> } {
   const refreshToken = newRefreshToken();
   const sessionId = uuidv7();
   // Plain SQL: every login writes one, and Prisma would compile the insert on the event loop.
-  await ctx.db.sql.rows('INSERT INTO sessions (id, user_id, refresh_token_hash, created_at, last_used_at) VALUES ($1, $2, $3, $4, $4)', [
-    sessionId,
-    user.id,
-    hashRefreshToken(refreshToken),
-    new Date(),
-  ]);
-  return authResult(ctx, user, sessionId, refreshToken);
+  const insert = {
+    text: 'INSERT INTO sessions (id, user_id, refresh_token_hash, created_at, last_used_at) VALUES ($1, $2, $3, $4, $4)',
+    values: [sessionId, user.id, hashRefreshToken(refreshToken), new Date()],
+  };
+  return { insert, answer: () => authResult(ctx, user, sessionId, refreshToken) };
+}
+
+/** Opens a session for the user and returns its first token pair. */
+export async function startSession(ctx: AppContext, user: UserRow): Promise<AuthResult> {
+  const session = newSession(ctx, user);
+  await ctx.db.sql.rows(session.insert.text, session.insert.values);
+  return session.answer();
 }
 
 const refreshRefused = () => unauthenticated('The refresh token is invalid, expired or revoked');

@@ -1,7 +1,7 @@
 import { RateLimiterPrisma, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Config } from '../config.js';
 import type { PrismaClient } from '../db/database.js';
-import type { SqlSession } from '../db/sql.js';
+import { rowsOf, type SqlDatabase, type Statement } from '../db/sql.js';
 import { AppError } from '../http/errors.js';
 
 /** "in 40 seconds" / "in 12 minutes": when a throttled client may try again. */
@@ -27,10 +27,15 @@ interface Budget {
 }
 
 // One statement takes an attempt from every budget of a login: rows locked in key order (no deadlock
-// with a concurrent login sharing keys); an expired window starts afresh.
+// with a concurrent login sharing keys); an expired window starts afresh. A device token counts
+// (its budget alone, $4) only when it names the account that has this email ($5, $6): the login
+// reads that account in the same transaction, so the budgets are chosen without a round trip of
+// their own.
 const TAKE_ATTEMPT = `
   INSERT INTO rate_limits AS r (key, points, expire)
-  SELECT key, 1, $2::timestamptz FROM unnest($1::text[]) AS key ORDER BY key
+  SELECT key, 1, $2::timestamptz
+  FROM unnest(CASE WHEN EXISTS (SELECT 1 FROM users WHERE id = $5::uuid AND email = $6) THEN $4::text[] ELSE $1::text[] END) AS key
+  ORDER BY key
   ON CONFLICT (key) DO UPDATE SET
     points = CASE WHEN r.expire <= $3::timestamptz THEN 1 ELSE r.points + 1 END,
     expire = CASE WHEN r.expire <= $3::timestamptz THEN EXCLUDED.expire ELSE r.expire END
@@ -47,63 +52,91 @@ const SETTLE_ATTEMPT = `
 const PURGE_EVERY_MS = 5 * 60_000;
 const PURGE_AFTER_MS = 3_600_000;
 
+/** A device token's claim: the account it was issued for, and the device. */
+export interface ClaimedDevice {
+  account: string;
+  deviceId: string;
+}
+
+/** One login attempt's budgets, by key, as the take counted them. */
+export interface Taken {
+  keys: string[];
+}
+
+interface TakenRow {
+  key: string;
+  points: number;
+  expire: Date | null;
+}
+
 /**
  * Counts failed logins in the database, so every instance sees the same counts: strictly per
  * (account, client address) pair, per address, and per account across all addresses with a high
  * ceiling. A stranger guessing from their own address uses up their pair, not the owner's.
- * Plain SQL, one statement before the password check and one after: a login storm is argon2's, not
- * the bookkeeping's.
+ * Plain SQL, one statement before the password check and one after, each sent with the login's
+ * other statements: a login storm is argon2's, not the bookkeeping's.
  */
-export function loginThrottle(sql: SqlSession, config: Config['loginThrottle']) {
+export function loginThrottle(sql: SqlDatabase, config: Config['loginThrottle']) {
   const windowMs = config.windowSeconds * 1000;
   const pair: Budget = { prefix: 'login-pair', points: config.maxFailuresPerAccountAddress, exceeded: 'Too many failed logins for this account from your address' };
   const address: Budget = { prefix: 'login-address', points: config.maxFailuresPerAddress, exceeded: 'Too many failed logins from your address' };
   const account: Budget = { prefix: 'login-account', points: config.maxFailuresPerAccount, exceeded: 'Too many failed logins for this account' };
   // A known device (a valid device token for the account) has a budget of its own, and only that.
   const device: Budget = { prefix: 'login-device', points: config.maxFailuresPerDevice, exceeded: 'Too many failed logins from this device' };
+  const budgets = [pair, address, account, device];
+  const budgetOf = (key: string): Budget | undefined => budgets.find((budget) => key.startsWith(`${budget.prefix}:`));
 
-  /** The budgets an attempt counts against, by key; the first that is spent names the 429. */
-  const budgetsOf = (email: string, on: string, deviceId: string | undefined): [string, Budget][] =>
-    deviceId === undefined
-      ? [
-          [`${pair.prefix}:${JSON.stringify([email, on])}`, pair],
-          [`${address.prefix}:${on}`, address],
-          [`${account.prefix}:${email}`, account],
-        ]
-      : [[`${device.prefix}:${deviceId}`, device]];
+  /** The budgets of an attempt without a known device, by key; the first that is spent names the 429. */
+  const strangerKeys = (email: string, on: string): string[] => [`${pair.prefix}:${JSON.stringify([email, on])}`, `${address.prefix}:${on}`, `${account.prefix}:${email}`];
+  const deviceKey = (deviceId: string) => `${device.prefix}:${deviceId}`;
 
-  const settle = async (cleared: string[], refunded: string[]) => {
-    if (cleared.length + refunded.length === 0) return;
-    await sql.rows(SETTLE_ATTEMPT, [[...cleared, ...refunded], cleared, refunded, new Date()]);
-  };
+  const settle = (cleared: string[], refunded: string[]): Statement => ({ text: SETTLE_ATTEMPT, values: [[...cleared, ...refunded], cleared, refunded, new Date()] });
 
   const purge = setInterval(() => {
     sql.rows("DELETE FROM rate_limits WHERE key LIKE 'login-%' AND expire < $1::timestamptz", [new Date(Date.now() - PURGE_AFTER_MS)]).catch(() => undefined);
   }, PURGE_EVERY_MS);
   purge.unref();
 
+  /**
+   * 429 once a budget the take counted against is spent (the others get their point back: no
+   * attempt was made); else the budgets taken.
+   */
+  const admit = async (rows: unknown[] | undefined): Promise<Taken> => {
+    const counted = rowsOf<TakenRow>(rows);
+    const keys = counted.map((row) => row.key);
+    const spent = budgets.flatMap((budget) => counted.filter((row) => budgetOf(row.key) === budget && row.points > budget.points).map((row) => ({ row, budget })));
+    const [first] = spent;
+    if (!first) return { keys };
+    const unspent = keys.filter((key) => !spent.some(({ row }) => row.key === key));
+    if (unspent.length > 0) await sql.rows(SETTLE_ATTEMPT, settle([], unspent).values);
+    const expire = first.row.expire;
+    throw throttled(first.budget.exceeded, expire ? expire.getTime() - Date.now() : windowMs);
+  };
+
+  const take = (email: string, on: string, claimed?: ClaimedDevice): Statement => {
+    const now = new Date();
+    const known = claimed ? [deviceKey(claimed.deviceId)] : [];
+    return { text: TAKE_ATTEMPT, values: [strangerKeys(email, on), new Date(now.getTime() + windowMs), now, known, claimed?.account ?? null, email] };
+  };
+
   return {
     /**
-     * Takes one attempt from each budget before the password is checked: the database counts
-     * atomically, so simultaneous guesses cannot all slip through. 429 once one is spent (the
-     * others get their point back: no attempt was made). `deviceId` names a known device.
+     * The statement that takes one attempt from each budget before the password is checked: the
+     * database counts atomically, so simultaneous guesses cannot all slip through. `claimed` is a
+     * device token's claim, which counts when it names the account with this email. Its rows go
+     * to `admit`.
      */
-    async begin(email: string, address: string, deviceId?: string): Promise<void> {
-      const budgets = budgetsOf(email, address, deviceId);
-      const now = new Date();
-      const counted = await sql.rows<{ key: string; points: number; expire: Date | null }>(TAKE_ATTEMPT, [budgets.map(([key]) => key), new Date(now.getTime() + windowMs), now]);
-      const byKey = new Map(counted.map((row) => [row.key, row]));
-      const spent = budgets.filter(([key, budget]) => (byKey.get(key)?.points ?? 0) > budget.points);
-      const [first] = spent;
-      if (!first) return;
-      await settle([], budgets.filter((b) => !spent.includes(b)).map(([key]) => key));
-      const expire = byKey.get(first[0])?.expire;
-      throw throttled(first[1].exceeded, expire ? expire.getTime() - Date.now() : windowMs);
+    take,
+    admit,
+    /** The statement for a right password: the attempt was no failure, and the pair (or the device) starts afresh. */
+    succeeded(taken: Taken): Statement {
+      const clears = (key: string) => key.startsWith(`${pair.prefix}:`) || key.startsWith(`${device.prefix}:`);
+      return settle(taken.keys.filter(clears), taken.keys.filter((key) => !clears(key)));
     },
-    /** The password was right: the attempt was no failure, and the pair (or the device) starts afresh. */
-    async succeeded(email: string, address: string, deviceId?: string): Promise<void> {
-      const keys = budgetsOf(email, address, deviceId).map(([key]) => key);
-      await settle(keys.slice(0, 1), keys.slice(1));
+    /** Takes an attempt for a check of a known account's password outside a login (no device): one round trip. */
+    async begin(email: string, on: string): Promise<Taken> {
+      const attempt = take(email, on);
+      return admit(await sql.rows(attempt.text, attempt.values));
     },
   };
 }

@@ -10,6 +10,9 @@ export interface SqlSession {
   rows<T>(sql: string, params?: unknown[]): Promise<T[]>;
 }
 
+/** A pipelined statement's rows, typed as its SQL selects them (pg hands rows over untyped). */
+export const rowsOf = <T>(rows: unknown[] | undefined): T[] => (rows ?? []) as T[];
+
 /** One statement of a pipelined transaction, with its parameters. */
 export interface Statement {
   text: string;

@@ -7,7 +7,7 @@
 // after the other, so a task's events and version follow every change of the tags it shows.
 import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
-import type { Statement } from '../db/sql.js';
+import { rowsOf, type Statement } from '../db/sql.js';
 import { EVENT_WRITES, UUIDV7_SQL } from '../events/outbox.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { claimBounds, claimLock, hasRoom, type QuotaClaim } from '../quotas.js';
@@ -31,8 +31,6 @@ const lockTasksOf = (principal: Principal, tagId: string): Statement => ({
          ORDER BY id FOR NO KEY UPDATE`,
   values: isAdmin(principal) ? [tagId] : [tagId, principal.userId],
 });
-
-const rowsOf = <T>(rows: unknown[] | undefined): T[] => (rows ?? []) as T[];
 
 export interface NewTag {
   name: string;

@@ -2,7 +2,7 @@ import { v7 as uuidv7 } from 'uuid';
 import { RoleSchema, type Role } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
-import type { SqlSession } from '../db/sql.js';
+import { rowsOf, type Statement } from '../db/sql.js';
 import { inTransaction } from '../db/transactions.js';
 import type { User as UserRow } from '../generated/prisma/client.js';
 import { AppError } from '../http/errors.js';
@@ -41,9 +41,15 @@ interface AccountRow {
   updated_at: Date;
 }
 
-/** The account with this (normalised) email: plain SQL, as every login asks it. */
-export async function accountByEmail(sql: SqlSession, email: string): Promise<UserRow | undefined> {
-  const [row] = await sql.rows<AccountRow>('SELECT id, email, name, role, password_hash, created_at, updated_at FROM users WHERE email = $1', [email]);
+/** The statement reading the account with this (normalised) email: plain SQL, as every login asks it. */
+export const accountByEmail = (email: string): Statement => ({
+  text: 'SELECT id, email, name, role, password_hash, created_at, updated_at FROM users WHERE email = $1',
+  values: [email],
+});
+
+/** The account of `accountByEmail`'s rows, if there is one. */
+export function accountOf(rows: unknown[] | undefined): UserRow | undefined {
+  const [row] = rowsOf<AccountRow>(rows);
   if (!row) return undefined;
   const { password_hash: passwordHash, created_at: createdAt, updated_at: updatedAt, ...rest } = row;
   return { ...rest, role: RoleSchema.parse(row.role), passwordHash, createdAt, updatedAt };

@@ -108,7 +108,7 @@ const CURRENT_PASSWORD = 'body.currentPassword';
 /** Wrong guesses count against the account and address exactly as failed logins do. */
 async function proveCurrentPassword(ctx: AppContext, user: UserRow, currentPassword: string | undefined, address: string): Promise<void> {
   if (currentPassword === undefined) throw invalidField(CURRENT_PASSWORD, 'required', 'Send currentPassword to change your own password');
-  if (!(await passwordAccepted(ctx, { email: user.email, passwordHash: user.passwordHash, password: currentPassword, address }))) {
+  if (!(await passwordAccepted(ctx, user, currentPassword, address))) {
     throw invalidField(CURRENT_PASSWORD, 'invalid_current_password', 'The current password is wrong');
   }
 }
