@@ -46,7 +46,7 @@ export async function createContext(config: Config, db: Database, logger: Logger
   return ctx;
 }
 
-/** Lets go of the connections the context opened (object store, rate limit store); the database is the caller's. */
+/** Lets go of what the context opened (object store, rate limit store, hashing threads); the database is the caller's. */
 export async function closeContext(ctx: AppContext): Promise<void> {
-  await Promise.all([ctx.attachmentStorage.close(), ctx.requestLimiter?.close()]);
+  await Promise.all([ctx.attachmentStorage.close(), ctx.requestLimiter?.close(), ctx.passwords.close()]);
 }

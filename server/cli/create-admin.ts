@@ -25,13 +25,13 @@ runCommand('create-admin', async () => {
   // ADMIN_PASSWORD here is this command's input, not a start-up admin for the service.
   const config = loadConfig({ ...process.env, ADMIN_EMAIL: undefined, ADMIN_PASSWORD: undefined });
   const db = await openDatabaseForCommand(config, { exclusive: false });
+  // Only what accounts need: no signing key or attachment storage is created by this command.
+  const accounts = { db, passwords: passwordHasher(config.argon2) };
   try {
     await migrate(db.sql);
-    // Only what accounts need: no signing key or attachment storage is created by this command.
-    const accounts = { db, passwords: passwordHasher(config.argon2) };
     const admin = await ensureAdmin(accounts, { email: email.data, password, name: nameArg ?? 'Administrator' }, { promoteExisting: true });
     console.log(`administrator ${admin.email} (${admin.id}) is present`);
   } finally {
-    await db.close();
+    await Promise.all([accounts.passwords.close(), db.close()]);
   }
 });
