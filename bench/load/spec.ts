@@ -41,9 +41,6 @@ export const LoadSpecSchema = z.object({
 });
 export type LoadSpec = z.input<typeof LoadSpecSchema>;
 
-/** Several loads run at once (a login storm and its /healthz probe). */
-export const LoadJobSchema = z.array(LoadSpecSchema).min(1);
-
 export const LoadResultSchema = z.object({
   /** Answers received in the measured window. */
   answers: z.number().int(),
@@ -59,7 +56,7 @@ export const LoadResultSchema = z.object({
 export type LoadResult = z.infer<typeof LoadResultSchema>;
 
 export const LoadReplySchema = z.union([
-  z.object({ ok: z.literal(true), results: z.array(LoadResultSchema) }),
+  z.object({ ok: z.literal(true), result: LoadResultSchema }),
   z.object({ ok: z.literal(false), error: z.string() }),
 ]);
 export type LoadReply = z.infer<typeof LoadReplySchema>;

@@ -1,9 +1,9 @@
 // The load generator: a child process of the harness, so that it never shares an event loop with
-// the service or a baseline. It receives jobs (loads to run at once) over IPC, one at a time, and
-// answers each with one result per load.
+// the service, a baseline or another load. It receives loads over IPC, one at a time, and answers
+// each with its result.
 import autocannon from 'autocannon';
 import { autocannonRequests } from './requests.js';
-import { LoadJobSchema, LoadSpecSchema, type LoadReply, type LoadResult } from './spec.js';
+import { LoadSpecSchema, type LoadReply, type LoadResult } from './spec.js';
 import type { z } from 'zod';
 
 async function run(spec: z.output<typeof LoadSpecSchema>): Promise<LoadResult> {
@@ -28,13 +28,13 @@ async function run(spec: z.output<typeof LoadSpecSchema>): Promise<LoadResult> {
   };
 }
 
-// One job after another for the whole run; the harness disconnects at the end.
+// One load after another for the whole run; the harness disconnects at the end.
 process.on('message', (message: unknown) => {
   const reply = (answer: LoadReply) => process.send?.(answer);
   Promise.resolve(message)
-    .then((job) => Promise.all(LoadJobSchema.parse(job).map(run)))
+    .then((load) => run(LoadSpecSchema.parse(load)))
     .then(
-      (results) => reply({ ok: true, results }),
+      (result) => reply({ ok: true, result }),
       (error: unknown) => reply({ ok: false, error: error instanceof Error ? error.message : String(error) }),
     );
 });

@@ -85,7 +85,8 @@ export function openPostgres(url: string, { poolSize, statementTimeoutMs, direct
     url,
     directUrl,
     prisma,
-    sql: pgSql(bounded, statementTimeoutMs),
+    // A direct URL equal to the pool's says the pool is direct too (README: DATABASE_DIRECT_URL).
+    sql: pgSql(bounded, { statementTimeoutMs, direct: directUrl === url }),
     poolStats: () => ({ max: poolSize, open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     close: async () => {
       await prisma.$disconnect();

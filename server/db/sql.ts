@@ -31,26 +31,60 @@ export interface SqlDatabase extends SqlSession {
   pipeline(statements: Statement[]): Promise<unknown[][]>;
 }
 
-function pgSession(client: pg.Pool | pg.PoolClient): SqlSession {
+/** A statement as pg sends it: under a name when it is to be prepared. */
+type Query = (statement: Statement) => pg.QueryConfig;
+
+/** Past this many distinct texts (each kept by every connection of the pool), the rest go unnamed. */
+const MAX_PREPARED = 500;
+
+/**
+ * Named statements, which PostgreSQL parses and plans once per connection and then only binds and
+ * runs: a third of the server's work on a login's statements. Only on a connection that reaches
+ * PostgreSQL directly: a transaction-mode pooler runs a client's transactions on server
+ * connections that never saw what another one prepared. Names are given per text in order of first
+ * use, so each text has one name in this process (pg prepares it on each connection at first use).
+ */
+function preparing(): Query {
+  const names = new Map<string, string>();
+  return ({ text, values }) => {
+    let name = names.get(text);
+    if (name === undefined && names.size < MAX_PREPARED) {
+      name = `s${names.size + 1}`;
+      names.set(text, name);
+    }
+    return name === undefined ? { text, values } : { name, text, values };
+  };
+}
+
+const unnamed: Query = ({ text, values }) => ({ text, values });
+
+function pgSession(client: pg.Pool | pg.PoolClient, query: Query): SqlSession {
   return {
     exec: async (sql) => {
       await client.query(sql);
     },
-    rows: async <T>(sql: string, params: unknown[] = []) =>
-      (await client.query(sql, params)).rows as T[],
+    rows: async <T>(text: string, values: unknown[] = []) => (await client.query(query({ text, values }))).rows as T[],
   };
 }
 
-/** Plain SQL on `pool`; every transaction bounded by `statementTimeoutMs` when given (see statement-timeout.ts). */
-export function pgSql(pool: pg.Pool, statementTimeoutMs?: number): SqlDatabase {
+export interface SqlOptions {
+  /** Bounds every transaction (see statement-timeout.ts). */
+  statementTimeoutMs?: number;
+  /** Whether the pool reaches PostgreSQL directly, so statements may be prepared (see `preparing`). */
+  direct?: boolean;
+}
+
+/** Plain SQL on `pool`. */
+export function pgSql(pool: pg.Pool, { statementTimeoutMs, direct = false }: SqlOptions = {}): SqlDatabase {
   const begin = beginBounded(statementTimeoutMs);
+  const query = direct ? preparing() : unnamed;
   return {
-    ...pgSession(pool),
+    ...pgSession(pool, query),
     transaction: async (work) => {
       const client = await pool.connect();
       try {
         await client.query(begin);
-        const result = await work(pgSession(client));
+        const result = await work(pgSession(client, query));
         await client.query('COMMIT');
         return result;
       } catch (error) {
@@ -66,7 +100,7 @@ export function pgSql(pool: pg.Pool, statementTimeoutMs?: number): SqlDatabase {
       // A deadlock or serialization failure aborts one transaction of several; run again, it succeeds.
       for (let attempt = 1; ; attempt++) {
         try {
-          return await (keeper ? pipelineKept(pool, begin, statements, keeper) : pipelineOnce(pool, begin, statements));
+          return await (keeper ? pipelineKept(pool, begin, statements.map(query), keeper) : pipelineOnce(pool, begin, statements.map(query)));
         } catch (error) {
           if (attempt >= CONFLICT_ATTEMPTS || !isTransactionConflict(error)) throw error;
         }
@@ -77,9 +111,9 @@ export function pgSql(pool: pg.Pool, statementTimeoutMs?: number): SqlDatabase {
 
 const CONFLICT_ATTEMPTS = 5;
 
-async function pipelineOnce(pool: pg.Pool, begin: string, statements: Statement[]): Promise<unknown[][]> {
+async function pipelineOnce(pool: pg.Pool, begin: string, statements: pg.QueryConfig[]): Promise<unknown[][]> {
       const client = await pool.connect();
-      const sent = [client.query(begin), ...statements.map((statement) => client.query(statement.text, statement.values)), client.query('COMMIT')];
+      const sent = [client.query(begin), ...statements.map((statement) => client.query(statement)), client.query('COMMIT')];
       const settled = await Promise.allSettled(sent);
       const failed = settled.find((step): step is PromiseRejectedResult => step.status === 'rejected');
       // A failed statement aborts the transaction and its COMMIT answers ROLLBACK; a failed BEGIN
@@ -95,9 +129,9 @@ async function pipelineOnce(pool: pg.Pool, begin: string, statements: Statement[
  * The statements sent at once without their COMMIT: the open transaction goes to `keeper`, whose
  * commit sends the answer's statement and the COMMIT together (one more round trip).
  */
-async function pipelineKept(pool: pg.Pool, begin: string, statements: Statement[], keeper: AnswerKeeper): Promise<unknown[][]> {
+async function pipelineKept(pool: pg.Pool, begin: string, statements: pg.QueryConfig[], keeper: AnswerKeeper): Promise<unknown[][]> {
   const client = await pool.connect();
-  const settled = await Promise.allSettled([client.query(begin), ...statements.map((statement) => client.query(statement.text, statement.values))]);
+  const settled = await Promise.allSettled([client.query(begin), ...statements.map((statement) => client.query(statement))]);
   const [opened] = settled;
   const failed = settled.find((step): step is PromiseRejectedResult => step.status === 'rejected');
   if (opened?.status === 'rejected') {

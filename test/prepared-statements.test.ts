@@ -1,0 +1,48 @@
+// Plain SQL is prepared (parsed and planned once per connection) only on a pool that reaches
+// PostgreSQL directly; through a transaction-mode pooler it never is (API.md, Running behind a
+// connection pooler). Issue 19: a login's statements cost the server a third less prepared.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openPostgres, type Database } from '../server/db/database.js';
+import { freshDatabase, throughPooler, TEST_STATEMENT_TIMEOUT_MS, type TestDatabase } from './support/databases.js';
+
+const STATEMENT = 'SELECT $1::int + 1 AS next';
+const PREPARED = 'SELECT statement FROM pg_prepared_statements';
+
+/** The statements prepared on the pool's one connection, after `STATEMENT` ran twice on it, alone and in a pipeline. */
+async function preparedAfterUse(db: Database): Promise<string[]> {
+  expect(await db.sql.rows(STATEMENT, [1])).toEqual([{ next: 2 }]);
+  const [rows] = await db.sql.pipeline([{ text: STATEMENT, values: [2] }]);
+  expect(rows).toEqual([{ next: 3 }]);
+  return (await db.sql.rows<{ statement: string }>(PREPARED)).map((row) => row.statement);
+}
+
+describe.skipIf(throughPooler())('prepared statements', () => {
+  let database: TestDatabase;
+  const opened: Database[] = [];
+  const open = (directUrl: string | undefined) => {
+    // One connection, so the statement that lists what is prepared runs where the others ran.
+    const db = openPostgres(database.url, { poolSize: 1, statementTimeoutMs: TEST_STATEMENT_TIMEOUT_MS, directUrl });
+    opened.push(db);
+    return db;
+  };
+  beforeAll(async () => {
+    database = await freshDatabase();
+  });
+  afterAll(async () => {
+    await Promise.all(opened.map((db) => db.close()));
+    await database.drop();
+  });
+
+  it('are used on a direct pool (its direct URL is its own), once per text', async () => {
+    const prepared = await preparedAfterUse(open(database.url));
+    expect(prepared.filter((text) => text === STATEMENT)).toHaveLength(1);
+  });
+
+  it('are not used when the pool may be a pooler (no direct URL, or another one)', async () => {
+    const elsewhere = new URL(database.url);
+    elsewhere.searchParams.set('application_name', 'elsewhere');
+    for (const directUrl of [undefined, elsewhere.toString()]) {
+      expect(await preparedAfterUse(open(directUrl))).not.toContain(STATEMENT);
+    }
+  });
+});
