@@ -183,9 +183,13 @@ describe('cursors of long titles', () => {
 });
 
 describe('database work past the statement timeout (weakness 3)', () => {
-  it('answers 503 unavailable with Retry-After, and the same request succeeds once the work can finish', async () => {
+  // Set per transaction where a pooler may be in front, per session on a direct connection.
+  it.each([
+    ['a pool that may be a pooler', false],
+    ['a direct pool', true],
+  ])('answers 503 unavailable with Retry-After, and the same request succeeds once the work can finish (%s)', async (_, direct) => {
     const url = service.databaseUrl ?? '';
-    const bounded = openPostgres(url, { poolSize: 2, statementTimeoutMs: 300 });
+    const bounded = openPostgres(url, { poolSize: 2, statementTimeoutMs: 300, directUrl: direct ? url : undefined });
     const holder = new pg.Client({ connectionString: url });
     await holder.connect();
     try {

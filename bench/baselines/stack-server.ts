@@ -16,7 +16,21 @@ import { readVisibleTask, serializeTask } from './stack-tasks.js';
 import { taskWrites } from './stack-writes.js';
 
 const config = StackConfigSchema.parse(JSON.parse(process.env[STACK_CONFIG_VARIABLE] ?? '{}'));
-const pool = new pg.Pool({ connectionString: config.databaseUrl, max: config.poolSize });
+/**
+ * Every statement named, so each connection parses and plans it once: as the service does on a
+ * direct connection (server/db/sql.ts), and the best this stack can do.
+ */
+function preparing(pool: pg.Pool): pg.Pool {
+  const names = new Map<string, string>();
+  const query = (text: string, values?: unknown[]) => {
+    const name = names.get(text) ?? `s${names.size + 1}`;
+    names.set(text, name);
+    return pool.query({ name, text, values });
+  };
+  return new Proxy(pool, { get: (target, property, receiver) => (property === 'query' ? query : Reflect.get(target, property, receiver)) });
+}
+
+const pool = preparing(new pg.Pool({ connectionString: config.databaseUrl, max: config.poolSize }));
 const callerOf = await callerCheck(config, pool);
 const listTasks = taskLists(pool, config);
 const writes = taskWrites(pool, config);

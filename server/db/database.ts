@@ -76,17 +76,27 @@ function resilientPool(options: pg.PoolConfig): pg.Pool {
 }
 
 export function openPostgres(url: string, { poolSize, statementTimeoutMs, directUrl, kind = 'external', onClose }: PostgresOptions): Database {
-  // Pipelined: a bounded statement's BEGIN, the statement and its COMMIT leave together.
-  const pool = resilientPool({ connectionString: url, max: poolSize, pipeline: statementTimeoutMs !== undefined });
-  const bounded = statementTimeoutMs === undefined ? pool : boundedPool(pool, statementTimeoutMs);
-  const prisma = new PrismaClient({ adapter: statementTimeoutMs === undefined ? new PrismaPg(pool) : new BoundedPrismaPg(bounded, statementTimeoutMs) });
+  // A direct URL equal to the pool's says the pool is direct too (README: DATABASE_DIRECT_URL).
+  const direct = directUrl === url;
+  // On a direct connection the statement timeout is the session's (a start-up parameter), and a
+  // statement runs alone; through a pooler, where a session is nobody's, every transaction sets it
+  // (statement-timeout.ts).
+  const perTransaction = direct ? undefined : statementTimeoutMs;
+  // Pipelined: a transaction's BEGIN, its statements and its COMMIT leave together.
+  const pool = resilientPool({
+    connectionString: url,
+    max: poolSize,
+    pipeline: statementTimeoutMs !== undefined,
+    ...(direct && statementTimeoutMs !== undefined && { statement_timeout: statementTimeoutMs }),
+  });
+  const bounded = perTransaction === undefined ? pool : boundedPool(pool, perTransaction);
+  const prisma = new PrismaClient({ adapter: perTransaction === undefined ? new PrismaPg(pool) : new BoundedPrismaPg(bounded, perTransaction) });
   return {
     kind,
     url,
     directUrl,
     prisma,
-    // A direct URL equal to the pool's says the pool is direct too (README: DATABASE_DIRECT_URL).
-    sql: pgSql(bounded, { statementTimeoutMs, direct: directUrl === url }),
+    sql: pgSql(bounded, { statementTimeoutMs: perTransaction, direct }),
     poolStats: () => ({ max: poolSize, open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     close: async () => {
       await prisma.$disconnect();

@@ -2,9 +2,11 @@ import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
 
 /**
- * The statement timeout, set per transaction (`SET LOCAL`), never per session: behind a
- * transaction-mode pooler (PgBouncer) consecutive transactions of one connection run on different
- * server connections, and a start-up parameter is refused there ("unsupported startup parameter").
+ * The statement timeout where a pooler may be in front, set per transaction (`SET LOCAL`), never per
+ * session: behind a transaction-mode pooler (PgBouncer) consecutive transactions of one connection
+ * run on different server connections, and a start-up parameter is refused there ("unsupported
+ * startup parameter"). A pool known to be direct has it as a start-up parameter instead
+ * (database.ts), and a statement there runs without a transaction around it.
  */
 const setLocalTimeout = (timeoutMs: number) => `SET LOCAL statement_timeout = ${Math.trunc(timeoutMs)}`;
 

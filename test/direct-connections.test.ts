@@ -1,6 +1,7 @@
-// Plain SQL is prepared (parsed and planned once per connection) only on a pool that reaches
-// PostgreSQL directly; through a transaction-mode pooler it never is (API.md, Running behind a
-// connection pooler). Issue 19: a login's statements cost the server a third less prepared.
+// On a pool that reaches PostgreSQL directly, plain SQL is prepared (parsed and planned once per
+// connection) and the statement timeout is the session's, so a statement runs without a transaction
+// around it; through a transaction-mode pooler neither (API.md, Running behind a connection pooler).
+// Issue 19: a login's statements cost the server a third less prepared.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgres, type Database } from '../server/db/database.js';
 import { freshDatabase, throughPooler, TEST_STATEMENT_TIMEOUT_MS, type TestDatabase } from './support/databases.js';
@@ -16,7 +17,7 @@ async function preparedAfterUse(db: Database): Promise<string[]> {
   return (await db.sql.rows<{ statement: string }>(PREPARED)).map((row) => row.statement);
 }
 
-describe.skipIf(throughPooler())('prepared statements', () => {
+describe.skipIf(throughPooler())('a direct pool', () => {
   let database: TestDatabase;
   const opened: Database[] = [];
   const open = (directUrl: string | undefined) => {
@@ -33,16 +34,25 @@ describe.skipIf(throughPooler())('prepared statements', () => {
     await database.drop();
   });
 
-  it('are used on a direct pool (its direct URL is its own), once per text', async () => {
+  it('prepares statements (its direct URL is its own), once per text', async () => {
     const prepared = await preparedAfterUse(open(database.url));
     expect(prepared.filter((text) => text === STATEMENT)).toHaveLength(1);
   });
 
-  it('are not used when the pool may be a pooler (no direct URL, or another one)', async () => {
+  it('prepares nothing when the pool may be a pooler (no direct URL, or another one)', async () => {
     const elsewhere = new URL(database.url);
     elsewhere.searchParams.set('application_name', 'elsewhere');
     for (const directUrl of [undefined, elsewhere.toString()]) {
       expect(await preparedAfterUse(open(directUrl))).not.toContain(STATEMENT);
     }
+  });
+
+  it('has the statement timeout in its sessions, outside any transaction', async () => {
+    const db = openPostgres(database.url, { poolSize: 1, statementTimeoutMs: 250, directUrl: database.url });
+    opened.push(db);
+    // "client": a start-up parameter of the session, not a SET LOCAL of a transaction around the statement.
+    expect(await db.sql.rows("SELECT setting, source FROM pg_settings WHERE name = 'statement_timeout'")).toEqual([{ setting: '250', source: 'client' }]);
+    await expect(db.sql.rows('SELECT pg_sleep(2)')).rejects.toMatchObject({ code: '57014' });
+    await expect(db.sql.pipeline([{ text: 'SELECT 1' }, { text: 'SELECT pg_sleep(2)' }])).rejects.toMatchObject({ code: '57014' });
   });
 });
