@@ -1,6 +1,5 @@
 import express, { type Express } from 'express';
 import { createExpressEndpoints } from '@ts-rest/express';
-import { pinoHttp } from 'pino-http';
 import { contract } from '@task-service/client';
 import { attachmentsRouter } from './attachments/router.js';
 import { authRouter } from './auth/router.js';
@@ -8,7 +7,8 @@ import type { AppContext } from './context.js';
 import { eventsRouter } from './events/router.js';
 import { corsFor } from './http/cors.js';
 import { errorHandler, unmatchedRoute } from './http/errors.js';
-import { conditionalOnlyWhereDeclared, identifyCaller, isServiceProbe, noStore, rateLimit, rejectUnexpectedQuery, requestId, requireAuthentication, requireMediaType, requireUtf8Json } from './http/middleware.js';
+import { conditionalOnlyWhereDeclared, identifyCaller, noStore, rateLimit, rejectUnexpectedQuery, requireAuthentication, requireMediaType, requireUtf8Json } from './http/middleware.js';
+import { requestLog } from './http/request-log.js';
 import { warnUntrustedForwarding } from './http/proxy.js';
 import { idempotencyKeys } from './http/idempotency.js';
 import { methodsByPath } from './http/routes.js';
@@ -35,23 +35,7 @@ export function buildApp(ctx: AppContext): Express {
 
   const metrics = httpMetrics();
   app.use(metrics.record);
-  app.use(
-    pinoHttp({
-      logger: ctx.logger,
-      genReqId: requestId,
-      // One line per request: what, who asked, how it ended. Headers (tokens among them) stay out.
-      serializers: {
-        req: (req: { id: unknown; method: string; url: string; remoteAddress?: string }) => ({ id: req.id, method: req.method, url: req.url, remoteAddress: req.remoteAddress }),
-        res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
-      },
-      customLogLevel: (req, res, err) => {
-        if (err || res.statusCode >= 500) return 'error';
-        if (res.statusCode >= 400) return 'warn';
-        // Probes come every few seconds: at info they would drown the requests worth reading.
-        return isServiceProbe(req) ? 'debug' : 'info';
-      },
-    }),
-  );
+  app.use(requestLog(ctx.logger));
   const cors = corsFor(ctx.config.corsOrigins);
   if (cors) app.use(cors);
   app.use(noStore);
@@ -86,6 +70,6 @@ export function buildApp(ctx: AppContext): Express {
   serveMetrics(app, ctx, metrics);
   if (ctx.config.mcpEnabled) serveMcp(app, ctx);
   app.use(unmatchedRoute(methodsByPath(contract)));
-  app.use(errorHandler(ctx.logger));
+  app.use(errorHandler());
   return app;
 }

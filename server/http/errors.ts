@@ -3,7 +3,6 @@ import { RequestValidationError } from '@ts-rest/express';
 import type { ZodError } from 'zod';
 import type { Problem, ProblemCode, ValidationIssue } from '@task-service/client';
 import { problemCatalogue } from '@task-service/client';
-import type { Logger } from 'pino';
 import { isDatabaseUnreachable, isStatementTimeout } from '../db/errors.js';
 
 /** The one error type of the service; the error handler turns it into problem+json. */
@@ -130,15 +129,12 @@ export function problemBody(error: AppError, instance: string, requestId: string
   return problem;
 }
 
-export function errorHandler(logger: Logger): ErrorRequestHandler {
+export function errorHandler(): ErrorRequestHandler {
   return (err, req, res, next) => {
     if (res.headersSent) return next(err);
     const error = toAppError(err);
     // The request log's line carries it (with the stack and the request id): one line per failure.
-    if (error.status >= 500) {
-      if (req.log) res.err = err instanceof Error ? err : new Error(String(err));
-      else logger.error({ err }, 'request failed');
-    }
+    if (error.status >= 500) res.err = err instanceof Error ? err : new Error(String(err));
     res.send(problemAnswer(req, res, error));
   };
 }
