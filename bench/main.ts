@@ -74,7 +74,8 @@ async function otherWorkerCount(service: RunningService, workersBefore: number, 
     const workers = await workerCount(service);
     log(`service: ${(await nodeProcesses(service.pid)).length} Node.js process(es) in its tree, ${workers} serving`);
     const reads = workloads.find((workload) => workload.name === 'GET /tasks/{id}');
-    if (reads && workers !== workersBefore) return workloadRows(service, String(workers), reads, baselines, bare);
+    // Awaited here: the finally below stops the service, which must outlive the row.
+    if (reads && workers !== workersBefore) return await workloadRows(service, String(workers), reads, baselines, bare);
     log(`WEB_CONCURRENCY made no difference (${workers} serving process(es) both times): no second GET /tasks/{id} row`);
     return [];
   } finally {
@@ -82,7 +83,8 @@ async function otherWorkerCount(service: RunningService, workersBefore: number, 
   }
 }
 
-async function main(): Promise<Row[]> {
+/** The rows, and the main run's worker label as its rows carry it (the targets are judged on those). */
+async function main(): Promise<{ rows: Row[]; workers: string }> {
   log(`${options.mode} run: ${options.seed.users} users × ${options.seed.tasksPerUser} tasks, ${timing.connections} connections, ${timing.warmupSeconds} s warm-up + ${timing.seconds} s per workload`);
   buildService();
   const dataDir = await mkdtemp(path.join(tmpdir(), 'task-bench-'));
@@ -94,6 +96,7 @@ async function main(): Promise<Row[]> {
     return service;
   };
   const rows: Row[] = [];
+  let mainLabel: string | undefined;
   let stopBare: (() => Promise<void>) | undefined;
   const cleanUp = async () => {
     await stopBare?.();
@@ -122,6 +125,7 @@ async function main(): Promise<Row[]> {
     const workers = await workerCount(service);
     log(`service: ${(await nodeProcesses(service.pid)).length} Node.js process(es) in its tree, ${workers} serving`);
     const label = workers === options.workers ? String(workers) : `${workers} (asked ${options.workers})`;
+    mainLabel = label;
     for (const workload of workloads) rows.push(...(await workloadRows(service, label, workload, baselines, bare)));
 
     await service.stop();
@@ -130,16 +134,16 @@ async function main(): Promise<Row[]> {
   } finally {
     await cleanUp();
   }
-  return rows;
+  return { rows, workers: mainLabel ?? String(options.workers) };
 }
 
 if (options.mode === 'client') {
   console.log(await clientWeights(log));
   process.exit(0);
 }
-const rows = await main();
+const { rows, workers } = await main();
 console.log(formatTable(rows));
-console.log(`\n${formatTargets(rows, TARGETS.rssMiB)}`);
+console.log(`\n${formatTargets(rows, TARGETS.rssMiB, workers)}`);
 if (options.json) {
   await writeFile(options.json, `${JSON.stringify({ mode: options.mode, options, rows }, null, 2)}\n`);
   log(`wrote ${options.json}`);
