@@ -55,4 +55,13 @@ describe.skipIf(throughPooler())('a direct pool', () => {
     await expect(db.sql.rows('SELECT pg_sleep(2)')).rejects.toMatchObject({ code: '57014' });
     await expect(db.sql.pipeline([{ text: 'SELECT 1' }, { text: 'SELECT pg_sleep(2)' }])).rejects.toMatchObject({ code: '57014' });
   });
+
+  it('keeps its connection (and what is prepared there) when a statement fails in the server', async () => {
+    const db = open(database.url);
+    const backend = async () => (await db.sql.rows<{ pid: number }>('SELECT pg_backend_pid() AS pid'))[0]?.pid;
+    const before = await backend();
+    await expect(db.sql.rows('SELECT 1 / $1::int AS never', [0])).rejects.toMatchObject({ code: '22012' });
+    await expect(db.prisma.$queryRaw`SELECT 1 / 0 AS never`).rejects.toThrow();
+    expect(await backend()).toBe(before);
+  });
 });

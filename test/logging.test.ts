@@ -3,7 +3,7 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { stripVTControlCharacters } from 'node:util';
 import { pino } from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { startService, type TestService } from './support/app.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
@@ -62,6 +62,13 @@ describe('the request log', () => {
       expect((await linesOf(url)).map((line) => line.level), url).toEqual([DEBUG]);
     }
     expect((await linesOf('/tasks')).map((line) => line.level)).toEqual([INFO]);
+  });
+
+  it('logs a request whose client went away as aborted', async () => {
+    lines = [];
+    // The live stream answers until the client leaves: here after 300 ms.
+    await service.http.get('/events').set('Authorization', alice.auth).timeout(300).catch(() => undefined);
+    await vi.waitFor(async () => expect((await linesOf('/events')).map((line) => line.msg)).toEqual(['request aborted']), { timeout: 5000 });
   });
 
   it('logs a 500 once, with its stack and the request id', async () => {

@@ -31,13 +31,23 @@ export function passwordHasher(config: Config['argon2']): PasswordHasher {
   const verify = (stored: string, password: string) =>
     threads.run({ op: 'verify', hash: stored, password }, VerifiedSchema).then((answer) => answer.verified);
   // Made at once, so even the first unknown-email login costs exactly one verification.
-  const dummyHash = hash('not a real password');
+  let dummyHash = hash('not a real password');
   dummyHash.catch(() => undefined); // a failure is burn's to report
   return {
     hash,
     verify,
     burn: async (password) => {
-      await verify(await dummyHash, password);
+      const dummy = dummyHash;
+      const stored = await dummy.catch((error: unknown) => {
+        // Its thread was lost: made again for the next login, or every unknown email would answer
+        // 500 from then on while a wrong password answers 401, telling which accounts exist.
+        if (dummyHash === dummy) {
+          dummyHash = hash('not a real password');
+          dummyHash.catch(() => undefined);
+        }
+        throw error;
+      });
+      await verify(stored, password);
     },
     close: threads.close,
   };

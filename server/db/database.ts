@@ -5,7 +5,7 @@ import { StartAborted } from '../lifecycle.js';
 import { OperatorError } from '../operator-error.js';
 import { startEmbeddedPostgres, type EmbeddedPostgresOptions } from './embedded-postgres.js';
 import { pgSql, type SqlDatabase } from './sql.js';
-import { BoundedPrismaPg, boundedPool } from './statement-timeout.js';
+import { BoundedPrismaPg, boundedPool, keptConnectionPool } from './statement-timeout.js';
 import { superviseEmbedded } from './supervise.js';
 
 export type { PrismaClient };
@@ -89,8 +89,8 @@ export function openPostgres(url: string, { poolSize, statementTimeoutMs, direct
     pipeline: statementTimeoutMs !== undefined,
     ...(direct && statementTimeoutMs !== undefined && { statement_timeout: statementTimeoutMs }),
   });
-  const bounded = perTransaction === undefined ? pool : boundedPool(pool, perTransaction);
-  const prisma = new PrismaClient({ adapter: perTransaction === undefined ? new PrismaPg(pool) : new BoundedPrismaPg(bounded, perTransaction) });
+  const bounded = perTransaction === undefined ? keptConnectionPool(pool) : boundedPool(pool, perTransaction);
+  const prisma = new PrismaClient({ adapter: perTransaction === undefined ? new PrismaPg(bounded) : new BoundedPrismaPg(bounded, perTransaction) });
   return {
     kind,
     url,

@@ -39,6 +39,28 @@ export function boundedPool(pool: pg.Pool, timeoutMs: number): pg.Pool {
 
 export const toError = (reason: unknown): Error => (reason instanceof Error ? reason : new Error(String(reason)));
 
+/**
+ * `pool` whose `query()` (a statement alone, on a direct connection) keeps its connection when the
+ * statement fails in the server (a timeout, a unique violation): pg.Pool's own `query()` closes a
+ * connection released with any error, and with it every statement prepared there, which would cost
+ * a reconnect per timed-out request just when the database is overloaded. A connection that broke
+ * is dropped all the same (pg-pool drops one that can no longer take queries).
+ */
+export function keptConnectionPool(pool: pg.Pool): pg.Pool {
+  const query = async (text: QueryText, values?: unknown[]): Promise<pg.QueryResult> => {
+    const client = await pool.connect();
+    try {
+      const result = await client.query(text, values);
+      client.release();
+      return result;
+    } catch (error) {
+      client.release(error instanceof pg.DatabaseError ? undefined : toError(error));
+      throw error;
+    }
+  };
+  return new Proxy(pool, { get: (target, property, receiver) => (property === 'query' ? query : Reflect.get(target, property, receiver)) });
+}
+
 /** Prisma on `pool`, each interactive transaction bounded by the timeout (set right after its BEGIN). */
 export class BoundedPrismaPg extends PrismaPg {
   constructor(

@@ -31,19 +31,22 @@ export function requestLog(logger: Logger): RequestHandler {
   return (req, res, next) => {
     req.id = requestId(req, res);
     const started = Date.now();
+    // Read now: once the client has gone, its socket no longer says.
+    const remoteAddress = req.socket.remoteAddress;
     const ended = () => {
       res.off('finish', ended);
       res.off('close', ended);
-      const err = res.err;
+      const aborted = !res.writableFinished;
+      const err = res.err ?? (res.statusCode >= 500 ? new Error(`failed with status code ${res.statusCode}`) : undefined);
       const level = levelOf(req.url, res.statusCode, err);
       if (!logger.isLevelEnabled(level)) return;
       const line = {
-        req: { id: req.id, method: req.method, url: req.originalUrl, remoteAddress: req.socket.remoteAddress },
+        req: { id: req.id, method: req.method, url: req.originalUrl, remoteAddress },
         res: { statusCode: res.statusCode },
         responseTime: Date.now() - started,
         ...(err && { err }),
       };
-      logger[level](line, err ? 'request errored' : 'request completed');
+      logger[level](line, aborted ? 'request aborted' : err ? 'request errored' : 'request completed');
     };
     res.on('finish', ended);
     res.on('close', ended);
