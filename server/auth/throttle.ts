@@ -108,7 +108,10 @@ export function loginThrottle(sql: SqlDatabase, config: Config['loginThrottle'])
     const [first] = spent;
     if (!first) return { keys };
     const unspent = keys.filter((key) => !spent.some(({ row }) => row.key === key));
-    if (unspent.length > 0) await sql.rows(SETTLE_ATTEMPT, settle([], unspent).values);
+    if (unspent.length > 0) {
+      const refund = settle([], unspent);
+      await sql.rows(refund.text, refund.values);
+    }
     const expire = first.row.expire;
     throw throttled(first.budget.exceeded, expire ? expire.getTime() - Date.now() : windowMs);
   };

@@ -89,14 +89,15 @@ export function openPostgres(url: string, { poolSize, statementTimeoutMs, direct
     pipeline: statementTimeoutMs !== undefined,
     ...(direct && statementTimeoutMs !== undefined && { statement_timeout: statementTimeoutMs }),
   });
-  const bounded = perTransaction === undefined ? keptConnectionPool(pool) : boundedPool(pool, perTransaction);
-  const prisma = new PrismaClient({ adapter: perTransaction === undefined ? new PrismaPg(bounded) : new BoundedPrismaPg(bounded, perTransaction) });
+  // What every query goes through: the timeout set per transaction where a pooler may be in front.
+  const queries = perTransaction === undefined ? keptConnectionPool(pool) : boundedPool(pool, perTransaction);
+  const prisma = new PrismaClient({ adapter: perTransaction === undefined ? new PrismaPg(queries) : new BoundedPrismaPg(queries, perTransaction) });
   return {
     kind,
     url,
     directUrl,
     prisma,
-    sql: pgSql(bounded, { statementTimeoutMs: perTransaction, direct }),
+    sql: pgSql(queries, { statementTimeoutMs: perTransaction, direct }),
     poolStats: () => ({ max: poolSize, open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     close: async () => {
       await prisma.$disconnect();
