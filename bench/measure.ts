@@ -37,6 +37,59 @@ export async function measure(url: string, pid: number, timing: Timing, requests
   return { result, probe: probeResult, peakRssMiB };
 }
 
+/** What a measurement is taken of: a server (its process tree for memory) and the requests sent to it. */
+export interface Target {
+  url: string;
+  pid: number;
+  requests: LoadRequests;
+}
+
+/** A turn of the full run: long enough that its 50 connections' start and end weigh little. */
+const TURN_SECONDS = 3;
+/** Before each turn after the first: the connections opened again and the server back in its stride. */
+const REWARM_SECONDS = 1;
+
+/**
+ * Each target measured in turns, one after the other, `timing.seconds` in all for each: the cores
+ * here are shared, and their speed drifts by a third within minutes (the runtime baseline moved
+ * from 20,000 to 13,000 req/s in one morning), so a twin measured in one block before the service
+ * could find another machine than the service did. Turns make both see the same one. The first turn
+ * of each warms up for `timing.warmupSeconds`; p99 is the worst turn's, p50 the middle turn's.
+ */
+export async function measureInTurns(targets: Target[], timing: Timing): Promise<Measured[]> {
+  const turns = Math.max(1, Math.round(timing.seconds / TURN_SECONDS));
+  const taken: Measured[][] = targets.map(() => []);
+  for (let turn = 0; turn < turns; turn++) {
+    for (const [i, target] of targets.entries()) {
+      const warmupSeconds = turn === 0 ? timing.warmupSeconds : REWARM_SECONDS;
+      taken[i]?.push(await measure(target.url, target.pid, { ...timing, warmupSeconds, seconds: timing.seconds / turns }, target.requests));
+    }
+  }
+  return taken.map((parts) => combined(parts, timing.seconds));
+}
+
+function combined(parts: Measured[], seconds: number): Measured {
+  const results = parts.map((part) => part.result);
+  const sum = (pick: (r: LoadResult) => number) => results.reduce((total, r) => total + pick(r), 0);
+  const statusCodes: Record<string, number> = {};
+  for (const r of results) for (const [code, count] of Object.entries(r.statusCodes)) statusCodes[code] = (statusCodes[code] ?? 0) + count;
+  const p50s = results.map((r) => r.p50Ms).sort((a, b) => a - b);
+  const answers = sum((r) => r.answers);
+  return {
+    result: {
+      answers,
+      requestsPerSecond: answers / seconds,
+      p50Ms: p50s[Math.floor(p50s.length / 2)] ?? 0,
+      p99Ms: Math.max(...results.map((r) => r.p99Ms)),
+      errors: sum((r) => r.errors),
+      statusCodes,
+      socketErrors: sum((r) => r.socketErrors),
+    },
+    probe: undefined,
+    peakRssMiB: Math.max(...parts.map((part) => part.peakRssMiB)),
+  };
+}
+
 /** Status codes other than 2xx, and socket errors, in a few words for the note column. */
 export function oddAnswers(result: LoadResult): string {
   const odd = Object.entries(result.statusCodes)

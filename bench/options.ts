@@ -14,7 +14,7 @@ export interface BenchOptions {
   uploadBytes: number;
   /** WEB_CONCURRENCY for the main run; the other count of 1 and 2 gets a row for GET /tasks/{id} (full runs). */
   workers: number;
-  /** The admin's lists, the other sorts, attachments and the second worker count: full runs only. */
+  /** The admin's lists, the other sorts, attachments and the second worker count: full runs only (`--only` still filters them). */
   everything: boolean;
   json: string | undefined;
   /** Only the workloads whose name contains this (case-insensitive), e.g. `login`; every workload when undefined. */
@@ -59,7 +59,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     pageLimit: 20,
     uploadBytes: 1024 * 1024,
     workers: Math.round(number(values.workers, 1, 'workers')),
-    everything: !quick && values.only === undefined,
+    everything: !quick,
     json: values.json,
     only: values.only?.toLowerCase(),
   };

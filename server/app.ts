@@ -41,7 +41,7 @@ export function buildApp(ctx: AppContext): Express {
   app.use(noStore);
   app.use(warnUntrustedForwarding(ctx));
   app.use(identifyCaller(ctx));
-  app.use(rateLimit(ctx.requestLimiter?.limiter));
+  if (ctx.requestLimiter) app.use(rateLimit(ctx.requestLimiter.limiter));
   // strict: false lets a scalar body (`"x"`, `null`) through to validation: valid JSON, wrong shape.
   app.use(requireUtf8Json);
   app.use(express.json({ limit: '1mb', strict: false, type: ['application/json', 'application/merge-patch+json'] }));

@@ -31,6 +31,9 @@ function preparing(pool: pg.Pool): pg.Pool {
 }
 
 const pool = preparing(new pg.Pool({ connectionString: config.databaseUrl, max: config.poolSize }));
+// The row with the other worker count restarts the service, and with it the embedded server: the
+// idle connections it closes are replaced on the next query (pg.Pool without this listener throws).
+pool.on('error', () => {});
 const callerOf = await callerCheck(config, pool);
 const listTasks = taskLists(pool, config);
 const writes = taskWrites(pool, config);

@@ -33,9 +33,8 @@ export function requestLog(logger: Logger): RequestHandler {
     const started = Date.now();
     // Read now: once the client has gone, its socket no longer says.
     const remoteAddress = req.socket.remoteAddress;
-    const ended = () => {
-      res.off('finish', ended);
-      res.off('close', ended);
+    // 'close' comes after 'finish', and alone when the client went away first.
+    res.once('close', () => {
       const aborted = !res.writableFinished;
       const err = res.err ?? (res.statusCode >= 500 ? new Error(`failed with status code ${res.statusCode}`) : undefined);
       const level = levelOf(req.url, res.statusCode, err);
@@ -47,9 +46,7 @@ export function requestLog(logger: Logger): RequestHandler {
         ...(err && { err }),
       };
       logger[level](line, aborted ? 'request aborted' : err ? 'request errored' : 'request completed');
-    };
-    res.on('finish', ended);
-    res.on('close', ended);
+    });
     next();
   };
 }
