@@ -7,7 +7,7 @@ import type { AppContext } from './context.js';
 import { eventsRouter } from './events/router.js';
 import { corsFor } from './http/cors.js';
 import { errorHandler, unmatchedRoute } from './http/errors.js';
-import { conditionalOnlyWhereDeclared, identifyCaller, noStore, rateLimit, rejectUnexpectedQuery, requireAuthentication, requireMediaType, requireUtf8Json } from './http/middleware.js';
+import { contractRules, identifyCaller, jsonBodies, noStore, rateLimit } from './http/middleware.js';
 import { requestLog } from './http/request-log.js';
 import { warnUntrustedForwarding } from './http/proxy.js';
 import { idempotencyKeys } from './http/idempotency.js';
@@ -43,8 +43,7 @@ export function buildApp(ctx: AppContext): Express {
   app.use(identifyCaller(ctx));
   if (ctx.requestLimiter) app.use(rateLimit(ctx.requestLimiter.limiter));
   // strict: false lets a scalar body (`"x"`, `null`) through to validation: valid JSON, wrong shape.
-  app.use(requireUtf8Json);
-  app.use(express.json({ limit: '1mb', strict: false, type: ['application/json', 'application/merge-patch+json'] }));
+  app.use(jsonBodies(express.json({ limit: '1mb', strict: false, type: ['application/json', 'application/merge-patch+json'] })));
 
   serveProblemPages(app);
   const routers = {
@@ -62,7 +61,7 @@ export function buildApp(ctx: AppContext): Express {
   createExpressEndpoints(contract, routers, app, {
     logInitialization: false,
     responseValidation: ctx.config.validateResponses,
-    globalMiddleware: [requireAuthentication, rejectUnexpectedQuery, requireMediaType, conditionalOnlyWhereDeclared, idempotencyKeys(ctx)],
+    globalMiddleware: [contractRules, idempotencyKeys(ctx)],
     requestValidationErrorHandler: (err, _req, _res, next) => next(err),
   });
 

@@ -67,34 +67,25 @@ export function identifyCaller(ctx: AppContext): RequestHandler {
   };
 }
 
+/** A contract route's request, once its route is known. */
+type RouteRequest = <R extends AppRoute>(req: TsRestRequest<R>) => AppError | undefined;
+
 /**
  * Every route not marked public in the contract needs the live session or personal access token
  * identifyCaller found; a personal access token also needs the scope the route declares.
  */
-export const requireAuthentication: RouteMiddleware = (req, _res, next) => {
-  if (isPublicRoute(req.tsRestRoute)) return next();
-  if (!req.principal) return next(notAuthenticated(req.accessClaims, req.tokenRejection));
-  next(scopeRefusal(req.principal, req.tsRestRoute));
-};
-
-/**
- * Conditional GETs only where the contract offers a 304 (tasks, attachment content): elsewhere
- * Express's freshness check would answer `If-None-Match: *` with a 304 the contract does not declare.
- */
-export const conditionalOnlyWhereDeclared: RouteMiddleware = (req, _res, next) => {
-  if (!(304 in req.tsRestRoute.responses)) {
-    delete req.headers['if-none-match'];
-    delete req.headers['if-modified-since'];
-  }
-  next();
+const authenticationRefusal: RouteRequest = (req) => {
+  if (isPublicRoute(req.tsRestRoute)) return undefined;
+  if (!req.principal) return notAuthenticated(req.accessClaims, req.tokenRejection);
+  return scopeRefusal(req.principal, req.tsRestRoute);
 };
 
 /** An operation that takes no query parameters rejects any, as those that take some reject unknown ones. */
-export const rejectUnexpectedQuery: RouteMiddleware = (req, _res, next) => {
-  if (req.tsRestRoute.query) return next();
+const unexpectedQueryRefusal: RouteRequest = (req) => {
+  if (req.tsRestRoute.query) return undefined;
   const unexpected = Object.keys(req.query);
-  if (unexpected.length === 0) return next();
-  next(validationFailed(unexpected.map((name) => ({ path: `query.${name}`, code: 'unrecognized_keys', message: 'This operation takes no query parameters' }))));
+  if (unexpected.length === 0) return undefined;
+  return validationFailed(unexpected.map((name) => ({ path: `query.${name}`, code: 'unrecognized_keys', message: 'This operation takes no query parameters' })));
 };
 
 const JSON_TYPES = ['application/json', 'application/merge-patch+json'];
@@ -103,17 +94,31 @@ const hasBody = (req: Request): boolean =>
   req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
 
 /** A body must come in the media type its operation takes (415 otherwise). */
-export const requireMediaType: RouteMiddleware = (req, _res, next) => {
+const mediaTypeRefusal: RouteRequest = (req) => {
   const route = req.tsRestRoute;
-  if (route.method === 'GET' || !hasBody(req)) return next();
+  if (route.method === 'GET' || !hasBody(req)) return undefined;
   if (route.method !== 'DELETE' && route.contentType === 'multipart/form-data') {
-    return next(req.is('multipart/form-data') ? undefined : new AppError('unsupported_media_type', 'Send the file as multipart/form-data'));
+    return req.is('multipart/form-data') ? undefined : new AppError('unsupported_media_type', 'Send the file as multipart/form-data');
   }
-  if ('body' in route && isAppRouteNoBody(route.body)) return next();
+  if ('body' in route && isAppRouteNoBody(route.body)) return undefined;
   // JSON merge patch (RFC 7396) is the semantics of PATCH only.
   const accepted = route.method === 'PATCH' ? JSON_TYPES : ['application/json'];
-  if (!req.is(accepted)) {
-    return next(new AppError('unsupported_media_type', `Send the body as ${accepted.join(' or ')}`));
+  return req.is(accepted) ? undefined : new AppError('unsupported_media_type', `Send the body as ${accepted.join(' or ')}`);
+};
+
+/**
+ * What every contract route checks before its handler, in this order: authentication, unexpected
+ * query parameters, the body's media type. Then conditional GETs are kept only where the contract
+ * offers a 304 (tasks, attachment content): elsewhere Express's freshness check would answer
+ * `If-None-Match: *` with a 304 the contract does not declare. One layer for all four, as each
+ * Express layer costs every request its turn through the router.
+ */
+export const contractRules: RouteMiddleware = (req, _res, next) => {
+  const refused = authenticationRefusal(req) ?? unexpectedQueryRefusal(req) ?? mediaTypeRefusal(req);
+  if (refused) return next(refused);
+  if (!(304 in req.tsRestRoute.responses)) {
+    delete req.headers['if-none-match'];
+    delete req.headers['if-modified-since'];
   }
   next();
 };
@@ -122,15 +127,19 @@ const declaredCharset = (req: Request): string | undefined =>
   /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(req.headers['content-type'] ?? '')?.[1]?.toLowerCase();
 
 /**
- * A JSON body is UTF-8 (RFC 8259 §8.1): one declared in any other charset is 415 before it is
- * decoded, so `+ADw-script+AD4-` in UTF-7 never becomes `<script>`.
+ * JSON bodies, parsed by `parse`. A JSON body is UTF-8 (RFC 8259 §8.1): one declared in any other
+ * charset is 415 before it is decoded, so `+ADw-script+AD4-` in UTF-7 never becomes `<script>`.
+ * A request that announces no body (most are GETs) passes straight on.
  */
-export const requireUtf8Json: RequestHandler = (req, _res, next) => {
-  if (!hasBody(req) || !req.is(JSON_TYPES)) return next();
-  const charset = declaredCharset(req);
-  if (charset === undefined || charset === 'utf-8') return next();
-  next(new AppError('unsupported_media_type', `JSON bodies must be UTF-8, not ${charset}`));
-};
+export const jsonBodies =
+  (parse: RequestHandler): RequestHandler =>
+  (req, res, next) => {
+    // No body announced at all: nothing to check or parse (body-parser reads even a Content-Length: 0).
+    if (req.headers['transfer-encoding'] === undefined && req.headers['content-length'] === undefined) return next();
+    const charset = hasBody(req) && req.is(JSON_TYPES) ? declaredCharset(req) : undefined;
+    if (charset !== undefined && charset !== 'utf-8') return next(new AppError('unsupported_media_type', `JSON bodies must be UTF-8, not ${charset}`));
+    parse(req, res, next);
+  };
 
 const SERVICE_PROBES = new Set(['/healthz', '/readyz', '/metrics']);
 
