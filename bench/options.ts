@@ -52,7 +52,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     mode: values.client ? 'client' : quick ? 'quick' : 'full',
     seed: { users: 10, loginAccounts: 1000, tasksPerUser: Math.round(number(values['tasks-per-user'], quick ? 2_000 : 10_000, 'tasks-per-user')) },
     connections: 50,
-    // Quick: 11 rows (5 of them bare twins), the login's 10 s and the start-up within about a minute.
+    // Quick: 11 rows (5 of them bare twins), the login's 8 s and the start-up within about a minute.
     warmupSeconds: number(values.warmup, quick ? 0.5 : 5, 'warmup'),
     seconds: number(values.seconds, quick ? 2 : 15, 'seconds'),
     deepPage: 50,

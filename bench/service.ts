@@ -108,6 +108,9 @@ export async function startService({ dataDir, databaseUrl, workers }: ServiceOpt
     ADMIN_EMAIL: ADMIN.email,
     ADMIN_PASSWORD: ADMIN.password,
     USER_MAX_TASKS: String(MAX_TASKS_PER_USER),
+    // The upload row writes a few GiB (1 MiB a request) as fast as it can: past the default 1 GiB a
+    // user, its answers would be 409s, not uploads.
+    USER_STORAGE_QUOTA_BYTES: String(2 ** 40),
   };
   // BENCH_CPU_PROF=DIR: the service writes a V8 CPU profile per process into DIR when it stops.
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(process.env.BENCH_CPU_PROF)}`] : [];

@@ -107,7 +107,7 @@ export async function buildWorkloads(targets: Targets, seeded: Seeded, options: 
     {
       name: 'POST /auth/login',
       login: true,
-      minSeconds: 10,
+      minSeconds: 8,
       requests: { kind: 'rotate', method: 'POST', paths: ['/auth/login'], bodies: logins },
       probe: { kind: 'rotate', method: 'GET', paths: ['/healthz'] },
     },
