@@ -65,3 +65,33 @@ describe.skipIf(throughPooler())('a direct pool', () => {
     expect(await backend()).toBe(before);
   });
 });
+
+// The login throttle's transactions (server/auth/throttle.ts): every login from one address locks
+// that address's budget, and a commit that waits for the disk would hold it through one flush per login.
+describe('a pipeline that need not be durable', () => {
+  let database: TestDatabase;
+  let db: Database;
+  const setting = "SELECT current_setting('synchronous_commit') AS commit";
+  beforeAll(async () => {
+    database = await freshDatabase();
+    db = openPostgres(database.url, { poolSize: 1, statementTimeoutMs: TEST_STATEMENT_TIMEOUT_MS, directUrl: throughPooler() ? undefined : database.url });
+  });
+  afterAll(async () => {
+    await db.close();
+    await database.drop();
+  });
+
+  it('commits without waiting for the disk, and leaves the connection as it was', async () => {
+    // The server's own setting: 'on' on an external server, 'off' on the test suite's embedded one.
+    const server = await db.sql.rows(setting);
+    expect(await db.sql.pipeline([{ text: setting }], { durable: false })).toEqual([[{ commit: 'off' }]]);
+    expect(await db.sql.pipeline([{ text: setting }])).toEqual([server]);
+    expect(await db.sql.rows(setting)).toEqual(server);
+  });
+
+  it('still commits what it wrote', async () => {
+    await db.sql.exec('CREATE TABLE counted (n int)');
+    await db.sql.pipeline([{ text: 'INSERT INTO counted VALUES (1)' }], { durable: false });
+    expect(await db.sql.rows('SELECT n FROM counted')).toEqual([{ n: 1 }]);
+  });
+});

@@ -5,13 +5,14 @@ import { AppError } from '../http/errors.js';
 import { accountByEmail, accountOf } from '../users/accounts.js';
 import { claimedDevice, deviceTokenFor } from './devices.js';
 import { newSession } from './sessions.js';
+import { NOT_DURABLE } from './throttle.js';
 
 const wrongCredentials = () => new AppError('invalid_credentials', 'The email or the password is wrong');
 
 /**
  * A login under the throttle, in two round trips around the password check: the account and the
  * attempt taken from its budgets together before it, the budgets settled and the session written
- * together after it (a login storm is argon2's, not the bookkeeping's). 429 once the account, the
+ * side by side after it (a login storm is argon2's, not the bookkeeping's). 429 once the account, the
  * client address or the known device has used up its failures; 401 for a wrong email or password,
  * alike: without an account it spends the time of a verification all the same.
  */
@@ -21,12 +22,13 @@ export async function logIn(
 ): Promise<AuthResult & { deviceToken: string }> {
   const { email, password, address } = attempt;
   const claimed = attempt.deviceToken === undefined ? undefined : claimedDevice(ctx.cursors, attempt.deviceToken);
-  const [account, counted] = await ctx.db.sql.pipeline([accountByEmail(email), ctx.loginThrottle.take(email, address, claimed)]);
+  // The throttle's counts need not wait for the disk (throttle.ts); the session does.
+  const [account, counted] = await ctx.db.sql.pipeline([accountByEmail(email), ctx.loginThrottle.take(email, address, claimed)], NOT_DURABLE);
   const user = accountOf(account);
   const taken = await ctx.loginThrottle.admit(counted);
   if (!(await passwordMatches(ctx, user, password)) || !user) throw wrongCredentials();
   const session = newSession(ctx, user);
-  await ctx.db.sql.pipeline([ctx.loginThrottle.succeeded(taken), session.insert]);
+  await Promise.all([ctx.db.sql.pipeline([ctx.loginThrottle.succeeded(taken)], NOT_DURABLE), ctx.db.sql.rows(session.insert.text, session.insert.values)]);
   const deviceId = claimed?.account === user.id ? claimed.deviceId : undefined;
   return { ...(await session.answer()), deviceToken: deviceTokenFor(ctx.cursors, user.id, deviceId) };
 }
@@ -45,9 +47,6 @@ async function passwordMatches(ctx: AppContext, user: UserRow | undefined, passw
 export async function passwordAccepted(ctx: AppContext, user: UserRow, password: string, address: string): Promise<boolean> {
   const taken = await ctx.loginThrottle.begin(user.email, address);
   const valid = await passwordMatches(ctx, user, password);
-  if (valid) {
-    const settled = ctx.loginThrottle.succeeded(taken);
-    await ctx.db.sql.rows(settled.text, settled.values);
-  }
+  if (valid) await ctx.db.sql.pipeline([ctx.loginThrottle.succeeded(taken)], NOT_DURABLE);
   return valid;
 }

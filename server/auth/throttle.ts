@@ -1,7 +1,7 @@
 import { RateLimiterPrisma, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Config } from '../config.js';
 import type { PrismaClient } from '../db/database.js';
-import { rowsOf, type SqlDatabase, type Statement } from '../db/sql.js';
+import { rowsOf, type PipelineOptions, type SqlDatabase, type Statement } from '../db/sql.js';
 import { AppError } from '../http/errors.js';
 
 /** "in 40 seconds" / "in 12 minutes": when a throttled client may try again. */
@@ -47,6 +47,14 @@ const SETTLE_ATTEMPT = `
   cleared AS (DELETE FROM rate_limits r USING locked l WHERE r.key = l.key AND r.key = ANY($2::text[]))
   UPDATE rate_limits r SET points = r.points - 1 FROM locked l
   WHERE r.key = l.key AND r.key = ANY($3::text[]) AND r.expire > $4::timestamptz`;
+
+/**
+ * The throttle's transactions commit without waiting for the disk: every login locks its address's
+ * budget, which logins from one address (an office behind one NAT) share, so a durable commit
+ * would hold that row through a disk flush per login. A crash forgets at most the counts of the
+ * last few hundred milliseconds.
+ */
+export const NOT_DURABLE: PipelineOptions = { durable: false };
 
 /** Windows of the login budgets that ended over an hour ago are deleted this often. */
 const PURGE_EVERY_MS = 5 * 60_000;
@@ -109,8 +117,7 @@ export function loginThrottle(sql: SqlDatabase, config: Config['loginThrottle'])
     if (!first) return { keys };
     const unspent = keys.filter((key) => !spent.some(({ row }) => row.key === key));
     if (unspent.length > 0) {
-      const refund = settle([], unspent);
-      await sql.rows(refund.text, refund.values);
+      await sql.pipeline([settle([], unspent)], NOT_DURABLE);
     }
     const expire = first.row.expire;
     throw throttled(first.budget.exceeded, expire ? expire.getTime() - Date.now() : windowMs);
@@ -138,8 +145,8 @@ export function loginThrottle(sql: SqlDatabase, config: Config['loginThrottle'])
     },
     /** Takes an attempt for a check of a known account's password outside a login (no device): one round trip. */
     async begin(email: string, on: string): Promise<Taken> {
-      const attempt = take(email, on);
-      return admit(await sql.rows(attempt.text, attempt.values));
+      const [counted] = await sql.pipeline([take(email, on)], NOT_DURABLE);
+      return admit(counted);
     },
   };
 }

@@ -28,8 +28,21 @@ export interface SqlDatabase extends SqlSession {
    * statement's rows; a failing statement aborts the rest (they answer 25P02) and throws its error.
    * Under an Idempotency-Key it does not commit: the answer keeper commits it with the answer.
    */
-  pipeline(statements: Statement[]): Promise<unknown[][]>;
+  pipeline(statements: Statement[], options?: PipelineOptions): Promise<unknown[][]>;
 }
+
+export interface PipelineOptions {
+  /**
+   * False for a transaction a crash may lose without harm (the login throttle's counts): its
+   * COMMIT does not wait for the WAL to reach the disk (`synchronous_commit = off`), so the rows it
+   * locked are free at once. A row every login locks (a shared address's budget) would otherwise be
+   * held through a disk flush per login, and logins would queue on it, not on argon2. A crash loses
+   * at most the last few hundred milliseconds of such transactions, never a half of one.
+   */
+  durable?: boolean;
+}
+
+const NOT_DURABLE = 'SET LOCAL synchronous_commit = off';
 
 /** A statement as pg sends it: under a name when it is to be prepared. */
 type Query = (statement: Statement) => pg.QueryConfig;
@@ -94,13 +107,14 @@ export function pgSql(pool: pg.Pool, { statementTimeoutMs, direct = false }: Sql
         client.release();
       }
     },
-    pipeline: async (statements) => {
+    pipeline: async (statements, { durable = true } = {}) => {
       const keeper = answerKeeper();
       await keeper?.beforeWrite();
+      const opening = durable ? begin : `${begin}; ${NOT_DURABLE}`;
       // A deadlock or serialization failure aborts one transaction of several; run again, it succeeds.
       for (let attempt = 1; ; attempt++) {
         try {
-          return await (keeper ? pipelineKept(pool, begin, statements.map(query), keeper) : pipelineOnce(pool, begin, statements.map(query)));
+          return await (keeper ? pipelineKept(pool, opening, statements.map(query), keeper) : pipelineOnce(pool, opening, statements.map(query)));
         } catch (error) {
           if (attempt >= CONFLICT_ATTEMPTS || !isTransactionConflict(error)) throw error;
         }
