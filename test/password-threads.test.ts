@@ -1,7 +1,11 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { z } from 'zod';
+import { startHashingThreads } from '../server/auth/hashing-threads.js';
 import { passwordHasher, type PasswordHasher } from '../server/auth/passwords.js';
+
+const HashedSchema = z.object({ hash: z.string() });
 
 // The service's own argon2 cost (the configuration's defaults), two threads as on a two-core machine.
 const CONFIG = { memoryCost: 19456, timeCost: 2, concurrency: 2 };
@@ -63,6 +67,19 @@ describe.runIf(process.env.TEST_DB === 'embedded')('password hashing threads', (
     const cases = Array.from({ length: 12 }, (_, i) => ({ stored: i % 2 ? right : other, password: i % 3 ? 'right password' : 'other password' }));
     const answers = await Promise.all(cases.map(({ stored, password }) => passwords.verify(stored, password)));
     expect(answers).toEqual(cases.map(({ stored, password }) => (stored === right) === (password === 'right password')));
+  });
+
+  it('hands each thread its next job while it runs one, so a busy event loop does not leave it idle', async () => {
+    const threads = startHashingThreads(CONFIG.concurrency, { memoryCost: CONFIG.memoryCost, timeCost: CONFIG.timeCost });
+    try {
+      const jobs = Array.from({ length: 2 * CONFIG.concurrency + 1 }, () => threads.run({ op: 'hash', password: 'correct horse battery' }, HashedSchema));
+      // Two jobs on each thread (the running one and the next, already in its port): one waits here.
+      expect(threads.waiting()).toBe(1);
+      await Promise.all(jobs);
+      expect(threads.waiting()).toBe(0);
+    } finally {
+      await threads.close();
+    }
   });
 
   it('rejects the job of a thread that dies, and goes on with a new thread', async () => {

@@ -37,7 +37,8 @@ export interface PipelineOptions {
    * COMMIT does not wait for the WAL to reach the disk (`synchronous_commit = off`), so the rows it
    * locked are free at once. A row every login locks (a shared address's budget) would otherwise be
    * held through a disk flush per login, and logins would queue on it, not on argon2. A crash loses
-   * at most the last few hundred milliseconds of such transactions, never a half of one.
+   * at most the last few hundred milliseconds of such transactions, never a half of one. Under an
+   * Idempotency-Key the transaction stays durable: it also writes the answer kept for retries.
    */
   durable?: boolean;
 }
@@ -110,7 +111,8 @@ export function pgSql(pool: pg.Pool, { statementTimeoutMs, direct = false }: Sql
     pipeline: async (statements, { durable = true } = {}) => {
       const keeper = answerKeeper();
       await keeper?.beforeWrite();
-      const opening = durable ? begin : `${begin}; ${NOT_DURABLE}`;
+      // An answer kept under an Idempotency-Key is written with its change, durably.
+      const opening = durable || keeper ? begin : `${begin}; ${NOT_DURABLE}`;
       // A deadlock or serialization failure aborts one transaction of several; run again, it succeeds.
       for (let attempt = 1; ; attempt++) {
         try {
