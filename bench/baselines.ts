@@ -1,6 +1,6 @@
 // The baselines, measured in the same run with the same load settings as the workloads: the runtime
-// and argon2 once, and the stack baseline (bench/baselines/stack-server.ts) kept running, so that
-// each workload with a bare twin is measured on it right before the service.
+// once, argon2 around the login row, and the stack baseline (bench/baselines/stack-server.ts) kept
+// running, so that each workload with a bare twin is measured on it in turns with the service.
 import { publicKey } from './api.js';
 import { measureArgon2, type Argon2Result } from './baselines/argon2-run.js';
 import { STACK_CONFIG_VARIABLE, type StackConfig } from './baselines/stack-config.js';
@@ -60,15 +60,11 @@ export async function measureBaselines(seeded: Seeded, timing: Timing): Promise<
 }
 
 /**
- * The login's twin: raw argon2id verifications per second, measured right before the login row (as
- * a bare twin is before its row), so both see the machine as it is then. Hashes per second too, in
- * full runs (the note).
- */
-/**
- * The argon2 twin of the login row: measured right before the logins and right after, the row
- * giving their mean (this machine's speed drifts within a minute; one measurement before the logins
- * was up to a fifth off what the logins then met). Login cannot take turns as the reads do: each
- * turn would begin with the previous window's abandoned logins still queued for argon2.
+ * The login's twin: raw argon2id verifications per second, measured right before the logins and, in
+ * full runs, right after them too, the row giving the mean (this machine's speed drifts within a
+ * minute: one full run measured 80.9 before and 92.4 after). Login cannot take turns as the reads
+ * do: each turn would begin with the previous window's abandoned logins still queued for argon2.
+ * Hashes per second too, in full runs (the note).
  */
 export async function argon2Twin(seconds: number, full: boolean): Promise<{ after: () => Promise<{ verifiesPerSecond: number; row: Row }> }> {
   const before = await measureArgon2(seconds, full);

@@ -28,7 +28,7 @@ async function workerCount(service: RunningService): Promise<number> {
   return processes > 1 ? processes - 1 : 1;
 }
 
-/** The workload on the service, and first on the stack baseline when it has a bare twin there. */
+/** The workload on the service, in turns with its bare twin on the stack baseline (PATCH: right after it), and login between its argon2 twins. */
 async function workloadRows(service: RunningService, workers: string, workload: Workload, baselines: Baselines, bare: RunningBaseline): Promise<Row[]> {
   const window = { ...timing, seconds: Math.max(timing.seconds, workload.minSeconds ?? 0) };
   const rows: Row[] = [];

@@ -51,7 +51,7 @@ const REWARM_SECONDS = 1;
 
 /**
  * Each target measured in turns, one after the other, `timing.seconds` in all for each: the cores
- * here are shared, and their speed drifts by a third within minutes (the runtime baseline moved
+ * here are shared, and their speed drifts by a third within the hour (the runtime baseline moved
  * from 20,000 to 13,000 req/s in one morning), so a twin measured in one block before the service
  * could find another machine than the service did. Turns make both see the same one. The first turn
  * of each warms up for `timing.warmupSeconds`; p99 is the worst turn's, p50 the middle turn's.

@@ -111,8 +111,9 @@ export function startHashingThreads(size: number, options: Options): HashingThre
         waiting.shift()?.failed(new Error(`no password hashing thread could be started: ${String(error)}`));
         continue;
       }
-      const next = worker && waiting.shift();
-      if (!worker || !next) return;
+      if (!worker) return; // every thread holds its jobs' worth
+      const next = waiting.shift();
+      if (!next) return;
       posted.get(worker)?.push(next);
       // Held open while it works: someone awaits the answer.
       worker.ref();

@@ -43,7 +43,7 @@ export interface PipelineOptions {
   durable?: boolean;
 }
 
-const NOT_DURABLE = 'SET LOCAL synchronous_commit = off';
+const COMMIT_WITHOUT_FLUSH = 'SET LOCAL synchronous_commit = off';
 
 /** A statement as pg sends it: under a name when it is to be prepared. */
 type Query = (statement: Statement) => pg.QueryConfig;
@@ -112,7 +112,7 @@ export function pgSql(pool: pg.Pool, { statementTimeoutMs, direct = false }: Sql
       const keeper = answerKeeper();
       await keeper?.beforeWrite();
       // An answer kept under an Idempotency-Key is written with its change, durably.
-      const opening = durable || keeper ? begin : `${begin}; ${NOT_DURABLE}`;
+      const opening = durable || keeper ? begin : `${begin}; ${COMMIT_WITHOUT_FLUSH}`;
       // A deadlock or serialization failure aborts one transaction of several; run again, it succeeds.
       for (let attempt = 1; ; attempt++) {
         try {
