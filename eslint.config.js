@@ -1,10 +1,24 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import prettier from 'eslint-config-prettier';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'contract/dist/', 'server/generated/', 'data/', '.test-data/', 'coverage/', 'dist/', 'scratch/'] },
+  {
+    ignores: [
+      'node_modules/',
+      'contract/dist/',
+      'server/generated/',
+      'data/',
+      '.test-data/',
+      'coverage/',
+      'dist/',
+      'scratch/',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
+  // Layout is Prettier's (npm run format); ESLint keeps to what the code means.
+  prettier,
   {
     rules: {
       '@typescript-eslint/no-explicit-any': 'error',

@@ -10,5 +10,6 @@ export default defineConfig({
   schema: 'prisma/schema.prisma',
   experimental: { adapter: true },
   engine: 'js',
-  adapter: async () => new PrismaPg({ connectionString: process.env.PRISMA_DIFF_DATABASE_URL ?? 'postgresql://unused@localhost/unused' }),
+  adapter: async () =>
+    new PrismaPg({ connectionString: process.env.PRISMA_DIFF_DATABASE_URL ?? 'postgresql://unused@localhost/unused' }),
 });

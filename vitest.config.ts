@@ -29,8 +29,17 @@ export default defineConfig({
     // Each project names its files: a project's `include` would be added to the root's, not replace it.
     projects: [
       { extends: true, test: { name: 'embedded', include, env: { TEST_DB: 'embedded' } } },
-      ...(postgres ? [{ extends: true as const, test: { name: 'postgres', include, env: { TEST_DB: 'postgres' } } }] : []),
-      ...(pooler && !stress ? [{ extends: true as const, test: { name: 'pgbouncer', include: POOLER_FILES, env: { TEST_DB: 'pgbouncer' } } }] : []),
+      ...(postgres
+        ? [{ extends: true as const, test: { name: 'postgres', include, env: { TEST_DB: 'postgres' } } }]
+        : []),
+      ...(pooler && !stress
+        ? [
+            {
+              extends: true as const,
+              test: { name: 'pgbouncer', include: POOLER_FILES, env: { TEST_DB: 'pgbouncer' } },
+            },
+          ]
+        : []),
     ],
   },
 });

@@ -25,7 +25,9 @@ export const register = (base: string, email: string, password: string, name: st
 export const login = (base: string, email: string, password: string): Promise<AuthResult> =>
   call(`${base}/auth/login`, postJson({ email, password }), AuthResultSchema);
 
-const JwksSchema = z.object({ keys: z.array(z.object({ kty: z.string(), crv: z.string(), x: z.string(), kid: z.string() })).min(1) });
+const JwksSchema = z.object({
+  keys: z.array(z.object({ kty: z.string(), crv: z.string(), x: z.string(), kid: z.string() })).min(1),
+});
 export type PublicJwk = z.infer<typeof JwksSchema>['keys'][number];
 
 export async function publicKey(base: string): Promise<PublicJwk> {
@@ -42,7 +44,13 @@ const IdPageSchema = pageOf(z.object({ id: z.string() }));
  * when the list is shorter; found by following nextCursor (100 tasks a hop: a cursor names a row,
  * whatever the page size).
  */
-export async function deepCursor(base: string, token: string, query: string, page: number, limit: number): Promise<{ cursor: string | undefined; page: number }> {
+export async function deepCursor(
+  base: string,
+  token: string,
+  query: string,
+  page: number,
+  limit: number,
+): Promise<{ cursor: string | undefined; page: number }> {
   const follow = async (skip: number) => {
     let cursor: string | undefined;
     let seen = 0;
@@ -65,5 +73,9 @@ export async function deepCursor(base: string, token: string, query: string, pag
 export async function upload(base: string, token: string, taskId: string, bytes: number): Promise<Attachment> {
   const form = new FormData();
   form.append('file', new Blob([new Uint8Array(bytes)]), 'bench.bin');
-  return call(`${base}/tasks/${taskId}/attachments`, { method: 'POST', headers: bearer(token), body: form }, AttachmentSchema);
+  return call(
+    `${base}/tasks/${taskId}/attachments`,
+    { method: 'POST', headers: bearer(token), body: form },
+    AttachmentSchema,
+  );
 }

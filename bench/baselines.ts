@@ -38,7 +38,11 @@ export function baselineRow(name: string, m: Measured): Row {
 }
 
 /** The bare handlers of the workloads, on the service's database and with its public key. */
-export async function startStackBaseline(serviceUrl: string, databaseUrl: string, seeded: Seeded): Promise<RunningBaseline> {
+export async function startStackBaseline(
+  serviceUrl: string,
+  databaseUrl: string,
+  seeded: Seeded,
+): Promise<RunningBaseline> {
   const config: StackConfig = {
     databaseUrl,
     poolSize: POOL_SIZE,
@@ -55,8 +59,13 @@ export async function measureBaselines(seeded: Seeded, timing: Timing): Promise<
   const [user] = seeded.users;
   if (!user) throw new Error('no users were seeded');
   const server = await startBaseline('runtime-server.ts');
-  const runtime = await measure(server.url, server.pid, timing, taskReads(seeded, user.token)).finally(() => server.stop());
-  return { runtime: runtime.result.requestsPerSecond, rows: [baselineRow('baseline: runtime (node:http, fixed task body)', runtime)] };
+  const runtime = await measure(server.url, server.pid, timing, taskReads(seeded, user.token)).finally(() =>
+    server.stop(),
+  );
+  return {
+    runtime: runtime.result.requestsPerSecond,
+    rows: [baselineRow('baseline: runtime (node:http, fixed task body)', runtime)],
+  };
 }
 
 /**
@@ -66,7 +75,10 @@ export async function measureBaselines(seeded: Seeded, timing: Timing): Promise<
  * do: each turn would begin with the previous window's abandoned logins still queued for argon2.
  * Hashes per second too, in full runs (the note).
  */
-export async function argon2Twin(seconds: number, full: boolean): Promise<{ after: () => Promise<{ verifiesPerSecond: number; row: Row }> }> {
+export async function argon2Twin(
+  seconds: number,
+  full: boolean,
+): Promise<{ after: () => Promise<{ verifiesPerSecond: number; row: Row }> }> {
   const before = await measureArgon2(seconds, full);
   // A quick run measures before the logins only, to stay within its minute.
   return { after: async () => argon2Row(before, full ? await measureArgon2(seconds, false) : undefined) };
@@ -74,7 +86,9 @@ export async function argon2Twin(seconds: number, full: boolean): Promise<{ afte
 
 function argon2Row(before: Argon2Result, after: Argon2Result | undefined): { verifiesPerSecond: number; row: Row } {
   const verifiesPerSecond = after ? (before.verifiesPerSecond + after.verifiesPerSecond) / 2 : before.verifiesPerSecond;
-  const notes = after ? [`before ${before.verifiesPerSecond.toFixed(1)}/s, after ${after.verifiesPerSecond.toFixed(1)}/s`] : [];
+  const notes = after
+    ? [`before ${before.verifiesPerSecond.toFixed(1)}/s, after ${after.verifiesPerSecond.toFixed(1)}/s`]
+    : [];
   if (before.hashesPerSecond !== null) notes.push(`hash: ${before.hashesPerSecond.toFixed(1)}/s`);
   return {
     verifiesPerSecond,

@@ -5,7 +5,15 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { browserBundle, CONSUMERS, consumerProject, declarationBytes, typeCheck, type CheckCost, type Consumer } from '../test/support/consumer-projects.js';
+import {
+  browserBundle,
+  CONSUMERS,
+  consumerProject,
+  declarationBytes,
+  typeCheck,
+  type CheckCost,
+  type Consumer,
+} from '../test/support/consumer-projects.js';
 
 const RUNS = 3;
 
@@ -50,8 +58,14 @@ export async function clientWeights(log: (message: string) => void): Promise<str
       row('tsc memory', ours.memoryMB, theirs.memoryMB, (n) => `${n.toFixed(0)} MB`, '≤ 1.5×'),
       row('types created', ours.types, theirs.types, whole, ''),
       row('instantiations', ours.instantiations, theirs.instantiations, whole, ''),
-      row('browser bundle (minified, gzip)', bundles.get('ours') ?? 0, bundles.get('openapi-fetch') ?? 0, (n) => `${(n / 1024).toFixed(1)} KB`, '≤ 8 KB'),
-      `| declaration files shipped | ${(await declarationBytes(project) / 1024).toFixed(0)} KB | | | ≤ 1.5 MB |`,
+      row(
+        'browser bundle (minified, gzip)',
+        bundles.get('ours') ?? 0,
+        bundles.get('openapi-fetch') ?? 0,
+        (n) => `${(n / 1024).toFixed(1)} KB`,
+        '≤ 8 KB',
+      ),
+      `| declaration files shipped | ${((await declarationBytes(project)) / 1024).toFixed(0)} KB | | | ≤ 1.5 MB |`,
     ].join('\n');
   } finally {
     await rm(work, { recursive: true, force: true });

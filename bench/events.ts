@@ -29,13 +29,20 @@ const WRITES = Number(process.env.BENCH_WRITES ?? 1000);
 const DELIVERIES = Number(process.env.BENCH_DELIVERIES ?? 300);
 const STREAMS = Number(process.env.BENCH_STREAMS ?? 1000);
 
-const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] ?? NaN;
+const pct = (sorted: number[], p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] ?? NaN;
 const ms = (n: number) => `${n.toFixed(2)} ms`;
 const mib = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MiB`;
 
 async function main(): Promise<void> {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'bench-events-'));
-  const config = loadConfig({ ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '0', WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' });
+  const config = loadConfig({
+    ...process.env,
+    DATA_DIR: dataDir,
+    LOG_LEVEL: 'silent',
+    RATE_LIMIT_PER_MINUTE: '0',
+    WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+  });
   const db = await openDatabase(config);
   try {
     await migrate(db.sql);
@@ -44,7 +51,15 @@ async function main(): Promise<void> {
     await once(server, 'listening');
     const address = server.address();
     const baseUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
-    const reg = await fetch(`${baseUrl}/auth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: `bench-${uuidv7()}@example.test`, name: 'Bench', password: 'correct horse battery' }) });
+    const reg = await fetch(`${baseUrl}/auth/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        email: `bench-${uuidv7()}@example.test`,
+        name: 'Bench',
+        password: 'correct horse battery',
+      }),
+    });
     const user = AuthResultSchema.parse(await reg.json());
     const auth = `Bearer ${user.accessToken}`;
 
@@ -55,7 +70,10 @@ async function main(): Promise<void> {
         const started = performance.now();
         await db.prisma.$transaction(async (tx) => {
           const now = new Date();
-          const task = await tx.task.create({ data: { id: uuidv7(), ownerId: user.user.id, title: `bench ${mode}`, createdAt: now, updatedAt: now }, include: taskInclude });
+          const task = await tx.task.create({
+            data: { id: uuidv7(), ownerId: user.user.id, title: `bench ${mode}`, createdAt: now, updatedAt: now },
+            include: taskInclude,
+          });
           if (mode === 'with') await recordEvent(tx, user.user.id, taskChanged('task.created', task));
         });
         timings[mode].push(performance.now() - started);
@@ -65,47 +83,67 @@ async function main(): Promise<void> {
     const http201: number[] = [];
     for (let i = 0; i < Math.min(WRITES, 300); i++) {
       const started = performance.now();
-      await fetch(`${baseUrl}/tasks`, { method: 'POST', headers: { authorization: auth, 'content-type': 'application/json' }, body: JSON.stringify({ title: 'bench http' }) });
+      await fetch(`${baseUrl}/tasks`, {
+        method: 'POST',
+        headers: { authorization: auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ title: 'bench http' }),
+      });
       http201.push(performance.now() - started);
     }
     http201.sort((a, b) => a - b);
     console.log(`1. task insert transaction, ${WRITES} each, interleaved:`);
-    for (const mode of ['without', 'with'] as const) console.log(`   ${mode.padEnd(7)} outbox: p50 ${ms(pct(timings[mode], 50))}  p99 ${ms(pct(timings[mode], 99))}`);
-    console.log(`   overhead p50 ${ms(pct(timings.with, 50) - pct(timings.without, 50))}; POST /tasks over HTTP (with outbox, sequential): p50 ${ms(pct(http201, 50))} p99 ${ms(pct(http201, 99))}`);
+    for (const mode of ['without', 'with'] as const)
+      console.log(`   ${mode.padEnd(7)} outbox: p50 ${ms(pct(timings[mode], 50))}  p99 ${ms(pct(timings[mode], 99))}`);
+    console.log(
+      `   overhead p50 ${ms(pct(timings.with, 50) - pct(timings.without, 50))}; POST /tasks over HTTP (with outbox, sequential): p50 ${ms(pct(http201, 50))} p99 ${ms(pct(http201, 99))}`,
+    );
 
     // 2. Delivery latency: event commit (occurredAt) to arrival at a loopback receiver.
     const lags: number[] = [];
-    const receiver = http.createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        const event = EventSchema.parse(JSON.parse(Buffer.concat(chunks).toString('utf8')));
-        lags.push(Date.now() - new Date(event.occurredAt).getTime());
-        res.end();
-      });
-    }).listen(0, '127.0.0.1');
+    const receiver = http
+      .createServer((req, res) => {
+        const chunks: Buffer[] = [];
+        req.on('data', (c: Buffer) => chunks.push(c));
+        req.on('end', () => {
+          const event = EventSchema.parse(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+          lags.push(Date.now() - new Date(event.occurredAt).getTime());
+          res.end();
+        });
+      })
+      .listen(0, '127.0.0.1');
     await once(receiver, 'listening');
     const raddr = receiver.address();
     await fetch(`${baseUrl}/webhooks`, {
       method: 'POST',
       headers: { authorization: auth, 'content-type': 'application/json' },
-      body: JSON.stringify({ url: `http://127.0.0.1:${typeof raddr === 'object' && raddr ? raddr.port : 0}/hook`, events: ['task.created'] }),
+      body: JSON.stringify({
+        url: `http://127.0.0.1:${typeof raddr === 'object' && raddr ? raddr.port : 0}/hook`,
+        events: ['task.created'],
+      }),
     });
     const stopWorker = startDeliveryWorker(ctx);
     for (let i = 0; i < DELIVERIES; i++) {
-      await fetch(`${baseUrl}/tasks`, { method: 'POST', headers: { authorization: auth, 'content-type': 'application/json' }, body: JSON.stringify({ title: 'delivered' }) });
+      await fetch(`${baseUrl}/tasks`, {
+        method: 'POST',
+        headers: { authorization: auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ title: 'delivered' }),
+      });
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     while (lags.length < DELIVERIES) await new Promise((resolve) => setTimeout(resolve, 50));
     await stopWorker();
     receiver.close();
     lags.sort((a, b) => a - b);
-    console.log(`2. webhook delivery, event time to receiver, ${DELIVERIES} events (one every ~20 ms): p50 ${lags[Math.floor(lags.length / 2)]} ms  p99 ${pct(lags, 99)} ms`);
+    console.log(
+      `2. webhook delivery, event time to receiver, ${DELIVERIES} events (one every ~20 ms): p50 ${lags[Math.floor(lags.length / 2)]} ms  p99 ${pct(lags, 99)} ms`,
+    );
 
     // 3. Memory of idle streams, measured in this (server) process; the clients live in a child.
     global.gc?.();
     const before = process.memoryUsage();
-    const child = fork(new URL(import.meta.url).pathname, ['clients', baseUrl, auth, String(STREAMS)], { execArgv: process.execArgv });
+    const child = fork(new URL(import.meta.url).pathname, ['clients', baseUrl, auth, String(STREAMS)], {
+      execArgv: process.execArgv,
+    });
     await once(child, 'message');
     await new Promise((resolve) => setTimeout(resolve, 2000));
     global.gc?.();

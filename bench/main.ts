@@ -12,15 +12,26 @@ import { measure, measureInTurns, oddAnswers, type Measured, type Timing } from 
 import { parseOptions } from './options.js';
 import { nodeProcesses } from './rss.js';
 import { seed } from './seed.js';
-import { buildService, embeddedDatabaseUrl, freshExternalDatabase, startService, type RunningService } from './service.js';
+import {
+  buildService,
+  embeddedDatabaseUrl,
+  freshExternalDatabase,
+  startService,
+  type RunningService,
+} from './service.js';
 import { formatTable, formatTargets, type Row } from './table.js';
 import { TARGETS } from './targets.js';
 import { buildWorkloads, type Workload } from './workloads.js';
 
 const options = parseOptions(process.argv.slice(2));
-const timing: Timing = { connections: options.connections, warmupSeconds: options.warmupSeconds, seconds: options.seconds };
+const timing: Timing = {
+  connections: options.connections,
+  warmupSeconds: options.warmupSeconds,
+  seconds: options.seconds,
+};
 const started = Date.now();
-const log = (message: string) => console.error(`[bench ${((Date.now() - started) / 1000).toFixed(0).padStart(4)} s] ${message}`);
+const log = (message: string) =>
+  console.error(`[bench ${((Date.now() - started) / 1000).toFixed(0).padStart(4)} s] ${message}`);
 
 /** Service processes that answer requests: the cluster workers, or the one process. */
 async function workerCount(service: RunningService): Promise<number> {
@@ -29,7 +40,13 @@ async function workerCount(service: RunningService): Promise<number> {
 }
 
 /** The workload on the service, in turns with its bare twin on the stack baseline (PATCH: right after it), and login between its argon2 twins. */
-async function workloadRows(service: RunningService, workers: string, workload: Workload, baselines: Baselines, bare: RunningBaseline): Promise<Row[]> {
+async function workloadRows(
+  service: RunningService,
+  workers: string,
+  workload: Workload,
+  baselines: Baselines,
+  bare: RunningBaseline,
+): Promise<Row[]> {
   const window = { ...timing, seconds: Math.max(timing.seconds, workload.minSeconds ?? 0) };
   const rows: Row[] = [];
   let bareRequestsPerSecond: number | undefined;
@@ -57,7 +74,10 @@ async function workloadRows(service: RunningService, workers: string, workload: 
     }
     if (!bareMeasured) throw new Error(`bare ${workload.name} measured nothing`);
     bareRequestsPerSecond = bareMeasured.result.requestsPerSecond;
-    rows.push({ ...baselineRow(`bare ${workload.name}`, bareMeasured), vsRuntime: bareMeasured.result.requestsPerSecond / baselines.runtime });
+    rows.push({
+      ...baselineRow(`bare ${workload.name}`, bareMeasured),
+      vsRuntime: bareMeasured.result.requestsPerSecond / baselines.runtime,
+    });
   }
   if (!m) {
     log(label);
@@ -70,9 +90,15 @@ async function workloadRows(service: RunningService, workers: string, workload: 
     rows.push(twin.row);
   }
   const r = m.result;
-  const notes = [oddAnswers(r), m.probe ? `/healthz p99 ${m.probe.p99Ms.toFixed(1)} ms (${m.probe.errors} errors)` : ''];
+  const notes = [
+    oddAnswers(r),
+    m.probe ? `/healthz p99 ${m.probe.p99Ms.toFixed(1)} ms (${m.probe.errors} errors)` : '',
+  ];
   const target = workload.login ? TARGETS.login : workload.bare?.target;
-  const [vsBare, shown] = bareRequestsPerSecond && target !== undefined ? [r.requestsPerSecond / bareRequestsPerSecond, target] : [null, null];
+  const [vsBare, shown] =
+    bareRequestsPerSecond && target !== undefined
+      ? [r.requestsPerSecond / bareRequestsPerSecond, target]
+      : [null, null];
   rows.push({
     name: workload.name,
     workers,
@@ -91,14 +117,22 @@ async function workloadRows(service: RunningService, workers: string, workload: 
 }
 
 /** GET /tasks/{id} with the other of 1 and 2 workers, when WEB_CONCURRENCY changes anything. */
-async function otherWorkerCount(service: RunningService, workersBefore: number, workloads: Workload[], baselines: Baselines, bare: RunningBaseline): Promise<Row[]> {
+async function otherWorkerCount(
+  service: RunningService,
+  workersBefore: number,
+  workloads: Workload[],
+  baselines: Baselines,
+  bare: RunningBaseline,
+): Promise<Row[]> {
   try {
     const workers = await workerCount(service);
     log(`service: ${(await nodeProcesses(service.pid)).length} Node.js process(es) in its tree, ${workers} serving`);
     const reads = workloads.find((workload) => workload.name === 'GET /tasks/{id}');
     // Awaited here: the finally below stops the service, which must outlive the row.
     if (reads && workers !== workersBefore) return await workloadRows(service, String(workers), reads, baselines, bare);
-    log(`WEB_CONCURRENCY made no difference (${workers} serving process(es) both times): no second GET /tasks/{id} row`);
+    log(
+      `WEB_CONCURRENCY made no difference (${workers} serving process(es) both times): no second GET /tasks/{id} row`,
+    );
     return [];
   } finally {
     await service.stop();
@@ -107,7 +141,9 @@ async function otherWorkerCount(service: RunningService, workersBefore: number, 
 
 /** The rows, and the main run's worker label as its rows carry it (the targets are judged on those). */
 async function main(): Promise<{ rows: Row[]; workers: string }> {
-  log(`${options.mode} run: ${options.seed.users} users × ${options.seed.tasksPerUser} tasks, ${timing.connections} connections, ${timing.warmupSeconds} s warm-up + ${timing.seconds} s per workload`);
+  log(
+    `${options.mode} run: ${options.seed.users} users × ${options.seed.tasksPerUser} tasks, ${timing.connections} connections, ${timing.warmupSeconds} s warm-up + ${timing.seconds} s per workload`,
+  );
   buildService();
   const dataDir = await mkdtemp(path.join(tmpdir(), 'task-bench-'));
   const external = process.env.DATABASE_URL ? await freshExternalDatabase(process.env.DATABASE_URL) : undefined;
@@ -135,10 +171,14 @@ async function main(): Promise<{ rows: Row[]; workers: string }> {
     log(`service ready (${external ? 'DATABASE_URL' : 'embedded PostgreSQL'})`);
     const databaseUrl = external?.url ?? (await embeddedDatabaseUrl(dataDir));
     const seeded = await seed(service.url, databaseUrl, options.seed);
-    log(`seeded in ${seeded.seconds.toFixed(1)} s (attachment count ${seeded.storedAttachmentCount ? 'stored on tasks' : 'counted per read'})`);
+    log(
+      `seeded in ${seeded.seconds.toFixed(1)} s (attachment count ${seeded.storedAttachmentCount ? 'stored on tasks' : 'counted per read'})`,
+    );
     const bare = await startStackBaseline(service.url, databaseUrl, seeded);
     stopBare = bare.stop;
-    const workloads = (await buildWorkloads({ service: service.url, bare: bare.url }, seeded, options)).filter((w) => options.only === undefined || w.name.toLowerCase().includes(options.only));
+    const workloads = (await buildWorkloads({ service: service.url, bare: bare.url }, seeded, options)).filter(
+      (w) => options.only === undefined || w.name.toLowerCase().includes(options.only),
+    );
     if (workloads.length === 0) throw new Error(`no workload's name contains "${options.only ?? ''}"`);
     log('workloads ready: the runtime baseline');
     const baselines = await measureBaselines(seeded, timing);
@@ -151,7 +191,10 @@ async function main(): Promise<{ rows: Row[]; workers: string }> {
     for (const workload of workloads) rows.push(...(await workloadRows(service, label, workload, baselines, bare)));
 
     await service.stop();
-    if (options.everything && workloads.some((w) => w.name === 'GET /tasks/{id}')) rows.push(...(await otherWorkerCount(await start(options.workers === 1 ? 2 : 1), workers, workloads, baselines, bare)));
+    if (options.everything && workloads.some((w) => w.name === 'GET /tasks/{id}'))
+      rows.push(
+        ...(await otherWorkerCount(await start(options.workers === 1 ? 2 : 1), workers, workloads, baselines, bare)),
+      );
     for (const s of services) for (const line of s.errorLines().slice(0, 20)) log(`service error log: ${line}`);
   } finally {
     await cleanUp();

@@ -23,7 +23,13 @@ export interface Measured {
  */
 const PROBES_PER_SECOND = 20;
 
-export async function measure(url: string, pid: number, timing: Timing, requests: LoadRequests, probe?: LoadRequests): Promise<Measured> {
+export async function measure(
+  url: string,
+  pid: number,
+  timing: Timing,
+  requests: LoadRequests,
+  probe?: LoadRequests,
+): Promise<Measured> {
   const sampler = sampleRss(pid);
   const load = { url, ...timing, requests };
   const loads = probe ? [load, { ...load, connections: 1, rate: PROBES_PER_SECOND, requests: probe }] : [load];
@@ -62,7 +68,14 @@ export async function measureInTurns(targets: Target[], timing: Timing): Promise
   for (let turn = 0; turn < turns; turn++) {
     for (const [i, target] of targets.entries()) {
       const warmupSeconds = turn === 0 ? timing.warmupSeconds : REWARM_SECONDS;
-      taken[i]?.push(await measure(target.url, target.pid, { ...timing, warmupSeconds, seconds: timing.seconds / turns }, target.requests));
+      taken[i]?.push(
+        await measure(
+          target.url,
+          target.pid,
+          { ...timing, warmupSeconds, seconds: timing.seconds / turns },
+          target.requests,
+        ),
+      );
     }
   }
   return taken.map((parts) => combined(parts, timing.seconds));
@@ -72,7 +85,8 @@ function combined(parts: Measured[], seconds: number): Measured {
   const results = parts.map((part) => part.result);
   const sum = (pick: (r: LoadResult) => number) => results.reduce((total, r) => total + pick(r), 0);
   const statusCodes: Record<string, number> = {};
-  for (const r of results) for (const [code, count] of Object.entries(r.statusCodes)) statusCodes[code] = (statusCodes[code] ?? 0) + count;
+  for (const r of results)
+    for (const [code, count] of Object.entries(r.statusCodes)) statusCodes[code] = (statusCodes[code] ?? 0) + count;
   const p50s = results.map((r) => r.p50Ms).sort((a, b) => a - b);
   const answers = sum((r) => r.answers);
   return {

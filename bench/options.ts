@@ -50,7 +50,11 @@ export function parseOptions(argv: string[]): BenchOptions {
   const quick = values.quick;
   return {
     mode: values.client ? 'client' : quick ? 'quick' : 'full',
-    seed: { users: 10, loginAccounts: 1000, tasksPerUser: Math.round(number(values['tasks-per-user'], quick ? 2_000 : 10_000, 'tasks-per-user')) },
+    seed: {
+      users: 10,
+      loginAccounts: 1000,
+      tasksPerUser: Math.round(number(values['tasks-per-user'], quick ? 2_000 : 10_000, 'tasks-per-user')),
+    },
     connections: 50,
     // Quick: 11 rows (5 of them bare twins), the login's 8 s and the start-up within about a minute.
     warmupSeconds: number(values.warmup, quick ? 0.5 : 5, 'warmup'),

@@ -62,7 +62,10 @@ export function sampleRss(root: number, everyMs = 200, treeEveryMs = 1000): RssS
         pids = await nodeProcesses(root);
         treeAt = Date.now();
       }
-      peakKiB = Math.max(peakKiB, pids.reduce((sum, pid) => sum + rssKiB(pid), 0));
+      peakKiB = Math.max(
+        peakKiB,
+        pids.reduce((sum, pid) => sum + rssKiB(pid), 0),
+      );
       await new Promise((resolve) => setTimeout(resolve, everyMs));
     }
   })();

@@ -91,7 +91,10 @@ function registerUsers(base: string, count: number): Promise<BenchUser[]> {
 
 export async function seed(base: string, databaseUrl: string, size: SeedSize): Promise<Seeded> {
   const started = Date.now();
-  const [users, adminLogin] = await Promise.all([registerUsers(base, size.users), login(base, ADMIN.email, ADMIN.password)]);
+  const [users, adminLogin] = await Promise.all([
+    registerUsers(base, size.users),
+    login(base, ADMIN.email, ADMIN.password),
+  ]);
   const adminToken = adminLogin.accessToken;
   const db = new pg.Client({ connectionString: databaseUrl });
   await db.connect();
@@ -113,7 +116,14 @@ export async function seed(base: string, databaseUrl: string, size: SeedSize): P
       'SELECT id, version FROM tasks WHERE owner_id = $1 ORDER BY created_at, id',
       [ids[0]],
     );
-    return { users, loginAccounts, adminToken, ownTasks, storedAttachmentCount, seconds: (Date.now() - started) / 1000 };
+    return {
+      users,
+      loginAccounts,
+      adminToken,
+      ownTasks,
+      storedAttachmentCount,
+      seconds: (Date.now() - started) / 1000,
+    };
   } finally {
     await db.end();
   }

@@ -79,7 +79,10 @@ async function waitUntilReady(url: string, child: ChildProcess): Promise<void> {
   const deadline = Date.now() + 120_000;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`the service exited with code ${child.exitCode} during start-up`);
-    const ready = await fetch(`${url}/readyz`).then((res) => res.ok, () => false);
+    const ready = await fetch(`${url}/readyz`).then(
+      (res) => res.ok,
+      () => false,
+    );
     if (ready) return;
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
@@ -113,8 +116,13 @@ export async function startService({ dataDir, databaseUrl, workers }: ServiceOpt
     USER_STORAGE_QUOTA_BYTES: String(2 ** 40),
   };
   // BENCH_CPU_PROF=DIR: the service writes a V8 CPU profile per process into DIR when it stops.
-  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(process.env.BENCH_CPU_PROF)}`] : [];
-  const child = spawn(process.execPath, [...profile, 'dist/server/main.js'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const profile = process.env.BENCH_CPU_PROF
+    ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(process.env.BENCH_CPU_PROF)}`]
+    : [];
+  const child = spawn(process.execPath, [...profile, 'dist/server/main.js'], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const errors: string[] = [];
   for (const stream of [child.stdout, child.stderr]) {
     createInterface({ input: stream }).on('line', (line) => {

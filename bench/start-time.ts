@@ -22,7 +22,10 @@ async function freePort(): Promise<number> {
 }
 
 async function healthy(url: string): Promise<boolean> {
-  return fetch(url).then((res) => res.status === 200, () => false);
+  return fetch(url).then(
+    (res) => res.status === 200,
+    () => false,
+  );
 }
 
 // The caller's own WEB_CONCURRENCY does not leak in: the runs measure the default unless told.
@@ -35,7 +38,15 @@ async function startOnce(dataDir: string): Promise<{ upMs: number; downMs: numbe
   const child = spawn('npm', ['start', '--silent'], {
     cwd: ROOT,
     detached: true, // its own process group, signalled as a terminal or a supervisor would
-    env: { ...environment, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, DATABASE_URL: '', LOG_LEVEL: 'warn', ...(WORKERS && { WEB_CONCURRENCY: WORKERS }) },
+    env: {
+      ...environment,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      DATA_DIR: dataDir,
+      DATABASE_URL: '',
+      LOG_LEVEL: 'warn',
+      ...(WORKERS && { WEB_CONCURRENCY: WORKERS }),
+    },
     stdio: 'ignore',
   });
   const exited = once(child, 'exit');
@@ -61,8 +72,12 @@ try {
   for (let i = 0; i < RUNS; i++) runs.push(await startOnce(dataDir));
   const ups = runs.map((r) => r.upMs);
   const downs = runs.map((r) => r.downMs);
-  console.log(`npm start, built and unchanged: median ${median(ups).toFixed(0)} ms to /healthz (min ${Math.min(...ups).toFixed(0)}, max ${Math.max(...ups).toFixed(0)}; ${RUNS} runs)`);
-  console.log(`SIGTERM to the process group: median ${median(downs).toFixed(0)} ms until npm exited (max ${Math.max(...downs).toFixed(0)})`);
+  console.log(
+    `npm start, built and unchanged: median ${median(ups).toFixed(0)} ms to /healthz (min ${Math.min(...ups).toFixed(0)}, max ${Math.max(...ups).toFixed(0)}; ${RUNS} runs)`,
+  );
+  console.log(
+    `SIGTERM to the process group: median ${median(downs).toFixed(0)} ms until npm exited (max ${Math.max(...downs).toFixed(0)})`,
+  );
 } finally {
   await rm(dataDir, { recursive: true, force: true });
 }

@@ -23,7 +23,8 @@ export interface Row {
 const percent = (ratio: number | null) => (ratio === null ? '' : `${(ratio * 100).toFixed(ratio < 0.1 ? 1 : 0)}%`);
 const fixed = (value: number | null, digits: number) => (value === null ? '' : value.toFixed(digits));
 const verdict = (met: boolean) => (met ? 'PASS' : 'MISS');
-const targetCell = (r: Row) => (r.target === null || r.vsBare === null ? '' : `≥ ${percent(r.target)} ${verdict(r.vsBare >= r.target)}`);
+const targetCell = (r: Row) =>
+  r.target === null || r.vsBare === null ? '' : `≥ ${percent(r.target)} ${verdict(r.vsBare >= r.target)}`;
 
 interface Column {
   title: string;
@@ -76,10 +77,20 @@ export function formatTargets(rows: Row[], maxRssMiB: number, workers: string): 
   const peaks = judged.filter((r) => r.service && r.peakRssMiB !== null).map((r) => r.peakRssMiB ?? 0);
   const peak = peaks.length ? Math.max(...peaks) : null;
   const lines = targeted.map((r) => [targetCell(r), percent(r.vsBare), r.name]);
-  if (peak !== null) lines.push([`≤ ${maxRssMiB} MiB ${verdict(peak <= maxRssMiB)}`, `${peak.toFixed(0)} MiB`, "peak RSS of the service's process tree (the most of its rows)"]);
+  if (peak !== null)
+    lines.push([
+      `≤ ${maxRssMiB} MiB ${verdict(peak <= maxRssMiB)}`,
+      `${peak.toFixed(0)} MiB`,
+      "peak RSS of the service's process tree (the most of its rows)",
+    ]);
   const width = (i: number) => Math.max(...lines.map((line) => (line[i] ?? '').length));
-  const text = lines.map(([target = '', figure = '', what = '']) => `  ${target.padEnd(width(0))}  ${figure.padStart(width(1))}  ${what}`);
+  const text = lines.map(
+    ([target = '', figure = '', what = '']) => `  ${target.padEnd(width(0))}  ${figure.padStart(width(1))}  ${what}`,
+  );
   const total = targeted.length + (peak === null ? 0 : 1);
   const passed = met + (peak !== null && peak <= maxRssMiB ? 1 : 0);
-  return [`Targets: ${passed} of ${total} met (req/s as a share of the bare baseline's doing the same work; login: of argon2id verifications)`, ...text].join('\n');
+  return [
+    `Targets: ${passed} of ${total} met (req/s as a share of the bare baseline's doing the same work; login: of argon2id verifications)`,
+    ...text,
+  ].join('\n');
 }

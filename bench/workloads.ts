@@ -33,9 +33,20 @@ export function taskReads(seeded: Seeded, token: string): LoadRequests {
 }
 
 /** One page asked over and over; a deep page's cursor is each server's own (both sign their cursors). */
-async function listPage(base: string, token: string, sort: string, page: number | 'first', options: BenchOptions): Promise<{ requests: LoadRequests; page: number }> {
+async function listPage(
+  base: string,
+  token: string,
+  sort: string,
+  page: number | 'first',
+  options: BenchOptions,
+): Promise<{ requests: LoadRequests; page: number }> {
   const path = `/tasks?limit=${options.pageLimit}${sort === '-createdAt' ? '' : `&sort=${sort}`}`;
-  const requests = (at: string): LoadRequests => ({ kind: 'rotate', method: 'GET', paths: [at], headers: bearer(token) });
+  const requests = (at: string): LoadRequests => ({
+    kind: 'rotate',
+    method: 'GET',
+    paths: [at],
+    headers: bearer(token),
+  });
   if (page === 'first') return { requests: requests(path), page: 1 };
   const deep = await deepCursor(base, token, `sort=${sort}`, page, options.pageLimit);
   return { requests: requests(deep.cursor ? `${path}&cursor=${deep.cursor}` : path), page: deep.page };
@@ -62,8 +73,13 @@ async function listWorkloads(targets: Targets, seeded: Seeded, options: BenchOpt
       for (const page of firstPage ? (['first', options.deepPage] as const) : [options.deepPage]) {
         const service = await listPage(targets.service, token, sort, page, options);
         const bare = await listPage(targets.bare, token, sort, page, options);
-        if (bare.page !== service.page) throw new Error(`the stack baseline's list ends at page ${bare.page}, the service's at ${service.page}`);
-        workloads.push({ name: `GET /tasks${sortName} page ${service.page} (${who})`, requests: service.requests, bare: { requests: bare.requests, target: TARGETS.list } });
+        if (bare.page !== service.page)
+          throw new Error(`the stack baseline's list ends at page ${bare.page}, the service's at ${service.page}`);
+        workloads.push({
+          name: `GET /tasks${sortName} page ${service.page} (${who})`,
+          requests: service.requests,
+          bare: { requests: bare.requests, target: TARGETS.list },
+        });
       }
     }
   }
@@ -80,23 +96,50 @@ export async function buildWorkloads(targets: Targets, seeded: Seeded, options: 
   const patchTasks = seeded.ownTasks.slice(0, patched);
   const uploadTasks = seeded.ownTasks.slice(patched, patched + 500);
   const barePatchTasks = seeded.ownTasks.slice(patched + 500, 2 * patched + 500);
-  if (barePatchTasks.length < patched) throw new Error(`too few tasks per user for the PATCH workloads (${2 * patched + 500} needed)`);
+  if (barePatchTasks.length < patched)
+    throw new Error(`too few tasks per user for the PATCH workloads (${2 * patched + 500} needed)`);
   const downloads: Attachment[] = [];
-  if (options.everything) for (const task of uploadTasks.slice(0, 10)) downloads.push(await upload(targets.service, user.token, task.id, options.uploadBytes));
-  const logins = seeded.loginAccounts.map(({ email, password }) => ({ kind: 'json' as const, value: JSON.stringify({ email, password }) }));
-  const create: LoadRequests = { kind: 'rotate', method: 'POST', paths: ['/tasks'], bodies: [{ kind: 'json', value: JSON.stringify({ title: 'Bench task', priority: 'high' }) }], headers: auth };
+  if (options.everything)
+    for (const task of uploadTasks.slice(0, 10))
+      downloads.push(await upload(targets.service, user.token, task.id, options.uploadBytes));
+  const logins = seeded.loginAccounts.map(({ email, password }) => ({
+    kind: 'json' as const,
+    value: JSON.stringify({ email, password }),
+  }));
+  const create: LoadRequests = {
+    kind: 'rotate',
+    method: 'POST',
+    paths: ['/tasks'],
+    bodies: [{ kind: 'json', value: JSON.stringify({ title: 'Bench task', priority: 'high' }) }],
+    headers: auth,
+  };
   const files: Workload[] = [
     {
       name: `POST /tasks/{id}/attachments (${options.uploadBytes / 1024} KiB)`,
-      requests: { kind: 'rotate', method: 'POST', paths: uploadTasks.map((task) => `/tasks/${task.id}/attachments`), bodies: [{ kind: 'file', bytes: options.uploadBytes }], headers: auth },
+      requests: {
+        kind: 'rotate',
+        method: 'POST',
+        paths: uploadTasks.map((task) => `/tasks/${task.id}/attachments`),
+        bodies: [{ kind: 'file', bytes: options.uploadBytes }],
+        headers: auth,
+      },
     },
     {
       name: `GET /attachments/{id}/content (${options.uploadBytes / 1024} KiB)`,
-      requests: { kind: 'rotate', method: 'GET', paths: downloads.map((file) => `/attachments/${file.id}/content`), headers: auth },
+      requests: {
+        kind: 'rotate',
+        method: 'GET',
+        paths: downloads.map((file) => `/attachments/${file.id}/content`),
+        headers: auth,
+      },
     },
   ];
   return [
-    { name: 'GET /tasks/{id}', requests: taskReads(seeded, user.token), bare: { requests: taskReads(seeded, user.token), target: TARGETS.read } },
+    {
+      name: 'GET /tasks/{id}',
+      requests: taskReads(seeded, user.token),
+      bare: { requests: taskReads(seeded, user.token), target: TARGETS.read },
+    },
     ...(await listWorkloads(targets, seeded, options)),
     { name: 'POST /tasks', requests: create, bare: { requests: create, target: TARGETS.create } },
     {

@@ -30,7 +30,8 @@ function isProblemBody(body: unknown): boolean {
   );
 }
 
-const isSuccess = <A extends AnyAnswer>(answer: A): answer is Success<A> => SUCCESS_STATUSES.some((status) => status === answer.status);
+const isSuccess = <A extends AnyAnswer>(answer: A): answer is Success<A> =>
+  SUCCESS_STATUSES.some((status) => status === answer.status);
 
 /** An error answer, thrown by `ok()`: `problem` holds the service's problem details. */
 export class ProblemError extends Error {
@@ -68,4 +69,6 @@ export async function ok<A extends AnyAnswer>(answer: A | Promise<A>): Promise<S
 
 /** The error an answer that is not a success stands for: `ProblemError` for problem details, else `UnexpectedAnswerError`. */
 export const errorOf = (answer: AnyAnswer): ProblemError | UnexpectedAnswerError =>
-  isProblem(answer) ? new ProblemError(answer.body, answer.headers) : new UnexpectedAnswerError(answer.status, answer.body);
+  isProblem(answer)
+    ? new ProblemError(answer.body, answer.headers)
+    : new UnexpectedAnswerError(answer.status, answer.body);

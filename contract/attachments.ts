@@ -5,10 +5,20 @@ import { needs } from './scopes.js';
 const attachmentSchema = z.object({
   id: IdSchema.describe("The attachment's id (UUIDv7)"),
   taskId: IdSchema.describe('The task it is attached to'),
-  filename: z.string().min(1).describe("The uploaded file's name sanitised: no path, no control characters, 1 to 255 bytes of UTF-8"),
-  contentType: z.string().describe('Detected from the bytes where recognisable, else the type declared for the part, else `application/octet-stream`'),
+  filename: z
+    .string()
+    .min(1)
+    .describe("The uploaded file's name sanitised: no path, no control characters, 1 to 255 bytes of UTF-8"),
+  contentType: z
+    .string()
+    .describe(
+      'Detected from the bytes where recognisable, else the type declared for the part, else `application/octet-stream`',
+    ),
   size: z.number().int().nonnegative().describe('The size of the content in bytes'),
-  sha256: z.string().regex(/^[0-9a-f]{64}$/).describe('Hex SHA-256 of the content; the download\'s ETag is `"<sha256>"`'),
+  sha256: z
+    .string()
+    .regex(/^[0-9a-f]{64}$/)
+    .describe('Hex SHA-256 of the content; the download\'s ETag is `"<sha256>"`'),
   uploadedBy: IdSchema.describe('The user who uploaded it'),
   createdAt: TimestampSchema.describe('When it was uploaded'),
 });
@@ -70,9 +80,21 @@ export const attachmentsContract = c.router(
           .string()
           .max(200)
           .optional()
-          .describe('One byte range, e.g. `bytes=0-1023` or `bytes=-500` (the last 500): 206 with that part; one starting past the end is 416. Several ranges get the whole content'),
-        'if-range': z.string().max(200).optional().describe('The ETag you hold (`"<sha256>"`): the range is honoured only if it still matches, else the whole content is sent'),
-        'if-none-match': z.string().max(1000).optional().describe('The ETag of your copy (`"<sha256>"`): 304 with no body when it matches'),
+          .describe(
+            'One byte range, e.g. `bytes=0-1023` or `bytes=-500` (the last 500): 206 with that part; one starting past the end is 416. Several ranges get the whole content',
+          ),
+        'if-range': z
+          .string()
+          .max(200)
+          .optional()
+          .describe(
+            'The ETag you hold (`"<sha256>"`): the range is honoured only if it still matches, else the whole content is sent',
+          ),
+        'if-none-match': z
+          .string()
+          .max(1000)
+          .optional()
+          .describe('The ETag of your copy (`"<sha256>"`): 304 with no body when it matches'),
       }),
       responses: {
         200: c.otherResponse({ contentType: 'application/octet-stream', body: BytesSchema }),

@@ -3,7 +3,9 @@ import { c, commonErrors, EmailSchema, PasswordSchema, PersonNameSchema, Problem
 import { loginOnly, needs } from './scopes.js';
 import { UserSchema } from './users.js';
 
-export const RegisterSchema = z.object({ email: EmailSchema, password: PasswordSchema, name: PersonNameSchema }).strict();
+export const RegisterSchema = z
+  .object({ email: EmailSchema, password: PasswordSchema, name: PersonNameSchema })
+  .strict();
 export const LoginSchema = z
   .object({
     email: EmailSchema.describe('The email the account was registered with, in any case'),
@@ -12,25 +14,39 @@ export const LoginSchema = z
       .string()
       .max(512)
       .optional()
-      .describe("The `deviceToken` of this client's last successful login to this account: its failed logins then count only against this device, so strangers locking the account do not lock it out"),
+      .describe(
+        "The `deviceToken` of this client's last successful login to this account: its failed logins then count only against this device, so strangers locking the account do not lock it out",
+      ),
   })
   .strict();
 export const RefreshSchema = z
-  .object({ refreshToken: z.string().min(1).max(512).describe('The refresh token of the latest answer from register, login or refresh') })
+  .object({
+    refreshToken: z
+      .string()
+      .min(1)
+      .max(512)
+      .describe('The refresh token of the latest answer from register, login or refresh'),
+  })
   .strict();
 
 const authResultSchema = z.object({
   user: UserSchema.describe('The account the tokens are for'),
-  accessToken: z.string().describe('A JWT to send as `Authorization: Bearer <accessToken>`; valid for `expiresIn` seconds'),
+  accessToken: z
+    .string()
+    .describe('A JWT to send as `Authorization: Bearer <accessToken>`; valid for `expiresIn` seconds'),
   refreshToken: z
     .string()
-    .describe('Opaque; exchange it at POST /auth/refresh for a new pair, whose refresh token replaces this one. Keep it secret, like a password'),
+    .describe(
+      'Opaque; exchange it at POST /auth/refresh for a new pair, whose refresh token replaces this one. Keep it secret, like a password',
+    ),
   tokenType: z.literal('Bearer').describe('Always `Bearer`'),
   expiresIn: z.number().int().describe('Seconds until the access token expires (900 by default)'),
   deviceToken: z
     .string()
     .optional()
-    .describe('On a login answer: a signed token naming the account and this device; keep it and send it with the next login (up to 512 characters)'),
+    .describe(
+      'On a login answer: a signed token naming the account and this device; keep it and send it with the next login (up to 512 characters)',
+    ),
 });
 export interface AuthResult extends z.output<typeof authResultSchema> {}
 export const AuthResultSchema: Named<AuthResult> = authResultSchema;

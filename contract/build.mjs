@@ -33,7 +33,9 @@ export function fingerprint(files) {
 
 /** The contract's inputs: its sources, its compiler settings, this script and the compiler. */
 function inputs() {
-  const sources = readdirSync(here).filter((name) => name.endsWith('.ts') || name.startsWith('tsconfig') || name === 'build.mjs' || name === 'package.json');
+  const sources = readdirSync(here).filter(
+    (name) => name.endsWith('.ts') || name.startsWith('tsconfig') || name === 'build.mjs' || name === 'package.json',
+  );
   const typescript = createRequire(import.meta.url).resolve('typescript/package.json');
   return [...sources.map((name) => path.join(here, name)), typescript];
 }
@@ -82,20 +84,29 @@ function removeStaleEsmDeclarations(esm) {
 export async function buildContract() {
   const stamp = fingerprint(inputs());
   const outputs = [path.join(dist, 'esm', 'index.js'), path.join(dist, 'cjs', 'index.js')];
-  if (outputs.every((file) => existsSync(file)) && existsSync(stampFile) && readFileSync(stampFile, 'utf8') === stamp) return false;
+  if (outputs.every((file) => existsSync(file)) && existsSync(stampFile) && readFileSync(stampFile, 'utf8') === stamp)
+    return false;
   for (const [config, format, flags] of [
     ['tsconfig.json', 'module', ['--declaration', 'false']],
     ['tsconfig.cjs.json', 'commonjs', []],
   ]) {
     const out = path.join(dist, format === 'module' ? 'esm' : 'cjs');
-    await tsc(['-p', path.join(here, config), ...flags, '--incremental', '--tsBuildInfoFile', path.join(state, `${format}.tsbuildinfo`)]);
+    await tsc([
+      '-p',
+      path.join(here, config),
+      ...flags,
+      '--incremental',
+      '--tsBuildInfoFile',
+      path.join(state, `${format}.tsbuildinfo`),
+    ]);
     mkdirSync(out, { recursive: true });
     // Tells Node (and TypeScript) which module format the files below are in, and bundlers that they
     // may leave out any module whose exports are unused (the nearest package.json is the one read).
     writeIfChanged(path.join(out, 'package.json'), `${JSON.stringify({ type: format, sideEffects: false })}\n`);
   }
   removeStaleEsmDeclarations(path.join(dist, 'esm'));
-  for (const entry of entries) writeIfChanged(path.join(dist, 'esm', `${entry}.d.ts`), `export * from '../cjs/${entry}.js';\n`);
+  for (const entry of entries)
+    writeIfChanged(path.join(dist, 'esm', `${entry}.d.ts`), `export * from '../cjs/${entry}.js';\n`);
   const cli = path.join(dist, 'esm', 'verify-cli.js');
   if (existsSync(cli)) chmodSync(cli, 0o755);
   mkdirSync(state, { recursive: true });

@@ -47,7 +47,10 @@ function queryString(query: object | undefined): string {
   const entries: [string, unknown][] = Object.entries(query ?? {});
   for (const [name, value] of entries) {
     if (value === undefined) continue;
-    search.append(name, Array.isArray(value) ? value.join(',') : value instanceof Date ? value.toISOString() : String(value));
+    search.append(
+      name,
+      Array.isArray(value) ? value.join(',') : value instanceof Date ? value.toISOString() : String(value),
+    );
   }
   const text = search.toString();
   return text ? `?${text}` : '';
@@ -55,9 +58,12 @@ function queryString(query: object | undefined): string {
 
 /** The request of a call to `route` at `baseUrl` (without a trailing slash). */
 export function prepareRequest(baseUrl: string, route: RouteInfo, args: CallArgs): PreparedRequest {
-  const path = route.path.replace(/:(\w+)/g, (_, name: string) => encodeURIComponent(String(args.params?.[name] ?? '')));
+  const path = route.path.replace(/:(\w+)/g, (_, name: string) =>
+    encodeURIComponent(String(args.params?.[name] ?? '')),
+  );
   const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries({ ...args.headers, ...args.extraHeaders })) if (value !== undefined) headers[name.toLowerCase()] = value;
+  for (const [name, value] of Object.entries({ ...args.headers, ...args.extraHeaders }))
+    if (value !== undefined) headers[name.toLowerCase()] = value;
   let body: RequestInit['body'];
   if (route.multipart && typeof args.body === 'object' && args.body !== null) {
     body = args.body instanceof FormData ? args.body : formDataOf(args.body);

@@ -10,7 +10,15 @@ import { subscribeToEvents, type SubscribeOptions } from './event-stream.js';
 import type { Event } from './events.js';
 import type { Contract } from './contract.js';
 import { itemsOf, pagesOf, type Page } from './pages.js';
-import { backoffMs, isIdempotent, retryAfterMs, retryPolicy, RETRYABLE_STATUSES, sleep, type RetryOptions } from './retry.js';
+import {
+  backoffMs,
+  isIdempotent,
+  retryAfterMs,
+  retryPolicy,
+  RETRYABLE_STATUSES,
+  sleep,
+  type RetryOptions,
+} from './retry.js';
 import type { RouteInfo } from './route-table.js';
 import { routes } from './routes.js';
 import type { Tag } from './tags.js';
@@ -152,11 +160,17 @@ type RouteTree = { readonly [name: string]: RouteInfo | RouteTree };
 const isRoute = (entry: RouteInfo | RouteTree): entry is RouteInfo => typeof entry['method'] === 'string';
 
 /** The operations of `table` as functions of their arguments, each calling `call` with its name (`tasks.get`). */
-function operationsOf(table: RouteTree, call: (operation: string, route: RouteInfo, args: CallArgs) => Promise<Answer>, prefix = ''): Record<string, unknown> {
+function operationsOf(
+  table: RouteTree,
+  call: (operation: string, route: RouteInfo, args: CallArgs) => Promise<Answer>,
+  prefix = '',
+): Record<string, unknown> {
   const operations: Record<string, unknown> = {};
   for (const [name, entry] of Object.entries(table)) {
     const operation = `${prefix}${name}`;
-    operations[name] = isRoute(entry) ? (args: CallArgs = {}) => call(operation, entry, args) : operationsOf(entry, call, `${operation}.`);
+    operations[name] = isRoute(entry)
+      ? (args: CallArgs = {}) => call(operation, entry, args)
+      : operationsOf(entry, call, `${operation}.`);
   }
   return operations;
 }
@@ -191,11 +205,22 @@ export function createClient(options: ClientOptions): Client {
   const keep = ({ accessToken, refreshToken }: AuthResult) => useTokens({ accessToken, refreshToken });
 
   /** One request, sent again on 429/503 or a network error when that is safe. */
-  const exchange = async (operation: string, route: RouteInfo, args: CallArgs, accessToken: string | undefined): Promise<Answer> => {
+  const exchange = async (
+    operation: string,
+    route: RouteInfo,
+    args: CallArgs,
+    accessToken: string | undefined,
+  ): Promise<Answer> => {
     const request = prepareRequest(baseUrl, route, args);
     if (accessToken) request.headers['authorization'] = `Bearer ${accessToken}`;
     const signal = callSignal(args.fetchOptions?.signal, timeoutMs);
-    const init: RequestInit = { ...args.fetchOptions, method: request.method, headers: request.headers, body: request.body ?? null, signal };
+    const init: RequestInit = {
+      ...args.fetchOptions,
+      method: request.method,
+      headers: request.headers,
+      body: request.body ?? null,
+      signal,
+    };
     const retries = isIdempotent(request.method, request.headers) ? policy.retries : 0;
     for (let retry = 0; ; retry++) {
       let response: Response;
@@ -215,7 +240,11 @@ export function createClient(options: ClientOptions): Client {
         }
       }
       const body = await readBody(route, response);
-      return { status: response.status, headers: response.headers, body: options.validate ? options.validate(operation, response.status, body) : body };
+      return {
+        status: response.status,
+        headers: response.headers,
+        body: options.validate ? options.validate(operation, response.status, body) : body,
+      };
     }
   };
 
@@ -244,7 +273,8 @@ export function createClient(options: ClientOptions): Client {
     return pending;
   };
 
-  const isUnauthenticated = (body: unknown) => typeof body === 'object' && body !== null && 'code' in body && body.code === 'unauthenticated';
+  const isUnauthenticated = (body: unknown) =>
+    typeof body === 'object' && body !== null && 'code' in body && body.code === 'unauthenticated';
   const send = async (operation: string, route: RouteInfo, args: CallArgs): Promise<Answer> => {
     if (route.public) return exchange(operation, route, args, undefined);
     if (options.personalAccessToken !== undefined) return exchange(operation, route, args, options.personalAccessToken);
@@ -278,21 +308,33 @@ export function createClient(options: ClientOptions): Client {
     return answer;
   };
 
-  const listTasks = ({ query, ...args }: TaskListArgs = {}) => api.tasks.list({ ...args, ...(query ? { query: commaLists(query) } : {}) });
-  const listUserTasks = ({ query, ...args }: UserTasksArgs) => api.users.listTasks({ ...args, ...(query ? { query: commaLists(query) } : {}) });
+  const listTasks = ({ query, ...args }: TaskListArgs = {}) =>
+    api.tasks.list({ ...args, ...(query ? { query: commaLists(query) } : {}) });
+  const listUserTasks = ({ query, ...args }: UserTasksArgs) =>
+    api.users.listTasks({ ...args, ...(query ? { query: commaLists(query) } : {}) });
 
   /** `args` with its query's cursor set (or left out, for the first page). */
-  const at = <A extends { query?: object }>(args: A, cursor: string | undefined): A => (cursor ? { ...args, query: { ...args.query, cursor } } : args);
+  const at = <A extends { query?: object }>(args: A, cursor: string | undefined): A =>
+    cursor ? { ...args, query: { ...args.query, cursor } } : args;
 
-  const taskPages = (args: TaskListArgs = {}) => pagesOf(async (cursor) => (await ok(listTasks(at(args, cursor)))).body);
-  const userTaskPages = (args: UserTasksArgs) => pagesOf(async (cursor) => (await ok(listUserTasks(at(args, cursor)))).body);
-  const userPages = (args: UserListArgs = {}) => pagesOf(async (cursor) => (await ok(api.users.list(at(args, cursor)))).body);
-  const tagPages = (args: TagListArgs = {}) => pagesOf(async (cursor) => (await ok(api.tags.list(at(args, cursor)))).body);
+  const taskPages = (args: TaskListArgs = {}) =>
+    pagesOf(async (cursor) => (await ok(listTasks(at(args, cursor)))).body);
+  const userTaskPages = (args: UserTasksArgs) =>
+    pagesOf(async (cursor) => (await ok(listUserTasks(at(args, cursor)))).body);
+  const userPages = (args: UserListArgs = {}) =>
+    pagesOf(async (cursor) => (await ok(api.users.list(at(args, cursor)))).body);
+  const tagPages = (args: TagListArgs = {}) =>
+    pagesOf(async (cursor) => (await ok(api.tags.list(at(args, cursor)))).body);
 
   return {
     ...api,
     auth: { ...api.auth, register, login, refresh, logout },
-    tasks: { ...api.tasks, list: listTasks, pages: taskPages, all: (args: TaskListArgs = {}) => itemsOf(taskPages(args)) },
+    tasks: {
+      ...api.tasks,
+      list: listTasks,
+      pages: taskPages,
+      all: (args: TaskListArgs = {}) => itemsOf(taskPages(args)),
+    },
     users: {
       ...api.users,
       listTasks: listUserTasks,
@@ -310,7 +352,8 @@ export function createClient(options: ClientOptions): Client {
             url: `${baseUrl}/events`,
             fetch: fetchImpl,
             accessToken: async () => options.personalAccessToken ?? (await readTokens())?.accessToken,
-            renewedAccessToken: async (stale) => (options.personalAccessToken === undefined ? renewedAccessToken(stale) : undefined),
+            renewedAccessToken: async (stale) =>
+              options.personalAccessToken === undefined ? renewedAccessToken(stale) : undefined,
           },
           subscribeOptions,
         ),

@@ -24,7 +24,10 @@ export const isPublicRoute = (route: AppRoute): boolean => {
  * A UUID (the service issues UUIDv7, lower-case). Any case is accepted and read as lower case;
  * malformed ids are 400, unknown ones 404.
  */
-export const IdSchema = z.string().uuid().transform((id) => id.toLowerCase());
+export const IdSchema = z
+  .string()
+  .uuid()
+  .transform((id) => id.toLowerCase());
 /** RFC 3339 timestamp; the service answers in UTC with milliseconds. */
 export const TimestampSchema = z.string().datetime({ offset: true, precision: 3 });
 /**
@@ -34,15 +37,26 @@ export const TimestampSchema = z.string().datetime({ offset: true, precision: 3 
 export const TimestampInputSchema = z
   .string()
   .datetime({ offset: true })
-  .regex(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/, 'Expected an RFC 3339 timestamp such as 2026-11-22T15:04:05Z')
+  .regex(
+    /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/,
+    'Expected an RFC 3339 timestamp such as 2026-11-22T15:04:05Z',
+  )
   .refine((value) => {
     const year = new Date(value).getUTCFullYear();
     return year >= 1 && year <= 9999;
   }, 'Expected a timestamp within the years 0001 to 9999 (UTC)');
 
 const validationIssueSchema = z.object({
-  path: z.string().describe('Where the issue is: `body`, `query`, `path` or `header`, then the field, e.g. `body.title`, `query.limit`, `header.if-match`'),
-  code: z.string().describe("The kind of issue, e.g. zod's `too_small`, `invalid_enum_value`, `invalid_string`, or the service's own such as `unknown_user`"),
+  path: z
+    .string()
+    .describe(
+      'Where the issue is: `body`, `query`, `path` or `header`, then the field, e.g. `body.title`, `query.limit`, `header.if-match`',
+    ),
+  code: z
+    .string()
+    .describe(
+      "The kind of issue, e.g. zod's `too_small`, `invalid_enum_value`, `invalid_string`, or the service's own such as `unknown_user`",
+    ),
   message: z.string().describe('A readable explanation of the issue (English)'),
 });
 export interface ValidationIssue extends z.output<typeof validationIssueSchema> {}
@@ -53,15 +67,25 @@ export type ProblemCode = z.infer<typeof ProblemCodeSchema>;
 
 /** RFC 9457 problem details, the body of every 4xx and 5xx answer. */
 const problemSchema = z.object({
-  type: z.string().describe('`/problems/<code>`, relative to the service: a page saying what the code means and what to do'),
+  type: z
+    .string()
+    .describe('`/problems/<code>`, relative to the service: a page saying what the code means and what to do'),
   title: z.string().describe('A short summary of the problem code, the same for every occurrence'),
   status: z.number().int().describe('The HTTP status code of this answer'),
   code: ProblemCodeSchema.describe('Stable machine-readable code: branch on this, not on `title` or `detail`'),
   detail: z.string().describe('What went wrong with this request, in English; may change between versions'),
   instance: z.string().describe('The path of the request that failed'),
   requestId: z.string().describe('The `X-Request-Id` of this request: quote it when reporting a problem'),
-  errors: z.array(ValidationIssueSchema).optional().describe('With `validation_failed`: the issues found, not only the first; at most 20'),
-  truncated: z.literal(true).optional().describe('Present when more issues were found than `errors` lists (it lists at most 20), so that an answer stays small'),
+  errors: z
+    .array(ValidationIssueSchema)
+    .optional()
+    .describe('With `validation_failed`: the issues found, not only the first; at most 20'),
+  truncated: z
+    .literal(true)
+    .optional()
+    .describe(
+      'Present when more issues were found than `errors` lists (it lists at most 20), so that an answer stays small',
+    ),
 });
 export interface Problem extends z.output<typeof problemSchema> {}
 /** The schema's own type, by name (it keeps `.extend` and `.strict`). */
@@ -85,7 +109,9 @@ export const PaginationQuerySchema = z.object({
     .min(1)
     .max(2048)
     .optional()
-    .describe("Opaque, signed: the previous page's `nextCursor`, sent with the same filters and sort. Omit for the first page; an altered cursor is 400"),
+    .describe(
+      "Opaque, signed: the previous page's `nextCursor`, sent with the same filters and sort. Omit for the first page; an altered cursor is 400",
+    ),
 });
 
 export function pageOf<T extends z.ZodTypeAny>(item: T) {
@@ -106,7 +132,9 @@ export function listOf<T extends z.ZodTypeAny>(item: T) {
 export function commaList<T extends z.ZodTypeAny>(item: T) {
   return z
     .union([z.string().max(2000), boundedArray(z.string().max(2000), 50)])
-    .transform((value) => (typeof value === 'string' ? [value] : value).flatMap((part) => part.split(',')).map((part) => part.trim()))
+    .transform((value) =>
+      (typeof value === 'string' ? [value] : value).flatMap((part) => part.split(',')).map((part) => part.trim()),
+    )
     .pipe(boundedArray(item, 50, 1));
 }
 
@@ -122,7 +150,15 @@ export function boundedArray<T extends z.ZodTypeAny>(item: T, max: number, min =
       type: 'preprocess',
       transform: (value: unknown, ctx: z.RefinementCtx) => {
         if (Array.isArray(value) && value.length > max) {
-          ctx.addIssue({ code: z.ZodIssueCode.too_big, maximum: max, type: 'array', inclusive: true, exact: false, message: `Array must contain at most ${max} element(s)`, fatal: true });
+          ctx.addIssue({
+            code: z.ZodIssueCode.too_big,
+            maximum: max,
+            type: 'array',
+            inclusive: true,
+            exact: false,
+            message: `Array must contain at most ${max} element(s)`,
+            fatal: true,
+          });
         }
         return value;
       },
@@ -137,16 +173,23 @@ export const IfMatchHeaders = z.object({
   'if-match': z
     .string()
     .max(200)
-    .regex(IF_MATCH, 'If-Match takes * or ETags in quotes, exactly as the ETag header sends them: If-Match: "4", not If-Match: 4')
+    .regex(
+      IF_MATCH,
+      'If-Match takes * or ETags in quotes, exactly as the ETag header sends them: If-Match: "4", not If-Match: 4',
+    )
     .optional()
-    .describe('`*` (any current version) or ETags in quotes as the ETag header sends them (`"4"`); a mismatch is 412, an unquoted value 400'),
+    .describe(
+      '`*` (any current version) or ETags in quotes as the ETag header sends them (`"4"`); a mismatch is 412, an unquoted value 400',
+    ),
 });
 export const IfNoneMatchHeaders = z.object({
   'if-none-match': z
     .string()
     .max(200)
     .optional()
-    .describe('The ETag of your copy (`"4"`), or several: when one matches the current version the answer is 304 with no body'),
+    .describe(
+      'The ETag of your copy (`"4"`), or several: when one matches the current version the answer is 304 with no body',
+    ),
 });
 
 // A UTF-16 surrogate without its partner: JSON can carry one (`"\ud800"`), UTF-8 cannot.
@@ -168,5 +211,11 @@ export const EmailSchema = z
   .email()
   .max(254)
   .describe('An email address, at most 254 characters; unique ignoring case, stored trimmed and lower-case');
-export const PasswordSchema = z.string().min(8).max(128).describe('8 to 128 characters, no composition rules; stored only as an argon2id hash');
-export const PersonNameSchema = storableText(z.string().trim().min(1).max(100)).describe('The display name, 1 to 100 characters after trimming');
+export const PasswordSchema = z
+  .string()
+  .min(8)
+  .max(128)
+  .describe('8 to 128 characters, no composition rules; stored only as an argon2id hash');
+export const PersonNameSchema = storableText(z.string().trim().min(1).max(100)).describe(
+  'The display name, 1 to 100 characters after trimming',
+);

@@ -7,7 +7,10 @@ const openApiDocumentSchema = z
   .object({
     openapi: z.string().describe('The OpenAPI version, 3.0.x'),
     info: z
-      .object({ title: z.string().describe("The service's name"), version: z.string().describe("The service's package version") })
+      .object({
+        title: z.string().describe("The service's name"),
+        version: z.string().describe("The service's package version"),
+      })
       .passthrough()
       .describe('About the service'),
     paths: z.record(z.unknown()).describe('Every operation, by path and method'),
@@ -38,9 +41,12 @@ export const docsContract = c.router({
   problems: {
     method: 'GET',
     path: '/problems',
-    responses: { 200: z.object({ items: z.array(ProblemPageSchema).describe('Every problem code, ordered by status') }) },
+    responses: {
+      200: z.object({ items: z.array(ProblemPageSchema).describe('Every problem code, ordered by status') }),
+    },
     summary: 'Every problem code: what it means and what to do',
-    description: 'The catalogue of the `code` values problem bodies carry, with their status, meaning and the action a client should take.',
+    description:
+      'The catalogue of the `code` values problem bodies carry, with their status, meaning and the action a client should take.',
     metadata: { public: true },
   },
   problem: {

@@ -15,7 +15,10 @@ export interface ServerSentEvent {
 }
 
 /** The events of a `text/event-stream` body, as they arrive; `onBytes` hears of every chunk (comments too). */
-export async function* serverSentEvents(body: ReadableStream<Uint8Array>, onBytes?: () => void): AsyncGenerator<ServerSentEvent> {
+export async function* serverSentEvents(
+  body: ReadableStream<Uint8Array>,
+  onBytes?: () => void,
+): AsyncGenerator<ServerSentEvent> {
   const reader = body.getReader();
   const decoder = new TextDecoder(); // strips a leading BOM
   let buffer = '';
@@ -37,7 +40,8 @@ export async function* serverSentEvents(body: ReadableStream<Uint8Array>, onByte
         buffer = buffer.slice(end.index + end[0].length);
         afterCr = end[0] === '\r' && buffer === '';
         if (line === '') {
-          if (fields.data.length > 0) yield { id: fields.id, event: fields.event || 'message', data: fields.data.join('\n') };
+          if (fields.data.length > 0)
+            yield { id: fields.id, event: fields.event || 'message', data: fields.data.join('\n') };
           fields = { id: fields.id, event: '', data: [] };
           continue;
         }
@@ -96,7 +100,13 @@ const isKnownType = (type: string) => EVENT_TYPES.some((known) => known === type
 function isEvent(data: unknown): data is Event {
   if (typeof data !== 'object' || data === null) return false;
   const fields: Partial<Record<keyof Event, unknown>> = data;
-  return typeof fields.id === 'string' && typeof fields.type === 'string' && isKnownType(fields.type) && typeof fields.data === 'object' && fields.data !== null;
+  return (
+    typeof fields.id === 'string' &&
+    typeof fields.type === 'string' &&
+    isKnownType(fields.type) &&
+    typeof fields.data === 'object' &&
+    fields.data !== null
+  );
 }
 
 /** The event of a `data:` field; undefined for a type this client does not know (a newer service). */
@@ -120,7 +130,10 @@ function eventOf(sent: ServerSentEvent): Event | undefined {
  * resume from is no longer retained (410 `cursor_expired`: read everything again, then subscribe),
  * and `UnexpectedAnswerError` for an answer or event the contract does not declare.
  */
-export async function* subscribeToEvents(session: StreamSession, options: SubscribeOptions = {}): AsyncGenerator<Event> {
+export async function* subscribeToEvents(
+  session: StreamSession,
+  options: SubscribeOptions = {},
+): AsyncGenerator<Event> {
   const idleTimeoutMs = options.idleTimeoutMs ?? 45_000;
   let lastEventId = options.lastEventId;
   let failures = 0;

@@ -9,7 +9,9 @@ import { UserSchema } from './users.js';
 
 const eventOf = <T extends string, D extends z.ZodRawShape>(type: T, data: D) =>
   z.object({
-    id: IdSchema.describe("The event's id (UUIDv7): the SSE `id:` and the webhook `webhook-id`, the same on every delivery of it"),
+    id: IdSchema.describe(
+      "The event's id (UUIDv7): the SSE `id:` and the webhook `webhook-id`, the same on every delivery of it",
+    ),
     type: z.literal(type).describe('What changed: `<resource>.created`, `.updated` or `.deleted`'),
     occurredAt: TimestampSchema.describe('When the change was made'),
     actorId: IdSchema.nullable().describe('The user whose request made the change; null for the service itself'),
@@ -22,7 +24,10 @@ export const EventSchema = z.discriminatedUnion('type', [
   eventOf('task.updated', { task: TaskSchema.describe('The task after the change') }),
   eventOf('task.deleted', { taskId: IdSchema.describe('The deleted task') }),
   eventOf('attachment.created', { attachment: AttachmentSchema.describe('The new attachment') }),
-  eventOf('attachment.deleted', { attachmentId: IdSchema.describe('The deleted attachment'), taskId: IdSchema.describe('The task it was attached to') }),
+  eventOf('attachment.deleted', {
+    attachmentId: IdSchema.describe('The deleted attachment'),
+    taskId: IdSchema.describe('The task it was attached to'),
+  }),
   eventOf('tag.created', { tag: TagSchema.describe('The new tag') }),
   eventOf('tag.updated', { tag: TagSchema.describe('The tag after the change') }),
   eventOf('tag.deleted', { tagId: IdSchema.describe('The deleted tag') }),
@@ -33,7 +38,11 @@ export type Event = z.infer<typeof EventSchema>;
 export type EventType = Event['type'];
 export { EVENT_TYPES };
 // The list the client reads at run time names exactly the events of the schema (else a type error here).
-const eventTypesMatch: [EventType] extends [EventTypeListed] ? ([EventTypeListed] extends [EventType] ? true : never) : never = true;
+const eventTypesMatch: [EventType] extends [EventTypeListed]
+  ? [EventTypeListed] extends [EventType]
+    ? true
+    : never
+  : never = true;
 type EventTypeListed = (typeof EVENT_TYPES)[number];
 void eventTypesMatch;
 
@@ -45,7 +54,9 @@ const changesQuerySchema = z
       .min(1)
       .max(512)
       .optional()
-      .describe("Opaque: the previous answer's `nextCursor`. Without it the feed starts at the oldest retained event; one older than the retention is 410"),
+      .describe(
+        "Opaque: the previous answer's `nextCursor`. Without it the feed starts at the oldest retained event; one older than the retention is 410",
+      ),
   })
   .strict();
 export interface ChangesQuery extends z.output<typeof changesQuerySchema> {}

@@ -6,7 +6,9 @@ export interface Page<T> {
 }
 
 /** Yields the first page, then follows `nextCursor` until the last; stops early when the loop does. */
-export async function* pagesOf<T>(fetchPage: (cursor: string | undefined) => Promise<Page<T>>): AsyncGenerator<Page<T>, void, undefined> {
+export async function* pagesOf<T>(
+  fetchPage: (cursor: string | undefined) => Promise<Page<T>>,
+): AsyncGenerator<Page<T>, void, undefined> {
   let cursor: string | undefined;
   do {
     const page = await fetchPage(cursor);

@@ -21,7 +21,8 @@ export const problemCatalogue: Record<ProblemCode, Entry> = {
   validation_failed: {
     status: 400,
     title: 'Request validation failed',
-    meaning: 'A path parameter, query parameter, header or body field does not match the contract; `errors` lists every issue with its path (`body.title`, `query.status`).',
+    meaning:
+      'A path parameter, query parameter, header or body field does not match the contract; `errors` lists every issue with its path (`body.title`, `query.status`).',
     action: 'Fix the fields named in `errors` and send the request again; retrying it unchanged fails the same way.',
   },
   malformed_json: {
@@ -33,8 +34,10 @@ export const problemCatalogue: Record<ProblemCode, Entry> = {
   unauthenticated: {
     status: 401,
     title: 'Authentication required',
-    meaning: 'No access token was sent, it has expired, it is invalid, or its session has ended; `detail` and the WWW-Authenticate header say which.',
-    action: 'Expired: refresh the session with POST /auth/refresh and retry. Session ended or invalid: log in again. Missing: send Authorization: Bearer <accessToken>.',
+    meaning:
+      'No access token was sent, it has expired, it is invalid, or its session has ended; `detail` and the WWW-Authenticate header say which.',
+    action:
+      'Expired: refresh the session with POST /auth/refresh and retry. Session ended or invalid: log in again. Missing: send Authorization: Bearer <accessToken>.',
   },
   invalid_credentials: {
     status: 401,
@@ -45,13 +48,15 @@ export const problemCatalogue: Record<ProblemCode, Entry> = {
   forbidden: {
     status: 403,
     title: 'Forbidden',
-    meaning: 'You are authenticated, but your role or relation to the object does not allow this operation (e.g. a non-admin listing users, an assignee deleting a task).',
+    meaning:
+      'You are authenticated, but your role or relation to the object does not allow this operation (e.g. a non-admin listing users, an assignee deleting a task).',
     action: 'Do not retry; ask an administrator or the owner.',
   },
   insufficient_scope: {
     status: 403,
     title: 'Insufficient scope',
-    meaning: 'The personal access token lacks the scope this operation needs; the WWW-Authenticate header names it (`scope="tasks:write"`).',
+    meaning:
+      'The personal access token lacks the scope this operation needs; the WWW-Authenticate header names it (`scope="tasks:write"`).',
     action: 'Do not retry with this token: create one with the scope the header names (POST /tokens, from a login).',
   },
   not_found: {
@@ -93,8 +98,10 @@ export const problemCatalogue: Record<ProblemCode, Entry> = {
   quota_exceeded: {
     status: 409,
     title: 'Quota exceeded',
-    meaning: 'The account holds as much as one account may (`detail` names the quota: stored attachment bytes, tasks or tags); administrators are exempt.',
-    action: 'Delete what is no longer needed (attachments, tasks or tags) and try again, or ask an administrator to raise the quota.',
+    meaning:
+      'The account holds as much as one account may (`detail` names the quota: stored attachment bytes, tasks or tags); administrators are exempt.',
+    action:
+      'Delete what is no longer needed (attachments, tasks or tags) and try again, or ask an administrator to raise the quota.',
   },
   idempotency_key_in_use: {
     status: 409,
@@ -105,7 +112,8 @@ export const problemCatalogue: Record<ProblemCode, Entry> = {
   cursor_expired: {
     status: 410,
     title: 'Cursor expired',
-    meaning: 'The changes-feed cursor (or `Last-Event-ID`) is older than the event retention (`EVENT_RETENTION_DAYS`): events after it may be gone.',
+    meaning:
+      'The changes-feed cursor (or `Last-Event-ID`) is older than the event retention (`EVENT_RETENTION_DAYS`): events after it may be gone.',
     action: 'Sync in full (list what you need), then follow `GET /changes` from a new cursor.',
   },
   precondition_failed: {
@@ -123,13 +131,15 @@ export const problemCatalogue: Record<ProblemCode, Entry> = {
   unsupported_media_type: {
     status: 415,
     title: 'Unsupported media type',
-    meaning: 'The body is not in the media type the operation takes (JSON in UTF-8; multipart/form-data for uploads; merge-patch+json also for PATCH).',
+    meaning:
+      'The body is not in the media type the operation takes (JSON in UTF-8; multipart/form-data for uploads; merge-patch+json also for PATCH).',
     action: 'Send the Content-Type the operation documents.',
   },
   range_not_satisfiable: {
     status: 416,
     title: 'Range not satisfiable',
-    meaning: 'The requested byte range starts beyond the end of the attachment; Content-Range gives its size (`bytes */<size>`).',
+    meaning:
+      'The requested byte range starts beyond the end of the attachment; Content-Range gives its size (`bytes */<size>`).',
     action: 'Ask for a range within the size, or for the whole content.',
   },
   idempotency_key_reused: {
@@ -142,7 +152,8 @@ export const problemCatalogue: Record<ProblemCode, Entry> = {
     status: 429,
     title: 'Too many requests',
     meaning: 'You exceeded a request budget (the general rate limit, or the login or registration throttle).',
-    action: 'Wait the number of seconds in Retry-After, then retry; the typed client does so for calls that are safe to repeat.',
+    action:
+      'Wait the number of seconds in Retry-After, then retry; the typed client does so for calls that are safe to repeat.',
   },
   internal: {
     status: 500,

@@ -11,7 +11,9 @@ export interface RetryOptions {
 export type RetryPolicy = Required<RetryOptions>;
 
 export const retryPolicy = (options: RetryOptions | false | undefined): RetryPolicy =>
-  options === false ? { retries: 0, baseDelayMs: 0, maxDelayMs: 0 } : { retries: 2, baseDelayMs: 200, maxDelayMs: 10_000, ...options };
+  options === false
+    ? { retries: 0, baseDelayMs: 0, maxDelayMs: 0 }
+    : { retries: 2, baseDelayMs: 200, maxDelayMs: 10_000, ...options };
 
 const IDEMPOTENT_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE']);
 
@@ -20,7 +22,8 @@ const IDEMPOTENT_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE']);
  * `Idempotency-Key` header (the service then answers a repeat with the first answer).
  */
 export const isIdempotent = (method: string, headers: Record<string, string>): boolean =>
-  IDEMPOTENT_METHODS.has(method.toUpperCase()) || Object.keys(headers).some((name) => name.toLowerCase() === 'idempotency-key');
+  IDEMPOTENT_METHODS.has(method.toUpperCase()) ||
+  Object.keys(headers).some((name) => name.toLowerCase() === 'idempotency-key');
 
 /** Seconds or an HTTP date (RFC 9110 §10.2.3), in milliseconds from now; undefined when absent or unreadable. */
 export function retryAfterMs(header: string | null, now = Date.now()): number | undefined {

@@ -17,7 +17,9 @@ export const SCOPES = [
 ] as const;
 export const ScopeSchema = z
   .enum(SCOPES)
-  .describe('`tasks:*` (tasks, their tag links and attachments), `tags:*`, `webhooks:*`, `events:read` (changes feed and live stream), `account:*` (own profile, not the password), `admin`; `write` implies `read`');
+  .describe(
+    '`tasks:*` (tasks, their tag links and attachments), `tags:*`, `webhooks:*`, `events:read` (changes feed and live stream), `account:*` (own profile, not the password), `admin`; `write` implies `read`',
+  );
 export type Scope = z.infer<typeof ScopeSchema>;
 
 /** What each scope allows, as the README and the docs page show it. */
@@ -39,7 +41,8 @@ export const needs = (scope: Scope) => ({ scope });
 /** Route metadata: only an access token from a login may call the operation (a personal access token is 403). */
 export const loginOnly = { loginOnly: true } as const;
 
-const isScope = (value: unknown): value is Scope => typeof value === 'string' && (SCOPES as readonly string[]).includes(value);
+const isScope = (value: unknown): value is Scope =>
+  typeof value === 'string' && (SCOPES as readonly string[]).includes(value);
 
 /** The scope an operation declares, if any. Called for every request: a plain check, no schema. */
 export function scopeOf(route: AppRoute): Scope | undefined {

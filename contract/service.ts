@@ -17,8 +17,7 @@ export const serviceContract = c.router({
     path: '/healthz',
     responses: { 200: HealthSchema },
     summary: 'The process is alive',
-    description:
-      'Liveness: answers 200 while the process runs, without touching the database.',
+    description: 'Liveness: answers 200 while the process runs, without touching the database.',
     metadata: { public: true },
   },
   readyz: {

@@ -1,5 +1,17 @@
 import { z } from 'zod';
-import { c, commonErrors, IdSchema, listOf, PaginationQuerySchema, pageOf, ProblemSchema, SearchSchema, storableText, TimestampSchema, type Named } from './common.js';
+import {
+  c,
+  commonErrors,
+  IdSchema,
+  listOf,
+  PaginationQuerySchema,
+  pageOf,
+  ProblemSchema,
+  SearchSchema,
+  storableText,
+  TimestampSchema,
+  type Named,
+} from './common.js';
 import { needs } from './scopes.js';
 import { TagColorSchema } from './tasks.js';
 
@@ -50,7 +62,10 @@ export const TagListQuerySchema: z.ZodType<TagListQuery, z.ZodTypeDef, TagListQu
 const TagIdSchema = IdSchema.describe('One of your tags (any for an administrator); another is 404');
 const TaskIdSchema = IdSchema.describe('A task you own or are assigned (any for an administrator); another is 404');
 const TagParams = z.object({ tag_id: TagIdSchema });
-const TaskTagParams = z.object({ task_id: TaskIdSchema, tag_id: IdSchema.describe("One of the task owner's tags; another is 404") });
+const TaskTagParams = z.object({
+  task_id: TaskIdSchema,
+  tag_id: IdSchema.describe("One of the task owner's tags; another is 404"),
+});
 
 export const tagsContract = c.router(
   {
@@ -120,7 +135,8 @@ export const tagsContract = c.router(
       pathParams: TaskTagParams,
       body: c.noBody(),
       responses: { 200: TagSchema, 201: TagSchema, 404: ProblemSchema },
-      summary: "Put one of the task owner's tags on a task (201 new, 200 already there; a new link bumps the task's version)",
+      summary:
+        "Put one of the task owner's tags on a task (201 new, 200 already there; a new link bumps the task's version)",
       description:
         "Puts one of the task owner's tags on the task: 201 when newly added (the task's version grows), 200 when it was already there.",
     },

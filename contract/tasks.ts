@@ -1,14 +1,37 @@
 import { z } from 'zod';
-import { boundedArray, c, commaList, commonErrors, IdSchema, IfMatchHeaders, IfNoneMatchHeaders, PaginationQuerySchema, pageOf, ProblemSchema, SearchSchema, storableText, TimestampInputSchema, TimestampSchema, type Alias, type Named } from './common.js';
+import {
+  boundedArray,
+  c,
+  commaList,
+  commonErrors,
+  IdSchema,
+  IfMatchHeaders,
+  IfNoneMatchHeaders,
+  PaginationQuerySchema,
+  pageOf,
+  ProblemSchema,
+  SearchSchema,
+  storableText,
+  TimestampInputSchema,
+  TimestampSchema,
+  type Alias,
+  type Named,
+} from './common.js';
 import { needs } from './scopes.js';
 
 export const TaskStatusSchema = z.enum(['todo', 'in_progress', 'done']).describe('`todo`, `in_progress` or `done`');
 export type TaskStatus = z.infer<typeof TaskStatusSchema>;
 /** Listed from lowest to highest; `sort=priority` follows this order. */
-export const TaskPrioritySchema = z.enum(['low', 'medium', 'high', 'urgent']).describe('From lowest to highest: `low`, `medium`, `high`, `urgent`');
+export const TaskPrioritySchema = z
+  .enum(['low', 'medium', 'high', 'urgent'])
+  .describe('From lowest to highest: `low`, `medium`, `high`, `urgent`');
 export type TaskPriority = z.infer<typeof TaskPrioritySchema>;
 
-export const TagColorSchema = z.string().max(7).regex(/^#[0-9a-fA-F]{6}$/, 'expected a colour as #rrggbb').describe('`#rrggbb`');
+export const TagColorSchema = z
+  .string()
+  .max(7)
+  .regex(/^#[0-9a-fA-F]{6}$/, 'expected a colour as #rrggbb')
+  .describe('`#rrggbb`');
 export const TagRefSchema = z.object({
   id: IdSchema.describe("The tag's id"),
   name: z.string().describe("The tag's name"),
@@ -18,19 +41,25 @@ export const TagRefSchema = z.object({
 const taskSchema = z.object({
   id: IdSchema.describe("The task's id (UUIDv7)"),
   ownerId: IdSchema.describe('The user who created the task and owns it'),
-  assigneeId: IdSchema.nullable().describe('The user the task is assigned to, who may read and change it too; null when unassigned'),
+  assigneeId: IdSchema.nullable().describe(
+    'The user the task is assigned to, who may read and change it too; null when unassigned',
+  ),
   title: z.string().describe('1 to 200 characters'),
   description: z.string().describe('Free text, up to 10,000 characters; empty when none'),
   status: TaskStatusSchema,
   priority: TaskPrioritySchema,
   dueAt: TimestampSchema.nullable().describe('When the task is due; null when it has no due date'),
-  completedAt: TimestampSchema.nullable().describe('Set by the service when the status becomes `done`; null while it is not done'),
+  completedAt: TimestampSchema.nullable().describe(
+    'Set by the service when the status becomes `done`; null while it is not done',
+  ),
   tags: z.array(TagRefSchema).describe("The task's tags (its owner's), ordered by name"),
   attachmentCount: z.number().int().describe('How many files are attached'),
   version: z
     .number()
     .int()
-    .describe('Starts at 1 and grows by one with every change to the task as shown here (its fields, tags or attachment count); the ETag is `"<version>"`'),
+    .describe(
+      'Starts at 1 and grows by one with every change to the task as shown here (its fields, tags or attachment count); the ETag is `"<version>"`',
+    ),
   createdAt: TimestampSchema.describe('When the task was created'),
   updatedAt: TimestampSchema.describe('When the task last changed (its fields, tags or attachments)'),
 });
@@ -41,7 +70,9 @@ export const TaskSchema: Named<Task> = taskSchema;
 const TitleSchema = storableText(z.string().trim().min(1).max(200)).describe('1 to 200 characters after trimming');
 const DescriptionSchema = storableText(z.string().max(10_000)).describe('Free text, up to 10,000 characters');
 
-const DueAtInputSchema = TimestampInputSchema.nullable().describe('RFC 3339 with an offset, e.g. `2026-12-01T17:00:00Z`; null for no due date');
+const DueAtInputSchema = TimestampInputSchema.nullable().describe(
+  'RFC 3339 with an offset, e.g. `2026-12-01T17:00:00Z`; null for no due date',
+);
 const AssigneeInputSchema = IdSchema.nullable().describe(
   'An existing user to assign (400 for an unknown one), or null for none. Only the owner or an administrator may set it; the assignee may only set null (403)',
 );
@@ -54,7 +85,9 @@ const taskCreateSchema = z
     priority: TaskPrioritySchema.default('medium'),
     dueAt: DueAtInputSchema.default(null),
     assigneeId: AssigneeInputSchema.default(null),
-    tagIds: boundedArray(IdSchema, 50).default([]).describe('Ids of your tags to put on the task (at most 50); one that is not yours is 400'),
+    tagIds: boundedArray(IdSchema, 50)
+      .default([])
+      .describe('Ids of your tags to put on the task (at most 50); one that is not yours is 400'),
   })
   .strict();
 export interface TaskCreate extends z.output<typeof taskCreateSchema> {}
@@ -91,7 +124,16 @@ export interface TaskPatchInput extends z.input<typeof taskPatchSchema> {}
 export const TaskPatchSchema: z.ZodType<TaskPatch, z.ZodTypeDef, TaskPatchInput> = taskPatchSchema;
 
 export const TaskSortSchema = z.enum([
-  'createdAt', '-createdAt', 'updatedAt', '-updatedAt', 'dueAt', '-dueAt', 'priority', '-priority', 'title', '-title',
+  'createdAt',
+  '-createdAt',
+  'updatedAt',
+  '-updatedAt',
+  'dueAt',
+  '-dueAt',
+  'priority',
+  '-priority',
+  'title',
+  '-title',
 ]);
 export type TaskSort = z.infer<typeof TaskSortSchema>;
 
@@ -100,11 +142,19 @@ const taskListQuerySchema = PaginationQuerySchema.extend({
   priority: commaList(TaskPrioritySchema).optional().describe('Tasks with any of these priorities'),
   tagId: commaList(IdSchema).optional().describe('Tasks carrying every one of these tags (up to 50)'),
   assigneeId: IdSchema.optional().describe('Tasks assigned to this user'),
-  ownerId: IdSchema.optional().describe('Tasks owned by this user; useful to administrators, as others see only tasks they own or are assigned'),
-  dueBefore: TimestampInputSchema.optional().describe('Tasks due strictly before this instant (tasks without a due date never match)'),
-  dueAfter: TimestampInputSchema.optional().describe('Tasks due at or after this instant (tasks without a due date never match)'),
+  ownerId: IdSchema.optional().describe(
+    'Tasks owned by this user; useful to administrators, as others see only tasks they own or are assigned',
+  ),
+  dueBefore: TimestampInputSchema.optional().describe(
+    'Tasks due strictly before this instant (tasks without a due date never match)',
+  ),
+  dueAfter: TimestampInputSchema.optional().describe(
+    'Tasks due at or after this instant (tasks without a due date never match)',
+  ),
   updatedSince: TimestampInputSchema.optional().describe('Tasks changed at or after this instant'),
-  q: SearchSchema(200).optional().describe('Tasks whose title or description contains this, ignoring case (1 to 200 characters)'),
+  q: SearchSchema(200)
+    .optional()
+    .describe('Tasks whose title or description contains this, ignoring case (1 to 200 characters)'),
   sort: TaskSortSchema.default('-createdAt').describe(
     'The order: a field, descending with a `-` prefix; ties are broken by id. Tasks without a due date sort after those with one',
   ),
@@ -115,7 +165,9 @@ export interface TaskListQueryInput extends z.input<typeof taskListQuerySchema> 
 export interface TaskListQuerySchemaType extends Alias<typeof taskListQuerySchema> {}
 export const TaskListQuerySchema: TaskListQuerySchemaType = taskListQuerySchema;
 
-const TaskParams = z.object({ task_id: IdSchema.describe('A task you own or are assigned (any for an administrator); another is 404') });
+const TaskParams = z.object({
+  task_id: IdSchema.describe('A task you own or are assigned (any for an administrator); another is 404'),
+});
 
 export const tasksContract = c.router(
   {

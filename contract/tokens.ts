@@ -1,5 +1,16 @@
 import { z } from 'zod';
-import { boundedArray, c, commonErrors, IdSchema, listOf, ProblemSchema, storableText, TimestampSchema, type Alias, type Named } from './common.js';
+import {
+  boundedArray,
+  c,
+  commonErrors,
+  IdSchema,
+  listOf,
+  ProblemSchema,
+  storableText,
+  TimestampSchema,
+  type Alias,
+  type Named,
+} from './common.js';
 import { loginOnly, ScopeSchema } from './scopes.js';
 
 /** Personal access tokens: `tsk_pat_` + 43 base62 characters of randomness + a 6-character CRC32 checksum. */
@@ -10,10 +21,14 @@ const personalAccessTokenSchema = z.object({
   id: IdSchema.describe("The token's id (UUIDv7)"),
   name: z.string().describe('What the token is for, as its owner named it'),
   scopes: z.array(ScopeSchema).describe('What the token may do; a missing scope is 403 insufficient_scope'),
-  prefix: z.string().describe('`tsk_pat_` and the first 4 random characters: enough to recognise the token, never to use it'),
+  prefix: z
+    .string()
+    .describe('`tsk_pat_` and the first 4 random characters: enough to recognise the token, never to use it'),
   createdAt: TimestampSchema.describe('When the token was created'),
   expiresAt: TimestampSchema.describe('After this the token is refused (401, detail `expired`)'),
-  lastUsedAt: TimestampSchema.nullable().describe('When the token last authenticated a request (written at most once a minute); null when never'),
+  lastUsedAt: TimestampSchema.nullable().describe(
+    'When the token last authenticated a request (written at most once a minute); null when never',
+  ),
 });
 export interface PersonalAccessToken extends z.output<typeof personalAccessTokenSchema> {}
 /** The schema's own type, by name (it keeps `.extend` and `.strict`). */
@@ -21,34 +36,60 @@ export interface PersonalAccessTokenSchemaType extends Alias<typeof personalAcce
 export const PersonalAccessTokenSchema: PersonalAccessTokenSchemaType = personalAccessTokenSchema;
 
 const createdPersonalAccessTokenSchema = PersonalAccessTokenSchema.extend({
-  token: z.string().describe('The token itself, shown only in this answer: send it as `Authorization: Bearer tsk_pat_…`. Keep it secret, like a password'),
+  token: z
+    .string()
+    .describe(
+      'The token itself, shown only in this answer: send it as `Authorization: Bearer tsk_pat_…`. Keep it secret, like a password',
+    ),
 });
 export interface CreatedPersonalAccessToken extends z.output<typeof createdPersonalAccessTokenSchema> {}
 export const CreatedPersonalAccessTokenSchema: Named<CreatedPersonalAccessToken> = createdPersonalAccessTokenSchema;
 
 const personalAccessTokenCreateSchema = z
   .object({
-    name: storableText(z.string().trim().min(1).max(100)).describe('What the token is for, 1 to 100 characters after trimming'),
-    scopes: boundedArray(ScopeSchema, 10, 1).describe('One or more scopes; `admin` only for administrators (403 otherwise)'),
-    expiresInDays: z.number().int().min(1).max(366).default(30).describe('Days until the token expires, 1 to 366 (default 30)'),
+    name: storableText(z.string().trim().min(1).max(100)).describe(
+      'What the token is for, 1 to 100 characters after trimming',
+    ),
+    scopes: boundedArray(ScopeSchema, 10, 1).describe(
+      'One or more scopes; `admin` only for administrators (403 otherwise)',
+    ),
+    expiresInDays: z
+      .number()
+      .int()
+      .min(1)
+      .max(366)
+      .default(30)
+      .describe('Days until the token expires, 1 to 366 (default 30)'),
   })
   .strict();
 export interface PersonalAccessTokenCreateOutput extends z.output<typeof personalAccessTokenCreateSchema> {}
 export interface PersonalAccessTokenCreateInput extends z.input<typeof personalAccessTokenCreateSchema> {}
 /** What POST /tokens accepts (`expiresInDays` may be left out): the schema's input. */
 export type PersonalAccessTokenCreate = PersonalAccessTokenCreateInput;
-export const PersonalAccessTokenCreateSchema: z.ZodType<PersonalAccessTokenCreateOutput, z.ZodTypeDef, PersonalAccessTokenCreateInput> =
-  personalAccessTokenCreateSchema;
+export const PersonalAccessTokenCreateSchema: z.ZodType<
+  PersonalAccessTokenCreateOutput,
+  z.ZodTypeDef,
+  PersonalAccessTokenCreateInput
+> = personalAccessTokenCreateSchema;
 
 const personalAccessTokenListQuerySchema = z
-  .object({ userId: IdSchema.optional().describe("Administrators: another user's tokens (others: 403 for anyone but themselves)") })
+  .object({
+    userId: IdSchema.optional().describe(
+      "Administrators: another user's tokens (others: 403 for anyone but themselves)",
+    ),
+  })
   .strict();
 export interface PersonalAccessTokenListQuery extends z.output<typeof personalAccessTokenListQuerySchema> {}
 export interface PersonalAccessTokenListQueryInput extends z.input<typeof personalAccessTokenListQuerySchema> {}
-export const PersonalAccessTokenListQuerySchema: z.ZodType<PersonalAccessTokenListQuery, z.ZodTypeDef, PersonalAccessTokenListQueryInput> =
-  personalAccessTokenListQuerySchema;
+export const PersonalAccessTokenListQuerySchema: z.ZodType<
+  PersonalAccessTokenListQuery,
+  z.ZodTypeDef,
+  PersonalAccessTokenListQueryInput
+> = personalAccessTokenListQuerySchema;
 
-const TokenParams = z.object({ token_id: IdSchema.describe('One of your tokens (any for an administrator); another is 404') });
+const TokenParams = z.object({
+  token_id: IdSchema.describe('One of your tokens (any for an administrator); another is 404'),
+});
 
 export const personalAccessTokensContract = c.router(
   {
@@ -68,7 +109,8 @@ export const personalAccessTokensContract = c.router(
       query: PersonalAccessTokenListQuerySchema,
       responses: { 200: listOf(PersonalAccessTokenSchema), 403: ProblemSchema },
       summary: "List the caller's live personal access tokens, newest first",
-      description: "The caller's tokens that are neither revoked nor expired, newest first (administrators: another user's with `userId`). The token values are never shown again.",
+      description:
+        "The caller's tokens that are neither revoked nor expired, newest first (administrators: another user's with `userId`). The token values are never shown again.",
     },
     get: {
       method: 'GET',

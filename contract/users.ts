@@ -1,9 +1,24 @@
 import { z } from 'zod';
-import { c, commonErrors, EmailSchema, IdSchema, PaginationQuerySchema, PasswordSchema, PersonNameSchema, pageOf, ProblemSchema, SearchSchema, TimestampSchema, type Alias } from './common.js';
+import {
+  c,
+  commonErrors,
+  EmailSchema,
+  IdSchema,
+  PaginationQuerySchema,
+  PasswordSchema,
+  PersonNameSchema,
+  pageOf,
+  ProblemSchema,
+  SearchSchema,
+  TimestampSchema,
+  type Alias,
+} from './common.js';
 import { needs } from './scopes.js';
 import { TaskListQuerySchema, TaskSchema } from './tasks.js';
 
-export const RoleSchema = z.enum(['user', 'admin']).describe('`admin` may see and change everything; `user` only their own account, tasks and tags');
+export const RoleSchema = z
+  .enum(['user', 'admin'])
+  .describe('`admin` may see and change everything; `user` only their own account, tasks and tags');
 export type Role = z.infer<typeof RoleSchema>;
 
 const userSchema = z.object({
@@ -36,7 +51,9 @@ const userReplaceSchema = z
   .object({
     email: EmailSchema,
     name: PersonNameSchema,
-    role: RoleSchema.optional().describe('Administrators only (403 for others); omitted keeps the role. Leaving no administrator is 409 last_admin'),
+    role: RoleSchema.optional().describe(
+      'Administrators only (403 for others); omitted keeps the role. Leaving no administrator is 409 last_admin',
+    ),
   })
   .strict();
 export interface UserReplace extends z.output<typeof userReplaceSchema> {}
@@ -47,13 +64,19 @@ const userPatchSchema = z
   .object({
     email: EmailSchema.optional(),
     name: PersonNameSchema.optional(),
-    password: PasswordSchema.optional().describe('The new password, 8 to 128 characters; changing your own ends your other sessions'),
+    password: PasswordSchema.optional().describe(
+      'The new password, 8 to 128 characters; changing your own ends your other sessions',
+    ),
     currentPassword: z
       .string()
       .max(128)
       .optional()
-      .describe('Required when users change their own password (an administrator changing someone else\'s does not send it); wrong guesses are throttled like failed logins (429)'),
-    role: RoleSchema.optional().describe('Administrators only (403 for others); leaving no administrator is 409 last_admin'),
+      .describe(
+        "Required when users change their own password (an administrator changing someone else's does not send it); wrong guesses are throttled like failed logins (429)",
+      ),
+    role: RoleSchema.optional().describe(
+      'Administrators only (403 for others); leaving no administrator is 409 last_admin',
+    ),
   })
   .strict();
 export interface UserPatch extends z.output<typeof userPatchSchema> {}
@@ -61,7 +84,9 @@ export interface UserPatchInput extends z.input<typeof userPatchSchema> {}
 export const UserPatchSchema: z.ZodType<UserPatch, z.ZodTypeDef, UserPatchInput> = userPatchSchema;
 
 const userListQuerySchema = PaginationQuerySchema.extend({
-  q: SearchSchema(200).optional().describe('Users whose email or name contains this, ignoring case (1 to 200 characters)'),
+  q: SearchSchema(200)
+    .optional()
+    .describe('Users whose email or name contains this, ignoring case (1 to 200 characters)'),
   role: RoleSchema.optional().describe('Only users with this role'),
 }).strict();
 export interface UserListQuery extends z.output<typeof userListQuerySchema> {}
@@ -75,7 +100,9 @@ export const UserTasksQuerySchema = TaskListQuerySchema.extend({
     .describe('Tasks the user owns (`owner`), is assigned (`assignee`), or either (`any`)'),
 }).strict();
 
-const UserParams = z.object({ user_id: IdSchema.describe("The user's id; your own, or anyone's for an administrator (404 otherwise)") });
+const UserParams = z.object({
+  user_id: IdSchema.describe("The user's id; your own, or anyone's for an administrator (404 otherwise)"),
+});
 
 export const usersContract = c.router(
   {
@@ -96,8 +123,7 @@ export const usersContract = c.router(
       pathParams: UserParams,
       responses: { 200: UserSchema, 404: ProblemSchema },
       summary: 'Get a user (self or admin)',
-      description:
-        "A user's profile: yourself, or anyone for an administrator (404 for someone else's id otherwise).",
+      description: "A user's profile: yourself, or anyone for an administrator (404 for someone else's id otherwise).",
     },
     listTasks: {
       method: 'GET',

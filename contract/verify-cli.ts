@@ -5,7 +5,8 @@ import process from 'node:process';
 import { parseArgs } from 'node:util';
 import { verify } from './verify.js';
 
-const USAGE = 'Usage: task-service-verify --base-url https://tasks.example.com   (self-registration must be enabled there)';
+const USAGE =
+  'Usage: task-service-verify --base-url https://tasks.example.com   (self-registration must be enabled there)';
 
 const { values } = parseArgs({ options: { 'base-url': { type: 'string' }, help: { type: 'boolean', short: 'h' } } });
 const baseUrl = values['base-url'];
@@ -15,5 +16,9 @@ if (values.help || !baseUrl) {
 }
 const report = await verify({ baseUrl, log: (line) => console.log(line) });
 const failed = report.results.filter((result) => !result.passed).length;
-console.log(failed === 0 ? `All ${report.results.length} operations conform to the contract.` : `${failed} of ${report.results.length} operations failed.`);
+console.log(
+  failed === 0
+    ? `All ${report.results.length} operations conform to the contract.`
+    : `${failed} of ${report.results.length} operations failed.`,
+);
 process.exitCode = failed === 0 ? 0 : 1;

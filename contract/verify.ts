@@ -2,7 +2,14 @@
 // throw-away account, checking that each answer has a status the contract declares and a body that
 // matches its schema. `npx task-service-verify --base-url URL`, or `await verify({ baseUrl })`.
 // It never makes the service send anything elsewhere: its webhook targets a name that never resolves.
-import { isAppRoute, isAppRouteNoBody, isAppRouteOtherResponse, isZodType, type AppRoute, type AppRouter } from '@ts-rest/core';
+import {
+  isAppRoute,
+  isAppRouteNoBody,
+  isAppRouteOtherResponse,
+  isZodType,
+  type AppRoute,
+  type AppRouter,
+} from '@ts-rest/core';
 import { createClient, memoryTokenStore, type ClientOptions } from './client.js';
 import { serverSentEvents, type ServerSentEvent } from './event-stream.js';
 import { EventSchema } from './events.js';
@@ -53,16 +60,19 @@ function routesOf(router: AppRouter, prefix = ''): Map<string, AppRoute> {
 /** What is wrong with an answer to `route`, if anything. */
 function mismatches(route: AppRoute, answer: Answer, expected: number): string[] {
   const declared = route.responses[answer.status];
-  if (declared === undefined) return [`status ${answer.status} is not declared (declared: ${Object.keys(route.responses).join(', ')})`];
+  if (declared === undefined)
+    return [`status ${answer.status} is not declared (declared: ${Object.keys(route.responses).join(', ')})`];
   const problems = answer.status === expected ? [] : [`expected ${expected}, got ${answer.status}`];
   if (isAppRouteNoBody(declared)) {
     if (answer.body !== undefined) problems.push('a body where none is declared');
   } else if (isAppRouteOtherResponse(declared)) {
     const text = declared.contentType.startsWith('text/');
-    if (text ? typeof answer.body !== 'string' : !(answer.body instanceof Blob)) problems.push(`the body is not ${declared.contentType}`);
+    if (text ? typeof answer.body !== 'string' : !(answer.body instanceof Blob))
+      problems.push(`the body is not ${declared.contentType}`);
   } else if (isZodType(declared)) {
     const parsed = declared.safeParse(answer.body);
-    if (!parsed.success) problems.push(...parsed.error.issues.map((issue) => `body.${issue.path.join('.')}: ${issue.message}`));
+    if (!parsed.success)
+      problems.push(...parsed.error.issues.map((issue) => `body.${issue.path.join('.')}: ${issue.message}`));
   }
   return problems;
 }
@@ -107,7 +117,11 @@ function untilFirstEvent(fetchImpl: typeof fetch, opened: () => void): typeof fe
 }
 
 /** Waits (at most 15 s) until a logged attempt has run: succeeded or failed. */
-async function untilConcluded(client: ReturnType<typeof createClient>, webhookId: string, deliveryId: string): Promise<void> {
+async function untilConcluded(
+  client: ReturnType<typeof createClient>,
+  webhookId: string,
+  deliveryId: string,
+): Promise<void> {
   for (let waited = 0; waited < 15_000; waited += 250) {
     const answer = await client.webhooks.deliveries({ params: { webhook_id: webhookId }, query: { limit: 10 } });
     const attempt = answer.status === 200 ? answer.body.items.find((item) => item.id === deliveryId) : undefined;
@@ -130,7 +144,8 @@ async function firstEventMismatches(body: unknown, type: string): Promise<string
   const event = EventSchema.safeParse(data);
   if (!event.success) return event.error.issues.map((issue) => `event.${issue.path.join('.')}: ${issue.message}`);
   const problems = event.data.type === type ? [] : [`the first event is ${event.data.type}, not ${type}`];
-  if (sent.id !== event.data.id || sent.event !== event.data.type) problems.push('the id: and event: lines do not match the event');
+  if (sent.id !== event.data.id || sent.event !== event.data.type)
+    problems.push('the id: and event: lines do not match the event');
   return problems;
 }
 
@@ -142,20 +157,41 @@ async function firstEventMismatches(body: unknown, type: string): Promise<string
 export async function verify(options: VerifyOptions): Promise<VerifyReport> {
   const routes = routesOf(contract);
   const results = new Map<string, OperationResult>();
-  const clientOptions: ClientOptions = { baseUrl: options.baseUrl, retry: { maxDelayMs: 5000 }, ...(options.fetch ? { fetch: options.fetch } : {}) };
+  const clientOptions: ClientOptions = {
+    baseUrl: options.baseUrl,
+    retry: { maxDelayMs: 5000 },
+    ...(options.fetch ? { fetch: options.fetch } : {}),
+  };
   const session = memoryTokenStore();
   const client = createClient({ ...clientOptions, tokenStore: session });
   const second = createClient(clientOptions);
   // The event stream stays open: this client (in the same session) reads it up to its first event.
   let streamOpened = () => {};
   const opened = new Promise<void>((resolve) => (streamOpened = resolve));
-  const streaming = createClient({ ...clientOptions, tokenStore: session, timeoutMs: 15_000, fetch: untilFirstEvent(options.fetch ?? fetch, () => streamOpened()) });
+  const streaming = createClient({
+    ...clientOptions,
+    tokenStore: session,
+    timeoutMs: 15_000,
+    fetch: untilFirstEvent(options.fetch ?? fetch, () => streamOpened()),
+  });
 
   /** Records one call of `operation`, expecting `expected`; returns the answer when it passed. */
-  async function check<A extends Answer>(operation: string, expected: number, call: () => Promise<A>, also?: (answer: A) => string[] | Promise<string[]>): Promise<A | undefined> {
+  async function check<A extends Answer>(
+    operation: string,
+    expected: number,
+    call: () => Promise<A>,
+    also?: (answer: A) => string[] | Promise<string[]>,
+  ): Promise<A | undefined> {
     const route = routes.get(operation);
     if (!route) throw new Error(`No operation ${operation} in the contract`);
-    const result = results.get(operation) ?? { operation, method: route.method, path: route.path, statuses: [], passed: true, problems: [] };
+    const result = results.get(operation) ?? {
+      operation,
+      method: route.method,
+      path: route.path,
+      statuses: [],
+      passed: true,
+      problems: [],
+    };
     results.set(operation, result);
     let answer: A | undefined;
     try {
@@ -170,8 +206,10 @@ export async function verify(options: VerifyOptions): Promise<VerifyReport> {
     return result.passed ? answer : undefined;
   }
   /** The body of a passed check with status `status`, narrowed; undefined otherwise. */
-  const bodyOf = <A extends Answer, S extends number>(answer: A | undefined, status: S): Extract<A, { status: S }>['body'] | undefined =>
-    answer && isStatus(answer, status) ? answer.body : undefined;
+  const bodyOf = <A extends Answer, S extends number>(
+    answer: A | undefined,
+    status: S,
+  ): Extract<A, { status: S }>['body'] | undefined => (answer && isStatus(answer, status) ? answer.body : undefined);
 
   await check('service.healthz', 200, () => client.service.healthz());
   await check('service.readyz', 200, () => client.service.readyz());
@@ -184,7 +222,12 @@ export async function verify(options: VerifyOptions): Promise<VerifyReport> {
 
   const email = `verify-${randomId()}@example.com`;
   const password = `${randomId()}-${randomId()}`;
-  const account = bodyOf(await check('auth.register', 201, () => client.auth.register({ body: { email, password, name: 'Contract verification' } })), 201);
+  const account = bodyOf(
+    await check('auth.register', 201, () =>
+      client.auth.register({ body: { email, password, name: 'Contract verification' } }),
+    ),
+    201,
+  );
   if (account) {
     const userId = account.user.id;
     // A second session, to exercise login, refresh and logout without ending the first.
@@ -196,7 +239,11 @@ export async function verify(options: VerifyOptions): Promise<VerifyReport> {
 
     // A personal access token: managed with the login's session, used by a client of its own within its scope.
     const pat = bodyOf(
-      await check('personalAccessTokens.create', 201, () => client.personalAccessTokens.create({ body: { name: 'Contract verification', scopes: ['tasks:read'], expiresInDays: 1 } })),
+      await check('personalAccessTokens.create', 201, () =>
+        client.personalAccessTokens.create({
+          body: { name: 'Contract verification', scopes: ['tasks:read'], expiresInDays: 1 },
+        }),
+      ),
       201,
     );
     await check('personalAccessTokens.list', 200, () => client.personalAccessTokens.list({ query: {} }));
@@ -205,96 +252,182 @@ export async function verify(options: VerifyOptions): Promise<VerifyReport> {
       await check('personalAccessTokens.get', 200, () => client.personalAccessTokens.get({ params }));
       const scripted = createClient({ ...clientOptions, personalAccessToken: pat.token });
       await check('tasks.list', 200, () => scripted.tasks.list());
-      await check('users.list', 403, () => scripted.users.list(), (answer) => (answer.status === 403 && answer.body.code !== 'insufficient_scope' ? [`${answer.body.code}, not insufficient_scope`] : []));
+      await check(
+        'users.list',
+        403,
+        () => scripted.users.list(),
+        (answer) =>
+          answer.status === 403 && answer.body.code !== 'insufficient_scope'
+            ? [`${answer.body.code}, not insufficient_scope`]
+            : [],
+      );
       await check('personalAccessTokens.remove', 204, () => client.personalAccessTokens.remove({ params }));
       await check('personalAccessTokens.get', 404, () => client.personalAccessTokens.get({ params }));
     }
 
     // A user who is not an admin: listing and creating users are forbidden.
     await check('users.list', 403, () => client.users.list());
-    await check('users.create', 403, () => client.users.create({ body: { email: `verify-${randomId()}@example.com`, password, name: 'Never created' } }));
+    await check('users.create', 403, () =>
+      client.users.create({ body: { email: `verify-${randomId()}@example.com`, password, name: 'Never created' } }),
+    );
     await check('users.get', 200, () => client.users.get({ params: { user_id: userId } }));
-    await check('users.replace', 200, () => client.users.replace({ params: { user_id: userId }, body: { email, name: 'Contract verification (replaced)' } }));
-    await check('users.update', 200, () => client.users.update({ params: { user_id: userId }, body: { name: 'Contract verification' } }));
+    await check('users.replace', 200, () =>
+      client.users.replace({ params: { user_id: userId }, body: { email, name: 'Contract verification (replaced)' } }),
+    );
+    await check('users.update', 200, () =>
+      client.users.update({ params: { user_id: userId }, body: { name: 'Contract verification' } }),
+    );
 
     // A webhook and a live stream, which the next change (a new tag) must both reach. The webhook's
     // target is under .invalid (RFC 6761), which never resolves: the service logs its attempts as
     // failed and never POSTs anything to anyone, whichever service this runs against.
     const webhook = bodyOf(
       await check('webhooks.create', 201, () =>
-        client.webhooks.create({ body: { url: VERIFY_WEBHOOK_URL, events: ['tag.created'], description: 'Contract verification (a target that never resolves)' } }),
+        client.webhooks.create({
+          body: {
+            url: VERIFY_WEBHOOK_URL,
+            events: ['tag.created'],
+            description: 'Contract verification (a target that never resolves)',
+          },
+        }),
       ),
       201,
     );
     await check('events.stream', 410, () => client.events.stream({ headers: { 'last-event-id': UNKNOWN_ID } }));
-    const streamed = check('events.stream', 200, () => streaming.events.stream(), (answer) => firstEventMismatches(answer.body, 'tag.created'));
+    const streamed = check(
+      'events.stream',
+      200,
+      () => streaming.events.stream(),
+      (answer) => firstEventMismatches(answer.body, 'tag.created'),
+    );
     await Promise.race([opened, streamed]);
-    const tag = bodyOf(await check('tags.create', 201, () => client.tags.create({ body: { name: 'verify', color: '#3366ff' } })), 201);
+    const tag = bodyOf(
+      await check('tags.create', 201, () => client.tags.create({ body: { name: 'verify', color: '#3366ff' } })),
+      201,
+    );
     await streamed;
-    await check('events.changes', 200, () => client.events.changes({ query: { limit: 100 } }), (answer) =>
-      answer.status === 200 && tag && !answer.body.items.some((event) => event.type === 'tag.created' && event.data.tag.id === tag.id) ? ['the new tag is not in the feed'] : [],
+    await check(
+      'events.changes',
+      200,
+      () => client.events.changes({ query: { limit: 100 } }),
+      (answer) =>
+        answer.status === 200 &&
+        tag &&
+        !answer.body.items.some((event) => event.type === 'tag.created' && event.data.tag.id === tag.id)
+          ? ['the new tag is not in the feed']
+          : [],
     );
     if (webhook) {
       const params = { webhook_id: webhook.id };
       await check('webhooks.list', 200, () => client.webhooks.list({ query: { limit: 10 } }));
       await check('webhooks.get', 200, () => client.webhooks.get({ params }));
-      await check('webhooks.update', 200, () => client.webhooks.update({ params, body: { description: 'Contract verification (updated)' } }));
+      await check('webhooks.update', 200, () =>
+        client.webhooks.update({ params, body: { description: 'Contract verification (updated)' } }),
+      );
       // The delivery is recorded with the change itself, so it is in the log at once.
-      const log = bodyOf(await check('webhooks.deliveries', 200, () => client.webhooks.deliveries({ params, query: { limit: 10 } }), (answer) =>
-        answer.status === 200 && answer.body.items.length === 0 ? ['no delivery of the new tag was logged'] : [],
-      ), 200);
+      const log = bodyOf(
+        await check(
+          'webhooks.deliveries',
+          200,
+          () => client.webhooks.deliveries({ params, query: { limit: 10 } }),
+          (answer) =>
+            answer.status === 200 && answer.body.items.length === 0 ? ['no delivery of the new tag was logged'] : [],
+        ),
+        200,
+      );
       // A retry while the first attempt is still due or in flight is 409 (one attempt at a time):
       // wait for its outcome (a failure, at once: the name does not resolve) before asking for another.
       const delivery = log?.items[0];
       if (delivery) {
         await untilConcluded(client, webhook.id, delivery.id);
-        await check('webhooks.retry', 202, () => client.webhooks.retry({ params: { ...params, delivery_id: delivery.id } }));
+        await check('webhooks.retry', 202, () =>
+          client.webhooks.retry({ params: { ...params, delivery_id: delivery.id } }),
+        );
       }
-      await check('webhooks.retry', 404, () => client.webhooks.retry({ params: { ...params, delivery_id: UNKNOWN_ID } }));
+      await check('webhooks.retry', 404, () =>
+        client.webhooks.retry({ params: { ...params, delivery_id: UNKNOWN_ID } }),
+      );
       await check('webhooks.remove', 204, () => client.webhooks.remove({ params }));
       await check('webhooks.get', 404, () => client.webhooks.get({ params }));
     }
-    const other = bodyOf(await check('tags.create', 201, () => client.tags.create({ body: { name: 'verify-2' } })), 201);
+    const other = bodyOf(
+      await check('tags.create', 201, () => client.tags.create({ body: { name: 'verify-2' } })),
+      201,
+    );
     await check('tags.list', 200, () => client.tags.list({ query: { limit: 10 } }));
     if (tag) {
       await check('tags.get', 200, () => client.tags.get({ params: { tag_id: tag.id } }));
-      await check('tags.update', 200, () => client.tags.update({ params: { tag_id: tag.id }, body: { color: '#ff6633' } }));
+      await check('tags.update', 200, () =>
+        client.tags.update({ params: { tag_id: tag.id }, body: { color: '#ff6633' } }),
+      );
     }
 
     const task = bodyOf(
       await check('tasks.create', 201, () =>
-        client.tasks.create({ body: { title: 'Verify the contract', priority: 'high', dueAt: '2030-01-01T09:00:00Z', tagIds: tag ? [tag.id] : [] } }),
+        client.tasks.create({
+          body: {
+            title: 'Verify the contract',
+            priority: 'high',
+            dueAt: '2030-01-01T09:00:00Z',
+            tagIds: tag ? [tag.id] : [],
+          },
+        }),
       ),
       201,
     );
-    await check('tasks.list', 200, () => client.tasks.list({ query: { status: ['todo', 'in_progress'], sort: '-priority', limit: 5 } }));
-    await check('users.listTasks', 200, () => client.users.listTasks({ params: { user_id: userId }, query: { relation: 'owner' } }));
+    await check('tasks.list', 200, () =>
+      client.tasks.list({ query: { status: ['todo', 'in_progress'], sort: '-priority', limit: 5 } }),
+    );
+    await check('users.listTasks', 200, () =>
+      client.users.listTasks({ params: { user_id: userId }, query: { relation: 'owner' } }),
+    );
     if (task) {
       const params = { task_id: task.id };
       await check('tasks.get', 200, () => client.tasks.get({ params }));
-      await check('tasks.get', 304, () => client.tasks.get({ params, headers: { 'if-none-match': `"${task.version}"` } }));
+      await check('tasks.get', 304, () =>
+        client.tasks.get({ params, headers: { 'if-none-match': `"${task.version}"` } }),
+      );
       const replaced = bodyOf(
         await check('tasks.replace', 200, () =>
           client.tasks.replace({
             params,
             headers: { 'if-match': `"${task.version}"` },
-            body: { title: 'Verify the contract', description: 'Replaced', status: 'in_progress', priority: 'high', dueAt: null, assigneeId: null },
+            body: {
+              title: 'Verify the contract',
+              description: 'Replaced',
+              status: 'in_progress',
+              priority: 'high',
+              dueAt: null,
+              assigneeId: null,
+            },
           }),
         ),
         200,
       );
-      await check('tasks.update', 412, () => client.tasks.update({ params, headers: { 'if-match': `"${task.version}"` }, body: { status: 'done' } }));
-      await check('tasks.update', 200, () => client.tasks.update({ params, ...(replaced ? { headers: { 'if-match': `"${replaced.version}"` } } : {}), body: { status: 'done' } }));
+      await check('tasks.update', 412, () =>
+        client.tasks.update({ params, headers: { 'if-match': `"${task.version}"` }, body: { status: 'done' } }),
+      );
+      await check('tasks.update', 200, () =>
+        client.tasks.update({
+          params,
+          ...(replaced ? { headers: { 'if-match': `"${replaced.version}"` } } : {}),
+          body: { status: 'done' },
+        }),
+      );
 
       await check('tags.listForTask', 200, () => client.tags.listForTask({ params }));
       if (other) {
         await check('tags.addToTask', 201, () => client.tags.addToTask({ params: { ...params, tag_id: other.id } }));
-        await check('tags.removeFromTask', 204, () => client.tags.removeFromTask({ params: { ...params, tag_id: other.id } }));
+        await check('tags.removeFromTask', 204, () =>
+          client.tags.removeFromTask({ params: { ...params, tag_id: other.id } }),
+        );
       }
 
       const text = 'Contract verification\n';
       const attachment = bodyOf(
-        await check('attachments.upload', 201, () => client.attachments.upload({ params, body: { file: new File([text], 'verify.txt', { type: 'text/plain' }) } })),
+        await check('attachments.upload', 201, () =>
+          client.attachments.upload({ params, body: { file: new File([text], 'verify.txt', { type: 'text/plain' }) } }),
+        ),
         201,
       );
       await check('attachments.listForTask', 200, () => client.attachments.listForTask({ params }));
@@ -302,7 +435,9 @@ export async function verify(options: VerifyOptions): Promise<VerifyReport> {
         const attachParams = { attach_id: attachment.id };
         await check('attachments.get', 200, () => client.attachments.get({ params: attachParams }));
         await check('attachments.download', 200, () => client.attachments.download({ params: attachParams }));
-        await check('attachments.download', 206, () => client.attachments.download({ params: attachParams, headers: { range: 'bytes=0-7' } }));
+        await check('attachments.download', 206, () =>
+          client.attachments.download({ params: attachParams, headers: { range: 'bytes=0-7' } }),
+        );
         await check('attachments.remove', 204, () => client.attachments.remove({ params: attachParams }));
       }
       await check('tasks.get', 404, () => client.tasks.get({ params: { task_id: UNKNOWN_ID } }));
@@ -316,7 +451,14 @@ export async function verify(options: VerifyOptions): Promise<VerifyReport> {
   // An operation never reached (a step it needs failed, or it is new to the contract) fails too.
   const report: OperationResult[] = [...routes].map(
     ([operation, route]) =>
-      results.get(operation) ?? { operation, method: route.method, path: route.path, statuses: [], passed: false, problems: ['not exercised'] },
+      results.get(operation) ?? {
+        operation,
+        method: route.method,
+        path: route.path,
+        statuses: [],
+        passed: false,
+        problems: ['not exercised'],
+      },
   );
   for (const result of report) options.log?.(formatResult(result));
   return { passed: report.every((result) => result.passed), results: report };

@@ -25,7 +25,10 @@ export interface VerifyWebhookOptions {
 /** A header by its lower-case name: from any fetch-style `Headers` (any realm), or a plain object in any letter case. */
 function header(headers: WebhookDelivery['headers'], name: string): string {
   const get = headers.get;
-  const value = typeof get === 'function' ? get.call(headers, name) : Object.entries(headers).find(([key]) => key.toLowerCase() === name)?.[1];
+  const value =
+    typeof get === 'function'
+      ? get.call(headers, name)
+      : Object.entries(headers).find(([key]) => key.toLowerCase() === name)?.[1];
   const first = Array.isArray(value) ? value[0] : value;
   if (!first) throw new WebhookVerificationError(`The ${name} header is missing`);
   return first;
@@ -45,18 +48,26 @@ function base64Bytes(text: string): Uint8Array<ArrayBuffer> | undefined {
  * is an Event of the contract; else throws `WebhookVerificationError`. The same event may arrive
  * more than once (deliveries are at least once): deduplicate on `event.id`.
  */
-export async function verifyWebhook(secret: string, delivery: WebhookDelivery, options: VerifyWebhookOptions = {}): Promise<Event> {
+export async function verifyWebhook(
+  secret: string,
+  delivery: WebhookDelivery,
+  options: VerifyWebhookOptions = {},
+): Promise<Event> {
   const id = header(delivery.headers, 'webhook-id');
   const timestamp = header(delivery.headers, 'webhook-timestamp');
   const signatures = header(delivery.headers, 'webhook-signature');
   const now = (options.now ?? new Date()).getTime() / 1000;
-  if (!/^\d{1,12}$/.test(timestamp)) throw new WebhookVerificationError('The webhook-timestamp header is not a Unix time');
+  if (!/^\d{1,12}$/.test(timestamp))
+    throw new WebhookVerificationError('The webhook-timestamp header is not a Unix time');
   // Written so that a NaN (a bad `now` or tolerance) refuses rather than skips the check.
-  if (!(Math.abs(now - Number(timestamp)) <= (options.toleranceSeconds ?? 300))) throw new WebhookVerificationError('The delivery is too old, or from the future');
+  if (!(Math.abs(now - Number(timestamp)) <= (options.toleranceSeconds ?? 300)))
+    throw new WebhookVerificationError('The delivery is too old, or from the future');
 
   const keyBytes = base64Bytes(secret.replace(/^whsec_/, ''));
   if (!keyBytes || keyBytes.length === 0) throw new WebhookVerificationError('The secret is not a whsec_ secret');
-  const key = await globalThis.crypto.subtle.importKey('raw', keyBytes, { name: 'HMAC', hash: 'SHA-256' }, false, ['verify']);
+  const key = await globalThis.crypto.subtle.importKey('raw', keyBytes, { name: 'HMAC', hash: 'SHA-256' }, false, [
+    'verify',
+  ]);
   const body = typeof delivery.body === 'string' ? new TextEncoder().encode(delivery.body) : delivery.body;
   const prefix = new TextEncoder().encode(`${id}.${timestamp}.`);
   const signed = new Uint8Array(prefix.length + body.length);
@@ -80,7 +91,8 @@ export async function verifyWebhook(secret: string, delivery: WebhookDelivery, o
     throw new WebhookVerificationError('The body is not JSON');
   }
   const event = EventSchema.safeParse(data);
-  if (!event.success) throw new WebhookVerificationError(`The body is not an event of the contract: ${event.error.message}`);
+  if (!event.success)
+    throw new WebhookVerificationError(`The body is not an event of the contract: ${event.error.message}`);
   if (event.data.id !== id) throw new WebhookVerificationError('The webhook-id header is not the event id');
   return event.data;
 }

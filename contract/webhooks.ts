@@ -1,17 +1,34 @@
 import { z } from 'zod';
-import { boundedArray, c, commonErrors, IdSchema, PaginationQuerySchema, pageOf, ProblemSchema, storableText, TimestampSchema, type Alias, type Named } from './common.js';
+import {
+  boundedArray,
+  c,
+  commonErrors,
+  IdSchema,
+  PaginationQuerySchema,
+  pageOf,
+  ProblemSchema,
+  storableText,
+  TimestampSchema,
+  type Alias,
+  type Named,
+} from './common.js';
 import { needs } from './scopes.js';
 import { EVENT_TYPES } from './events.js';
 
 /** An event type, or `*` for every type. */
-export const WebhookEventFilterSchema = z.enum(['*', ...EVENT_TYPES] as [string, ...string[]]).describe('An event type, or `*` for every type');
+export const WebhookEventFilterSchema = z
+  .enum(['*', ...EVENT_TYPES] as [string, ...string[]])
+  .describe('An event type, or `*` for every type');
 
 export const WebhookUrlSchema = z
   .string()
   .max(2000)
   .url()
   .refine((value) => !URL.canParse(value) || /^https?:$/.test(new URL(value).protocol), 'Expected an http or https URL')
-  .refine((value) => !URL.canParse(value) || (new URL(value).username === '' && new URL(value).password === ''), 'The URL must not carry credentials')
+  .refine(
+    (value) => !URL.canParse(value) || (new URL(value).username === '' && new URL(value).password === ''),
+    'The URL must not carry credentials',
+  )
   .describe(
     'Where deliveries are POSTed: http or https, without credentials, up to 2000 characters. A host that is, or resolves to, any address that is not global unicast (loopback, private, link-local, shared, documentation, benchmarking, multicast, reserved…, in any spelling) or that is the service itself is 400',
   );
@@ -26,8 +43,13 @@ const webhookSchema = z.object({
   url: z.string().describe('Where deliveries are POSTed'),
   events: z.array(z.string()).describe('The event types delivered, or `["*"]` for all'),
   description: z.string().describe('The note given at registration; empty when none'),
-  active: z.boolean().describe('False once switched off, by its owner or after 3 days of failed deliveries (see disabledReason)'),
-  disabledReason: z.string().nullable().describe('Why it is switched off (by its owner, or after 3 days of failed deliveries); null while active'),
+  active: z
+    .boolean()
+    .describe('False once switched off, by its owner or after 3 days of failed deliveries (see disabledReason)'),
+  disabledReason: z
+    .string()
+    .nullable()
+    .describe('Why it is switched off (by its owner, or after 3 days of failed deliveries); null while active'),
   createdAt: TimestampSchema.describe('When it was registered'),
   updatedAt: TimestampSchema.describe('When it last changed'),
 });
@@ -38,7 +60,11 @@ export const WebhookSchema: WebhookSchemaType = webhookSchema;
 
 /** Only the answer to its creation carries the secret. */
 const createdWebhookSchema = WebhookSchema.extend({
-  secret: z.string().describe('`whsec_` + base64: verifies `webhook-signature` (Standard Webhooks). Shown only in this answer: keep it'),
+  secret: z
+    .string()
+    .describe(
+      '`whsec_` + base64: verifies `webhook-signature` (Standard Webhooks). Shown only in this answer: keep it',
+    ),
 });
 export interface CreatedWebhook extends z.output<typeof createdWebhookSchema> {}
 export const CreatedWebhookSchema: Named<CreatedWebhook> = createdWebhookSchema;
@@ -55,7 +81,12 @@ const webhookPatchSchema = z
     url: WebhookUrlSchema.optional(),
     events: WebhookEventsSchema.optional(),
     description: DescriptionSchema.optional(),
-    active: z.boolean().optional().describe('true switches the webhook back on (forgetting its failures and disabledReason); false switches it off'),
+    active: z
+      .boolean()
+      .optional()
+      .describe(
+        'true switches the webhook back on (forgetting its failures and disabledReason); false switches it off',
+      ),
   })
   .strict();
 export interface WebhookPatch extends z.output<typeof webhookPatchSchema> {}
@@ -70,10 +101,21 @@ const deliverySchema = z.object({
   id: IdSchema.describe("The attempt's id (UUIDv7)"),
   eventId: IdSchema.describe('The event delivered (its `webhook-id`)'),
   eventType: z.string().describe('The type of that event'),
-  attempt: z.number().int().min(1).describe('1 for the first attempt at an event, then 2, 3…; a manual retry is the next number'),
+  attempt: z
+    .number()
+    .int()
+    .min(1)
+    .describe('1 for the first attempt at an event, then 2, 3…; a manual retry is the next number'),
   state: DeliveryStateSchema,
-  statusCode: z.number().int().nullable().describe("The receiver's HTTP status; null when it did not answer or the attempt has not run"),
-  error: z.string().nullable().describe('Why the attempt failed (timeout, refused address, connection error, non-2xx status); null otherwise'),
+  statusCode: z
+    .number()
+    .int()
+    .nullable()
+    .describe("The receiver's HTTP status; null when it did not answer or the attempt has not run"),
+  error: z
+    .string()
+    .nullable()
+    .describe('Why the attempt failed (timeout, refused address, connection error, non-2xx status); null otherwise'),
   durationMs: z.number().int().nullable().describe('How long the attempt took, in milliseconds; null until it has run'),
   createdAt: TimestampSchema.describe('When the attempt was scheduled'),
   nextAttemptAt: TimestampSchema.nullable().describe('When a pending attempt is due; null when none is'),
@@ -84,11 +126,15 @@ export const DeliverySchema: Named<Delivery> = deliverySchema;
 const webhookListQuerySchema = PaginationQuerySchema.strict();
 export interface WebhookListQuery extends z.output<typeof webhookListQuerySchema> {}
 export interface WebhookListQueryInput extends z.input<typeof webhookListQuerySchema> {}
-export const WebhookListQuerySchema: z.ZodType<WebhookListQuery, z.ZodTypeDef, WebhookListQueryInput> = webhookListQuerySchema;
+export const WebhookListQuerySchema: z.ZodType<WebhookListQuery, z.ZodTypeDef, WebhookListQueryInput> =
+  webhookListQuerySchema;
 
 const WebhookIdSchema = IdSchema.describe('One of your webhooks (any for an administrator); another is 404');
 const WebhookParams = z.object({ webhook_id: WebhookIdSchema });
-const DeliveryParams = z.object({ webhook_id: WebhookIdSchema, delivery_id: IdSchema.describe("An attempt in that webhook's delivery log") });
+const DeliveryParams = z.object({
+  webhook_id: WebhookIdSchema,
+  delivery_id: IdSchema.describe("An attempt in that webhook's delivery log"),
+});
 
 export const webhooksContract = c.router(
   {
@@ -115,7 +161,8 @@ export const webhooksContract = c.router(
       query: WebhookListQuerySchema,
       responses: { 200: pageOf(WebhookSchema) },
       summary: "List the caller's webhooks (admin: all), oldest first",
-      description: 'Paginated like every list (`limit`, `cursor`, `nextCursor`, `Link`). The secret is never shown again after creation.',
+      description:
+        'Paginated like every list (`limit`, `cursor`, `nextCursor`, `Link`). The secret is never shown again after creation.',
     },
     get: {
       method: 'GET',
@@ -124,7 +171,8 @@ export const webhooksContract = c.router(
       pathParams: WebhookParams,
       responses: { 200: WebhookSchema, 404: ProblemSchema },
       summary: 'Get a webhook',
-      description: "One of the caller's webhooks (admin: any); another user's webhook is 404. The secret is not included.",
+      description:
+        "One of the caller's webhooks (admin: any); another user's webhook is 404. The secret is not included.",
     },
     update: {
       method: 'PATCH',
@@ -134,7 +182,8 @@ export const webhooksContract = c.router(
       body: WebhookPatchSchema,
       responses: { 200: WebhookSchema, 404: ProblemSchema },
       summary: 'Change a webhook, or switch it off or on',
-      description: 'Merge-patch of `url`, `events`, `description` and `active`. A new `url` is checked against the SSRF guard again; switching a webhook back on clears its `disabledReason`.',
+      description:
+        'Merge-patch of `url`, `events`, `description` and `active`. A new `url` is checked against the SSRF guard again; switching a webhook back on clears its `disabledReason`.',
     },
     remove: {
       method: 'DELETE',
@@ -154,7 +203,8 @@ export const webhooksContract = c.router(
       query: WebhookListQuerySchema,
       responses: { 200: pageOf(DeliverySchema), 404: ProblemSchema },
       summary: "A webhook's delivery log, newest first: one entry per attempt",
-      description: 'Each entry is one attempt: the event, the attempt number (from 1), the status code or error, the duration, and when the next attempt is due (null when none).',
+      description:
+        'Each entry is one attempt: the event, the attempt number (from 1), the status code or error, the duration, and when the next attempt is due (null when none).',
     },
     retry: {
       method: 'POST',
@@ -163,7 +213,8 @@ export const webhooksContract = c.router(
       pathParams: DeliveryParams,
       body: c.noBody(),
       responses: { 202: DeliverySchema, 404: ProblemSchema, 409: ProblemSchema },
-      summary: "Deliver an attempt's event again now (202 with the attempt; 409 while one is in flight or due, or the webhook is switched off)",
+      summary:
+        "Deliver an attempt's event again now (202 with the attempt; 409 while one is in flight or due, or the webhook is switched off)",
       description:
         'Delivers the event of a logged attempt again, at once, with the same `webhook-id` so receivers can deduplicate it. An event has one attempt at a time: ' +
         'a pending automatic retry is brought forward (the answer is that attempt), else the next attempt number is scheduled. While an attempt of the event ' +

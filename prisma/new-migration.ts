@@ -23,7 +23,17 @@ let sql: string;
 try {
   sql = execFileSync(
     'npx',
-    ['--no-install', 'prisma', 'migrate', 'diff', '--from-schema-datamodel', previous, '--to-schema-datamodel', 'prisma/schema.prisma', '--script'],
+    [
+      '--no-install',
+      'prisma',
+      'migrate',
+      'diff',
+      '--from-schema-datamodel',
+      previous,
+      '--to-schema-datamodel',
+      'prisma/schema.prisma',
+      '--script',
+    ],
     { encoding: 'utf8', env: { ...process.env, PRISMA_DIFF_DATABASE_URL: server.url } },
   );
 } finally {

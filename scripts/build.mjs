@@ -24,7 +24,9 @@ function inputs() {
   const ts = (name) => name.endsWith('.ts');
   return [
     ...filesUnder(path.join(root, 'server'), ts),
-    ...readdirSync(path.join(root, 'contract')).filter(ts).map((name) => path.join(root, 'contract', name)),
+    ...readdirSync(path.join(root, 'contract'))
+      .filter(ts)
+      .map((name) => path.join(root, 'contract', name)),
     ...['tsconfig.json', 'tsconfig.build.json', 'package.json'].map((name) => path.join(root, name)),
     createRequire(import.meta.url).resolve('typescript/package.json'),
   ];
@@ -35,7 +37,8 @@ export async function build() {
   const contractBuilt = await buildContract();
   const stamp = fingerprint(inputs());
   const main = path.join(root, 'dist', 'server', 'main.js');
-  if (!contractBuilt && existsSync(main) && existsSync(stampFile) && readFileSync(stampFile, 'utf8') === stamp) return false;
+  if (!contractBuilt && existsSync(main) && existsSync(stampFile) && readFileSync(stampFile, 'utf8') === stamp)
+    return false;
   await tsc(['-p', path.join(root, 'tsconfig.build.json')]);
   writeFileSync(stampFile, stamp);
   return true;

@@ -43,7 +43,11 @@ export function buildApp(ctx: AppContext): Express {
   app.use(identifyCaller(ctx));
   if (ctx.requestLimiter) app.use(rateLimit(ctx.requestLimiter.limiter));
   // strict: false lets a scalar body (`"x"`, `null`) through to validation: valid JSON, wrong shape.
-  app.use(jsonBodies(express.json({ limit: '1mb', strict: false, type: ['application/json', 'application/merge-patch+json'] })));
+  app.use(
+    jsonBodies(
+      express.json({ limit: '1mb', strict: false, type: ['application/json', 'application/merge-patch+json'] }),
+    ),
+  );
 
   serveProblemPages(app);
   const routers = {

@@ -11,16 +11,27 @@ const positiveInt = z.coerce.number().int().positive();
 // Every setting, parsed once at start-up; a bad value stops the start with a clear message.
 const EnvSchema = z
   .object({
-    PORT: z.coerce.number({ invalid_type_error: 'PORT must be a port number, 0 to 65535' }).int().min(0).max(65535).default(3000),
+    PORT: z.coerce
+      .number({ invalid_type_error: 'PORT must be a port number, 0 to 65535' })
+      .int()
+      .min(0)
+      .max(65535)
+      .default(3000),
     HOST: z.string().min(1).default('0.0.0.0'),
     DATA_DIR: z.string().min(1).default('./data'),
     DATABASE_URL: z
       .string()
-      .regex(/^postgres(ql)?:\/\/\S+$/, 'DATABASE_URL must be a PostgreSQL connection string, postgresql://user:password@host:5432/database (unset: the embedded server)')
+      .regex(
+        /^postgres(ql)?:\/\/\S+$/,
+        'DATABASE_URL must be a PostgreSQL connection string, postgresql://user:password@host:5432/database (unset: the embedded server)',
+      )
       .optional(),
     DATABASE_DIRECT_URL: z
       .string()
-      .regex(/^postgres(ql)?:\/\/\S+$/, 'DATABASE_DIRECT_URL must be a PostgreSQL connection string, postgresql://user:password@host:5432/database')
+      .regex(
+        /^postgres(ql)?:\/\/\S+$/,
+        'DATABASE_DIRECT_URL must be a PostgreSQL connection string, postgresql://user:password@host:5432/database',
+      )
       .optional(),
     DATABASE_POOL_SIZE: positiveInt.default(10),
     WEB_CONCURRENCY: positiveInt.max(64).optional(),
@@ -33,17 +44,37 @@ const EnvSchema = z
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     TRUST_PROXY: z
       .string()
-      .refine(isTrustProxy, 'TRUST_PROXY must be true, false, a hop count, or a comma-separated list of addresses, subnets (10.0.0.0/8) or loopback/linklocal/uniquelocal')
+      .refine(
+        isTrustProxy,
+        'TRUST_PROXY must be true, false, a hop count, or a comma-separated list of addresses, subnets (10.0.0.0/8) or loopback/linklocal/uniquelocal',
+      )
       .default('false'),
     CORS_ORIGINS: z
       .string()
       .default('')
-      .transform((value) => value.split(',').map((origin) => origin.trim()).filter(Boolean))
+      .transform((value) =>
+        value
+          .split(',')
+          .map((origin) => origin.trim())
+          .filter(Boolean),
+      )
       .pipe(
         z.array(
-          z.union([z.literal('*'), z.string().regex(/^https?:\/\/[^/\s]+\/?$/).transform((url) => new URL(url).origin)], {
-            errorMap: () => ({ message: 'CORS_ORIGINS must be * or comma-separated origins such as https://app.example.com (scheme and host, no path)' }),
-          }),
+          z.union(
+            [
+              z.literal('*'),
+              z
+                .string()
+                .regex(/^https?:\/\/[^/\s]+\/?$/)
+                .transform((url) => new URL(url).origin),
+            ],
+            {
+              errorMap: () => ({
+                message:
+                  'CORS_ORIGINS must be * or comma-separated origins such as https://app.example.com (scheme and host, no path)',
+              }),
+            },
+          ),
         ),
       ),
     JWT_ISSUER: z.string().min(1).default('task-service'),
@@ -77,7 +108,10 @@ const EnvSchema = z
     S3_ACCESS_KEY_ID: z.string().min(1).optional(),
     S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
     RATE_LIMIT_STORE: z.enum(['memory', 'postgres', 'redis']).default('memory'),
-    REDIS_URL: z.string().regex(/^rediss?:\/\/\S+$/, 'REDIS_URL must be a redis:// or rediss:// URL').optional(),
+    REDIS_URL: z
+      .string()
+      .regex(/^rediss?:\/\/\S+$/, 'REDIS_URL must be a redis:// or rediss:// URL')
+      .optional(),
     USER_STORAGE_QUOTA_BYTES: positiveInt.default(1024 ** 3),
     USER_MAX_TASKS: positiveInt.default(100_000),
     USER_MAX_TAGS: positiveInt.default(1_000),
@@ -92,7 +126,17 @@ const EnvSchema = z
       .string()
       .default('30,120,600,3600,21600,86400')
       .transform((value) => value.split(',').map((part) => Number(part.trim())))
-      .pipe(z.array(z.number().positive().max(7 * 86400)).min(1).max(20)),
+      .pipe(
+        z
+          .array(
+            z
+              .number()
+              .positive()
+              .max(7 * 86400),
+          )
+          .min(1)
+          .max(20),
+      ),
     WEBHOOK_ALLOW_PRIVATE_TARGETS: bool.default('false'),
     /** The whole exchange of one attempt (connect, request, answer and its body); 10 s per API.md. */
     WEBHOOK_TIMEOUT_MS: positiveInt.max(600_000).default(10_000),
@@ -103,14 +147,19 @@ const EnvSchema = z
     /** A static bearer token that may scrape /metrics (besides admins' access tokens). */
     /** Test only (test/write-faults.test.ts): the process group is killed as the Nth answer under an Idempotency-Key is about to be kept. */
     TEST_CRASH_AT_KEPT_ANSWER: positiveInt.optional(),
-    METRICS_TOKEN: z.string().min(32, 'METRICS_TOKEN must be at least 32 characters').regex(/^[\x21-\x7e]+$/, 'METRICS_TOKEN must be printable ASCII without spaces').optional(),
+    METRICS_TOKEN: z
+      .string()
+      .min(32, 'METRICS_TOKEN must be at least 32 characters')
+      .regex(/^[\x21-\x7e]+$/, 'METRICS_TOKEN must be printable ASCII without spaces')
+      .optional(),
   })
   .refine((env) => env.HTTP_HEADERS_TIMEOUT_MS <= env.HTTP_REQUEST_TIMEOUT_MS, {
     message: 'HTTP_HEADERS_TIMEOUT_MS must not exceed HTTP_REQUEST_TIMEOUT_MS',
     path: ['HTTP_HEADERS_TIMEOUT_MS'],
   })
   .refine((env) => env.DATABASE_DIRECT_URL === undefined || env.DATABASE_URL !== undefined, {
-    message: 'DATABASE_DIRECT_URL needs DATABASE_URL (it names a direct way to the same database; the embedded server needs neither)',
+    message:
+      'DATABASE_DIRECT_URL needs DATABASE_URL (it names a direct way to the same database; the embedded server needs neither)',
     path: ['DATABASE_DIRECT_URL'],
   })
   .refine((env) => env.WEBHOOK_MAX_IN_FLIGHT_PER_USER <= env.WEBHOOK_MAX_IN_FLIGHT, {
@@ -184,7 +233,13 @@ export interface Config {
   rateLimitPerMinute: number;
   rateLimitStore: RateLimitStoreConfig;
   /** Failed logins per window: per (account, address), per address, per account, and per known device (device tokens). */
-  loginThrottle: { maxFailuresPerAccountAddress: number; maxFailuresPerAddress: number; maxFailuresPerAccount: number; maxFailuresPerDevice: number; windowSeconds: number };
+  loginThrottle: {
+    maxFailuresPerAccountAddress: number;
+    maxFailuresPerAddress: number;
+    maxFailuresPerAccount: number;
+    maxFailuresPerDevice: number;
+    windowSeconds: number;
+  };
   /** Registrations per client address per hour; 0: unlimited. */
   registrationsPerAddressPerHour: number;
   /** How long a refresh token just rotated out still refreshes its session (two tabs, a retry); 0: never. */
@@ -234,7 +289,9 @@ function isTrustProxy(value: string): boolean {
     const family = isIP(address);
     if (family === 0 || rest.length > 0) return false;
     if (prefix === undefined) return true;
-    return (/^\d+$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128)) || (family === 4 && isIP(prefix) === 4);
+    return (
+      (/^\d+$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128)) || (family === 4 && isIP(prefix) === 4)
+    );
   });
 }
 
@@ -258,7 +315,9 @@ function attachmentStorageOf(e: z.infer<typeof EnvSchema>): Config['attachments'
     endpoint: e.S3_ENDPOINT,
     forcePathStyle: e.S3_FORCE_PATH_STYLE,
     credentials:
-      e.S3_ACCESS_KEY_ID && e.S3_SECRET_ACCESS_KEY ? { accessKeyId: e.S3_ACCESS_KEY_ID, secretAccessKey: e.S3_SECRET_ACCESS_KEY } : undefined,
+      e.S3_ACCESS_KEY_ID && e.S3_SECRET_ACCESS_KEY
+        ? { accessKeyId: e.S3_ACCESS_KEY_ID, secretAccessKey: e.S3_SECRET_ACCESS_KEY }
+        : undefined,
   };
 }
 
@@ -327,8 +386,17 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       // The cores shared out among the HTTP workers, so that all of them together hash on every core.
       concurrency: e.PASSWORD_HASH_CONCURRENCY ?? Math.max(1, Math.floor(availableParallelism() / webConcurrency)),
     },
-    attachments: { maxBytes: e.ATTACHMENT_MAX_BYTES, maxPerTask: e.ATTACHMENTS_MAX_PER_TASK, storage: attachmentStorageOf(e) },
-    quotas: { storageBytes: e.USER_STORAGE_QUOTA_BYTES, tasks: e.USER_MAX_TASKS, tags: e.USER_MAX_TAGS, webhooks: e.USER_MAX_WEBHOOKS },
+    attachments: {
+      maxBytes: e.ATTACHMENT_MAX_BYTES,
+      maxPerTask: e.ATTACHMENTS_MAX_PER_TASK,
+      storage: attachmentStorageOf(e),
+    },
+    quotas: {
+      storageBytes: e.USER_STORAGE_QUOTA_BYTES,
+      tasks: e.USER_MAX_TASKS,
+      tags: e.USER_MAX_TAGS,
+      webhooks: e.USER_MAX_WEBHOOKS,
+    },
     metricsToken: e.METRICS_TOKEN,
     events: {
       retentionDays: e.EVENT_RETENTION_DAYS,

@@ -53,7 +53,8 @@ export function listenForStopSignals(exit: (code: number) => void = (code) => pr
   const aborted = () => new StartAborted(String(controller.signal.reason));
   return {
     signal: controller.signal,
-    requestGraceMs: () => Math.max(0, STOP_WITHIN_MS - CLOSING_MARGIN_MS - (signalledAt ? Date.now() - signalledAt : 0)),
+    requestGraceMs: () =>
+      Math.max(0, STOP_WITHIN_MS - CLOSING_MARGIN_MS - (signalledAt ? Date.now() - signalledAt : 0)),
     throwIfStopping: () => {
       if (controller.signal.aborted) throw aborted();
     },

@@ -6,5 +6,8 @@ import { pino, type Logger } from 'pino';
  */
 export function createLogger(level: string, terminal = process.stdout.isTTY === true): Logger {
   if (!terminal) return pino({ level });
-  return pino({ level, transport: { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } });
+  return pino({
+    level,
+    transport: { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } },
+  });
 }

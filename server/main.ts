@@ -12,7 +12,8 @@ runCommand('task-service', async () => {
   const logger = createLogger(config.logLevel);
   try {
     // Each process loads only its own part: the main one no HTTP app (unless it serves alone), a worker no migrations or housekeeping.
-    if (cluster.isWorker && process.env[HTTP_WORKER_ENV]) await (await import('./processes/worker.js')).runWorker(config, logger, stops);
+    if (cluster.isWorker && process.env[HTTP_WORKER_ENV])
+      await (await import('./processes/worker.js')).runWorker(config, logger, stops);
     else await (await import('./processes/primary.js')).runMain(config, logger, stops);
   } catch (error) {
     if (!(error instanceof StartAborted)) throw error;

@@ -14,18 +14,27 @@ const LEASE_MS = 15 * 60_000;
 /** One round of housekeeping; each job's failure is logged and retried next round. */
 export async function runMaintenance(ctx: AppContext): Promise<void> {
   const jobs: [string, () => Promise<unknown>][] = [
-    ['attachment orphan sweep', async () => {
-      const result = await sweepOrphans(ctx);
-      if (result.staleWrites + result.orphans > 0) ctx.logger.info(result, 'removed abandoned attachment bytes');
-    }],
-    ['session purge', async () => {
-      const purged = await purgeEndedSessions(ctx);
-      if (purged > 0) ctx.logger.info({ purged }, 'purged ended sessions');
-    }],
-    ['event retention purge', async () => {
-      const purged = await purgeExpiredEvents(ctx);
-      if (purged > 0) ctx.logger.info({ purged }, 'purged events past the retention');
-    }],
+    [
+      'attachment orphan sweep',
+      async () => {
+        const result = await sweepOrphans(ctx);
+        if (result.staleWrites + result.orphans > 0) ctx.logger.info(result, 'removed abandoned attachment bytes');
+      },
+    ],
+    [
+      'session purge',
+      async () => {
+        const purged = await purgeEndedSessions(ctx);
+        if (purged > 0) ctx.logger.info({ purged }, 'purged ended sessions');
+      },
+    ],
+    [
+      'event retention purge',
+      async () => {
+        const purged = await purgeExpiredEvents(ctx);
+        if (purged > 0) ctx.logger.info({ purged }, 'purged events past the retention');
+      },
+    ],
     ['idempotency key purge', () => purgeExpiredIdempotencyKeys(ctx)],
     ['personal access token purge', () => purgeExpiredTokens(ctx)],
   ];

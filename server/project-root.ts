@@ -15,4 +15,5 @@ export const PROJECT_ROOT = findProjectRoot();
 
 /** The service's version, from its package.json. */
 export const packageVersion = (): string =>
-  z.object({ version: z.string() }).parse(JSON.parse(readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8'))).version;
+  z.object({ version: z.string() }).parse(JSON.parse(readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8')))
+    .version;

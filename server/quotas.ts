@@ -22,7 +22,12 @@ const QUOTAS: Record<Quota, QuotaRule> = {
   tasks: { variable: 'USER_MAX_TASKS', unit: 'tasks', column: 'tasks', perTransaction: () => 1 },
   tags: { variable: 'USER_MAX_TAGS', unit: 'tags', column: 'tags', perTransaction: () => 1 },
   webhooks: { variable: 'USER_MAX_WEBHOOKS', unit: 'webhooks', column: 'webhooks', perTransaction: () => 1 },
-  storageBytes: { variable: 'USER_STORAGE_QUOTA_BYTES', unit: 'bytes of attachments', column: 'storage_bytes', perTransaction: (config) => config.attachments.maxBytes },
+  storageBytes: {
+    variable: 'USER_STORAGE_QUOTA_BYTES',
+    unit: 'bytes of attachments',
+    column: 'storage_bytes',
+    perTransaction: (config) => config.attachments.maxBytes,
+  },
 };
 
 /** What the user holds: the sum of their holdings' slots (at most 16 rows, whatever they hold). */
@@ -37,7 +42,9 @@ const serverConnections = new WeakMap<AppContext, Promise<bigint>>();
 function maxConnections(ctx: AppContext): Promise<bigint> {
   let known = serverConnections.get(ctx);
   if (!known) {
-    known = ctx.db.sql.rows<{ max_connections: string }>('SHOW max_connections').then(([row]) => BigInt(row?.max_connections ?? 0));
+    known = ctx.db.sql
+      .rows<{ max_connections: string }>('SHOW max_connections')
+      .then(([row]) => BigInt(row?.max_connections ?? 0));
     serverConnections.set(ctx, known);
   }
   return known;
@@ -49,7 +56,10 @@ const lockUserRow = (db: Prisma.TransactionClient, userId: string, mode: 'shared
     : db.$queryRaw`SELECT 1 FROM users WHERE id = ${userId}::uuid FOR NO KEY UPDATE`;
 
 export const quotaExceeded = (quota: Quota, limit: number) =>
-  new AppError('quota_exceeded', `Quota "${quota}" reached: an account holds at most ${limit} ${QUOTAS[quota].unit} (${QUOTAS[quota].variable})`);
+  new AppError(
+    'quota_exceeded',
+    `Quota "${quota}" reached: an account holds at most ${limit} ${QUOTAS[quota].unit} (${QUOTAS[quota].variable})`,
+  );
 
 /**
  * Checks that `adding` more of `quota` fits the caller's quota (admins are exempt). Inside a
@@ -57,7 +67,13 @@ export const quotaExceeded = (quota: Quota, limit: number) =>
  * concurrent claims are counted one after another and cannot pass the quota together. Rows that
  * merely reference the user, such as the task being inserted, do not wait for it.
  */
-async function claimQuota(db: Prisma.TransactionClient, ctx: AppContext, principal: Principal, quota: Quota, adding = 1): Promise<void> {
+async function claimQuota(
+  db: Prisma.TransactionClient,
+  ctx: AppContext,
+  principal: Principal,
+  quota: Quota,
+  adding = 1,
+): Promise<void> {
   if (isAdmin(principal)) return;
   await lockUserRow(db, principal.userId, 'exclusive');
   const limit = ctx.config.quotas[quota];
@@ -71,7 +87,12 @@ async function claimQuota(db: Prisma.TransactionClient, ctx: AppContext, princip
  * exclusive claim waits for every sharer to commit, so the two modes never overlap. False when
  * the count is within that margin of the limit.
  */
-async function claimFarFromLimit(db: Prisma.TransactionClient, ctx: AppContext, principal: Principal, quota: Quota): Promise<boolean> {
+async function claimFarFromLimit(
+  db: Prisma.TransactionClient,
+  ctx: AppContext,
+  principal: Principal,
+  quota: Quota,
+): Promise<boolean> {
   if (isAdmin(principal)) return true;
   const margin = (await maxConnections(ctx)) * BigInt(QUOTAS[quota].perTransaction(ctx.config));
   const limit = BigInt(ctx.config.quotas[quota]);
@@ -84,7 +105,12 @@ async function claimFarFromLimit(db: Prisma.TransactionClient, ctx: AppContext, 
 class NearTheLimit extends Error {}
 
 /** Runs `create` in a transaction that first claims one more of `quota` for the caller. */
-export async function withinQuota<T>(ctx: AppContext, principal: Principal, quota: Quota, create: (tx: Prisma.TransactionClient) => Promise<T>): Promise<T> {
+export async function withinQuota<T>(
+  ctx: AppContext,
+  principal: Principal,
+  quota: Quota,
+  create: (tx: Prisma.TransactionClient) => Promise<T>,
+): Promise<T> {
   try {
     return await inTransaction(ctx.db.prisma, async (tx) => {
       if (!(await claimFarFromLimit(tx, ctx, principal, quota))) throw new NearTheLimit();
@@ -100,7 +126,8 @@ export async function withinQuota<T>(ctx: AppContext, principal: Principal, quot
 }
 
 /** How one more of a quota is claimed in a single statement (server/tasks/store.ts). */
-export type QuotaClaim = { kind: 'exempt' } | { kind: 'shared'; room: bigint; limit: number } | { kind: 'exclusive'; limit: number };
+export type QuotaClaim =
+  { kind: 'exempt' } | { kind: 'shared'; room: bigint; limit: number } | { kind: 'exclusive'; limit: number };
 
 /**
  * The claims to try in turn for one more of `quota`, as `withinQuota` makes them: far from the
@@ -111,12 +138,24 @@ export async function quotaClaims(ctx: AppContext, principal: Principal, quota: 
   if (isAdmin(principal)) return [{ kind: 'exempt' }];
   const limit = ctx.config.quotas[quota];
   const margin = (await maxConnections(ctx)) * BigInt(QUOTAS[quota].perTransaction(ctx.config));
-  return margin >= BigInt(limit) ? [{ kind: 'exclusive', limit }] : [{ kind: 'shared', room: margin, limit }, { kind: 'exclusive', limit }];
+  return margin >= BigInt(limit)
+    ? [{ kind: 'exclusive', limit }]
+    : [
+        { kind: 'shared', room: margin, limit },
+        { kind: 'exclusive', limit },
+      ];
 }
 
 /** The lock a claim takes on the user's row ($1) before its write: shared, exclusive, or none for the exempt. */
 export const claimLock = (claim: QuotaClaim, userId: string): Statement[] =>
-  claim.kind === 'exempt' ? [] : [{ text: `SELECT 1 FROM users WHERE id = $1 FOR ${claim.kind === 'shared' ? 'SHARE' : 'NO KEY UPDATE'}`, values: [userId] }];
+  claim.kind === 'exempt'
+    ? []
+    : [
+        {
+          text: `SELECT 1 FROM users WHERE id = $1 FOR ${claim.kind === 'shared' ? 'SHARE' : 'NO KEY UPDATE'}`,
+          values: [userId],
+        },
+      ];
 
 /** What a claim's check must find room for (a shared claim: every transaction in flight), and its limit (null: exempt). */
 export function claimBounds(claim: QuotaClaim, adding: bigint): { room: string; limit: number | null } {

@@ -16,7 +16,10 @@ export interface Serving {
 
 /** The path of the request line Node's parser refused, when it got that far. */
 function refusedPath(error: Error): string {
-  const packet = 'rawPacket' in error && Buffer.isBuffer(error.rawPacket) ? error.rawPacket.subarray(0, 2048).toString('latin1') : '';
+  const packet =
+    'rawPacket' in error && Buffer.isBuffer(error.rawPacket)
+      ? error.rawPacket.subarray(0, 2048).toString('latin1')
+      : '';
   const target = /^[A-Z]+ (\/[^ ?\r\n]*)/.exec(packet)?.[1];
   return target && target.length < 2048 ? target : '/';
 }
@@ -29,7 +32,10 @@ function answerUnparsableRequests(server: Server): void {
   server.on('clientError', (error: Error, socket: Duplex) => {
     const code = 'code' in error ? String(error.code) : '';
     if (!code.startsWith('HPE_') || !socket.writable) return socket.destroy();
-    const detail = code === 'HPE_HEADER_OVERFLOW' ? 'The request line and headers must fit in 16 KiB' : 'The request is not well-formed HTTP/1.1';
+    const detail =
+      code === 'HPE_HEADER_OVERFLOW'
+        ? 'The request line and headers must fit in 16 KiB'
+        : 'The request is not well-formed HTTP/1.1';
     const id = uuidv7();
     const body = JSON.stringify(problemBody(new AppError('validation_failed', detail), refusedPath(error), id));
     socket.end(

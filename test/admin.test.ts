@@ -10,7 +10,6 @@ import { serverReachableTempDir } from './support/databases.js';
 import { ROOT, runCli } from './support/processes.js';
 import { login, registerUser, uniqueEmail } from './support/users.js';
 
-
 describe('the configured administrator', () => {
   let service: TestService;
   beforeAll(async () => {
@@ -20,9 +19,17 @@ describe('the configured administrator', () => {
 
   it('is created when missing, and left as it is when present', async () => {
     const email = uniqueEmail('admin');
-    const created = await ensureAdmin(service.ctx, { email, password: 'first password', name: 'Ada' }, { promoteExisting: false });
+    const created = await ensureAdmin(
+      service.ctx,
+      { email, password: 'first password', name: 'Ada' },
+      { promoteExisting: false },
+    );
     expect(created.role).toBe('admin');
-    const again = await ensureAdmin(service.ctx, { email, password: 'another password', name: 'Ada' }, { promoteExisting: false });
+    const again = await ensureAdmin(
+      service.ctx,
+      { email, password: 'another password', name: 'Ada' },
+      { promoteExisting: false },
+    );
     expect(again.id).toBe(created.id);
     await login(service, email, 'first password');
   });
@@ -30,7 +37,11 @@ describe('the configured administrator', () => {
   it('never promotes an account someone registered under that email first', async () => {
     const squatter = await registerUser(service);
     await expect(
-      ensureAdmin(service.ctx, { email: squatter.email, password: 'operator password', name: 'Admin' }, { promoteExisting: false }),
+      ensureAdmin(
+        service.ctx,
+        { email: squatter.email, password: 'operator password', name: 'Admin' },
+        { promoteExisting: false },
+      ),
     ).rejects.toThrow(AdminEmailTakenError);
     const me = await service.http.get('/auth/me').set('Authorization', squatter.auth).expect(200);
     expect(UserSchema.parse(me.body).role).toBe('user');
@@ -38,7 +49,11 @@ describe('the configured administrator', () => {
 
   it('promotes an existing account when the operator asks for exactly that', async () => {
     const user = await registerUser(service);
-    const promoted = await ensureAdmin(service.ctx, { email: user.email, password: 'unused here', name: 'X' }, { promoteExisting: true });
+    const promoted = await ensureAdmin(
+      service.ctx,
+      { email: user.email, password: 'unused here', name: 'X' },
+      { promoteExisting: true },
+    );
     expect(promoted).toMatchObject({ id: user.user.id, role: 'admin' });
   });
 });
@@ -62,7 +77,10 @@ describe.runIf(process.env.TEST_DB === 'embedded')('npm run create-admin', () =>
   it('reads a password typed on a terminal without echoing it', async () => {
     // `script` gives the command a terminal (a pseudo-terminal), as an operator's shell would.
     const command = `${process.execPath} dist/server/cli/create-admin.js typist@example.test`;
-    const typed = spawn('script', ['-qfec', command, '/dev/null'], { cwd: ROOT, env: { ...process.env, DATA_DIR: dataDir, DATABASE_URL: '', ADMIN_PASSWORD: '' } });
+    const typed = spawn('script', ['-qfec', command, '/dev/null'], {
+      cwd: ROOT,
+      env: { ...process.env, DATA_DIR: dataDir, DATABASE_URL: '', ADMIN_PASSWORD: '' },
+    });
     let screen = '';
     typed.stdout.on('data', (chunk: Buffer) => {
       screen += chunk.toString();
@@ -75,6 +93,9 @@ describe.runIf(process.env.TEST_DB === 'embedded')('npm run create-admin', () =>
   }, 120_000);
 
   it('refuses a malformed email with a usage line', async () => {
-    await expect(runCli('create-admin', ['not-an-email'], dataDir)).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('usage: npm run create-admin') });
+    await expect(runCli('create-admin', ['not-an-email'], dataDir)).rejects.toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('usage: npm run create-admin'),
+    });
   });
 });

@@ -24,7 +24,10 @@ const MAX_BYTES = 2 * 1024 * 1024;
 const MAX_PER_TASK = 8;
 const AttachmentListSchema = listOf(AttachmentSchema);
 // A 1×1 PNG.
-const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==', 'base64');
+const PNG = Buffer.from(
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==',
+  'base64',
+);
 
 let service: TestService;
 let alice: TestUser;
@@ -42,7 +45,11 @@ let writesBegun = 0;
 
 beforeAll(async () => {
   objectStore = backend === 's3' ? await startObjectStore() : undefined;
-  service = await startService({ ATTACHMENT_MAX_BYTES: String(MAX_BYTES), ATTACHMENTS_MAX_PER_TASK: String(MAX_PER_TASK), ...objectStore?.env });
+  service = await startService({
+    ATTACHMENT_MAX_BYTES: String(MAX_BYTES),
+    ATTACHMENTS_MAX_PER_TASK: String(MAX_PER_TASK),
+    ...objectStore?.env,
+  });
   const storage = service.ctx.attachmentStorage;
   service.ctx.attachmentStorage = {
     ...storage,
@@ -76,7 +83,8 @@ async function storedObjects(): Promise<string[]> {
 }
 const partialWrites = () => readdir(storageDir('tmp'));
 /** An upload is under way: its partial file exists (fs), or its write began (s3). */
-const uploadStarted = async (writesBefore: number) => (backend === 'fs' ? (await partialWrites()).length > 0 : writesBegun > writesBefore);
+const uploadStarted = async (writesBefore: number) =>
+  backend === 'fs' ? (await partialWrites()).length > 0 : writesBegun > writesBefore;
 /** No partial write is left. An S3 upload cannot be listed on s3rver; test/storage.test.ts shows a failed one keeps nothing. */
 const noPartialWrites = async () => backend === 's3' || (await partialWrites()).length === 0;
 const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
@@ -95,9 +103,16 @@ async function eventually(check: () => Promise<boolean>, what: string): Promise<
   throw new Error(`never happened: ${what}`);
 }
 
-const post = (user: TestUser, taskId: string) => service.http.post(`/tasks/${taskId}/attachments`).set('Authorization', user.auth);
+const post = (user: TestUser, taskId: string) =>
+  service.http.post(`/tasks/${taskId}/attachments`).set('Authorization', user.auth);
 
-async function upload(user: TestUser, taskId: string, bytes: Buffer, filename = 'file.bin', contentType = 'application/octet-stream'): Promise<Attachment> {
+async function upload(
+  user: TestUser,
+  taskId: string,
+  bytes: Buffer,
+  filename = 'file.bin',
+  contentType = 'application/octet-stream',
+): Promise<Attachment> {
   const res = await post(user, taskId).attach('file', bytes, { filename, contentType });
   expect(res.status).toBe(201);
   const attachment = AttachmentSchema.parse(res.body);
@@ -118,7 +133,12 @@ function multipart(parts: Part[], boundary = `----test${randomUUID()}`) {
   const chunks: Buffer[] = [];
   for (const part of parts) {
     const disposition = `Content-Disposition: form-data; name="${part.name}"${part.params ? `; ${part.params}` : ''}`;
-    chunks.push(Buffer.from(`--${boundary}\r\n${disposition}\r\n${part.type ? `Content-Type: ${part.type}\r\n` : ''}\r\n`, 'utf8'));
+    chunks.push(
+      Buffer.from(
+        `--${boundary}\r\n${disposition}\r\n${part.type ? `Content-Type: ${part.type}\r\n` : ''}\r\n`,
+        'utf8',
+      ),
+    );
     chunks.push(Buffer.isBuffer(part.data) ? part.data : Buffer.from(part.data));
     chunks.push(Buffer.from('\r\n'));
   }
@@ -133,7 +153,9 @@ function sendMultipart(user: TestUser, taskId: string, parts: Part[]) {
 
 /** Uploads to a task of its own a file part with the given name parameters. */
 async function uploadNamed(params: string): Promise<Attachment> {
-  const res = await sendMultipart(alice, (await createTask(service, alice)).id, [{ name: 'file', params, type: 'text/plain', data: 'hello' }]);
+  const res = await sendMultipart(alice, (await createTask(service, alice)).id, [
+    { name: 'file', params, type: 'text/plain', data: 'hello' },
+  ]);
   expect(res.status).toBe(201);
   return AttachmentSchema.parse(res.body);
 }
@@ -151,7 +173,9 @@ function rawUpload(taskId: string, contentType: string, contentLength: number) {
     req.on('response', (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString() }));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString() }),
+      );
     });
     req.on('error', reject);
   });
@@ -159,12 +183,19 @@ function rawUpload(taskId: string, contentType: string, contentLength: number) {
 }
 
 async function download(user: TestUser, id: string, headers: Record<string, string> = {}) {
-  const res = await service.http.get(`/attachments/${id}/content`).set('Authorization', user.auth).set(headers).buffer(true).parse(binary);
+  const res = await service.http
+    .get(`/attachments/${id}/content`)
+    .set('Authorization', user.auth)
+    .set(headers)
+    .buffer(true)
+    .parse(binary);
   return { status: res.status, headers: res.headers, bytes: z.instanceof(Buffer).parse(res.body), res };
 }
 
 async function listFor(user: TestUser, taskId: string): Promise<Attachment[]> {
-  return AttachmentListSchema.parse((await service.http.get(`/tasks/${taskId}/attachments`).set('Authorization', user.auth).expect(200)).body).items;
+  return AttachmentListSchema.parse(
+    (await service.http.get(`/tasks/${taskId}/attachments`).set('Authorization', user.auth).expect(200)).body,
+  ).items;
 }
 
 describe('upload and download', () => {
@@ -179,7 +210,14 @@ describe('upload and download', () => {
     // A fixed prefix, so that random bytes cannot happen to look like a known format.
     const bytes = Buffer.concat([Buffer.from('not a known format'), randomBytes(1024 * 1024)]);
     const attachment = await upload(alice, task.id, bytes, 'data.bin');
-    expect(attachment).toMatchObject({ taskId: task.id, filename: 'data.bin', contentType: 'application/octet-stream', size: bytes.length, sha256: sha256(bytes), uploadedBy: alice.user.id });
+    expect(attachment).toMatchObject({
+      taskId: task.id,
+      filename: 'data.bin',
+      contentType: 'application/octet-stream',
+      size: bytes.length,
+      sha256: sha256(bytes),
+      uploadedBy: alice.user.id,
+    });
 
     const got = await download(alice, attachment.id);
     expect(got.status).toBe(200);
@@ -210,9 +248,15 @@ describe('upload and download', () => {
 
   it('keeps a declared type when the bytes are not recognisable, else application/octet-stream', async () => {
     const task = await createTask(service, alice);
-    expect((await upload(alice, task.id, Buffer.from('plain words'), 'notes.txt', 'text/plain')).contentType).toBe('text/plain');
-    expect((await upload(alice, task.id, Buffer.from('{"a":1}'), 'a.json', 'application/json')).contentType).toBe('application/json');
-    const odd = await sendMultipart(alice, task.id, [{ name: 'file', params: 'filename="x"', type: 'application/octet-stream', data: 'x' }]);
+    expect((await upload(alice, task.id, Buffer.from('plain words'), 'notes.txt', 'text/plain')).contentType).toBe(
+      'text/plain',
+    );
+    expect((await upload(alice, task.id, Buffer.from('{"a":1}'), 'a.json', 'application/json')).contentType).toBe(
+      'application/json',
+    );
+    const odd = await sendMultipart(alice, task.id, [
+      { name: 'file', params: 'filename="x"', type: 'application/octet-stream', data: 'x' },
+    ]);
     expect(AttachmentSchema.parse(odd.body).contentType).toBe('application/octet-stream');
   });
 
@@ -238,7 +282,10 @@ describe('upload and download', () => {
     const attachment = await upload(alice, task.id, Buffer.from('cache me'));
     const etag = `"${attachment.sha256}"`;
     for (const header of [etag, `W/${etag}`, `"other", ${etag}`, '*']) {
-      const res = await service.http.get(`/attachments/${attachment.id}/content`).set('Authorization', alice.auth).set('If-None-Match', header);
+      const res = await service.http
+        .get(`/attachments/${attachment.id}/content`)
+        .set('Authorization', alice.auth)
+        .set('If-None-Match', header);
       expect(res.status).toBe(304);
       expect(res.headers.etag).toBe(etag);
     }
@@ -269,22 +316,31 @@ describe('range requests', () => {
   });
 
   it.each(['bytes=1000-', 'bytes=5000-6000', 'bytes=-0'])('answers %s with 416 and the size', async (range) => {
-    const res = await service.http.get(`/attachments/${attachment.id}/content`).set('Authorization', alice.auth).set('Range', range);
+    const res = await service.http
+      .get(`/attachments/${attachment.id}/content`)
+      .set('Authorization', alice.auth)
+      .set('Range', range);
     expectProblem(res, 416, 'range_not_satisfiable');
     expect(res.headers['content-range']).toBe('bytes */1000');
   });
 
-  it.each(['bytes=0-1,5-6', 'bytes=5-2', 'items=0-1', 'bytes=x-y'])('serves the whole content for %s', async (range) => {
-    const got = await download(alice, attachment.id, { Range: range });
-    expect(got.status).toBe(200);
-    expect(got.bytes.equals(bytes)).toBe(true);
-  });
+  it.each(['bytes=0-1,5-6', 'bytes=5-2', 'items=0-1', 'bytes=x-y'])(
+    'serves the whole content for %s',
+    async (range) => {
+      const got = await download(alice, attachment.id, { Range: range });
+      expect(got.status).toBe(200);
+      expect(got.bytes.equals(bytes)).toBe(true);
+    },
+  );
 
   it('answers HEAD with the headers of GET and no body, without reading the stored bytes', async () => {
     const open = vi.spyOn(service.ctx.attachmentStorage, 'open');
     try {
       const head = (headers: Record<string, string> = {}) =>
-        fetch(`http://127.0.0.1:${port}/attachments/${attachment.id}/content`, { method: 'HEAD', headers: { Authorization: alice.auth, ...headers } });
+        fetch(`http://127.0.0.1:${port}/attachments/${attachment.id}/content`, {
+          method: 'HEAD',
+          headers: { Authorization: alice.auth, ...headers },
+        });
       const whole = await head();
       expect(whole.status).toBe(200);
       expect(whole.headers.get('content-length')).toBe('1000');
@@ -302,7 +358,9 @@ describe('range requests', () => {
   });
 
   it('honours If-Range only when it names the current ETag', async () => {
-    expect((await download(alice, attachment.id, { Range: 'bytes=0-9', 'If-Range': `"${attachment.sha256}"` })).status).toBe(206);
+    expect(
+      (await download(alice, attachment.id, { Range: 'bytes=0-9', 'If-Range': `"${attachment.sha256}"` })).status,
+    ).toBe(206);
     const stale = await download(alice, attachment.id, { Range: 'bytes=0-9', 'If-Range': '"stale"' });
     expect(stale.status).toBe(200);
     expect(stale.bytes.equals(bytes)).toBe(true);
@@ -326,7 +384,9 @@ describe('file names', () => {
   });
 
   it('refuses raw control characters in the part header, which HTTP does not allow there', async () => {
-    const res = await sendMultipart(alice, (await createTask(service, alice)).id, [{ name: 'file', params: 'filename="bell\x07.txt"', data: 'x' }]);
+    const res = await sendMultipart(alice, (await createTask(service, alice)).id, [
+      { name: 'file', params: 'filename="bell\x07.txt"', data: 'x' },
+    ]);
     expectProblem(res, 400, 'validation_failed');
   });
 
@@ -346,7 +406,9 @@ describe('file names', () => {
     const attachment = await uploadNamed(`filename="it's%22(1)%22.txt"`);
     expect(attachment.filename).toBe(`it's"(1)".txt`);
     const got = await download(alice, attachment.id);
-    expect(got.headers['content-disposition']).toBe(`attachment; filename="it's_(1)_.txt"; filename*=UTF-8''it%27s%22%281%29%22.txt`);
+    expect(got.headers['content-disposition']).toBe(
+      `attachment; filename="it's_(1)_.txt"; filename*=UTF-8''it%27s%22%281%29%22.txt`,
+    );
   });
 
   it('truncates very long names to 255 bytes of UTF-8, keeping the extension and whole characters', async () => {
@@ -368,13 +430,18 @@ describe('rejected uploads leave nothing behind', () => {
     expect(await listFor(alice, taskId)).toEqual([]);
     expect((await getTask(service, alice, taskId)).attachmentCount).toBe(0);
     await eventually(noPartialWrites, 'partial writes removed');
-    const keys = new Set((await service.ctx.db.prisma.attachment.findMany({ select: { storageKey: true } })).map((a) => a.storageKey));
+    const keys = new Set(
+      (await service.ctx.db.prisma.attachment.findMany({ select: { storageKey: true } })).map((a) => a.storageKey),
+    );
     expect((await storedObjects()).filter((key) => !keys.has(key))).toEqual([]);
   }
 
   it('answers 413 to a file one byte over the limit, read as it streams', async () => {
     const task = await createTask(service, alice);
-    const res = await post(alice, task.id).attach('file', Buffer.alloc(MAX_BYTES + 1, 7), { filename: 'big.bin', contentType: 'application/octet-stream' });
+    const res = await post(alice, task.id).attach('file', Buffer.alloc(MAX_BYTES + 1, 7), {
+      filename: 'big.bin',
+      contentType: 'application/octet-stream',
+    });
     const problem = expectProblem(res, 413, 'payload_too_large');
     expect(problem.detail).toContain(String(MAX_BYTES));
     await expectNothingStored(task.id);
@@ -388,7 +455,9 @@ describe('rejected uploads leave nothing behind', () => {
 
   it('answers 413 at once, before the body, when Content-Length is over the limit', async () => {
     const task = await createTask(service, alice);
-    const { body, contentType } = multipart([{ name: 'file', params: 'filename="huge.bin"', data: Buffer.alloc(1024) }]);
+    const { body, contentType } = multipart([
+      { name: 'file', params: 'filename="huge.bin"', data: Buffer.alloc(1024) },
+    ]);
     const upload = rawUpload(task.id, contentType, MAX_BYTES * 4);
     // Only a start of the announced body is ever sent: the answer must not wait for the rest.
     upload.req.write(body.subarray(0, 512));
@@ -405,12 +474,18 @@ describe('rejected uploads leave nothing behind', () => {
     for (const size of [MAX_BYTES + 1, MAX_BYTES * 12]) {
       const form = new FormData();
       form.append('file', new Blob([Buffer.alloc(size, 3)]), 'big.bin');
-      const res = await fetch(`http://127.0.0.1:${port}/tasks/${task.id}/attachments`, { method: 'POST', headers: { Authorization: alice.auth }, body: form });
+      const res = await fetch(`http://127.0.0.1:${port}/tasks/${task.id}/attachments`, {
+        method: 'POST',
+        headers: { Authorization: alice.auth },
+        body: form,
+      });
       expect(res.status).toBe(413);
       expect(ProblemSchema.parse(await res.json()).code).toBe('payload_too_large');
     }
     // A client that writes every byte, at the socket's pace, before it reads the answer.
-    const { body, contentType } = multipart([{ name: 'file', params: 'filename="huge.bin"', data: Buffer.alloc(MAX_BYTES * 12, 4) }]);
+    const { body, contentType } = multipart([
+      { name: 'file', params: 'filename="huge.bin"', data: Buffer.alloc(MAX_BYTES * 12, 4) },
+    ]);
     const socket = net.connect(port, '127.0.0.1');
     await once(socket, 'connect');
     const received: Buffer[] = [];
@@ -432,7 +507,9 @@ describe('rejected uploads leave nothing behind', () => {
 
   it('removes a half-received file when the client aborts mid-upload', async () => {
     const task = await createTask(service, alice);
-    const { body, contentType } = multipart([{ name: 'file', params: 'filename="half.bin"', data: randomBytes(1024 * 1024) }]);
+    const { body, contentType } = multipart([
+      { name: 'file', params: 'filename="half.bin"', data: randomBytes(1024 * 1024) },
+    ]);
     const writesBefore = writesBegun;
     const upload = rawUpload(task.id, contentType, body.length);
     upload.answer.catch(() => undefined);
@@ -446,7 +523,9 @@ describe('rejected uploads leave nothing behind', () => {
 
   it('removes the stored bytes when the row cannot be written (the task went away mid-upload)', async () => {
     const task = await createTask(service, alice);
-    const { body, contentType } = multipart([{ name: 'file', params: 'filename="late.bin"', data: randomBytes(512 * 1024) }]);
+    const { body, contentType } = multipart([
+      { name: 'file', params: 'filename="late.bin"', data: randomBytes(512 * 1024) },
+    ]);
     const writesBefore = writesBegun;
     const upload = rawUpload(task.id, contentType, body.length);
     upload.req.write(body.subarray(0, body.length / 2));
@@ -457,7 +536,9 @@ describe('rejected uploads leave nothing behind', () => {
     expect(answer.status).toBe(404);
     expect(await service.ctx.db.prisma.attachment.count({ where: { taskId: task.id } })).toBe(0);
     await eventually(noPartialWrites, 'partial writes removed');
-    const keys = new Set((await service.ctx.db.prisma.attachment.findMany({ select: { storageKey: true } })).map((a) => a.storageKey));
+    const keys = new Set(
+      (await service.ctx.db.prisma.attachment.findMany({ select: { storageKey: true } })).map((a) => a.storageKey),
+    );
     expect((await storedObjects()).filter((key) => !keys.has(key))).toEqual([]);
   });
 
@@ -466,8 +547,14 @@ describe('rejected uploads leave nothing behind', () => {
     const cases: Part[][] = [
       [{ name: 'document', params: 'filename="a.txt"', data: 'a' }],
       [{ name: 'file', data: 'a text field, not a file' }],
-      [{ name: 'file', params: 'filename="a.txt"', data: 'a' }, { name: 'file', params: 'filename="b.txt"', data: 'b' }],
-      [{ name: 'file', params: 'filename="a.txt"', data: 'a' }, { name: 'note', data: 'extra' }],
+      [
+        { name: 'file', params: 'filename="a.txt"', data: 'a' },
+        { name: 'file', params: 'filename="b.txt"', data: 'b' },
+      ],
+      [
+        { name: 'file', params: 'filename="a.txt"', data: 'a' },
+        { name: 'note', data: 'extra' },
+      ],
       [],
     ];
     for (const parts of cases) {
@@ -481,9 +568,15 @@ describe('rejected uploads leave nothing behind', () => {
   it('answers 400 to a malformed multipart body and 415 to another media type', async () => {
     const task = await createTask(service, alice);
     const truncated = multipart([{ name: 'file', params: 'filename="a.txt"', data: 'abc' }]);
-    const res = await post(alice, task.id).set('Content-Type', truncated.contentType).send(truncated.body.subarray(0, truncated.body.length - 20));
+    const res = await post(alice, task.id)
+      .set('Content-Type', truncated.contentType)
+      .send(truncated.body.subarray(0, truncated.body.length - 20));
     expectProblem(res, 400, 'validation_failed');
-    expectProblem(await post(alice, task.id).set('Content-Type', 'multipart/form-data').send('no boundary'), 400, 'validation_failed');
+    expectProblem(
+      await post(alice, task.id).set('Content-Type', 'multipart/form-data').send('no boundary'),
+      400,
+      'validation_failed',
+    );
     expectProblem(await post(alice, task.id).send({ file: 'json' }), 415, 'unsupported_media_type');
     await expectNothingStored(task.id);
   });
@@ -524,19 +617,39 @@ describe('who may do what', () => {
     const paths = [`/tasks/${task.id}/attachments`, `/attachments/${byAlice.id}`, `/attachments/${byAlice.id}/content`];
     for (const p of paths) expectProblem(await service.http.get(p).set('Authorization', carol.auth), 404, 'not_found');
     expectProblem(await post(carol, task.id).attach('file', Buffer.from('x'), { filename: 'x' }), 404, 'not_found');
-    expectProblem(await service.http.delete(`/attachments/${byAlice.id}`).set('Authorization', carol.auth), 404, 'not_found');
+    expectProblem(
+      await service.http.delete(`/attachments/${byAlice.id}`).set('Authorization', carol.auth),
+      404,
+      'not_found',
+    );
     expect(await listFor(alice, task.id)).toEqual(expect.arrayContaining([byAlice]));
   });
 
   it('answers 400 to malformed ids and 404 to unknown ones', async () => {
-    expectProblem(await service.http.get('/attachments/nope').set('Authorization', alice.auth), 400, 'validation_failed');
-    expectProblem(await service.http.get(`/attachments/${randomUUID()}/content`).set('Authorization', alice.auth), 404, 'not_found');
-    expectProblem(await service.http.delete(`/attachments/${randomUUID()}`).set('Authorization', alice.auth), 404, 'not_found');
+    expectProblem(
+      await service.http.get('/attachments/nope').set('Authorization', alice.auth),
+      400,
+      'validation_failed',
+    );
+    expectProblem(
+      await service.http.get(`/attachments/${randomUUID()}/content`).set('Authorization', alice.auth),
+      404,
+      'not_found',
+    );
+    expectProblem(
+      await service.http.delete(`/attachments/${randomUUID()}`).set('Authorization', alice.auth),
+      404,
+      'not_found',
+    );
   });
 
   it("lets the uploader, the task's owner and an admin delete; another viewer gets 403", async () => {
     const forBob = await upload(alice, task.id, Buffer.from('owner upload'));
-    expectProblem(await service.http.delete(`/attachments/${forBob.id}`).set('Authorization', bob.auth), 403, 'forbidden');
+    expectProblem(
+      await service.http.delete(`/attachments/${forBob.id}`).set('Authorization', bob.auth),
+      403,
+      'forbidden',
+    );
 
     const own = await upload(bob, task.id, Buffer.from('bob deletes this'));
     const ownersPick = await upload(bob, task.id, Buffer.from('alice deletes this'));
@@ -549,23 +662,35 @@ describe('who may do what', () => {
     expect(left).toContain(forBob.id);
     for (const gone of [own, ownersPick, adminsPick]) {
       expect(left).not.toContain(gone.id);
-      expectProblem(await service.http.get(`/attachments/${gone.id}/content`).set('Authorization', alice.auth), 404, 'not_found');
+      expectProblem(
+        await service.http.get(`/attachments/${gone.id}/content`).set('Authorization', alice.auth),
+        404,
+        'not_found',
+      );
     }
-    const keys = (await service.ctx.db.prisma.attachment.findMany({ where: { taskId: task.id }, select: { storageKey: true } })).map((a) => a.storageKey);
+    const keys = (
+      await service.ctx.db.prisma.attachment.findMany({ where: { taskId: task.id }, select: { storageKey: true } })
+    ).map((a) => a.storageKey);
     expect((await storedObjects()).filter((key) => keys.includes(key)).sort()).toEqual([...keys].sort());
   });
 });
 
 describe('deleting what attachments belong to', () => {
   async function storageKeysOf(ids: string[]): Promise<string[]> {
-    const rows = await service.ctx.db.prisma.attachment.findMany({ where: { id: { in: ids } }, select: { storageKey: true } });
+    const rows = await service.ctx.db.prisma.attachment.findMany({
+      where: { id: { in: ids } },
+      select: { storageKey: true },
+    });
     expect(rows).toHaveLength(ids.length);
     return rows.map((row) => row.storageKey);
   }
 
   it('removes the bytes with their task', async () => {
     const task = await createTask(service, alice);
-    const ids = [(await upload(alice, task.id, Buffer.from('a'))).id, (await upload(alice, task.id, Buffer.from('b'))).id];
+    const ids = [
+      (await upload(alice, task.id, Buffer.from('a'))).id,
+      (await upload(alice, task.id, Buffer.from('b'))).id,
+    ];
     const keys = await storageKeysOf(ids);
     expect(await storedObjects()).toEqual(expect.arrayContaining(keys));
     await service.http.delete(`/tasks/${task.id}`).set('Authorization', alice.auth).expect(204);
@@ -596,7 +721,9 @@ describe('orphan sweep', () => {
   it('removes objects no row names once older than the grace period, and keeps referenced ones', async () => {
     const task = await createTask(service, alice);
     const kept = await upload(alice, task.id, Buffer.from('referenced'));
-    const orphan = await service.ctx.attachmentStorage.write(Readable.from([Buffer.from('no row names me')]), { maxBytes: MAX_BYTES });
+    const orphan = await service.ctx.attachmentStorage.write(Readable.from([Buffer.from('no row names me')]), {
+      maxBytes: MAX_BYTES,
+    });
     const now = new Date();
     expect((await sweepOrphans(service.ctx, now)).orphans).toBe(0);
     expect(await storedObjects()).toContain(orphan.key);
@@ -607,33 +734,38 @@ describe('orphan sweep', () => {
     expect((await download(alice, kept.id)).bytes.toString()).toBe('referenced');
   });
 
-  it.runIf(backend === 'fs')('removes old partial writes and old unreferenced objects, and keeps recent ones and referenced ones', async () => {
-    const task = await createTask(service, alice);
-    const kept = await upload(alice, task.id, Buffer.from('referenced'));
-    const [keptKey] = (await service.ctx.db.prisma.attachment.findMany({ where: { id: kept.id }, select: { storageKey: true } })).map((a) => a.storageKey);
-    const now = new Date();
-    const old = new Date(now.getTime() - ORPHAN_GRACE_MS - 60_000);
-    await mkdir(storageDir('objects'), { recursive: true });
-    const file = async (dir: 'objects' | 'tmp', name: string, mtime: Date) => {
-      await writeFile(path.join(storageDir(dir), name), 'stray');
-      await utimes(path.join(storageDir(dir), name), mtime, mtime);
-      return name;
-    };
-    const oldOrphan = await file('objects', randomUUID(), old);
-    const newOrphan = await file('objects', randomUUID(), now);
-    const oldPartial = await file('tmp', `${randomUUID()}.partial`, old);
-    const newPartial = await file('tmp', `${randomUUID()}.partial`, now);
-    await utimes(path.join(storageDir('objects'), keptKey ?? ''), old, old);
+  it.runIf(backend === 'fs')(
+    'removes old partial writes and old unreferenced objects, and keeps recent ones and referenced ones',
+    async () => {
+      const task = await createTask(service, alice);
+      const kept = await upload(alice, task.id, Buffer.from('referenced'));
+      const [keptKey] = (
+        await service.ctx.db.prisma.attachment.findMany({ where: { id: kept.id }, select: { storageKey: true } })
+      ).map((a) => a.storageKey);
+      const now = new Date();
+      const old = new Date(now.getTime() - ORPHAN_GRACE_MS - 60_000);
+      await mkdir(storageDir('objects'), { recursive: true });
+      const file = async (dir: 'objects' | 'tmp', name: string, mtime: Date) => {
+        await writeFile(path.join(storageDir(dir), name), 'stray');
+        await utimes(path.join(storageDir(dir), name), mtime, mtime);
+        return name;
+      };
+      const oldOrphan = await file('objects', randomUUID(), old);
+      const newOrphan = await file('objects', randomUUID(), now);
+      const oldPartial = await file('tmp', `${randomUUID()}.partial`, old);
+      const newPartial = await file('tmp', `${randomUUID()}.partial`, now);
+      await utimes(path.join(storageDir('objects'), keptKey ?? ''), old, old);
 
-    const result = await sweepOrphans(service.ctx, now);
-    expect(result).toEqual({ staleWrites: 1, orphans: 1 });
-    const objects = await storedObjects();
-    expect(objects).not.toContain(oldOrphan);
-    expect(objects).toEqual(expect.arrayContaining([newOrphan, keptKey]));
-    expect(await partialWrites()).toEqual([newPartial]);
-    expect(await partialWrites()).not.toContain(oldPartial);
-    expect((await download(alice, kept.id)).bytes.toString()).toBe('referenced');
-    await rm(path.join(storageDir('objects'), newOrphan));
-    await rm(path.join(storageDir('tmp'), newPartial));
-  });
+      const result = await sweepOrphans(service.ctx, now);
+      expect(result).toEqual({ staleWrites: 1, orphans: 1 });
+      const objects = await storedObjects();
+      expect(objects).not.toContain(oldOrphan);
+      expect(objects).toEqual(expect.arrayContaining([newOrphan, keptKey]));
+      expect(await partialWrites()).toEqual([newPartial]);
+      expect(await partialWrites()).not.toContain(oldPartial);
+      expect((await download(alice, kept.id)).bytes.toString()).toBe('referenced');
+      await rm(path.join(storageDir('objects'), newOrphan));
+      await rm(path.join(storageDir('tmp'), newPartial));
+    },
+  );
 });

@@ -1,7 +1,16 @@
 import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, exportPKCS8, exportSPKI, generateKeyPair, jwtVerify, UnsecuredJWT } from 'jose';
+import {
+  createLocalJWKSet,
+  decodeJwt,
+  decodeProtectedHeader,
+  exportPKCS8,
+  exportSPKI,
+  generateKeyPair,
+  jwtVerify,
+  UnsecuredJWT,
+} from 'jose';
 import { pino } from 'pino';
 import type { Response } from 'supertest';
 import { v7 as uuidv7 } from 'uuid';
@@ -45,7 +54,10 @@ describe('POST /auth/register', () => {
     expect(result.expiresIn).toBe(900);
     expect(res.headers.location).toBe(`/users/${result.user.id}`);
     expect(res.body).not.toHaveProperty('user.passwordHash');
-    const fetched = await service.http.get(`/users/${result.user.id}`).set('Authorization', `Bearer ${result.accessToken}`).expect(200);
+    const fetched = await service.http
+      .get(`/users/${result.user.id}`)
+      .set('Authorization', `Bearer ${result.accessToken}`)
+      .expect(200);
     expect(UserSchema.parse(fetched.body)).toEqual(result.user);
   });
 
@@ -58,11 +70,16 @@ describe('POST /auth/register', () => {
 
   it('stores the email trimmed and in lower case, and answers 409 email_taken for it in another case', async () => {
     const local = `Mixed.Case-${uuidv7().slice(-8)}`;
-    const res = await service.http.post('/auth/register').send({ email: `  ${local}@Example.TEST `, password: PASSWORD, name: 'Mixed' }).expect(201);
+    const res = await service.http
+      .post('/auth/register')
+      .send({ email: `  ${local}@Example.TEST `, password: PASSWORD, name: 'Mixed' })
+      .expect(201);
     const email = `${local.toLowerCase()}@example.test`;
     expect(AuthResultSchema.parse(res.body).user.email).toBe(email);
 
-    const again = await service.http.post('/auth/register').send({ email: email.toUpperCase(), password: PASSWORD, name: 'Other' });
+    const again = await service.http
+      .post('/auth/register')
+      .send({ email: email.toUpperCase(), password: PASSWORD, name: 'Other' });
     expectProblem(again, 409, 'email_taken');
     await login(service, `${local}@EXAMPLE.test`, PASSWORD);
   });
@@ -79,12 +96,21 @@ describe('POST /auth/register', () => {
     expect((problem.errors ?? []).map((e) => e.path).sort()).toEqual(['body.email', 'body.name', 'body.password']);
   });
 
-  it.each([['role', 'admin'], ['id', uuidv7()], ['createdAt', '2026-01-01T00:00:00.000Z']])('rejects the server-owned field %s with 400 and creates nothing', async (field, value) => {
+  it.each([
+    ['role', 'admin'],
+    ['id', uuidv7()],
+    ['createdAt', '2026-01-01T00:00:00.000Z'],
+  ])('rejects the server-owned field %s with 400 and creates nothing', async (field, value) => {
     const email = uniqueEmail();
-    const res = await service.http.post('/auth/register').send({ email, password: PASSWORD, name: 'Sneaky', [field]: value });
+    const res = await service.http
+      .post('/auth/register')
+      .send({ email, password: PASSWORD, name: 'Sneaky', [field]: value });
     const problem = expectProblem(res, 400, 'validation_failed');
     expect(problem.errors?.some((e) => e.code === 'unrecognized_keys' && e.message.includes(field))).toBe(true);
-    const created = await service.http.post('/auth/register').send({ email, password: PASSWORD, name: 'Honest' }).expect(201);
+    const created = await service.http
+      .post('/auth/register')
+      .send({ email, password: PASSWORD, name: 'Honest' })
+      .expect(201);
     expect(AuthResultSchema.parse(created.body).user.role).toBe('user');
   });
 
@@ -94,7 +120,9 @@ describe('POST /auth/register', () => {
     [128, 201],
     [129, 400],
   ])('takes a password of %i characters with %i', async (length, status) => {
-    const res = await service.http.post('/auth/register').send({ email: uniqueEmail(), password: 'p'.repeat(length), name: 'Pat' });
+    const res = await service.http
+      .post('/auth/register')
+      .send({ email: uniqueEmail(), password: 'p'.repeat(length), name: 'Pat' });
     expect(res.status).toBe(status);
     if (status === 400) expect(errorPaths(res.body)).toEqual(['body.password']);
   });
@@ -140,7 +168,11 @@ describe('POST /auth/login', () => {
   });
 
   it('validates the body', async () => {
-    const problem = expectProblem(await service.http.post('/auth/login').send({ email: 'x', password: '', remember: true }), 400, 'validation_failed');
+    const problem = expectProblem(
+      await service.http.post('/auth/login').send({ email: 'x', password: '', remember: true }),
+      400,
+      'validation_failed',
+    );
     expect(problem.errors?.map((e) => e.path)).toEqual(expect.arrayContaining(['body.email', 'body.password']));
   });
 
@@ -171,12 +203,15 @@ describe('login throttling', () => {
   it('locks only the (account, address) pair a stranger guesses from: the owner still logs in from theirs', async () => {
     await withThrottle({}, async (throttled) => {
       const user = await registerUser(throttled);
-      for (let i = 0; i < 5; i++) expectProblem(await from(throttled, STRANGER, user.email, 'wrong password'), 401, 'invalid_credentials');
+      for (let i = 0; i < 5; i++)
+        expectProblem(await from(throttled, STRANGER, user.email, 'wrong password'), 401, 'invalid_credentials');
       const blocked = await from(throttled, STRANGER, user.email, user.password);
       const problem = expectProblem(blocked, 429, 'rate_limited');
       const retryAfter = Number(blocked.headers['retry-after']);
       expect(retryAfter).toBeGreaterThan(800);
-      expect(problem.detail).toMatch(/for this account from your address; try again in 1[45] minutes \(at \d{4}-\d\d-\d\dT[\d:.]+Z\)/);
+      expect(problem.detail).toMatch(
+        /for this account from your address; try again in 1[45] minutes \(at \d{4}-\d\d-\d\dT[\d:.]+Z\)/,
+      );
       await from(throttled, OWNER, user.email, user.password).expect(200);
       // The stranger's address may still try other accounts.
       const other = await registerUser(throttled);
@@ -187,7 +222,12 @@ describe('login throttling', () => {
   it('throttles an address failing across different emails', async () => {
     await withThrottle({ LOGIN_MAX_FAILURES_PER_ADDRESS: '3' }, async (throttled) => {
       const user = await registerUser(throttled);
-      for (let i = 0; i < 3; i++) expectProblem(await from(throttled, STRANGER, uniqueEmail('guess'), 'wrong password'), 401, 'invalid_credentials');
+      for (let i = 0; i < 3; i++)
+        expectProblem(
+          await from(throttled, STRANGER, uniqueEmail('guess'), 'wrong password'),
+          401,
+          'invalid_credentials',
+        );
       const problem = expectProblem(await from(throttled, STRANGER, user.email, user.password), 429, 'rate_limited');
       expect(problem.detail).toContain('from your address');
       await from(throttled, OWNER, user.email, user.password).expect(200);
@@ -195,21 +235,29 @@ describe('login throttling', () => {
   });
 
   it('locks an account guessed at from many addresses once its high ceiling is reached', async () => {
-    await withThrottle({ LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS: '2', LOGIN_MAX_FAILURES_PER_ACCOUNT: '6' }, async (throttled) => {
-      const user = await registerUser(throttled);
-      for (const address of ['198.51.100.1', '198.51.100.2', '198.51.100.3']) {
-        for (let i = 0; i < 2; i++) await from(throttled, address, user.email, 'wrong password').expect(401);
-      }
-      const problem = expectProblem(await from(throttled, OWNER, user.email, user.password), 429, 'rate_limited');
-      expect(problem.detail).toContain('for this account');
-    });
+    await withThrottle(
+      { LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS: '2', LOGIN_MAX_FAILURES_PER_ACCOUNT: '6' },
+      async (throttled) => {
+        const user = await registerUser(throttled);
+        for (const address of ['198.51.100.1', '198.51.100.2', '198.51.100.3']) {
+          for (let i = 0; i < 2; i++) await from(throttled, address, user.email, 'wrong password').expect(401);
+        }
+        const problem = expectProblem(await from(throttled, OWNER, user.email, user.password), 429, 'rate_limited');
+        expect(problem.detail).toContain('for this account');
+      },
+    );
   });
 
   it('lets simultaneous guesses on a pair through only up to its budget, and gives the other budgets their points back', async () => {
     await withThrottle({ LOGIN_MAX_FAILURES_PER_ADDRESS: '12' }, async (throttled) => {
       const user = await registerUser(throttled);
-      const answers = await Promise.all(Array.from({ length: 10 }, () => from(throttled, STRANGER, user.email, 'wrong password')));
-      expect(answers.map((a) => a.status).sort()).toEqual([...Array<number>(5).fill(401), ...Array<number>(5).fill(429)]);
+      const answers = await Promise.all(
+        Array.from({ length: 10 }, () => from(throttled, STRANGER, user.email, 'wrong password')),
+      );
+      expect(answers.map((a) => a.status).sort()).toEqual([
+        ...Array<number>(5).fill(401),
+        ...Array<number>(5).fill(429),
+      ]);
       // The five refused attempts took nothing from the address: seven more failures are left to it.
       for (let i = 0; i < 7; i++) await from(throttled, STRANGER, uniqueEmail('guess'), 'wrong password').expect(401);
       expectProblem(await from(throttled, STRANGER, uniqueEmail('guess'), 'wrong password'), 429, 'rate_limited');
@@ -220,7 +268,8 @@ describe('login throttling', () => {
     await withThrottle({ LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS: '3' }, async (throttled) => {
       const user = await registerUser(throttled);
       for (let round = 0; round < 2; round++) {
-        for (let i = 0; i < 2; i++) expectProblem(await from(throttled, OWNER, user.email, 'wrong password'), 401, 'invalid_credentials');
+        for (let i = 0; i < 2; i++)
+          expectProblem(await from(throttled, OWNER, user.email, 'wrong password'), 401, 'invalid_credentials');
         await from(throttled, OWNER, user.email, user.password).expect(200);
       }
       // Control: without a success in between, the third failure does lock the pair.
@@ -234,7 +283,10 @@ describe('login throttling', () => {
     const first = await loginRequest(service, user.email, user.password).expect(200);
     const deviceToken = z.string().min(20).parse(first.body.deviceToken);
     // Sent back, the same device keeps its token; another account's login gets one of its own.
-    const again = await service.http.post('/auth/login').send({ email: user.email, password: user.password, deviceToken }).expect(200);
+    const again = await service.http
+      .post('/auth/login')
+      .send({ email: user.email, password: user.password, deviceToken })
+      .expect(200);
     expect(z.string().parse(again.body.deviceToken)).toBeTruthy();
     const other = await registerUser(service);
     const others = await loginRequest(service, other.email, other.password).expect(200);
@@ -242,36 +294,48 @@ describe('login throttling', () => {
   });
 
   it("lets the owner's known device log in while strangers hold the account ceiling; a device has its own budget (issue 18)", async () => {
-    await withThrottle({ LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS: '2', LOGIN_MAX_FAILURES_PER_ACCOUNT: '6' }, async (throttled) => {
-      const user = await registerUser(throttled);
-      const known = await from(throttled, OWNER, user.email, user.password).expect(200);
-      const deviceToken = z.string().parse(known.body.deviceToken);
-      const withDevice = (address: string, password: string, token = deviceToken) =>
-        throttled.http.post('/auth/login').set('X-Forwarded-For', address).send({ email: user.email, password, deviceToken: token });
-      // A crowd of strangers reaches the account's ceiling.
-      for (const address of ['198.51.100.1', '198.51.100.2', '198.51.100.3']) {
-        for (let i = 0; i < 2; i++) await from(throttled, address, user.email, 'wrong password').expect(401);
-      }
-      expectProblem(await from(throttled, '203.0.113.99', user.email, user.password), 429, 'rate_limited');
-      // The owner's device still logs in, from any address.
-      await withDevice('203.0.113.99', user.password).expect(200);
-      // A device's failures count against that device only (5 per window), not the address or the account.
-      const address = '192.0.2.7';
-      for (let i = 0; i < 5; i++) expectProblem(await withDevice(address, 'wrong password'), 401, 'invalid_credentials');
-      const problem = expectProblem(await withDevice(address, user.password), 429, 'rate_limited');
-      expect(problem.detail).toContain('from this device');
-      // The address spent nothing: another account logs in from it.
-      const other = await registerUser(throttled);
-      await from(throttled, address, other.email, other.password).expect(200);
-      // A device token of another account, or a forged one, counts as no device token at all.
-      const forged = `${deviceToken.slice(0, -2)}${deviceToken.endsWith('AA') ? 'BB' : 'AA'}`;
-      const othersToken = z.string().parse((await from(throttled, OWNER, other.email, other.password).expect(200)).body.deviceToken);
-      for (const token of [forged, othersToken]) expectProblem(await withDevice('203.0.113.99', user.password, token), 429, 'rate_limited');
-    });
+    await withThrottle(
+      { LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS: '2', LOGIN_MAX_FAILURES_PER_ACCOUNT: '6' },
+      async (throttled) => {
+        const user = await registerUser(throttled);
+        const known = await from(throttled, OWNER, user.email, user.password).expect(200);
+        const deviceToken = z.string().parse(known.body.deviceToken);
+        const withDevice = (address: string, password: string, token = deviceToken) =>
+          throttled.http
+            .post('/auth/login')
+            .set('X-Forwarded-For', address)
+            .send({ email: user.email, password, deviceToken: token });
+        // A crowd of strangers reaches the account's ceiling.
+        for (const address of ['198.51.100.1', '198.51.100.2', '198.51.100.3']) {
+          for (let i = 0; i < 2; i++) await from(throttled, address, user.email, 'wrong password').expect(401);
+        }
+        expectProblem(await from(throttled, '203.0.113.99', user.email, user.password), 429, 'rate_limited');
+        // The owner's device still logs in, from any address.
+        await withDevice('203.0.113.99', user.password).expect(200);
+        // A device's failures count against that device only (5 per window), not the address or the account.
+        const address = '192.0.2.7';
+        for (let i = 0; i < 5; i++)
+          expectProblem(await withDevice(address, 'wrong password'), 401, 'invalid_credentials');
+        const problem = expectProblem(await withDevice(address, user.password), 429, 'rate_limited');
+        expect(problem.detail).toContain('from this device');
+        // The address spent nothing: another account logs in from it.
+        const other = await registerUser(throttled);
+        await from(throttled, address, other.email, other.password).expect(200);
+        // A device token of another account, or a forged one, counts as no device token at all.
+        const forged = `${deviceToken.slice(0, -2)}${deviceToken.endsWith('AA') ? 'BB' : 'AA'}`;
+        const othersToken = z
+          .string()
+          .parse((await from(throttled, OWNER, other.email, other.password).expect(200)).body.deviceToken);
+        for (const token of [forged, othersToken])
+          expectProblem(await withDevice('203.0.113.99', user.password, token), 429, 'rate_limited');
+      },
+    );
   });
 
   it('refuses an account ceiling below the pair limit at start-up, naming the variable', () => {
-    expect(() => loadConfig({ LOGIN_MAX_FAILURES_PER_ACCOUNT: '3' })).toThrow(/LOGIN_MAX_FAILURES_PER_ACCOUNT must be at least LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS/);
+    expect(() => loadConfig({ LOGIN_MAX_FAILURES_PER_ACCOUNT: '3' })).toThrow(
+      /LOGIN_MAX_FAILURES_PER_ACCOUNT must be at least LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS/,
+    );
   });
 });
 
@@ -280,7 +344,10 @@ describe('registration throttling', () => {
     const throttled = await startService({ TRUST_PROXY: 'true', REGISTRATIONS_PER_ADDRESS_PER_HOUR: '3' });
     try {
       const register = (address: string) =>
-        throttled.http.post('/auth/register').set('X-Forwarded-For', address).send({ email: uniqueEmail(), password: PASSWORD, name: 'New' });
+        throttled.http
+          .post('/auth/register')
+          .set('X-Forwarded-For', address)
+          .send({ email: uniqueEmail(), password: PASSWORD, name: 'New' });
       for (let i = 0; i < 3; i++) await register('198.51.100.20').expect(201);
       const blocked = await register('198.51.100.20');
       const problem = expectProblem(blocked, 429, 'rate_limited');
@@ -307,7 +374,10 @@ describe('POST /auth/refresh', () => {
   /** Moves the rotation of every rotated-out token of the session `seconds` into the past. */
   const rotatedAgo = async (accessToken: string, seconds: number) => {
     const sessionId = z.string().parse(decodeJwt(accessToken).sid);
-    await service.ctx.db.prisma.rotatedRefreshToken.updateMany({ where: { sessionId }, data: { rotatedAt: new Date(Date.now() - seconds * 1000) } });
+    await service.ctx.db.prisma.rotatedRefreshToken.updateMany({
+      where: { sessionId },
+      data: { rotatedAt: new Date(Date.now() - seconds * 1000) },
+    });
   };
 
   it('treats an already-rotated token as reuse once the grace has passed: 401, and the whole session is revoked', async () => {
@@ -344,7 +414,9 @@ describe('POST /auth/refresh', () => {
     const strict = await startService({ REFRESH_REUSE_GRACE_SECONDS: '0' });
     try {
       const user = await registerUser(strict);
-      const next = AuthResultSchema.parse((await strict.http.post('/auth/refresh').send({ refreshToken: user.refreshToken }).expect(200)).body);
+      const next = AuthResultSchema.parse(
+        (await strict.http.post('/auth/refresh').send({ refreshToken: user.refreshToken }).expect(200)).body,
+      );
       expectUnauthenticated(await strict.http.post('/auth/refresh').send({ refreshToken: user.refreshToken }));
       expectUnauthenticated(await strict.http.get('/auth/me').set('Authorization', `Bearer ${next.accessToken}`));
     } finally {
@@ -389,14 +461,24 @@ describe('ended sessions', () => {
     await service.http.post('/auth/logout').set('Authorization', revoked.auth).expect(204);
     const idle = await registerUser(service);
     const live = await registerUser(service);
-    const sessionOf = async (user: TestUser) => (await service.ctx.db.prisma.session.findFirstOrThrow({ where: { userId: user.user.id } })).id;
+    const sessionOf = async (user: TestUser) =>
+      (await service.ctx.db.prisma.session.findFirstOrThrow({ where: { userId: user.user.id } })).id;
     const [revokedId, idleId, liveId] = await Promise.all([sessionOf(revoked), sessionOf(idle), sessionOf(live)]);
     const day = 24 * 3600 * 1000;
-    await service.ctx.db.prisma.session.update({ where: { id: revokedId }, data: { revokedAt: new Date(Date.now() - 2 * day) } });
-    await service.ctx.db.prisma.session.update({ where: { id: idleId }, data: { lastUsedAt: new Date(Date.now() - 32 * day) } });
+    await service.ctx.db.prisma.session.update({
+      where: { id: revokedId },
+      data: { revokedAt: new Date(Date.now() - 2 * day) },
+    });
+    await service.ctx.db.prisma.session.update({
+      where: { id: idleId },
+      data: { lastUsedAt: new Date(Date.now() - 32 * day) },
+    });
 
     expect(await purgeEndedSessions(service.ctx)).toBeGreaterThanOrEqual(2);
-    const left = await service.ctx.db.prisma.session.findMany({ where: { id: { in: [revokedId, idleId, liveId] } }, select: { id: true } });
+    const left = await service.ctx.db.prisma.session.findMany({
+      where: { id: { in: [revokedId, idleId, liveId] } },
+      select: { id: true },
+    });
     expect(left.map((s) => s.id)).toEqual([liveId]);
     // A purged session's tokens are refused like a revoked one's.
     await service.http.post('/auth/refresh').send({ refreshToken: idle.refreshToken }).expect(401);
@@ -449,7 +531,15 @@ describe('access tokens', () => {
     expectUnauthenticated(await service.http.get('/auth/me'));
   });
 
-  it.each(['Bearer', 'Bearer ', 'Basic dXNlcjpwYXNz', 'bearer-token', 'Bearer a b', 'Token abc.def.ghi', 'Bearer not-a-jwt'])('rejects the malformed header %j', async (value) => {
+  it.each([
+    'Bearer',
+    'Bearer ',
+    'Basic dXNlcjpwYXNz',
+    'bearer-token',
+    'Bearer a b',
+    'Token abc.def.ghi',
+    'Bearer not-a-jwt',
+  ])('rejects the malformed header %j', async (value) => {
     expectUnauthenticated(await me(value));
   });
 
@@ -517,7 +607,18 @@ describe('access tokens', () => {
 });
 
 const JwksBodySchema = z.object({
-  keys: z.array(z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: z.string(), kid: z.string(), alg: z.literal('EdDSA'), use: z.literal('sig') }).strict()),
+  keys: z.array(
+    z
+      .object({
+        kty: z.literal('OKP'),
+        crv: z.literal('Ed25519'),
+        x: z.string(),
+        kid: z.string(),
+        alg: z.literal('EdDSA'),
+        use: z.literal('sig'),
+      })
+      .strict(),
+  ),
 });
 
 describe('GET /.well-known/jwks.json', () => {
@@ -543,14 +644,23 @@ describe('the signing key', () => {
   it('is generated once and kept in the database, so every instance and every restart signs with it', async () => {
     const dataDirs = await Promise.all([1, 2].map(() => mkdtemp(path.join(tmpdir(), 'task-service-keys-'))));
     try {
-      const [one, two] = await Promise.all(dataDirs.map((dir) => createContext(loadConfig({ DATA_DIR: dir, LOG_LEVEL: 'silent' }), service.ctx.db, silent)));
+      const [one, two] = await Promise.all(
+        dataDirs.map((dir) =>
+          createContext(loadConfig({ DATA_DIR: dir, LOG_LEVEL: 'silent' }), service.ctx.db, silent),
+        ),
+      );
       expect(one?.signingKey.kid).toBe(service.ctx.signingKey.kid);
       expect(two?.signingKey.kid).toBe(service.ctx.signingKey.kid);
 
       const user = await registerUser(service);
       const claims = decodeJwt(user.accessToken);
       const token = await one!.tokens.issue({ userId: user.user.id, sessionId: String(claims.sid), role: 'user' });
-      expect(await two!.tokens.verify(token)).toEqual({ userId: user.user.id, sessionId: claims.sid, role: 'user', expiresAtMs: expect.any(Number) });
+      expect(await two!.tokens.verify(token)).toEqual({
+        userId: user.user.id,
+        sessionId: claims.sid,
+        role: 'user',
+        expiresAtMs: expect.any(Number),
+      });
       // The private key is not copied to the data directories.
       for (const dir of dataDirs) expect(await readdir(dir)).not.toContain('keys');
     } finally {
@@ -568,9 +678,17 @@ describe('the signing key', () => {
       await writeFile(path.join(dataDir!, 'keys', 'jwt-ed25519.pem'), await exportPKCS8(privateKey), { mode: 0o600 });
       await prisma.signingKey.deleteMany();
 
-      const upgraded = await createContext(loadConfig({ DATA_DIR: dataDir!, LOG_LEVEL: 'silent' }), service.ctx.db, silent);
+      const upgraded = await createContext(
+        loadConfig({ DATA_DIR: dataDir!, LOG_LEVEL: 'silent' }),
+        service.ctx.db,
+        silent,
+      );
       const token = await upgraded.tokens.issue({ userId: uuidv7(), sessionId: uuidv7(), role: 'user' });
-      const other = await createContext(loadConfig({ DATA_DIR: otherDir!, LOG_LEVEL: 'silent' }), service.ctx.db, silent);
+      const other = await createContext(
+        loadConfig({ DATA_DIR: otherDir!, LOG_LEVEL: 'silent' }),
+        service.ctx.db,
+        silent,
+      );
       expect(other.signingKey.kid).toBe(upgraded.signingKey.kid);
       expect(await other.tokens.verify(token)).toBeDefined();
       expect(upgraded.signingKey.kid).not.toBe(service.ctx.signingKey.kid);

@@ -42,7 +42,10 @@ async function embeddedPlace(prefix: string): Promise<Place> {
   };
 }
 
-async function externalPlace(prefix: string, extra: Record<string, string> = {}): Promise<Place & { drop(): Promise<void> }> {
+async function externalPlace(
+  prefix: string,
+  extra: Record<string, string> = {},
+): Promise<Place & { drop(): Promise<void> }> {
   const dataDir = await serverReachableTempDir(prefix);
   const db = await emptyDatabase();
   return {
@@ -68,7 +71,11 @@ const serviceEnv = (place: Place) => ({
 });
 
 function client(base: string, token?: string) {
-  return async (method: string, url: string, body?: unknown): Promise<{ status: number; json: unknown; bytes: Buffer }> => {
+  return async (
+    method: string,
+    url: string,
+    body?: unknown,
+  ): Promise<{ status: number; json: unknown; bytes: Buffer }> => {
     const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
     let payload: string | FormData | undefined;
     if (body instanceof FormData) payload = body;
@@ -78,7 +85,10 @@ function client(base: string, token?: string) {
     }
     const res = await fetch(`${base}${url}`, { method, headers, body: payload });
     const bytes = Buffer.from(await res.arrayBuffer());
-    const json: unknown = res.headers.get('content-type')?.includes('json') && bytes.length > 0 ? JSON.parse(bytes.toString('utf8')) : undefined;
+    const json: unknown =
+      res.headers.get('content-type')?.includes('json') && bytes.length > 0
+        ? JSON.parse(bytes.toString('utf8'))
+        : undefined;
     return { status: res.status, json, bytes };
   };
 }
@@ -100,15 +110,35 @@ interface Population {
 /** Users, tags, tasks with tags and an assignee, attachments, a webhook with its deliveries, and the events of all that. */
 async function populate(base: string): Promise<Population> {
   const login = AuthResultSchema.parse(await ok(client(base)('POST', '/auth/login', ADMIN)));
-  const alice = AuthResultSchema.parse(await ok(client(base)('POST', '/auth/register', { email: 'alice@example.test', password: PASSWORD, name: 'Alice' }), 201));
-  const bob = AuthResultSchema.parse(await ok(client(base)('POST', '/auth/register', { email: 'bob@example.test', password: PASSWORD, name: 'Bob' }), 201));
+  const alice = AuthResultSchema.parse(
+    await ok(
+      client(base)('POST', '/auth/register', { email: 'alice@example.test', password: PASSWORD, name: 'Alice' }),
+      201,
+    ),
+  );
+  const bob = AuthResultSchema.parse(
+    await ok(
+      client(base)('POST', '/auth/register', { email: 'bob@example.test', password: PASSWORD, name: 'Bob' }),
+      201,
+    ),
+  );
   const asAlice = client(base, alice.accessToken);
   const asBob = client(base, bob.accessToken);
-  const hook = await ok(asAlice('POST', '/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['*'], description: 'nowhere' }), 201);
+  const hook = await ok(
+    asAlice('POST', '/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['*'], description: 'nowhere' }),
+    201,
+  );
   const work = await ok(asAlice('POST', '/tags', { name: 'Work', color: '#aa0000' }), 201);
   const home = await ok(asAlice('POST', '/tags', { name: 'Home' }), 201);
   const first = await ok(
-    asAlice('POST', '/tasks', { title: 'Write the report', description: 'with ünïcödé, a tab\tand a\nnewline', priority: 'high', assigneeId: bob.user.id, tagIds: [work.id], dueAt: '2027-01-02T03:04:05.678Z' }),
+    asAlice('POST', '/tasks', {
+      title: 'Write the report',
+      description: 'with ünïcödé, a tab\tand a\nnewline',
+      priority: 'high',
+      assigneeId: bob.user.id,
+      tagIds: [work.id],
+      dueAt: '2027-01-02T03:04:05.678Z',
+    }),
     201,
   );
   await ok(asAlice('POST', '/tasks', { title: 'Buy milk', tagIds: [work.id, home.id] }), 201);
@@ -116,7 +146,10 @@ async function populate(base: string): Promise<Population> {
   await ok(asBob('PATCH', `/tasks/${String(first.id)}`, { status: 'done' }));
   expect((await asBob('DELETE', `/tasks/${String(doomed.id)}`)).status).toBe(204);
   const files = new Map<string, string>();
-  for (const [name, bytes] of [['data.bin', randomBytes(300_000)], ['notes.txt', Buffer.from('plain notes\n')]] as const) {
+  for (const [name, bytes] of [
+    ['data.bin', randomBytes(300_000)],
+    ['notes.txt', Buffer.from('plain notes\n')],
+  ] as const) {
     const form = new FormData();
     form.append('file', new Blob([bytes]), name);
     const attachment = await ok(asAlice('POST', `/tasks/${String(first.id)}/attachments`, form), 201);
@@ -124,8 +157,14 @@ async function populate(base: string): Promise<Population> {
   }
   // Every delivery attempted once (it fails: nothing listens there), so nothing moves while the test compares.
   for (let i = 0; ; i++) {
-    const deliveries = Page.parse((await asAlice('GET', `/webhooks/${String(hook.id)}/deliveries?limit=100`)).json).items;
-    const unsettled = deliveries.filter((d) => d.state === 'delivering' || (d.state === 'pending' && Date.parse(String(d.nextAttemptAt)) < Date.now() + 3_600_000));
+    const deliveries = Page.parse(
+      (await asAlice('GET', `/webhooks/${String(hook.id)}/deliveries?limit=100`)).json,
+    ).items;
+    const unsettled = deliveries.filter(
+      (d) =>
+        d.state === 'delivering' ||
+        (d.state === 'pending' && Date.parse(String(d.nextAttemptAt)) < Date.now() + 3_600_000),
+    );
     if (deliveries.length > 0 && unsettled.length === 0) break;
     if (i > 100) throw new Error(`deliveries did not settle: ${JSON.stringify(deliveries)}`);
     await new Promise((resolve) => setTimeout(resolve, 200));
@@ -159,7 +198,8 @@ async function apiView(base: string, tokens: Population['tokens']) {
   }
   const webhooks = await list(asAlice('GET', '/webhooks'));
   const deliveries = [];
-  for (const hook of webhooks) deliveries.push(...(await list(asAlice('GET', `/webhooks/${String(hook.id)}/deliveries?limit=100`))));
+  for (const hook of webhooks)
+    deliveries.push(...(await list(asAlice('GET', `/webhooks/${String(hook.id)}/deliveries?limit=100`))));
   return {
     users: await list(asAdmin('GET', '/users?limit=100')),
     tasks,
@@ -177,7 +217,9 @@ async function databaseView(url: string): Promise<Record<string, unknown>> {
   const db = new pg.Client({ connectionString: url });
   await db.connect();
   try {
-    const { rows: tables } = await db.query<{ name: string }>(`SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1`);
+    const { rows: tables } = await db.query<{ name: string }>(
+      `SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1`,
+    );
     const view: Record<string, unknown> = {};
     for (const { name } of tables) {
       // Restored attachments live under new storage keys; when a migration ran is not data; how a
@@ -192,8 +234,11 @@ async function databaseView(url: string): Promise<Record<string, unknown>> {
       );
       view[name] = rows[0]?.rows;
     }
-    const { rows: sequences } = await db.query<{ name: string }>(`SELECT relname AS name FROM pg_class WHERE relkind = 'S' AND relnamespace = current_schema()::regnamespace`);
-    for (const { name } of sequences) view[`sequence ${name}`] = (await db.query(`SELECT last_value::text, is_called FROM "${name}"`)).rows;
+    const { rows: sequences } = await db.query<{ name: string }>(
+      `SELECT relname AS name FROM pg_class WHERE relkind = 'S' AND relnamespace = current_schema()::regnamespace`,
+    );
+    for (const { name } of sequences)
+      view[`sequence ${name}`] = (await db.query(`SELECT last_value::text, is_called FROM "${name}"`)).rows;
     return view;
   } finally {
     await db.end();
@@ -221,7 +266,9 @@ async function roundTrip(source: Place, target: Place, archive: string): Promise
   try {
     const population = await populate(running.url);
     const before = { api: await apiView(running.url, population.tokens), db: await dbView(source) };
-    expect(before.api.attachments.map((a) => [String(a.id), a.content])).toEqual(expect.arrayContaining([...population.files]));
+    expect(before.api.attachments.map((a) => [String(a.id), a.content])).toEqual(
+      expect.arrayContaining([...population.files]),
+    );
 
     // Online: the service keeps running (on the embedded default, the dump uses its server).
     const dumped = await runCli('dump', [archive], source.dataDir, source.env);
@@ -238,7 +285,10 @@ async function roundTrip(source: Place, target: Place, archive: string): Promise
     // It keeps working: new writes, and the feed continues from a cursor taken before the dump.
     const asAlice = client(restored.url, population.tokens.alice);
     expect(Page.parse((await asAlice('GET', `/changes?cursor=${population.cursor}`)).json).items).toEqual([]);
-    const task = await ok(asAlice('POST', '/tasks', { title: 'After the restore', tagIds: [String(before.api.tags[0]?.id)] }), 201);
+    const task = await ok(
+      asAlice('POST', '/tasks', { title: 'After the restore', tagIds: [String(before.api.tags[0]?.id)] }),
+      201,
+    );
     const form = new FormData();
     form.append('file', new Blob([Buffer.from('new bytes')]), 'new.txt');
     await ok(asAlice('POST', `/tasks/${String(task.id)}/attachments`, form), 201);
@@ -349,7 +399,9 @@ describe('dump and restore with DATABASE_URL', () => {
       const before = await dbView(source);
       const { code, stderr } = await failure(runCli('restore', [archive], source.dataDir, source.env));
       expect(code).toBe(1);
-      expect(stderr).toMatch(/^restore: The target database already holds data \(rows in .*\): restore into an empty one/);
+      expect(stderr).toMatch(
+        /^restore: The target database already holds data \(rows in .*\): restore into an empty one/,
+      );
       expect(stderr.trim().split('\n')).toHaveLength(1);
       expect(await dbView(source)).toEqual(before);
     });
@@ -368,7 +420,10 @@ describe('dump and restore with DATABASE_URL', () => {
 
       const target = await place('task-service-restore-');
       for (const [file, message] of [
-        [tampered, /^restore: The bytes of attachment [0-9a-f-]{36} in the archive do not match their sha256 in the manifest: the archive is damaged$/],
+        [
+          tampered,
+          /^restore: The bytes of attachment [0-9a-f-]{36} in the archive do not match their sha256 in the manifest: the archive is damaged$/,
+        ],
         [cut, /^restore: .*cut\.tar\.gz is not a readable backup archive \(.*\)$/],
       ] as const) {
         const { code, stderr } = await failure(runCli('restore', [file], target.dataDir, target.env));

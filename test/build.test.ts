@@ -18,7 +18,8 @@ function outputs(): Map<string, number> {
   const files = new Map<string, number>();
   for (const dir of ['dist', 'contract/dist']) {
     for (const entry of readdirSync(path.join(ROOT, dir), { recursive: true, withFileTypes: true })) {
-      if (entry.isFile()) files.set(path.join(entry.parentPath, entry.name), statSync(path.join(entry.parentPath, entry.name)).mtimeMs);
+      if (entry.isFile())
+        files.set(path.join(entry.parentPath, entry.name), statSync(path.join(entry.parentPath, entry.name)).mtimeMs);
     }
   }
   return files;

@@ -31,7 +31,13 @@ describe('the outbox: one event per change, with the state after it', () => {
     const cursor = await endOfFeed(alice);
     const task = await createTask(service, alice, { title: 'Write report' });
     const patched = TaskSchema.parse(
-      (await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).send({ title: 'Report', status: 'done', priority: 'high' }).expect(200)).body,
+      (
+        await service.http
+          .patch(`/tasks/${task.id}`)
+          .set('Authorization', alice.auth)
+          .send({ title: 'Report', status: 'done', priority: 'high' })
+          .expect(200)
+      ).body,
     );
     await service.http.delete(`/tasks/${task.id}`).set('Authorization', alice.auth).expect(204);
     const { events } = await readAllChanges(service, alice, cursor);
@@ -47,21 +53,44 @@ describe('the outbox: one event per change, with the state after it', () => {
     const task = await createTask(service, alice, { title: 'Same' });
     const cursor = await endOfFeed(alice);
     await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).send({ title: 'Same' }).expect(200);
-    await service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).set('If-Match', '"99"').send({ title: 'Other' }).expect(412);
+    await service.http
+      .patch(`/tasks/${task.id}`)
+      .set('Authorization', alice.auth)
+      .set('If-Match', '"99"')
+      .send({ title: 'Other' })
+      .expect(412);
     await service.http.post('/tags').set('Authorization', alice.auth).send({ name: '' }).expect(400);
     expect((await readAllChanges(service, alice, cursor)).events).toEqual([]);
   });
 
   it('records tag events, and task.updated for every task a tag link, rename or deletion changes', async () => {
     const cursor = await endOfFeed(alice);
-    const tag = TagSchema.parse((await service.http.post('/tags').set('Authorization', alice.auth).send({ name: 'feed-tag' }).expect(201)).body);
+    const tag = TagSchema.parse(
+      (await service.http.post('/tags').set('Authorization', alice.auth).send({ name: 'feed-tag' }).expect(201)).body,
+    );
     const task = await createTask(service, alice);
     await service.http.post(`/tasks/${task.id}/tags/${tag.id}`).set('Authorization', alice.auth).expect(201);
     await service.http.post(`/tasks/${task.id}/tags/${tag.id}`).set('Authorization', alice.auth).expect(200); // already there: no change
-    const renamed = TagSchema.parse((await service.http.patch(`/tags/${tag.id}`).set('Authorization', alice.auth).send({ name: 'renamed' }).expect(200)).body);
+    const renamed = TagSchema.parse(
+      (
+        await service.http
+          .patch(`/tags/${tag.id}`)
+          .set('Authorization', alice.auth)
+          .send({ name: 'renamed' })
+          .expect(200)
+      ).body,
+    );
     await service.http.delete(`/tags/${tag.id}`).set('Authorization', alice.auth).expect(204);
     const { events } = await readAllChanges(service, alice, cursor);
-    expect(events.map((e) => e.type)).toEqual(['tag.created', 'task.created', 'task.updated', 'tag.updated', 'task.updated', 'tag.deleted', 'task.updated']);
+    expect(events.map((e) => e.type)).toEqual([
+      'tag.created',
+      'task.created',
+      'task.updated',
+      'tag.updated',
+      'task.updated',
+      'tag.deleted',
+      'task.updated',
+    ]);
     expect(events[0]?.data).toEqual({ tag });
     expect(events[3]?.data).toEqual({ tag: renamed });
     const updates = ofType(events, 'task.updated').map((e) => e.data.task);
@@ -74,11 +103,22 @@ describe('the outbox: one event per change, with the state after it', () => {
     const task = await createTask(service, alice);
     const cursor = await endOfFeed(alice);
     const attachment = AttachmentSchema.parse(
-      (await service.http.post(`/tasks/${task.id}/attachments`).set('Authorization', alice.auth).attach('file', Buffer.from('hello'), { filename: 'a.txt' }).expect(201)).body,
+      (
+        await service.http
+          .post(`/tasks/${task.id}/attachments`)
+          .set('Authorization', alice.auth)
+          .attach('file', Buffer.from('hello'), { filename: 'a.txt' })
+          .expect(201)
+      ).body,
     );
     await service.http.delete(`/attachments/${attachment.id}`).set('Authorization', alice.auth).expect(204);
     const { events } = await readAllChanges(service, alice, cursor);
-    expect(events.map((e) => e.type)).toEqual(['attachment.created', 'task.updated', 'attachment.deleted', 'task.updated']);
+    expect(events.map((e) => e.type)).toEqual([
+      'attachment.created',
+      'task.updated',
+      'attachment.deleted',
+      'task.updated',
+    ]);
     expect(events[0]?.data).toEqual({ attachment });
     expect(ofType(events, 'task.updated').map((e) => e.data.task.attachmentCount)).toEqual([1, 0]);
     expect(events[2]?.data).toEqual({ attachmentId: attachment.id, taskId: task.id });
@@ -89,7 +129,15 @@ describe('the outbox: one event per change, with the state after it', () => {
     const task = await createTask(service, carol, { assigneeId: bob.user.id });
     const cursor = await endOfFeed(admin);
     const bobCursor = await endOfFeed(bob);
-    const user = UserSchema.parse((await service.http.patch(`/users/${carol.user.id}`).set('Authorization', carol.auth).send({ name: 'Carol' }).expect(200)).body);
+    const user = UserSchema.parse(
+      (
+        await service.http
+          .patch(`/users/${carol.user.id}`)
+          .set('Authorization', carol.auth)
+          .send({ name: 'Carol' })
+          .expect(200)
+      ).body,
+    );
     await service.http.delete(`/users/${carol.user.id}`).set('Authorization', admin.auth).expect(204);
     const { events } = await readAllChanges(service, admin, cursor);
     expect(events.map((e) => e.type)).toEqual(['user.updated', 'user.deleted', 'task.deleted']);
@@ -109,13 +157,19 @@ describe('GET /changes', () => {
     const seen: string[] = [];
     let next = cursor;
     for (let page = 0; page < 3; page++) {
-      const res = await service.http.get('/changes').query({ cursor: next, limit: 2 }).set('Authorization', alice.auth).expect(200);
+      const res = await service.http
+        .get('/changes')
+        .query({ cursor: next, limit: 2 })
+        .set('Authorization', alice.auth)
+        .expect(200);
       const body = ChangesPageSchema.parse(res.body);
       seen.push(...ofType(body.items, 'task.created').map((e) => e.data.task.id));
       next = body.nextCursor;
     }
     expect(seen).toEqual(tasks.map((t) => t.id));
-    const empty = ChangesPageSchema.parse((await service.http.get('/changes').query({ cursor: next }).set('Authorization', alice.auth).expect(200)).body);
+    const empty = ChangesPageSchema.parse(
+      (await service.http.get('/changes').query({ cursor: next }).set('Authorization', alice.auth).expect(200)).body,
+    );
     expect(empty.items).toEqual([]);
     expect(empty.nextCursor).toEqual(expect.any(String));
   });
@@ -128,10 +182,30 @@ describe('GET /changes', () => {
 
   it('answers 400 to a bad limit or a forged cursor, and 401 without a token', async () => {
     for (const limit of ['0', '1001', 'x']) {
-      expect(errorPaths(expectProblem(await service.http.get('/changes').query({ limit }).set('Authorization', alice.auth), 400, 'validation_failed'))).toEqual(['query.limit']);
+      expect(
+        errorPaths(
+          expectProblem(
+            await service.http.get('/changes').query({ limit }).set('Authorization', alice.auth),
+            400,
+            'validation_failed',
+          ),
+        ),
+      ).toEqual(['query.limit']);
     }
-    for (const cursor of ['nonsense', Buffer.from('1.x').toString('base64url'), Buffer.from('99999999999999999999.1').toString('base64url')]) {
-      expect(errorPaths(expectProblem(await service.http.get('/changes').query({ cursor }).set('Authorization', alice.auth), 400, 'validation_failed'))).toEqual(['query.cursor']);
+    for (const cursor of [
+      'nonsense',
+      Buffer.from('1.x').toString('base64url'),
+      Buffer.from('99999999999999999999.1').toString('base64url'),
+    ]) {
+      expect(
+        errorPaths(
+          expectProblem(
+            await service.http.get('/changes').query({ cursor }).set('Authorization', alice.auth),
+            400,
+            'validation_failed',
+          ),
+        ),
+      ).toEqual(['query.cursor']);
     }
     expectProblem(await service.http.get('/changes'), 401, 'unauthenticated');
   });
@@ -155,18 +229,40 @@ describe('GET /changes', () => {
     await service.http.post('/tags').set('Authorization', alice.auth).send({ name: 'cursor b' }).expect(201);
     const tags = await service.http.get('/tags').query({ limit: 1 }).set('Authorization', alice.auth).expect(200);
     const listCursor = String(tags.body.nextCursor);
-    expectProblem(await service.http.get('/changes').query({ cursor: listCursor }).set('Authorization', alice.auth), 400, 'validation_failed');
+    expectProblem(
+      await service.http.get('/changes').query({ cursor: listCursor }).set('Authorization', alice.auth),
+      400,
+      'validation_failed',
+    );
     await service.http.get('/changes').query({ cursor: issued }).set('Authorization', alice.auth).expect(200);
   });
 
   it("names the actor only to that user, an admin, or the task's owner or assignee (issue 18)", async () => {
     const cursor = await endOfFeed(admin);
     const task = await createTask(service, alice, { title: 'actor', assigneeId: bob.user.id });
-    await service.http.patch(`/tasks/${task.id}`).set('Authorization', admin.auth).send({ title: 'by the admin' }).expect(200);
-    const tag = TagSchema.parse((await service.http.post('/tags').set('Authorization', alice.auth).send({ name: 'actor tag' }).expect(201)).body);
-    await service.http.patch(`/tags/${tag.id}`).set('Authorization', admin.auth).send({ name: 'renamed by the admin' }).expect(200);
-    await service.http.patch(`/users/${alice.user.id}`).set('Authorization', admin.auth).send({ name: 'Renamed by the admin' }).expect(200);
-    await service.http.patch(`/tasks/${task.id}`).set('Authorization', admin.auth).send({ assigneeId: null }).expect(200);
+    await service.http
+      .patch(`/tasks/${task.id}`)
+      .set('Authorization', admin.auth)
+      .send({ title: 'by the admin' })
+      .expect(200);
+    const tag = TagSchema.parse(
+      (await service.http.post('/tags').set('Authorization', alice.auth).send({ name: 'actor tag' }).expect(201)).body,
+    );
+    await service.http
+      .patch(`/tags/${tag.id}`)
+      .set('Authorization', admin.auth)
+      .send({ name: 'renamed by the admin' })
+      .expect(200);
+    await service.http
+      .patch(`/users/${alice.user.id}`)
+      .set('Authorization', admin.auth)
+      .send({ name: 'Renamed by the admin' })
+      .expect(200);
+    await service.http
+      .patch(`/tasks/${task.id}`)
+      .set('Authorization', admin.auth)
+      .send({ assigneeId: null })
+      .expect(200);
     const actors = async (user: TestUser) =>
       (await readAllChanges(service, user, cursor)).events.map((e) => [e.type, e.actorId]);
     // The owner and the assignee of a task see who changed it; the admin's other changes stay anonymous.
@@ -184,17 +280,40 @@ describe('GET /changes', () => {
       ['task.updated', admin.user.id],
       ['task.updated', null],
     ]);
-    expect((await actors(admin)).map(([, actor]) => actor)).toEqual([alice.user.id, admin.user.id, alice.user.id, admin.user.id, admin.user.id, admin.user.id]);
+    expect((await actors(admin)).map(([, actor]) => actor)).toEqual([
+      alice.user.id,
+      admin.user.id,
+      alice.user.id,
+      admin.user.id,
+      admin.user.id,
+      admin.user.id,
+    ]);
   });
 
   it("never shows another user's events; an assignee sees a task until the update that removes them", async () => {
     const bobCursor = await endOfFeed(bob);
     const secret = await createTask(service, alice, { title: 'private' });
     const shared = await createTask(service, alice, { title: 'shared', assigneeId: bob.user.id });
-    await service.http.patch(`/tasks/${shared.id}`).set('Authorization', alice.auth).send({ title: 'shared 2' }).expect(200);
-    await service.http.patch(`/tasks/${shared.id}`).set('Authorization', alice.auth).send({ assigneeId: null }).expect(200);
-    await service.http.patch(`/tasks/${shared.id}`).set('Authorization', alice.auth).send({ title: 'after bob left' }).expect(200);
-    await service.http.patch(`/tasks/${secret.id}`).set('Authorization', alice.auth).send({ title: 'still private' }).expect(200);
+    await service.http
+      .patch(`/tasks/${shared.id}`)
+      .set('Authorization', alice.auth)
+      .send({ title: 'shared 2' })
+      .expect(200);
+    await service.http
+      .patch(`/tasks/${shared.id}`)
+      .set('Authorization', alice.auth)
+      .send({ assigneeId: null })
+      .expect(200);
+    await service.http
+      .patch(`/tasks/${shared.id}`)
+      .set('Authorization', alice.auth)
+      .send({ title: 'after bob left' })
+      .expect(200);
+    await service.http
+      .patch(`/tasks/${secret.id}`)
+      .set('Authorization', alice.auth)
+      .send({ title: 'still private' })
+      .expect(200);
     await service.http.post('/tags').set('Authorization', alice.auth).send({ name: 'alice only' }).expect(201);
     const { events } = await readAllChanges(service, bob, bobCursor);
     expect(events.map((e) => [e.type, 'task' in e.data ? e.data.task.title : undefined])).toEqual([
@@ -203,7 +322,15 @@ describe('GET /changes', () => {
       ['task.updated', 'shared 2'],
     ]);
     const adminSees = (await readAllChanges(service, admin, bobCursor)).events.map((e) => e.type);
-    expect(adminSees).toEqual(['task.created', 'task.created', 'task.updated', 'task.updated', 'task.updated', 'task.updated', 'tag.created']);
+    expect(adminSees).toEqual([
+      'task.created',
+      'task.created',
+      'task.updated',
+      'task.updated',
+      'task.updated',
+      'task.updated',
+      'tag.created',
+    ]);
   });
 
   it('answers 410 cursor_expired once the retention purge deleted events after the cursor', async () => {
@@ -211,7 +338,11 @@ describe('GET /changes', () => {
     await createTask(service, alice, { title: 'soon purged' });
     const later = new Date(Date.now() + (service.ctx.config.events.retentionDays + 1) * 24 * 3600 * 1000);
     expect(await purgeExpiredEvents(service.ctx, later)).toBeGreaterThan(0);
-    expectProblem(await service.http.get('/changes').query({ cursor }).set('Authorization', alice.auth), 410, 'cursor_expired');
+    expectProblem(
+      await service.http.get('/changes').query({ cursor }).set('Authorization', alice.auth),
+      410,
+      'cursor_expired',
+    );
     // A client that does a full sync follows the feed from its start again.
     const fresh = await readAllChanges(service, alice);
     expect(fresh.events).toEqual([]);
@@ -253,7 +384,11 @@ describe('commit order under concurrent writers', () => {
     const written = Promise.all(
       Array.from({ length: writers }, (_, i) =>
         service.ctx.db.prisma.$transaction(async (tx) => {
-          await recordEvent(tx, null, { type: 'tag.deleted', data: { tagId: `00000000-0000-7000-8000-${String(i).padStart(12, '0')}` }, audience: [] });
+          await recordEvent(tx, null, {
+            type: 'tag.deleted',
+            data: { tagId: `00000000-0000-7000-8000-${String(i).padStart(12, '0')}` },
+            audience: [],
+          });
           // Hold some transactions open so that later ones commit first.
           await new Promise((resolve) => setTimeout(resolve, (i * 37) % 120));
         }),
@@ -288,12 +423,18 @@ describe('events of row-locked writes under concurrency', () => {
     // Without If-Match every PATCH applies in turn; with the same If-Match one wins, the rest are 412.
     const free = await Promise.all(Array.from({ length: 6 }, (_, i) => patch({ title: `free ${i}` })));
     expect(free.map((res) => res.status)).toEqual(Array(6).fill(200));
-    const current = TaskSchema.parse((await service.http.get(`/tasks/${task.id}`).set('Authorization', alice.auth).expect(200)).body);
-    const guarded = await Promise.all(Array.from({ length: 4 }, (_, i) => patch({ title: `guarded ${i}` }, `"${current.version}"`)));
+    const current = TaskSchema.parse(
+      (await service.http.get(`/tasks/${task.id}`).set('Authorization', alice.auth).expect(200)).body,
+    );
+    const guarded = await Promise.all(
+      Array.from({ length: 4 }, (_, i) => patch({ title: `guarded ${i}` }, `"${current.version}"`)),
+    );
     expect(guarded.filter((res) => res.status === 200)).toHaveLength(1);
     expect(guarded.filter((res) => res.status === 412)).toHaveLength(3);
     const final = TaskSchema.parse(guarded.find((res) => res.status === 200)?.body);
-    const deletes = await Promise.all(Array.from({ length: 3 }, () => service.http.delete(`/tasks/${task.id}`).set('Authorization', alice.auth)));
+    const deletes = await Promise.all(
+      Array.from({ length: 3 }, () => service.http.delete(`/tasks/${task.id}`).set('Authorization', alice.auth)),
+    );
     expect(deletes.map((res) => res.status).sort()).toEqual([204, 404, 404]);
 
     const { events } = await readAllChanges(service, alice, cursor);

@@ -25,7 +25,13 @@ const served = listeningForFile({ WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', EVENT_S
 
 async function signedUp(options: { fetch?: typeof fetch } = {}) {
   const client = createClient({ baseUrl: served.baseUrl, ...options });
-  const account = (await ok(client.auth.register({ body: { email: uniqueEmail('events'), password: 'correct horse battery', name: 'Events' } }))).body;
+  const account = (
+    await ok(
+      client.auth.register({
+        body: { email: uniqueEmail('events'), password: 'correct horse battery', name: 'Events' },
+      }),
+    )
+  ).body;
   return { client, account };
 }
 
@@ -34,7 +40,10 @@ async function take(events: AsyncIterator<Event>, count: number, ms = 10_000): P
   const taken: Event[] = [];
   const deadline = Date.now() + ms;
   while (taken.length < count && Date.now() < deadline) {
-    const next = await Promise.race([events.next(), new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), deadline - Date.now()))]);
+    const next = await Promise.race([
+      events.next(),
+      new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), deadline - Date.now())),
+    ]);
     if (!next || next.done) break;
     taken.push(next.value);
   }
@@ -59,7 +68,8 @@ describe('serverSentEvents: the stream format', () => {
   };
 
   it('reads fields, comments, multi-line data and every line ending, whatever the chunking', async () => {
-    const text = '\ufeff: connected\r\n\r\nid: 1\r\nevent: a\r\ndata: {"x":\r\ndata:1}\r\n\r\n: heartbeat\n\nid:2\revent:b\rdata: two\r\rdata\n\n';
+    const text =
+      '\ufeff: connected\r\n\r\nid: 1\r\nevent: a\r\ndata: {"x":\r\ndata:1}\r\n\r\n: heartbeat\n\nid:2\revent:b\rdata: two\r\rdata\n\n';
     const expected = [
       { id: '1', event: 'a', data: '{"x":\n1}' },
       { id: '2', event: 'b', data: 'two' },
@@ -78,22 +88,38 @@ describe('serverSentEvents: the stream format', () => {
       },
     });
     const events = serverSentEvents(body);
-    const first = await Promise.race([events.next(), new Promise((resolve) => setTimeout(() => resolve('held back'), 1_000))]);
+    const first = await Promise.race([
+      events.next(),
+      new Promise((resolve) => setTimeout(() => resolve('held back'), 1_000)),
+    ]);
     expect(first).toEqual({ done: false, value: { id: '1', event: 'message', data: '{}' } });
     await events.return(undefined);
   });
 
   it('never dispatches an event whose blank line did not arrive', async () => {
-    expect(await parse(['id: 1\ndata: whole\n\nid: 2\ndata: cut off'])).toEqual([{ id: '1', event: 'message', data: 'whole' }]);
+    expect(await parse(['id: 1\ndata: whole\n\nid: 2\ndata: cut off'])).toEqual([
+      { id: '1', event: 'message', data: 'whole' },
+    ]);
   });
 });
 
 describe('subscribeToEvents against a misbehaving server (found in review)', () => {
   const problem = (status: number, code: string) =>
-    new Response(JSON.stringify({ type: `/problems/${code}`, title: code, status, code, detail: code, instance: '/events', requestId: 'r' }), {
-      status,
-      headers: { 'content-type': 'application/problem+json' },
-    });
+    new Response(
+      JSON.stringify({
+        type: `/problems/${code}`,
+        title: code,
+        status,
+        code,
+        detail: code,
+        instance: '/events',
+        requestId: 'r',
+      }),
+      {
+        status,
+        headers: { 'content-type': 'application/problem+json' },
+      },
+    );
   const sessionWith = (answer: () => Response) => {
     let connections = 0;
     let renewals = 0;
@@ -113,7 +139,8 @@ describe('subscribeToEvents against a misbehaving server (found in review)', () 
       },
     };
   };
-  const firstOutcome = (events: AsyncIterable<Event>) => take(events[Symbol.asyncIterator](), 1, 3_000).catch((error: unknown) => error);
+  const firstOutcome = (events: AsyncIterable<Event>) =>
+    take(events[Symbol.asyncIterator](), 1, 3_000).catch((error: unknown) => error);
 
   it('renews a refused token once, then gives up instead of reconnecting in a loop', async () => {
     const server = sessionWith(() => problem(401, 'unauthenticated'));
@@ -139,7 +166,9 @@ describe('subscribeToEvents against a misbehaving server (found in review)', () 
   });
 
   it('fails at once on a 200 that is not an event stream (a captive portal)', async () => {
-    const server = sessionWith(() => new Response('<html>log in to the Wi-Fi</html>', { status: 200, headers: { 'content-type': 'text/html' } }));
+    const server = sessionWith(
+      () => new Response('<html>log in to the Wi-Fi</html>', { status: 200, headers: { 'content-type': 'text/html' } }),
+    );
     expect(await firstOutcome(subscribeToEvents(server.session))).toBeInstanceOf(UnexpectedAnswerError);
     expect(server.counts().connections).toBe(1);
   });
@@ -196,7 +225,10 @@ describe('client.events.subscribe', () => {
 
   it('renews an expired access token and goes on', async () => {
     const { client, account } = await signedUp();
-    client.useTokens({ accessToken: await expiredAccessToken(served.service, account.accessToken), refreshToken: account.refreshToken });
+    client.useTokens({
+      accessToken: await expiredAccessToken(served.service, account.accessToken),
+      refreshToken: account.refreshToken,
+    });
     let opened = 0;
     const events = client.events.subscribe({ onOpen: () => opened++ })[Symbol.asyncIterator]();
     const first = take(events, 1);
@@ -232,7 +264,9 @@ describe('client.events.subscribe', () => {
     const { client } = await signedUp();
     let opened = 0;
     const stop = new AbortController();
-    const events = client.events.subscribe({ signal: stop.signal, idleTimeoutMs: 2_500, onOpen: () => opened++ })[Symbol.asyncIterator]();
+    const events = client.events
+      .subscribe({ signal: stop.signal, idleTimeoutMs: 2_500, onOpen: () => opened++ })
+      [Symbol.asyncIterator]();
     const nothing = take(events, 1, 7_000);
     expect(await nothing).toEqual([]);
     expect(opened).toBe(1);
@@ -245,7 +279,8 @@ describe('client.events.subscribe', () => {
     let opened = 0;
     const done = (async () => {
       const seen: Event[] = [];
-      for await (const event of client.events.subscribe({ signal: stop.signal, onOpen: () => opened++ })) seen.push(event);
+      for await (const event of client.events.subscribe({ signal: stop.signal, onOpen: () => opened++ }))
+        seen.push(event);
       return seen;
     })();
     await expect.poll(() => opened).toBe(1);
@@ -269,17 +304,33 @@ describe('verifyWebhook', () => {
     const at = options.at ?? now;
     const id = options.id ?? event.id;
     const signature = new Webhook(options.secret ?? secret).sign(id, at, options.payload ?? body);
-    return { 'webhook-id': id, 'webhook-timestamp': String(Math.floor(at.getTime() / 1000)), 'webhook-signature': signature };
+    return {
+      'webhook-id': id,
+      'webhook-timestamp': String(Math.floor(at.getTime() / 1000)),
+      'webhook-signature': signature,
+    };
   };
-  const refusal = (promise: Promise<unknown>) => promise.then(() => 'accepted', (error: unknown) => (error instanceof WebhookVerificationError ? error.message : String(error)));
+  const refusal = (promise: Promise<unknown>) =>
+    promise.then(
+      () => 'accepted',
+      (error: unknown) => (error instanceof WebhookVerificationError ? error.message : String(error)),
+    );
 
   it('accepts what the standardwebhooks library signs, from Node headers or fetch Headers, as text or bytes', async () => {
     expect(await verifyWebhook(secret, { headers: signedHeaders(), body }, { now })).toEqual(event);
-    expect(await verifyWebhook(secret, { headers: new Headers(signedHeaders()), body: new TextEncoder().encode(body) }, { now })).toEqual(event);
+    expect(
+      await verifyWebhook(
+        secret,
+        { headers: new Headers(signedHeaders()), body: new TextEncoder().encode(body) },
+        { now },
+      ),
+    ).toEqual(event);
   });
 
   it('finds the headers in any letter case, and in a Headers of another realm', async () => {
-    const capitalised = Object.fromEntries(Object.entries(signedHeaders()).map(([name, value]) => [name.replace(/(^|-)w/g, (m) => m.toUpperCase()), value]));
+    const capitalised = Object.fromEntries(
+      Object.entries(signedHeaders()).map(([name, value]) => [name.replace(/(^|-)w/g, (m) => m.toUpperCase()), value]),
+    );
     expect(await verifyWebhook(secret, { headers: capitalised, body }, { now })).toEqual(event);
     const plain = new Headers(signedHeaders());
     const foreign = { get: (name: string) => plain.get(name) };
@@ -288,26 +339,83 @@ describe('verifyWebhook', () => {
 
   it('refuses rather than skips the age check when the clock or tolerance is not a number', async () => {
     const old = signedHeaders({ at: new Date(now.getTime() - 365 * 24 * 3600 * 1000) });
-    expect(await refusal(verifyWebhook(secret, { headers: old, body }, { now: new Date('not a date') }))).toMatch(/too old/);
-    expect(await refusal(verifyWebhook(secret, { headers: old, body }, { now, toleranceSeconds: Number.NaN }))).toMatch(/too old/);
+    expect(await refusal(verifyWebhook(secret, { headers: old, body }, { now: new Date('not a date') }))).toMatch(
+      /too old/,
+    );
+    expect(await refusal(verifyWebhook(secret, { headers: old, body }, { now, toleranceSeconds: Number.NaN }))).toMatch(
+      /too old/,
+    );
   });
 
   it('accepts any one valid signature of several (a secret being rotated)', async () => {
     const headers = signedHeaders();
-    const other = signedHeaders({ secret: `whsec_${Buffer.from('another secret of 32 bytes !!!!!').toString('base64')}` });
-    expect(await verifyWebhook(secret, { headers: { ...headers, 'webhook-signature': `${other['webhook-signature']} ${headers['webhook-signature']}` }, body }, { now })).toEqual(event);
+    const other = signedHeaders({
+      secret: `whsec_${Buffer.from('another secret of 32 bytes !!!!!').toString('base64')}`,
+    });
+    expect(
+      await verifyWebhook(
+        secret,
+        {
+          headers: { ...headers, 'webhook-signature': `${other['webhook-signature']} ${headers['webhook-signature']}` },
+          body,
+        },
+        { now },
+      ),
+    ).toEqual(event);
   });
 
   it.each([
-    ['an altered body', () => ({ headers: signedHeaders(), body: body.replace('tag.deleted', 'tag.created') }), /No signature matches/],
-    ['another secret', () => ({ headers: signedHeaders({ secret: `whsec_${Buffer.from('x'.repeat(32)).toString('base64')}` }), body }), /No signature matches/],
-    ['a replay 10 minutes late', () => ({ headers: signedHeaders({ at: new Date(now.getTime() - 600_000) }), body }), /too old/],
-    ['a timestamp from the future', () => ({ headers: signedHeaders({ at: new Date(now.getTime() + 600_000) }), body }), /future/],
-    ['no signature', () => ({ headers: { ...signedHeaders(), 'webhook-signature': undefined }, body }), /webhook-signature header is missing/],
-    ['a v2 signature', () => ({ headers: { ...signedHeaders(), 'webhook-signature': signedHeaders()['webhook-signature'].replace('v1,', 'v2,') }, body }), /No signature/],
-    ['a signature that is not base64', () => ({ headers: { ...signedHeaders(), 'webhook-signature': 'v1,%%%' }, body }), /No signature/],
-    ['a signed body that is not an event', () => ({ headers: signedHeaders({ payload: '{"id":1}' }), body: '{"id":1}' }), /not an event/],
-    ['an id header that is not the event id', () => ({ headers: signedHeaders({ id: 'msg_other' }), body }), /not the event id/],
+    [
+      'an altered body',
+      () => ({ headers: signedHeaders(), body: body.replace('tag.deleted', 'tag.created') }),
+      /No signature matches/,
+    ],
+    [
+      'another secret',
+      () => ({ headers: signedHeaders({ secret: `whsec_${Buffer.from('x'.repeat(32)).toString('base64')}` }), body }),
+      /No signature matches/,
+    ],
+    [
+      'a replay 10 minutes late',
+      () => ({ headers: signedHeaders({ at: new Date(now.getTime() - 600_000) }), body }),
+      /too old/,
+    ],
+    [
+      'a timestamp from the future',
+      () => ({ headers: signedHeaders({ at: new Date(now.getTime() + 600_000) }), body }),
+      /future/,
+    ],
+    [
+      'no signature',
+      () => ({ headers: { ...signedHeaders(), 'webhook-signature': undefined }, body }),
+      /webhook-signature header is missing/,
+    ],
+    [
+      'a v2 signature',
+      () => ({
+        headers: {
+          ...signedHeaders(),
+          'webhook-signature': signedHeaders()['webhook-signature'].replace('v1,', 'v2,'),
+        },
+        body,
+      }),
+      /No signature/,
+    ],
+    [
+      'a signature that is not base64',
+      () => ({ headers: { ...signedHeaders(), 'webhook-signature': 'v1,%%%' }, body }),
+      /No signature/,
+    ],
+    [
+      'a signed body that is not an event',
+      () => ({ headers: signedHeaders({ payload: '{"id":1}' }), body: '{"id":1}' }),
+      /not an event/,
+    ],
+    [
+      'an id header that is not the event id',
+      () => ({ headers: signedHeaders({ id: 'msg_other' }), body }),
+      /not the event id/,
+    ],
   ])('refuses %s', async (_what, delivery, reason) => {
     expect(await refusal(verifyWebhook(secret, delivery(), { now }))).toMatch(reason);
   });
@@ -326,7 +434,9 @@ describe('verifyWebhook', () => {
 
     it('verifies what the service sent, and nothing else', async () => {
       const { client } = await signedUp();
-      const webhook = (await ok(client.webhooks.create({ body: { url: receiver.url('/client-verify'), events: ['task.created'] } }))).body;
+      const webhook = (
+        await ok(client.webhooks.create({ body: { url: receiver.url('/client-verify'), events: ['task.created'] } }))
+      ).body;
       const task = (await ok(client.tasks.create({ body: { title: 'delivered' } }))).body;
       await expect.poll(() => receiver.received('/client-verify').length, { timeout: 10_000 }).toBe(1);
       const [delivery] = receiver.received('/client-verify');
@@ -334,7 +444,14 @@ describe('verifyWebhook', () => {
       const verified = await verifyWebhook(webhook.secret, { headers: delivery.headers, body: delivery.body });
       expect(verified.type).toBe('task.created');
       expect(taskIdOf(verified)).toBe(task.id);
-      expect(await refusal(verifyWebhook(webhook.secret, { headers: delivery.headers, body: delivery.body.replace('delivered', 'forged') }))).toMatch(/No signature matches/);
+      expect(
+        await refusal(
+          verifyWebhook(webhook.secret, {
+            headers: delivery.headers,
+            body: delivery.body.replace('delivered', 'forged'),
+          }),
+        ),
+      ).toMatch(/No signature matches/);
     });
   });
 });

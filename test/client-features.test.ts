@@ -1,7 +1,15 @@
 import { once } from 'node:events';
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { createClient, isProblem, memoryTokenStore, ok, ProblemError, type ClientOptions, type SessionTokens } from '../contract/index.js';
+import {
+  createClient,
+  isProblem,
+  memoryTokenStore,
+  ok,
+  ProblemError,
+  type ClientOptions,
+  type SessionTokens,
+} from '../contract/index.js';
 import { validateAnswers } from '../contract/validate.js';
 import { startService } from './support/app.js';
 import { listen, listeningForFile } from './support/listening.js';
@@ -28,7 +36,11 @@ function recordingClient(options: Partial<ClientOptions> = {}, fetchImpl: typeof
 type TestClient = ReturnType<typeof recordingClient>['client'];
 
 async function register(client: TestClient) {
-  return (await ok(client.auth.register({ body: { email: uniqueEmail('features'), password: PASSWORD, name: 'Feature User' } }))).body;
+  return (
+    await ok(
+      client.auth.register({ body: { email: uniqueEmail('features'), password: PASSWORD, name: 'Feature User' } }),
+    )
+  ).body;
 }
 
 const served = listeningForFile();
@@ -37,7 +49,8 @@ describe('list filters, pages and problems', () => {
   it('takes filters as arrays of their values and sends them as comma lists', async () => {
     const { client, calls } = recordingClient();
     await register(client);
-    for (const status of ['todo', 'in_progress', 'done'] as const) await ok(client.tasks.create({ body: { title: `A ${status} task`, status } }));
+    for (const status of ['todo', 'in_progress', 'done'] as const)
+      await ok(client.tasks.create({ body: { title: `A ${status} task`, status } }));
     calls.length = 0;
 
     const listed = await ok(client.tasks.list({ query: { status: ['todo', 'done'], sort: 'title' } }));
@@ -54,7 +67,12 @@ describe('list filters, pages and problems', () => {
     const account = await register(client);
     await ok(client.tasks.create({ body: { title: 'Urgent', priority: 'urgent' } }));
     await ok(client.tasks.create({ body: { title: 'Low', priority: 'low' } }));
-    const listed = await ok(client.users.listTasks({ params: { user_id: account.user.id }, query: { priority: ['urgent', 'high'], relation: 'owner' } }));
+    const listed = await ok(
+      client.users.listTasks({
+        params: { user_id: account.user.id },
+        query: { priority: ['urgent', 'high'], relation: 'owner' },
+      }),
+    );
     expect(listed.body.items.map((task) => task.title)).toEqual(['Urgent']);
   });
 
@@ -65,7 +83,8 @@ describe('list filters, pages and problems', () => {
     calls.length = 0;
 
     const pages: string[][] = [];
-    for await (const page of client.tasks.pages({ query: { limit: 2, sort: 'title' } })) pages.push(page.items.map((task) => task.title));
+    for await (const page of client.tasks.pages({ query: { limit: 2, sort: 'title' } }))
+      pages.push(page.items.map((task) => task.title));
     expect(pages).toEqual([['Task 1', 'Task 2'], ['Task 3', 'Task 4'], ['Task 5']]);
     expect(calls).toHaveLength(3);
     expect(calls[1]).toMatch(/^GET \/tasks\?limit=2&sort=title&cursor=/);
@@ -89,7 +108,10 @@ describe('list filters, pages and problems', () => {
     const { client } = recordingClient();
     await register(client);
     const pages = client.users.pages(); // admin only
-    const error = await pages.next().then(() => undefined, (thrown: unknown) => thrown);
+    const error = await pages.next().then(
+      () => undefined,
+      (thrown: unknown) => thrown,
+    );
     expect(error).toBeInstanceOf(ProblemError);
     if (error instanceof ProblemError) expect(error.problem).toMatchObject({ status: 403, code: 'forbidden' });
   });
@@ -105,7 +127,9 @@ describe('list filters, pages and problems', () => {
     expect(isProblem(created)).toBe(false);
     expect(created.status).toBe(201);
 
-    const thrown = await ok(client.tasks.get({ params: { task_id: '01900000-0000-7000-8000-000000000000' } })).catch((error: unknown) => error);
+    const thrown = await ok(client.tasks.get({ params: { task_id: '01900000-0000-7000-8000-000000000000' } })).catch(
+      (error: unknown) => error,
+    );
     expect(thrown).toBeInstanceOf(ProblemError);
     if (thrown instanceof ProblemError) {
       expect(thrown.status).toBe(404);
@@ -116,7 +140,11 @@ describe('list filters, pages and problems', () => {
 });
 
 /** A fetch that answers the first `times` requests matching `method` with `fail`, then passes through. */
-function failingFirst(times: number, method: string, fail: () => Promise<Response>): { fetch: typeof fetch; failed: () => number } {
+function failingFirst(
+  times: number,
+  method: string,
+  fail: () => Promise<Response>,
+): { fetch: typeof fetch; failed: () => number } {
   let failed = 0;
   return {
     failed: () => failed,
@@ -134,7 +162,15 @@ const networkError = () => Promise.reject(new TypeError('fetch failed'));
 const unavailable = (retryAfter: string) => () =>
   Promise.resolve(
     new Response(
-      JSON.stringify({ type: '/problems/unavailable', title: 'Service unavailable', status: 503, code: 'unavailable', detail: 'Try again', instance: '/auth/me', requestId: 'proxy' }),
+      JSON.stringify({
+        type: '/problems/unavailable',
+        title: 'Service unavailable',
+        status: 503,
+        code: 'unavailable',
+        detail: 'Try again',
+        instance: '/auth/me',
+        requestId: 'proxy',
+      }),
       { status: 503, headers: { 'content-type': 'application/problem+json', 'retry-after': retryAfter } },
     ),
   );
@@ -158,8 +194,13 @@ describe('retries, timeouts and cancellation', () => {
     expect(calls.filter((call) => call === 'GET /auth/me')).toHaveLength(2);
 
     const posts = failingFirst(1, 'POST', networkError);
-    const { client: poster, calls: postCalls } = recordingClient({ retry: { retries: 3, baseDelayMs: 1 } }, posts.fetch);
-    await expect(poster.auth.register({ body: { email: uniqueEmail('features'), password: PASSWORD, name: 'Once' } })).rejects.toThrow('fetch failed');
+    const { client: poster, calls: postCalls } = recordingClient(
+      { retry: { retries: 3, baseDelayMs: 1 } },
+      posts.fetch,
+    );
+    await expect(
+      poster.auth.register({ body: { email: uniqueEmail('features'), password: PASSWORD, name: 'Once' } }),
+    ).rejects.toThrow('fetch failed');
     expect(postCalls).toEqual(['POST /auth/register']);
   });
 
@@ -168,7 +209,10 @@ describe('retries, timeouts and cancellation', () => {
     await register(client);
     const flaky = failingFirst(1, 'POST', networkError);
     const retrying = recordingClient({ tokens: client.tokens() ?? undefined, retry: { baseDelayMs: 1 } }, flaky.fetch);
-    const created = await retrying.client.tasks.create({ body: { title: 'Sent twice' }, extraHeaders: { 'idempotency-key': crypto.randomUUID() } });
+    const created = await retrying.client.tasks.create({
+      body: { title: 'Sent twice' },
+      extraHeaders: { 'idempotency-key': crypto.randomUUID() },
+    });
     expect(created.status).toBe(201);
     expect(retrying.calls).toEqual(['POST /tasks', 'POST /tasks']);
   });
@@ -183,7 +227,10 @@ describe('retries, timeouts and cancellation', () => {
     expect(calls.filter((call) => call === 'GET /auth/me')).toHaveLength(2);
 
     const long = failingFirst(1, 'GET', unavailable('120'));
-    const impatient = recordingClient({ tokens: client.tokens() ?? undefined, retry: { maxDelayMs: 1000 } }, long.fetch);
+    const impatient = recordingClient(
+      { tokens: client.tokens() ?? undefined, retry: { maxDelayMs: 1000 } },
+      long.fetch,
+    );
     expect((await impatient.client.auth.me()).status).toBe(503);
     expect(impatient.calls).toEqual(['GET /auth/me']);
   });
@@ -245,19 +292,29 @@ describe('sharing a session', () => {
     await register(client);
     const tokens = client.tokens();
     if (!tokens) throw new Error('no tokens');
-    return { accessToken: await expiredAccessToken(served.service, tokens.accessToken), refreshToken: tokens.refreshToken };
+    return {
+      accessToken: await expiredAccessToken(served.service, tokens.accessToken),
+      refreshToken: tokens.refreshToken,
+    };
   }
 
   it('clients sharing a token store refresh once and keep one session', async () => {
     const store = memoryTokenStore(await expiredSession());
-    const tabs = [recordingClient({ tokenStore: store }), recordingClient({ tokenStore: store }), recordingClient({ tokenStore: store })];
+    const tabs = [
+      recordingClient({ tokenStore: store }),
+      recordingClient({ tokenStore: store }),
+      recordingClient({ tokenStore: store }),
+    ];
     for (let round = 0; round < 3; round++) {
       const answers = await Promise.all(tabs.flatMap(({ client }) => [client.auth.me(), client.tasks.list()]));
       expect(answers.map((answer) => answer.status)).toEqual([200, 200, 200, 200, 200, 200]);
       // Expire the shared access token again for the next round.
       const tokens = await store.get();
       if (!tokens) throw new Error('the session ended');
-      await store.set({ accessToken: await expiredAccessToken(served.service, tokens.accessToken), refreshToken: tokens.refreshToken });
+      await store.set({
+        accessToken: await expiredAccessToken(served.service, tokens.accessToken),
+        refreshToken: tokens.refreshToken,
+      });
     }
     const refreshes = tabs.flatMap(({ calls }) => calls).filter((call) => call === 'POST /auth/refresh');
     expect(refreshes).toHaveLength(3); // one a round, for all three clients
@@ -278,12 +335,17 @@ describe('sharing a session', () => {
     // Both expired again: the second tab's 401 finds the store already renewed by the first.
     const tokens = saved;
     if (!tokens) throw new Error('the session ended');
-    const stale = { accessToken: await expiredAccessToken(served.service, tokens.accessToken), refreshToken: tokens.refreshToken };
+    const stale = {
+      accessToken: await expiredAccessToken(served.service, tokens.accessToken),
+      refreshToken: tokens.refreshToken,
+    };
     saved = stale;
     // The racing tab reads the stale tokens for its call; the first tab renews the session before
     // the racing tab's 401 comes back, so the re-read before refreshing finds the new tokens.
     let reads = 0;
-    const racing = recordingClient({ tokenStore: { get: () => (reads++ === 0 ? stale : saved), set: (next) => void (saved = next) } });
+    const racing = recordingClient({
+      tokenStore: { get: () => (reads++ === 0 ? stale : saved), set: (next) => void (saved = next) },
+    });
     expect((await first.client.auth.me()).status).toBe(200);
     expect((await racing.client.auth.me()).status).toBe(200);
     expect(racing.calls).toEqual(['GET /auth/me', 'GET /auth/me']);

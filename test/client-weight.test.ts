@@ -4,7 +4,13 @@ import path from 'node:path';
 import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { routesSource } from '../contract/tools/routes-source.js';
-import { browserBundle, consumerProject, declarationBytes, typeCheck, type CheckCost } from './support/consumer-projects.js';
+import {
+  browserBundle,
+  consumerProject,
+  declarationBytes,
+  typeCheck,
+  type CheckCost,
+} from './support/consumer-projects.js';
 import { listeningForFile } from './support/listening.js';
 import { uniqueEmail } from './support/users.js';
 
@@ -37,12 +43,16 @@ describe("the client's weight beside openapi-fetch's", () => {
     expect(tasks.split('validation_failed').length - 1, 'problem codes spelled out in tasks.d.ts').toBe(0);
   });
 
-  it('type-checks both programs with their type assertions (strict, skipLibCheck: false), in as much memory and work as openapi-fetch at most 1.5 times over', { timeout: 600_000 }, async () => {
-    const ours: CheckCost = await typeCheck(project, 'ours');
-    const theirs: CheckCost = await typeCheck(project, 'openapi-fetch');
-    expect(ours.memoryMB / theirs.memoryMB).toBeLessThanOrEqual(1.5);
-    expect(ours.instantiations / theirs.instantiations).toBeLessThanOrEqual(1.5);
-  });
+  it(
+    'type-checks both programs with their type assertions (strict, skipLibCheck: false), in as much memory and work as openapi-fetch at most 1.5 times over',
+    { timeout: 600_000 },
+    async () => {
+      const ours: CheckCost = await typeCheck(project, 'ours');
+      const theirs: CheckCost = await typeCheck(project, 'openapi-fetch');
+      expect(ours.memoryMB / theirs.memoryMB).toBeLessThanOrEqual(1.5);
+      expect(ours.instantiations / theirs.instantiations).toBeLessThanOrEqual(1.5);
+    },
+  );
 
   it('bundles for a browser in at most 8 KB gzip, with nothing of zod, ts-rest, the server or Node', async () => {
     const bundle = await browserBundle(project, 'ours');
@@ -62,9 +72,18 @@ describe("the client's weight beside openapi-fetch's", () => {
       });
       expect(registered.status).toBe(201);
       const outfile = path.join(project, 'out', `${consumer}.mjs`);
-      await build({ entryPoints: [path.join(project, 'src', `${consumer}.ts`)], absWorkingDir: project, bundle: true, format: 'esm', platform: 'node', outfile, logLevel: 'silent' });
+      await build({
+        entryPoints: [path.join(project, 'src', `${consumer}.ts`)],
+        absWorkingDir: project,
+        bundle: true,
+        format: 'esm',
+        platform: 'node',
+        outfile,
+        logLevel: 'silent',
+      });
       const program: unknown = await import(outfile);
-      if (typeof program !== 'object' || program === null || !('run' in program) || typeof program.run !== 'function') throw new Error(`${consumer} exports no run()`);
+      if (typeof program !== 'object' || program === null || !('run' in program) || typeof program.run !== 'function')
+        throw new Error(`${consumer} exports no run()`);
       const log: unknown = await program.run(served.baseUrl, email, password);
       expect(Array.isArray(log)).toBe(true);
       logs.set(consumer, Array.isArray(log) ? log.map(String) : []);
@@ -74,7 +93,10 @@ describe("the client's weight beside openapi-fetch's", () => {
       expect(log, consumer).toContain('Write the report (high)');
       expect(log, consumer).toContain('412 precondition_failed');
       expect(log, consumer).toContain('1 task(s) on 1 page(s)');
-      expect(log.some((line) => line.startsWith('404 not_found ')), consumer).toBe(true);
+      expect(
+        log.some((line) => line.startsWith('404 not_found ')),
+        consumer,
+      ).toBe(true);
     }
   });
 

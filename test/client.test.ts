@@ -34,7 +34,6 @@ async function registered(client: Client, name = 'Client User') {
 const served = listeningForFile();
 
 describe('typed client against a listening service', () => {
-
   it('registers, keeps the tokens and sends them', async () => {
     const { client, tokenChanges } = userClient(served.baseUrl);
     const account = await registered(client, 'Ada');
@@ -74,7 +73,13 @@ describe('typed client against a listening service', () => {
     const created = await client.tasks.create({ body: { title: '  Write the client  ', priority: 'high' } });
     expect(created.status).toBe(201);
     if (created.status !== 201) return;
-    expect(created.body).toMatchObject({ title: 'Write the client', priority: 'high', status: 'todo', ownerId: account.user.id, version: 1 });
+    expect(created.body).toMatchObject({
+      title: 'Write the client',
+      priority: 'high',
+      status: 'todo',
+      ownerId: account.user.id,
+      version: 1,
+    });
     expect(created.headers.get('location')).toBe(`/tasks/${created.body.id}`);
     await client.tasks.create({ body: { title: 'Second task' } });
 
@@ -83,7 +88,9 @@ describe('typed client against a listening service', () => {
     if (listed.status !== 200) return;
     expect(listed.body.items.map((task) => task.title)).toEqual(['Second task']);
     expect(listed.body.nextCursor).not.toBeNull();
-    const next = await client.tasks.list({ query: { sort: 'title', limit: 1, cursor: listed.body.nextCursor ?? undefined } });
+    const next = await client.tasks.list({
+      query: { sort: 'title', limit: 1, cursor: listed.body.nextCursor ?? undefined },
+    });
     expect(next.status === 200 && next.body.items.map((task) => task.title)).toEqual(['Write the client']);
 
     const patched = await client.tasks.update({
@@ -96,7 +103,11 @@ describe('typed client against a listening service', () => {
     expect(patched.body).toMatchObject({ status: 'done', description: 'typed all the way', version: 2 });
     expect(patched.body.completedAt).not.toBeNull();
 
-    const stale = await client.tasks.update({ params: { task_id: created.body.id }, headers: { 'if-match': '"1"' }, body: { title: 'lost update' } });
+    const stale = await client.tasks.update({
+      params: { task_id: created.body.id },
+      headers: { 'if-match': '"1"' },
+      body: { title: 'lost update' },
+    });
     expect(stale.status).toBe(412);
     if (stale.status === 412) expect(stale.body.code).toBe('precondition_failed');
   });
@@ -125,7 +136,10 @@ describe('typed client against a listening service', () => {
     expect(downloaded.body).toBeInstanceOf(Blob);
     expect(await downloaded.body.text()).toBe(text);
 
-    const partial = await client.attachments.download({ params: { attach_id: uploaded.body.id }, headers: { range: 'bytes=0-4' } });
+    const partial = await client.attachments.download({
+      params: { attach_id: uploaded.body.id },
+      headers: { range: 'bytes=0-4' },
+    });
     expect(partial.status).toBe(206);
     if (partial.status === 206) expect(await partial.body.text()).toBe('plain');
   });
@@ -136,7 +150,10 @@ describe('typed client against a listening service', () => {
     const task = await client.tasks.create({ body: { title: 'Blobs' } });
     if (task.status !== 201) throw new Error(`create answered ${task.status}`);
 
-    const fromBlob = await client.attachments.upload({ params: { task_id: task.body.id }, body: { file: new Blob(['raw bytes']) } });
+    const fromBlob = await client.attachments.upload({
+      params: { task_id: task.body.id },
+      body: { file: new Blob(['raw bytes']) },
+    });
     expect(fromBlob.status).toBe(201);
     if (fromBlob.status === 201) expect(fromBlob.body.size).toBe(9);
 
@@ -161,7 +178,10 @@ describe('typed client against a listening service', () => {
 
     expect((await client.auth.me()).status).toBe(401);
     // The old tokens are dead on the server too.
-    const resumed = userClient(served.baseUrl, { accessToken: account.accessToken, refreshToken: account.refreshToken });
+    const resumed = userClient(served.baseUrl, {
+      accessToken: account.accessToken,
+      refreshToken: account.refreshToken,
+    });
     const me = await resumed.client.auth.me();
     expect(me.status).toBe(401);
     expect(resumed.calls).toEqual(['GET /auth/me', 'POST /auth/refresh']);
@@ -170,12 +190,14 @@ describe('typed client against a listening service', () => {
 });
 
 describe('typed client when the access token expires', () => {
-
   /** Hands the client a correctly signed but expired access token for its own session. */
   async function expire(client: Client): Promise<SessionTokens> {
     const tokens = client.tokens();
     if (!tokens) throw new Error('no tokens to expire');
-    client.useTokens({ accessToken: await expiredAccessToken(served.service, tokens.accessToken), refreshToken: tokens.refreshToken });
+    client.useTokens({
+      accessToken: await expiredAccessToken(served.service, tokens.accessToken),
+      refreshToken: tokens.refreshToken,
+    });
     return tokens;
   }
 

@@ -14,11 +14,15 @@ import { registerUser } from './support/users.js';
 const ROOT = path.resolve(import.meta.dirname, '..');
 
 const SampleSchema = z.object({ lang: z.string(), label: z.string(), source: z.string() });
-const OperationSchema = z.object({ operationId: z.string(), description: z.string(), 'x-codeSamples': z.array(SampleSchema) }).passthrough();
+const OperationSchema = z
+  .object({ operationId: z.string(), description: z.string(), 'x-codeSamples': z.array(SampleSchema) })
+  .passthrough();
 
 /** Every operation of the contract, by its client path (`tasks.create`). */
 function routes(router: AppRouter, prefix = ''): [string, AppRoute][] {
-  return Object.entries(router).flatMap(([key, entry]) => (isAppRoute(entry) ? [[`${prefix}${key}`, entry] as [string, AppRoute]] : routes(entry, `${prefix}${key}.`)));
+  return Object.entries(router).flatMap(([key, entry]) =>
+    isAppRoute(entry) ? [[`${prefix}${key}`, entry] as [string, AppRoute]] : routes(entry, `${prefix}${key}.`),
+  );
 }
 
 /** Splits a POSIX command line (single quotes, double quotes, backslash-newline) into its words. */
@@ -79,7 +83,9 @@ let service: TestService;
 let operations: Map<string, z.infer<typeof OperationSchema>>;
 beforeAll(async () => {
   service = await startService();
-  const document = z.object({ paths: z.record(z.record(z.unknown())) }).parse((await service.http.get('/openapi.json').expect(200)).body);
+  const document = z
+    .object({ paths: z.record(z.record(z.unknown())) })
+    .parse((await service.http.get('/openapi.json').expect(200)).body);
   operations = new Map(
     Object.values(document.paths)
       .flatMap((methods) => Object.values(methods))
@@ -100,7 +106,10 @@ describe('the examples on /docs', () => {
     for (const [name] of routes(contract)) {
       const operation = operations.get(name);
       expect(operation, name).toBeDefined();
-      expect(operation?.['x-codeSamples'].map((sample) => sample.label), name).toEqual(['curl', 'Typed client']);
+      expect(
+        operation?.['x-codeSamples'].map((sample) => sample.label),
+        name,
+      ).toEqual(['curl', 'Typed client']);
       expect(operation?.description, name).toContain('```sh\ncurl');
       expect(operation?.description, name).toContain(`await client.${name}(`);
     }
@@ -112,41 +121,68 @@ describe('the examples on /docs', () => {
       expect(request.method, name).toBe(route.method);
       const pattern = new RegExp(`^${SAMPLE_BASE_URL.replace(/\./g, '\\.')}${route.path.replace(/:\w+/g, '[^/]+')}$`);
       expect(request.url, name).toMatch(pattern);
-      if ('body' in route && route.body instanceof z.ZodType && !isAppRouteNoBody(route.body) && request.body !== undefined) {
+      if (
+        'body' in route &&
+        route.body instanceof z.ZodType &&
+        !isAppRouteNoBody(route.body) &&
+        request.body !== undefined
+      ) {
         const parsed = route.body.safeParse(JSON.parse(request.body));
         expect(parsed.success, `${name}: ${request.body}`).toBe(true);
       }
     }
   });
 
-  it('are requests the service accepts: none is refused as malformed, unsupported or unknown', { timeout: 120_000 }, async () => {
-    const server = await listen(service);
-    try {
-      for (const [name] of routes(contract)) {
-        const request = parseCurl(sampleOf(name, 'curl'));
-        const user = await registerUser(service);
-        const headers = Object.fromEntries(Object.entries(request.headers).map(([header, value]) => [header, value.replace('$TOKEN', user.accessToken)]));
-        let body: string | FormData | undefined = request.body;
-        if (request.file) {
-          body = new FormData();
-          body.append('file', new Blob(['the bytes of report.pdf'], { type: 'application/pdf' }), 'report.pdf');
+  it(
+    'are requests the service accepts: none is refused as malformed, unsupported or unknown',
+    { timeout: 120_000 },
+    async () => {
+      const server = await listen(service);
+      try {
+        for (const [name] of routes(contract)) {
+          const request = parseCurl(sampleOf(name, 'curl'));
+          const user = await registerUser(service);
+          const headers = Object.fromEntries(
+            Object.entries(request.headers).map(([header, value]) => [
+              header,
+              value.replace('$TOKEN', user.accessToken),
+            ]),
+          );
+          let body: string | FormData | undefined = request.body;
+          if (request.file) {
+            body = new FormData();
+            body.append('file', new Blob(['the bytes of report.pdf'], { type: 'application/pdf' }), 'report.pdf');
+          }
+          const url = new URL(request.url);
+          // The live stream never ends by itself: its status and headers are the answer.
+          const res = await fetch(`${server.baseUrl}${url.pathname}${url.search}`, {
+            method: request.method,
+            headers,
+            body,
+            signal: AbortSignal.timeout(10_000),
+          });
+          const text = res.headers.get('content-type')?.startsWith('text/event-stream')
+            ? (await res.body?.cancel(), '')
+            : await res.text();
+          // The examples' ids name nothing here (404), some operations are an admin's (403), and the examples'
+          // own credentials (login, refresh) are nobody's (401 without a bearer token); the request itself must be right.
+          // A 400 may only name ids of the examples that do not exist here (`unknown_tag`, `unknown_user`).
+          const references = z
+            .object({ errors: z.array(z.object({ code: z.string() })) })
+            .safeParse(res.status === 400 ? JSON.parse(text) : undefined);
+          const unknownIdsOnly =
+            res.status === 400 &&
+            references.success &&
+            references.data.errors.every((error) => error.code.startsWith('unknown_'));
+          const refused = request.headers.authorization ? [400, 401, 405, 415] : [400, 405, 415];
+          if (!unknownIdsOnly)
+            expect(refused, `${name}: ${res.status} ${text.slice(0, 500)}`).not.toContain(res.status);
         }
-        const url = new URL(request.url);
-        // The live stream never ends by itself: its status and headers are the answer.
-        const res = await fetch(`${server.baseUrl}${url.pathname}${url.search}`, { method: request.method, headers, body, signal: AbortSignal.timeout(10_000) });
-        const text = res.headers.get('content-type')?.startsWith('text/event-stream') ? (await res.body?.cancel(), '') : await res.text();
-        // The examples' ids name nothing here (404), some operations are an admin's (403), and the examples'
-        // own credentials (login, refresh) are nobody's (401 without a bearer token); the request itself must be right.
-        // A 400 may only name ids of the examples that do not exist here (`unknown_tag`, `unknown_user`).
-        const references = z.object({ errors: z.array(z.object({ code: z.string() })) }).safeParse(res.status === 400 ? JSON.parse(text) : undefined);
-        const unknownIdsOnly = res.status === 400 && references.success && references.data.errors.every((error) => error.code.startsWith('unknown_'));
-        const refused = request.headers.authorization ? [400, 401, 405, 415] : [400, 405, 415];
-        if (!unknownIdsOnly) expect(refused, `${name}: ${res.status} ${text.slice(0, 500)}`).not.toContain(res.status);
+      } finally {
+        await server.close();
       }
-    } finally {
-      await server.close();
-    }
-  });
+    },
+  );
 
   it('type-check as calls of the typed client', { timeout: 240_000 }, async () => {
     const dir = path.join(ROOT, '.test-data', `code-samples-${process.pid}`);
@@ -159,8 +195,20 @@ describe('the examples on /docs', () => {
           return file;
         }),
       );
-      await writeFile(path.join(dir, 'tsconfig.json'), JSON.stringify({ extends: '../../tsconfig.json', compilerOptions: { lib: ['ES2023', 'DOM'], types: [] }, include: [], files }));
-      const result = await promisify(execFile)(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', dir], { cwd: ROOT }).catch((error: unknown) => error);
+      await writeFile(
+        path.join(dir, 'tsconfig.json'),
+        JSON.stringify({
+          extends: '../../tsconfig.json',
+          compilerOptions: { lib: ['ES2023', 'DOM'], types: [] },
+          include: [],
+          files,
+        }),
+      );
+      const result = await promisify(execFile)(
+        process.execPath,
+        [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', dir],
+        { cwd: ROOT },
+      ).catch((error: unknown) => error);
       expect(result).not.toBeInstanceOf(Error);
     } finally {
       await rm(dir, { recursive: true, force: true });
@@ -173,7 +221,12 @@ describe('the README', () => {
     const readme = await readFile(path.join(ROOT, 'README.md'), 'utf8');
     expect(readme.split('\n## ')[1]?.split('\n')[0]).toBe('Quick start');
     const quickStart = readme.slice(readme.indexOf('## Quick start'), readme.indexOf('## Set-up'));
-    for (const step of ['curl -s http://localhost:3000/auth/register', "-d '{\"title\":", 'curl -s http://localhost:3000/tasks -H "Authorization: Bearer $TOKEN"\n']) expect(quickStart).toContain(step);
+    for (const step of [
+      'curl -s http://localhost:3000/auth/register',
+      '-d \'{"title":',
+      'curl -s http://localhost:3000/tasks -H "Authorization: Bearer $TOKEN"\n',
+    ])
+      expect(quickStart).toContain(step);
     expect(readme).not.toMatch(/shared\/|API\.md/);
   });
 

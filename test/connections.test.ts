@@ -45,7 +45,11 @@ describe('connection timeouts on the listening service', () => {
   let server: Server;
   let port: number;
   beforeAll(async () => {
-    service = await startService({ HTTP_IDLE_TIMEOUT_MS: String(IDLE_MS), HTTP_HEADERS_TIMEOUT_MS: '5000', HTTP_REQUEST_TIMEOUT_MS: '10000' });
+    service = await startService({
+      HTTP_IDLE_TIMEOUT_MS: String(IDLE_MS),
+      HTTP_HEADERS_TIMEOUT_MS: '5000',
+      HTTP_REQUEST_TIMEOUT_MS: '10000',
+    });
     // Built the way main.ts builds it.
     server = buildApp(service.ctx).listen(0, '127.0.0.1');
     applyConnectionTimeouts(server, service.ctx.config.httpTimeouts);
@@ -73,7 +77,9 @@ describe('connection timeouts on the listening service', () => {
   it('cuts a body that stops arriving by inactivity, long before the request total', async () => {
     const socket = await connect(port);
     const started = Date.now();
-    socket.write('POST /auth/login HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"email":');
+    socket.write(
+      'POST /auth/login HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"email":',
+    );
     expect(await closedWithin(socket, IDLE_MS * 5)).toBe(true);
     expect(Date.now() - started).toBeLessThan(5000);
   });
@@ -100,7 +106,11 @@ describe('connection timeouts in the service process', () => {
   let service: ServiceProcess | undefined;
   beforeAll(async () => {
     database = await freshDatabase();
-    service = await startServiceProcess({ DATABASE_URL: database.url, HTTP_IDLE_TIMEOUT_MS: String(IDLE_MS), DATA_DIR: `/tmp/task-service-conn-${process.pid}` });
+    service = await startServiceProcess({
+      DATABASE_URL: database.url,
+      HTTP_IDLE_TIMEOUT_MS: String(IDLE_MS),
+      DATA_DIR: `/tmp/task-service-conn-${process.pid}`,
+    });
   }, 60_000);
   afterAll(async () => {
     killIfRunning(service);
@@ -141,6 +151,10 @@ describe("requests Node's parser refuses", () => {
   it('answers a malformed request line the same way', async () => {
     const { head, body } = await answerTo('GET /tasks HTTP/9.9 nonsense\r\n\r\n');
     expect(head).toMatch(/^HTTP\/1\.1 400 /);
-    expect(ProblemSchema.strict().parse(body)).toMatchObject({ status: 400, code: 'validation_failed', detail: 'The request is not well-formed HTTP/1.1' });
+    expect(ProblemSchema.strict().parse(body)).toMatchObject({
+      status: 400,
+      code: 'validation_failed',
+      detail: 'The request is not well-formed HTTP/1.1',
+    });
   });
 });

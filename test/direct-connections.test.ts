@@ -51,9 +51,13 @@ describe.skipIf(throughPooler())('a direct pool', () => {
     const db = openPostgres(database.url, { poolSize: 1, statementTimeoutMs: 250, directUrl: database.url });
     opened.push(db);
     // "client": a start-up parameter of the session, not a SET LOCAL of a transaction around the statement.
-    expect(await db.sql.rows("SELECT setting, source FROM pg_settings WHERE name = 'statement_timeout'")).toEqual([{ setting: '250', source: 'client' }]);
+    expect(await db.sql.rows("SELECT setting, source FROM pg_settings WHERE name = 'statement_timeout'")).toEqual([
+      { setting: '250', source: 'client' },
+    ]);
     await expect(db.sql.rows('SELECT pg_sleep(2)')).rejects.toMatchObject({ code: '57014' });
-    await expect(db.sql.pipeline([{ text: 'SELECT 1' }, { text: 'SELECT pg_sleep(2)' }])).rejects.toMatchObject({ code: '57014' });
+    await expect(db.sql.pipeline([{ text: 'SELECT 1' }, { text: 'SELECT pg_sleep(2)' }])).rejects.toMatchObject({
+      code: '57014',
+    });
   });
 
   it('keeps its connection (and what is prepared there) when a statement fails in the server', async () => {
@@ -74,7 +78,11 @@ describe('a pipeline that need not be durable', () => {
   const setting = "SELECT current_setting('synchronous_commit') AS commit";
   beforeAll(async () => {
     database = await freshDatabase();
-    db = openPostgres(database.url, { poolSize: 1, statementTimeoutMs: TEST_STATEMENT_TIMEOUT_MS, directUrl: throughPooler() ? undefined : database.url });
+    db = openPostgres(database.url, {
+      poolSize: 1,
+      statementTimeoutMs: TEST_STATEMENT_TIMEOUT_MS,
+      directUrl: throughPooler() ? undefined : database.url,
+    });
   });
   afterAll(async () => {
     await db.close();

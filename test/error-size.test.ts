@@ -25,7 +25,12 @@ interface Found {
 }
 
 /** Every string and array schema a request schema holds, with whether its field is described. */
-function stringsAndArrays(schema: z.ZodTypeAny, path: string, described = false, seen = new Set<z.ZodTypeAny>()): Found[] {
+function stringsAndArrays(
+  schema: z.ZodTypeAny,
+  path: string,
+  described = false,
+  seen = new Set<z.ZodTypeAny>(),
+): Found[] {
   if (seen.has(schema)) return [];
   seen.add(schema);
   const here = described || schema.description !== undefined;
@@ -40,7 +45,8 @@ function stringsAndArrays(schema: z.ZodTypeAny, path: string, described = false,
   if (schema instanceof z.ZodDefault) return walk(schema.removeDefault());
   if (schema instanceof z.ZodEffects) return walk(schema.innerType());
   if (schema instanceof z.ZodPipeline) return [...walk(schema._def.in), ...walk(schema._def.out)];
-  if (schema instanceof z.ZodUnion || schema instanceof z.ZodDiscriminatedUnion) return (schema.options as z.ZodTypeAny[]).flatMap((option) => walk(option));
+  if (schema instanceof z.ZodUnion || schema instanceof z.ZodDiscriminatedUnion)
+    return (schema.options as z.ZodTypeAny[]).flatMap((option) => walk(option));
   return [];
 }
 
@@ -51,7 +57,9 @@ const requestSchemas = (route: AppRoute): [string, z.ZodTypeAny][] =>
   });
 
 const hasBound = (schema: z.ZodString): boolean =>
-  schema._def.checks.some((check) => check.kind === 'max' || check.kind === 'length' || check.kind === 'uuid' || check.kind === 'datetime');
+  schema._def.checks.some(
+    (check) => check.kind === 'max' || check.kind === 'length' || check.kind === 'uuid' || check.kind === 'datetime',
+  );
 
 describe('the contract bounds every request array and string', () => {
   const found = routesOf(contract).flatMap(([name, route]) =>
@@ -72,7 +80,9 @@ describe('the contract bounds every request array and string', () => {
   });
 
   it('gives every array a maximum, checked before its items: 100,000 bad items give one issue', () => {
-    const arrays = found.filter((f): f is Found & { schema: z.ZodArray<z.ZodTypeAny> } => f.schema instanceof z.ZodArray);
+    const arrays = found.filter(
+      (f): f is Found & { schema: z.ZodArray<z.ZodTypeAny> } => f.schema instanceof z.ZodArray,
+    );
     for (const { path, schema } of arrays) {
       expect(schema._def.maxLength, path).not.toBeNull();
     }
@@ -116,7 +126,10 @@ describe('error answers stay small', () => {
     const statuses = Array.from({ length: 40 }, (_, i) => `bad${i}`).join(',');
     const res = await service.http.get('/tasks').query({ status: statuses }).set('Authorization', alice.auth);
     expect(res.status).toBe(400);
-    const body = z.object({ errors: z.array(z.unknown()), truncated: z.literal(true) }).passthrough().parse(res.body);
+    const body = z
+      .object({ errors: z.array(z.unknown()), truncated: z.literal(true) })
+      .passthrough()
+      .parse(res.body);
     expect(body.errors).toHaveLength(20);
     expect(Buffer.byteLength(res.text)).toBeLessThanOrEqual(MAX_PROBLEM_BYTES);
     // Under the limit, no flag.
@@ -130,7 +143,10 @@ describe('error answers stay small', () => {
     const keyed = await service.http.post('/tasks').set('Authorization', alice.auth).send(hugeKey);
     expectProblem(keyed, 400, 'validation_failed');
     expect(Buffer.byteLength(keyed.text)).toBeLessThanOrEqual(MAX_PROBLEM_BYTES);
-    const manyKeys = Object.fromEntries([['title', 'x'], ...Array.from({ length: 30_000 }, (_, i) => [`unknown${i}`, i])]);
+    const manyKeys = Object.fromEntries([
+      ['title', 'x'],
+      ...Array.from({ length: 30_000 }, (_, i) => [`unknown${i}`, i]),
+    ]);
     const many = await service.http.post('/tasks').set('Authorization', alice.auth).send(manyKeys);
     expectProblem(many, 400, 'validation_failed');
     expect(Buffer.byteLength(many.text)).toBeLessThanOrEqual(MAX_PROBLEM_BYTES);
@@ -150,7 +166,11 @@ describe('error answers stay small', () => {
     expectProblem(res, 400, 'validation_failed');
     expect(await kept()).toBe(before);
     // The retry is validated again, not replayed.
-    const retry = await service.http.post('/tasks').set('Authorization', alice.auth).set('Idempotency-Key', 'huge-refused-body').send({ title: 'keyed' });
+    const retry = await service.http
+      .post('/tasks')
+      .set('Authorization', alice.auth)
+      .set('Idempotency-Key', 'huge-refused-body')
+      .send({ title: 'keyed' });
     expect(retry.status).toBe(201);
     expect(retry.headers['idempotent-replayed']).toBeUndefined();
   });

@@ -12,7 +12,10 @@ import { mintAccessToken } from './support/tokens.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 
 const withTimeout = <T>(promise: Promise<T>, ms: number, what: string): Promise<T> =>
-  Promise.race([promise, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`${what} within ${ms} ms`)), ms).unref())]);
+  Promise.race([
+    promise,
+    new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`${what} within ${ms} ms`)), ms).unref()),
+  ]);
 
 describe('live stream limits', () => {
   let service: TestService;
@@ -48,11 +51,13 @@ describe('live stream limits', () => {
     // Another user is not affected.
     expect((await connect(bob)).status).toBe(200);
     first.close();
-    await expect.poll(async () => {
-      const again = await connect(alice);
-      if (again.status !== 200) again.close();
-      return again.status;
-    }).toBe(200);
+    await expect
+      .poll(async () => {
+        const again = await connect(alice);
+        if (again.status !== 200) again.close();
+        return again.status;
+      })
+      .toBe(200);
   });
 
   it('answers 503 unavailable with Retry-After past EVENTS_MAX_STREAMS on the instance', async () => {
@@ -63,11 +68,13 @@ describe('live stream limits', () => {
     expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
     expect(JSON.parse(refused.body())).toMatchObject({ code: 'unavailable', status: 503 });
     for (const sse of open) sse.close();
-    await expect.poll(async () => {
-      const again = await connect(carol);
-      again.close();
-      return again.status;
-    }).toBe(200);
+    await expect
+      .poll(async () => {
+        const again = await connect(carol);
+        again.close();
+        return again.status;
+      })
+      .toBe(200);
   });
 
   it('ends a stream when the access token that opened it expires', async () => {
@@ -102,7 +109,12 @@ describe('live stream visibility', () => {
     // The default heartbeat (15 s): role changes must not wait for it.
     service = await startService();
     server = await listen(service);
-    [alice, bob, admin, otherAdmin] = await Promise.all([registerUser(service), registerUser(service), registerAdmin(service), registerAdmin(service)]);
+    [alice, bob, admin, otherAdmin] = await Promise.all([
+      registerUser(service),
+      registerUser(service),
+      registerAdmin(service),
+      registerAdmin(service),
+    ]);
   });
   afterAll(async () => {
     for (const sse of open) sse.close();
@@ -114,7 +126,11 @@ describe('live stream visibility', () => {
     const sse = await connect(admin);
     await createTask(service, alice, { title: 'seen while admin' });
     await sse.until((frames) => eventCount(frames) === 1);
-    await service.http.patch(`/users/${admin.user.id}`).set('Authorization', otherAdmin.auth).send({ role: 'user' }).expect(200);
+    await service.http
+      .patch(`/users/${admin.user.id}`)
+      .set('Authorization', otherAdmin.auth)
+      .send({ role: 'user' })
+      .expect(200);
     await sse.until(() => sse.events().some((e) => e.type === 'user.updated'));
     await createTask(service, alice, { title: 'after the demotion' });
     const own = await createTask(service, admin, { title: 'own, after the demotion' });
@@ -125,10 +141,20 @@ describe('live stream visibility', () => {
 
   it("shows the actor of an admin's change only where the receiver may know it", async () => {
     const sse = await connect(alice);
-    const tag = (await service.http.post('/tags').set('Authorization', alice.auth).send({ name: 'streamed tag' }).expect(201)).body as { id: string };
-    await service.http.patch(`/tags/${tag.id}`).set('Authorization', otherAdmin.auth).send({ name: 'renamed' }).expect(200);
+    const tag = (
+      await service.http.post('/tags').set('Authorization', alice.auth).send({ name: 'streamed tag' }).expect(201)
+    ).body as { id: string };
+    await service.http
+      .patch(`/tags/${tag.id}`)
+      .set('Authorization', otherAdmin.auth)
+      .send({ name: 'renamed' })
+      .expect(200);
     const task = await createTask(service, alice, { title: 'actor in stream' });
-    await service.http.patch(`/tasks/${task.id}`).set('Authorization', otherAdmin.auth).send({ title: 'by an admin' }).expect(200);
+    await service.http
+      .patch(`/tasks/${task.id}`)
+      .set('Authorization', otherAdmin.auth)
+      .send({ title: 'by an admin' })
+      .expect(200);
     await sse.until((frames) => eventCount(frames) === 4);
     expect(sse.events().map((e) => [e.type, e.actorId])).toEqual([
       ['tag.created', alice.user.id],
@@ -177,7 +203,12 @@ describe('live stream caps across worker processes', () => {
 
   it('counts EVENTS_MAX_STREAMS_PER_USER over every worker of the instance', async () => {
     if (!service.databaseUrl) throw new Error('needs a PostgreSQL database url');
-    spawned = await startServiceProcess({ DATABASE_URL: service.databaseUrl, DATA_DIR: service.ctx.config.dataDir, WEB_CONCURRENCY: '2', EVENTS_MAX_STREAMS_PER_USER: '3' });
+    spawned = await startServiceProcess({
+      DATABASE_URL: service.databaseUrl,
+      DATA_DIR: service.ctx.config.dataDir,
+      WEB_CONCURRENCY: '2',
+      EVENTS_MAX_STREAMS_PER_USER: '3',
+    });
     const user = await registerUser(service);
     const statuses: number[] = [];
     // New connections are dealt to the workers in turn: six of them reach both.

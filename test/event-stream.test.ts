@@ -68,7 +68,11 @@ describe('GET /events (Server-Sent Events)', () => {
     await admins.until((frames) => eventCount(frames) === 3);
     await bobs.until((frames) => eventCount(frames) === 1);
     // A last change bob sees, so that anything sent before it has arrived too.
-    await service.http.patch(`/tasks/${shared.id}`).set('Authorization', alice.auth).send({ title: 'shared 2' }).expect(200);
+    await service.http
+      .patch(`/tasks/${shared.id}`)
+      .set('Authorization', alice.auth)
+      .send({ title: 'shared 2' })
+      .expect(200);
     await bobs.until((frames) => eventCount(frames) === 2);
     expect(bobs.events().map((e) => e.type)).toEqual(['task.created', 'task.updated']);
     expect(bobs.events().every((e) => 'task' in e.data && e.data.task.id === shared.id)).toBe(true);
@@ -114,7 +118,10 @@ describe('GET /events (Server-Sent Events)', () => {
     const unknown = await service.http.get('/events').set('Authorization', alice.auth).set('Last-Event-ID', uuidv7());
     expectProblem(unknown, 400, 'validation_failed');
     // Judged by the time in the id alone: the same answer whoever's event it was.
-    const gone = await service.http.get('/events').set('Authorization', alice.auth).set('Last-Event-ID', '01900000-0000-7000-8000-000000000000');
+    const gone = await service.http
+      .get('/events')
+      .set('Authorization', alice.auth)
+      .set('Last-Event-ID', '01900000-0000-7000-8000-000000000000');
     expectProblem(gone, 410, 'cursor_expired');
     expectProblem(await service.http.get('/events'), 401, 'unauthenticated');
   });
@@ -151,12 +158,21 @@ describe('GET /events (Server-Sent Events)', () => {
     const second = openTestDatabase(service.ctx.db.url, 2);
     const dataDir = await mkdtemp(path.join(tmpdir(), 'instance-'));
     try {
-      const config = loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '0', DATABASE_URL: service.ctx.db.url });
+      const config = loadConfig({
+        DATA_DIR: dataDir,
+        LOG_LEVEL: 'silent',
+        RATE_LIMIT_PER_MINUTE: '0',
+        DATABASE_URL: service.ctx.db.url,
+      });
       const other = request(buildApp(await createContext(config, second, pino({ level: 'silent' }))));
       const sse = await connect(alice);
       // Tokens are checked against the session in the database; the key differs per data directory, so log in there.
       const login = await other.post('/auth/login').send({ email: alice.email, password: alice.password }).expect(200);
-      const res = await other.post('/tasks').set('Authorization', `Bearer ${String(login.body.accessToken)}`).send({ title: 'from instance two' }).expect(201);
+      const res = await other
+        .post('/tasks')
+        .set('Authorization', `Bearer ${String(login.body.accessToken)}`)
+        .send({ title: 'from instance two' })
+        .expect(201);
       await sse.until((frames) => eventCount(frames) === 1);
       expect(sse.events()[0]).toMatchObject({ type: 'task.created', data: { task: { id: res.body.id } } });
     } finally {

@@ -38,7 +38,9 @@ describe('an unwritable attachment directory', () => {
           .attach('file', Buffer.alloc(50_000, 3), { filename: 'doomed.bin', contentType: 'application/octet-stream' });
         expectProblem(res, 500, 'internal');
         expect(await service.ctx.db.prisma.attachment.count({ where: { taskId: task.id } })).toBe(0);
-        expect((await service.http.get(`/tasks/${task.id}`).set('Authorization', alice.auth).expect(200)).body.version).toBe(task.version);
+        expect(
+          (await service.http.get(`/tasks/${task.id}`).set('Authorization', alice.auth).expect(200)).body.version,
+        ).toBe(task.version);
       } finally {
         await restore();
       }

@@ -45,14 +45,23 @@ let ids: string[] = [];
 
 async function refreshFixture(): Promise<void> {
   // A generated request may have logged alice out or deleted her: she comes back as someone new.
-  if ((await service.http.get('/auth/me').set('Authorization', alice.auth)).status !== 200) alice = await registerUser(service);
+  if ((await service.http.get('/auth/me').set('Authorization', alice.auth)).status !== 200)
+    alice = await registerUser(service);
   const prisma = service.ctx.db.prisma;
-  if ((await prisma.task.count({ where: { ownerId: alice.user.id } })) === 0) await createTask(service, alice, { title: 'fixture' });
+  if ((await prisma.task.count({ where: { ownerId: alice.user.id } })) === 0)
+    await createTask(service, alice, { title: 'fixture' });
   if ((await prisma.tag.count({ where: { ownerId: alice.user.id } })) === 0) {
-    await service.http.post('/tags').set('Authorization', alice.auth).send({ name: `fixture ${Date.now()}` });
+    await service.http
+      .post('/tags')
+      .set('Authorization', alice.auth)
+      .send({ name: `fixture ${Date.now()}` });
   }
   if ((await prisma.webhook.count({ where: { ownerId: alice.user.id } })) === 0) {
-    await service.http.post('/webhooks').set('Authorization', alice.auth).send({ url: 'https://public.example/hook', events: ['*'] }).expect(201);
+    await service.http
+      .post('/webhooks')
+      .set('Authorization', alice.auth)
+      .send({ url: 'https://public.example/hook', events: ['*'] })
+      .expect(201);
     await createTask(service, alice, { title: 'a delivery for the fixture' }); // its delivery row is written with the event
   }
   const [tasks, tags, attachments, users, webhooks, deliveries] = await Promise.all([
@@ -63,7 +72,11 @@ async function refreshFixture(): Promise<void> {
     prisma.webhook.findMany({ select: { id: true }, take: 3, orderBy: { id: 'desc' } }),
     prisma.webhookDelivery.findMany({ select: { id: true }, take: 3, orderBy: { id: 'desc' } }),
   ]);
-  ids = [alice.user.id, bob.user.id, ...[...tasks, ...tags, ...attachments, ...users, ...webhooks, ...deliveries].map((row) => row.id)];
+  ids = [
+    alice.user.id,
+    bob.user.id,
+    ...[...tasks, ...tags, ...attachments, ...users, ...webhooks, ...deliveries].map((row) => row.id),
+  ];
 }
 
 /** Everything any request could change, as one digest: a refused request must leave it as it was. */
@@ -83,8 +96,28 @@ async function stateDigest(): Promise<string> {
 
 // Strings that broke or nearly broke services before: NUL, lone surrogates, overlong, RTL, BOM, escapes.
 const edgeString = fc.constantFrom(
-  '', ' ', '\u0000', 'a\ud800', '\udc00', '\u202e\u0041', '\ufeff', '𝕏'.repeat(300), 'x'.repeat(20_000), '%00', '%E0%A4%A', '../../etc/passwd',
-  "' OR 1=1 --", '<script>alert(1)</script>', '+ADw-script+AD4-', '\r\nX-Injected: 1', '🏳️‍🌈', 'é'.normalize('NFD'), '-1', '1e309', 'null', '[]',
+  '',
+  ' ',
+  '\u0000',
+  'a\ud800',
+  '\udc00',
+  '\u202e\u0041',
+  '\ufeff',
+  '𝕏'.repeat(300),
+  'x'.repeat(20_000),
+  '%00',
+  '%E0%A4%A',
+  '../../etc/passwd',
+  "' OR 1=1 --",
+  '<script>alert(1)</script>',
+  '+ADw-script+AD4-',
+  '\r\nX-Injected: 1',
+  '🏳️‍🌈',
+  'é'.normalize('NFD'),
+  '-1',
+  '1e309',
+  'null',
+  '[]',
 );
 const weirdValue: fc.Arbitrary<unknown> = fc.oneof(
   edgeString,
@@ -103,14 +136,30 @@ const deepJson = fc.integer({ min: 100, max: 20_000 }).map((depth) => `${'['.rep
 
 // Ids from the live fixture (so valid requests reach real objects), timestamps a database can hold.
 const generator = ZodFastCheck()
-  .override(IdSchema, fc.nat().map((n) => ids[n % ids.length] ?? ''))
-  .override(TimestampInputSchema, fc.date({ min: new Date('2000-01-01'), max: new Date('2100-01-01'), noInvalidDate: true }).map((d) => d.toISOString()))
+  .override(
+    IdSchema,
+    fc.nat().map((n) => ids[n % ids.length] ?? ''),
+  )
+  .override(
+    TimestampInputSchema,
+    fc
+      .date({ min: new Date('2000-01-01'), max: new Date('2100-01-01'), noInvalidDate: true })
+      .map((d) => d.toISOString()),
+  )
   // Webhook targets: public names, names that resolve privately, and refused address spellings.
   .override(
     WebhookUrlSchema,
     fc.oneof(
       fc.webUrl({ validSchemes: ['http', 'https'] }),
-      fc.constantFrom('https://public.example/hook', 'http://private1.example/', 'http://0x7f.1/', 'http://[::ffff:10.0.0.1]/', 'http://[64:ff9b::a9fe:a9fe]/', 'http://198.51.100.7/', 'http://[2001:db8::1]:8080/'),
+      fc.constantFrom(
+        'https://public.example/hook',
+        'http://private1.example/',
+        'http://0x7f.1/',
+        'http://[::ffff:10.0.0.1]/',
+        'http://[64:ff9b::a9fe:a9fe]/',
+        'http://198.51.100.7/',
+        'http://[2001:db8::1]:8080/',
+      ),
     ),
   );
 /** Whether zod-fast-check can derive values for the schema (it cannot for some transforms and regexes). */
@@ -129,37 +178,48 @@ function validInput(schema: unknown): fc.Arbitrary<unknown> {
   const object = schema instanceof z.ZodEffects ? schema.innerType() : schema;
   if (!(object instanceof z.ZodObject)) return fc.string();
   const shape = object.shape as Record<string, z.ZodTypeAny>;
-  const fields = Object.fromEntries(Object.entries(shape).map(([key, field]) => [key, derivable(field) ? generator.inputOf(field) : fc.string({ maxLength: 20 })]));
+  const fields = Object.fromEntries(
+    Object.entries(shape).map(([key, field]) => [
+      key,
+      derivable(field) ? generator.inputOf(field) : fc.string({ maxLength: 20 }),
+    ]),
+  );
   return fc.record(fields, { requiredKeys: Object.keys(shape).filter((key) => !shape[key]?.isOptional()) });
 }
 
 /** A valid input, or one mutated the way clients get it wrong and attackers do it on purpose. */
 function mutated(schema: unknown): fc.Arbitrary<unknown> {
   const valid = validInput(schema);
-  const mutation = fc.tuple(valid, fc.nat(), fc.string({ minLength: 1, maxLength: 12 }), weirdValue).map(([value, n, key, weird]) => {
-    if (value === null || typeof value !== 'object' || Array.isArray(value)) return weird;
-    const entries = Object.entries(value);
-    const copy: Record<string, unknown> = { ...value };
-    const target = entries[n % Math.max(entries.length, 1)]?.[0];
-    switch (n % 4) {
-      case 0: // a field missing
-        if (target) delete copy[target];
-        return copy;
-      case 1: // a field of the wrong type or value
-        if (target) copy[target] = weird;
-        return copy;
-      case 2: // an extra field, server-owned or unknown
-        copy[n % 8 === 2 ? 'id' : key] = weird;
-        return copy;
-      default:
-        return weird;
-    }
-  });
+  const mutation = fc
+    .tuple(valid, fc.nat(), fc.string({ minLength: 1, maxLength: 12 }), weirdValue)
+    .map(([value, n, key, weird]) => {
+      if (value === null || typeof value !== 'object' || Array.isArray(value)) return weird;
+      const entries = Object.entries(value);
+      const copy: Record<string, unknown> = { ...value };
+      const target = entries[n % Math.max(entries.length, 1)]?.[0];
+      switch (n % 4) {
+        case 0: // a field missing
+          if (target) delete copy[target];
+          return copy;
+        case 1: // a field of the wrong type or value
+          if (target) copy[target] = weird;
+          return copy;
+        case 2: // an extra field, server-owned or unknown
+          copy[n % 8 === 2 ? 'id' : key] = weird;
+          return copy;
+        default:
+          return weird;
+      }
+    });
   return fc.oneof({ weight: 2, arbitrary: valid }, { weight: 3, arbitrary: mutation });
 }
 
 const asQueryValue = (value: unknown): string =>
-  Array.isArray(value) ? value.map(String).join(',') : typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value);
+  Array.isArray(value)
+    ? value.map(String).join(',')
+    : typeof value === 'object' && value !== null
+      ? JSON.stringify(value)
+      : String(value);
 
 interface Case {
   caller: 'alice' | 'bob' | 'admin' | 'none' | 'forged';
@@ -177,24 +237,58 @@ function hostileCase(route: AppRoute): fc.Arbitrary<Case> {
   return fc.record({
     caller: fc.constantFrom('alice', 'alice', 'alice', 'bob', 'admin', 'none', 'forged'),
     params: fc.array(fc.nat(), { minLength: 3, maxLength: 3 }),
-    garbageParam: fc.option(fc.oneof(edgeString, fc.uuid(), fc.string()).filter((s) => s.length > 0 && s.length < 5000), { freq: 4 }),
-    query: route.query ? mutated(route.query) : fc.option(fc.dictionary(fc.string({ maxLength: 10 }), fc.string({ maxLength: 20 })), { freq: 4 }),
+    garbageParam: fc.option(
+      fc.oneof(edgeString, fc.uuid(), fc.string()).filter((s) => s.length > 0 && s.length < 5000),
+      { freq: 4 },
+    ),
+    query: route.query
+      ? mutated(route.query)
+      : fc.option(fc.dictionary(fc.string({ maxLength: 10 }), fc.string({ maxLength: 20 })), { freq: 4 }),
     body: mutated(body),
-    rawBody: fc.option(fc.oneof(deepJson, fc.string(), fc.constantFrom('{"title":', '{', '"\\ud800"', 'null', '{"a":1}{"b":2}')), { freq: 5 }),
+    rawBody: fc.option(
+      fc.oneof(deepJson, fc.string(), fc.constantFrom('{"title":', '{', '"\\ud800"', 'null', '{"a":1}{"b":2}')),
+      { freq: 5 },
+    ),
     contentType: fc.constantFrom(
-      'application/json', 'application/json', 'application/json', 'application/merge-patch+json', 'application/json; charset=utf-7',
-      'application/json; charset=utf-16le', 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', undefined,
+      'application/json',
+      'application/json',
+      'application/json',
+      'application/merge-patch+json',
+      'application/json; charset=utf-7',
+      'application/json; charset=utf-16le',
+      'text/plain',
+      'application/x-www-form-urlencoded',
+      'multipart/form-data; boundary=x',
+      undefined,
     ),
     headers: fc.dictionary(
-      fc.constantFrom('if-match', 'if-none-match', 'range', 'if-range', 'x-request-id', 'accept', 'x-forwarded-for', 'origin', 'idempotency-key', 'last-event-id'),
-      fc.oneof(fc.string({ maxLength: 300 }), fc.constantFrom('*', 'W/"1"', '"1"', 'bytes=0-0', 'bytes=-5', 'bytes=9-1', 'bytes=0-1,2-3', 'x'.repeat(5000))),
+      fc.constantFrom(
+        'if-match',
+        'if-none-match',
+        'range',
+        'if-range',
+        'x-request-id',
+        'accept',
+        'x-forwarded-for',
+        'origin',
+        'idempotency-key',
+        'last-event-id',
+      ),
+      fc.oneof(
+        fc.string({ maxLength: 300 }),
+        fc.constantFrom('*', 'W/"1"', '"1"', 'bytes=0-0', 'bytes=-5', 'bytes=9-1', 'bytes=0-1,2-3', 'x'.repeat(5000)),
+      ),
       { maxKeys: 3 },
     ),
   });
 }
 
 const mediaTypeOf = (route: AppRoute): string =>
-  'contentType' in route && route.contentType === 'multipart/form-data' ? 'multipart/form-data' : route.method === 'PATCH' ? 'application/merge-patch+json' : 'application/json';
+  'contentType' in route && route.contentType === 'multipart/form-data'
+    ? 'multipart/form-data'
+    : route.method === 'PATCH'
+      ? 'application/merge-patch+json'
+      : 'application/json';
 
 /** A request a correct client would send: the contract's valid inputs, the right media type, real ids. */
 function cleanCase(route: AppRoute): fc.Arbitrary<Case> {
@@ -211,7 +305,8 @@ function cleanCase(route: AppRoute): fc.Arbitrary<Case> {
   });
 }
 
-const caseFor = (route: AppRoute): fc.Arbitrary<Case> => fc.oneof({ weight: 2, arbitrary: cleanCase(route) }, { weight: 3, arbitrary: hostileCase(route) });
+const caseFor = (route: AppRoute): fc.Arbitrary<Case> =>
+  fc.oneof({ weight: 2, arbitrary: cleanCase(route) }, { weight: 3, arbitrary: hostileCase(route) });
 
 /** A path segment for any string: a lone surrogate goes as the bytes a client would send for it. */
 function pathSegment(value: string): string {
@@ -248,7 +343,10 @@ function authorizationFor(caller: Case['caller']): string | undefined {
 }
 
 async function send(route: AppRoute, c: Case): Promise<Response> {
-  const query = c.query && typeof c.query === 'object' ? Object.entries(c.query).map(([k, v]) => `${pathSegment(k)}=${pathSegment(asQueryValue(v))}`) : [];
+  const query =
+    c.query && typeof c.query === 'object'
+      ? Object.entries(c.query).map(([k, v]) => `${pathSegment(k)}=${pathSegment(asQueryValue(v))}`)
+      : [];
   const url = `${pathFor(route, c)}${query.length ? `?${query.join('&')}` : ''}`;
   const method = route.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete';
   let req = agent[method](url);
@@ -261,7 +359,10 @@ async function send(route: AppRoute, c: Case): Promise<Response> {
   if (route.method === 'GET') return req;
   if ('contentType' in route && route.contentType === 'multipart/form-data' && c.contentType?.startsWith('multipart')) {
     const name = typeof c.garbageParam === 'string' ? c.garbageParam.slice(0, 200) || 'file.bin' : 'file.bin';
-    return req.attach('file', Buffer.from(JSON.stringify(c.body ?? null)), { filename: name, contentType: 'application/octet-stream' });
+    return req.attach('file', Buffer.from(JSON.stringify(c.body ?? null)), {
+      filename: name,
+      contentType: 'application/octet-stream',
+    });
   }
   if (c.contentType) req = req.set('Content-Type', c.contentType);
   const text = c.rawBody ?? JSON.stringify(c.body) ?? '';
@@ -278,24 +379,37 @@ interface Answer {
 
 /** A stream's request: the answer of a refusal whole; a 200's status and headers, then hung up on. */
 function sendStream(route: AppRoute, c: Case): Promise<Answer> {
-  const query = c.query && typeof c.query === 'object' ? Object.entries(c.query).map(([k, v]) => `${pathSegment(k)}=${pathSegment(asQueryValue(v))}`) : [];
-  const headers: Record<string, string> = Object.fromEntries(Object.entries(c.headers).filter(([, value]) => /^[\t\x20-\x7e]*$/.test(value)));
+  const query =
+    c.query && typeof c.query === 'object'
+      ? Object.entries(c.query).map(([k, v]) => `${pathSegment(k)}=${pathSegment(asQueryValue(v))}`)
+      : [];
+  const headers: Record<string, string> = Object.fromEntries(
+    Object.entries(c.headers).filter(([, value]) => /^[\t\x20-\x7e]*$/.test(value)),
+  );
   const authorization = authorizationFor(c.caller);
   if (authorization) headers.authorization = authorization;
   return new Promise((resolve, reject) => {
-    const req = http.get(`${listening.baseUrl}${pathFor(route, c)}${query.length ? `?${query.join('&')}` : ''}`, { headers }, (res) => {
-      const answer = { status: res.statusCode ?? 0, headers: res.headers };
-      if (answer.status === 200) {
-        req.destroy();
-        return resolve({ ...answer, text: '', body: {} });
-      }
-      const chunks: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        resolve({ ...answer, text, body: /json/.test(String(res.headers['content-type'])) ? (JSON.parse(text) as unknown) : {} });
-      });
-    });
+    const req = http.get(
+      `${listening.baseUrl}${pathFor(route, c)}${query.length ? `?${query.join('&')}` : ''}`,
+      { headers },
+      (res) => {
+        const answer = { status: res.statusCode ?? 0, headers: res.headers };
+        if (answer.status === 200) {
+          req.destroy();
+          return resolve({ ...answer, text: '', body: {} });
+        }
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          resolve({
+            ...answer,
+            text,
+            body: /json/.test(String(res.headers['content-type'])) ? (JSON.parse(text) as unknown) : {},
+          });
+        });
+      },
+    );
     req.on('error', reject);
   });
 }
@@ -329,19 +443,28 @@ beforeAll(async () => {
   const network = stubNetwork(() => {
     throw new Error('the fuzzer never delivers');
   });
-  useWebhookNetwork(service.ctx, { ...network, resolve: async (hostname) => [{ address: /\d/.test(hostname) ? '10.0.0.1' : '93.184.215.14', family: 4 }] });
+  useWebhookNetwork(service.ctx, {
+    ...network,
+    resolve: async (hostname) => [{ address: /\d/.test(hostname) ? '10.0.0.1' : '93.184.215.14', family: 4 }],
+  });
   listening = await listen(service);
   agent = request(listening.baseUrl);
   alice = await registerUser(service);
   bob = await registerUser(service);
   admin = await registerAdmin(service);
   const task = await createTask(service, alice, { title: 'with a file' });
-  await service.http.post(`/tasks/${task.id}/attachments`).set('Authorization', alice.auth).attach('file', Buffer.from('hello'), { filename: 'hello.txt' }).expect(201);
+  await service.http
+    .post(`/tasks/${task.id}/attachments`)
+    .set('Authorization', alice.auth)
+    .attach('file', Buffer.from('hello'), { filename: 'hello.txt' })
+    .expect(201);
   await createTask(service, bob, { title: "bob's" });
   await refreshFixture();
 }, 60_000);
 afterAll(async () => {
-  console.log(`contract fuzzing: ${cases} cases over ${ROUTES.length} operations; answers by status: ${JSON.stringify(Object.fromEntries([...outcomes].sort()))}`);
+  console.log(
+    `contract fuzzing: ${cases} cases over ${ROUTES.length} operations; answers by status: ${JSON.stringify(Object.fromEntries([...outcomes].sort()))}`,
+  );
   await listening.close();
   await service.close();
 });
@@ -360,27 +483,54 @@ describe('contract fuzzing', () => {
       {
         jsonrpc: fc.constantFrom('2.0', '2.0', '2.0', '1.0', 2),
         id: fc.oneof(fc.integer(), fc.string({ maxLength: 40 }), fc.constant(null)),
-        method: fc.oneof(fc.constantFrom('initialize', 'tools/list', 'tools/call', 'tools/call', 'tools/call', 'ping', 'resources/list', 'notifications/initialized'), fc.string({ maxLength: 40 })),
+        method: fc.oneof(
+          fc.constantFrom(
+            'initialize',
+            'tools/list',
+            'tools/call',
+            'tools/call',
+            'tools/call',
+            'ping',
+            'resources/list',
+            'notifications/initialized',
+          ),
+          fc.string({ maxLength: 40 }),
+        ),
         params: fc.oneof(
-          fc.record({ name: fc.oneof(fc.constantFrom(...tools), fc.string({ maxLength: 60 })), arguments: fc.oneof(fc.dictionary(fc.string({ maxLength: 20 }), fc.jsonValue({ maxDepth: 3 })), fc.jsonValue({ maxDepth: 2 })) }),
+          fc.record({
+            name: fc.oneof(fc.constantFrom(...tools), fc.string({ maxLength: 60 })),
+            arguments: fc.oneof(
+              fc.dictionary(fc.string({ maxLength: 20 }), fc.jsonValue({ maxDepth: 3 })),
+              fc.jsonValue({ maxDepth: 2 }),
+            ),
+          }),
           fc.jsonValue({ maxDepth: 3 }),
         ),
       },
       { requiredKeys: ['jsonrpc', 'method'] },
     );
-    const body = fc.oneof({ weight: 5, arbitrary: message.map((m) => JSON.stringify(m)) }, fc.array(message, { maxLength: 4 }).map((m) => JSON.stringify(m)), fc.string({ maxLength: 200 }));
+    const body = fc.oneof(
+      { weight: 5, arbitrary: message.map((m) => JSON.stringify(m)) },
+      fc.array(message, { maxLength: 4 }).map((m) => JSON.stringify(m)),
+      fc.string({ maxLength: 200 }),
+    );
     await fc.assert(
-      fc.asyncProperty(body, fc.constantFrom<Case['caller']>('alice', 'alice', 'none', 'forged'), fc.constantFrom('application/json, text/event-stream', 'application/json', '*/*'), async (text, caller, accept) => {
-        let req = agent.post('/mcp').set('Accept', accept).set('Content-Type', 'application/json');
-        const authorization = authorizationFor(caller);
-        if (authorization) req = req.set('Authorization', authorization);
-        const res = await req.send(text);
-        cases++;
-        outcomes.set(res.status, (outcomes.get(res.status) ?? 0) + 1);
-        expect(res.status, (res.text ?? '').slice(0, 500)).toBeLessThan(500);
-        if (res.status >= 400) expect(Buffer.byteLength(res.text ?? '')).toBeLessThanOrEqual(16 * 1024);
-        if (res.status === 200 && caller === 'alice') await refreshFixture();
-      }),
+      fc.asyncProperty(
+        body,
+        fc.constantFrom<Case['caller']>('alice', 'alice', 'none', 'forged'),
+        fc.constantFrom('application/json, text/event-stream', 'application/json', '*/*'),
+        async (text, caller, accept) => {
+          let req = agent.post('/mcp').set('Accept', accept).set('Content-Type', 'application/json');
+          const authorization = authorizationFor(caller);
+          if (authorization) req = req.set('Authorization', authorization);
+          const res = await req.send(text);
+          cases++;
+          outcomes.set(res.status, (outcomes.get(res.status) ?? 0) + 1);
+          expect(res.status, (res.text ?? '').slice(0, 500)).toBeLessThan(500);
+          if (res.status >= 400) expect(Buffer.byteLength(res.text ?? '')).toBeLessThanOrEqual(16 * 1024);
+          if (res.status === 200 && caller === 'alice') await refreshFixture();
+        },
+      ),
       { numRuns: RUNS },
     );
   }, 300_000);

@@ -28,7 +28,13 @@ describe('problem details', () => {
     ['an unknown path', () => service.http.get('/no/such/thing'), 404, 'not_found', '/no/such/thing'],
     ['a missing token', () => service.http.get('/auth/me'), 401, 'unauthenticated', '/auth/me'],
     ['a validation failure', () => service.http.post('/auth/login').send({}), 400, 'validation_failed', '/auth/login'],
-    ['a malformed path id', () => service.http.get('/users/not-a-uuid').set('Authorization', user.auth), 400, 'validation_failed', '/users/not-a-uuid'],
+    [
+      'a malformed path id',
+      () => service.http.get('/users/not-a-uuid').set('Authorization', user.auth),
+      400,
+      'validation_failed',
+      '/users/not-a-uuid',
+    ],
     ['a wrong method', () => service.http.delete('/auth/me'), 405, 'method_not_allowed', '/auth/me'],
   ];
 
@@ -90,7 +96,12 @@ describe('routing', () => {
     ['GET /auth/logout', () => service.http.get('/auth/logout'), '/auth/logout', ['POST']],
     ['POST /healthz', () => service.http.post('/healthz'), '/healthz', ['GET', 'HEAD']],
     ['PATCH /users', () => service.http.patch('/users'), '/users', ['GET', 'HEAD', 'POST']],
-    ['POST /users/{id}', () => service.http.post(`/users/${id}`), `/users/${id}`, ['DELETE', 'GET', 'HEAD', 'PATCH', 'PUT']],
+    [
+      'POST /users/{id}',
+      () => service.http.post(`/users/${id}`),
+      `/users/${id}`,
+      ['DELETE', 'GET', 'HEAD', 'PATCH', 'PUT'],
+    ],
   ])('answers %s with 405 and Allow', async (_what, send, path, allowed) => {
     const res = await send();
     expectProblem(res, 405, 'method_not_allowed', path);
@@ -100,7 +111,10 @@ describe('routing', () => {
 
 describe('request bodies', () => {
   it('answers malformed JSON with 400 malformed_json', async () => {
-    const res = await service.http.post('/auth/login').set('Content-Type', 'application/json').send('{"email": "a@b.test",');
+    const res = await service.http
+      .post('/auth/login')
+      .set('Content-Type', 'application/json')
+      .send('{"email": "a@b.test",');
     expectProblem(res, 400, 'malformed_json', '/auth/login');
   });
 
@@ -115,7 +129,10 @@ describe('request bodies', () => {
   });
 
   it('answers a form-encoded body with 415', async () => {
-    const res = await service.http.post('/auth/login').type('form').send({ email: user.email, password: user.password });
+    const res = await service.http
+      .post('/auth/login')
+      .type('form')
+      .send({ email: user.email, password: user.password });
     expectProblem(res, 415, 'unsupported_media_type', '/auth/login');
   });
 
@@ -128,7 +145,9 @@ describe('request bodies', () => {
   });
 
   it('rejects text the database cannot store (NUL) with 400, naming the field', async () => {
-    const res = await service.http.post('/auth/register').send({ email: uniqueEmail(), password: 'correct horse battery', name: 'Nul\u0000Name' });
+    const res = await service.http
+      .post('/auth/register')
+      .send({ email: uniqueEmail(), password: 'correct horse battery', name: 'Nul\u0000Name' });
     expectProblem(res, 400, 'validation_failed', '/auth/register');
     expect(errorPaths(res.body)).toEqual(['body.name']);
   });
@@ -148,11 +167,21 @@ describe('request bodies', () => {
     };
     const over = body(1024 * 1024 + 1);
     expect(Buffer.byteLength(over)).toBe(1024 * 1024 + 1);
-    expectProblem(await service.http.post('/auth/login').set('Content-Type', 'application/json').send(over), 413, 'payload_too_large', '/auth/login');
+    expectProblem(
+      await service.http.post('/auth/login').set('Content-Type', 'application/json').send(over),
+      413,
+      'payload_too_large',
+      '/auth/login',
+    );
     // Exactly 1 MiB is read, and then fails on its content instead.
     const limit = body(1024 * 1024);
     expect(Buffer.byteLength(limit)).toBe(1024 * 1024);
-    expectProblem(await service.http.post('/auth/login').set('Content-Type', 'application/json').send(limit), 400, 'validation_failed', '/auth/login');
+    expectProblem(
+      await service.http.post('/auth/login').set('Content-Type', 'application/json').send(limit),
+      400,
+      'validation_failed',
+      '/auth/login',
+    );
   });
 });
 
@@ -243,7 +272,11 @@ describe('service endpoints', () => {
 });
 
 /** The service's context on another database handle (createContext would read the signing key from it). */
-const onDatabase = (db: Database): AppContext => ({ ...service.ctx, db, loginThrottle: loginThrottle(db.sql, service.ctx.config.loginThrottle) });
+const onDatabase = (db: Database): AppContext => ({
+  ...service.ctx,
+  db,
+  loginThrottle: loginThrottle(db.sql, service.ctx.config.loginThrottle),
+});
 
 describe('with the database gone', () => {
   let gone: Express;
@@ -311,18 +344,40 @@ describe('CORS', () => {
   });
 
   it('allows every request header API.md names and exposes every answer header it names (found in issue 18)', async () => {
-    const requested = ['Authorization', 'Content-Type', 'If-Match', 'If-None-Match', 'Idempotency-Key', 'Last-Event-ID', 'X-Request-Id'];
+    const requested = [
+      'Authorization',
+      'Content-Type',
+      'If-Match',
+      'If-None-Match',
+      'Idempotency-Key',
+      'Last-Event-ID',
+      'X-Request-Id',
+    ];
     const preflight = await open.http
       .options('/tasks')
       .set('Origin', 'https://app.example.test')
       .set('Access-Control-Request-Method', 'POST')
       .set('Access-Control-Request-Headers', requested.join(', ').toLowerCase())
       .expect(204);
-    const allowed = String(preflight.headers['access-control-allow-headers']).toLowerCase().split(/\s*,\s*/);
+    const allowed = String(preflight.headers['access-control-allow-headers'])
+      .toLowerCase()
+      .split(/\s*,\s*/);
     for (const name of requested) expect(allowed).toContain(name.toLowerCase());
     const res = await open.http.get('/healthz').set('Origin', 'https://app.example.test').expect(200);
-    const exposed = String(res.headers['access-control-expose-headers']).toLowerCase().split(/\s*,\s*/);
-    const answers = ['ETag', 'Location', 'Link', 'RateLimit', 'RateLimit-Policy', 'Retry-After', 'Idempotent-Replayed', 'X-Request-Id', 'WWW-Authenticate'];
+    const exposed = String(res.headers['access-control-expose-headers'])
+      .toLowerCase()
+      .split(/\s*,\s*/);
+    const answers = [
+      'ETag',
+      'Location',
+      'Link',
+      'RateLimit',
+      'RateLimit-Policy',
+      'Retry-After',
+      'Idempotent-Replayed',
+      'X-Request-Id',
+      'WWW-Authenticate',
+    ];
     for (const name of answers) expect(exposed).toContain(name.toLowerCase());
   });
 

@@ -102,7 +102,10 @@ describe('idempotency keys at volume', () => {
     // choice from its statistics: seen both ways on PostgreSQL 18 after the same VACUUM ANALYZE.)
     const scans = scansOn(nodes, TRIM_INDEX);
     expect(scans.length).toBeGreaterThan(0);
-    expect(scans[scans.length - 1]).toMatchObject({ 'Node Type': expect.stringMatching(/^(Bitmap )?Index (Only )?Scan$/), 'Actual Rows': 1 });
+    expect(scans[scans.length - 1]).toMatchObject({
+      'Node Type': expect.stringMatching(/^(Bitmap )?Index (Only )?Scan$/),
+      'Actual Rows': 1,
+    });
   });
 
   it("reads only the caller's own keys when under the cap, and deletes none", async () => {
@@ -112,7 +115,9 @@ describe('idempotency keys at volume', () => {
   });
 
   it('purges expired answers on the expires_at index, reading only those', async () => {
-    const [expired] = await database.db.sql.rows<{ count: number }>('SELECT count(*)::int AS count FROM idempotency_keys WHERE expires_at < now()');
+    const [expired] = await database.db.sql.rows<{ count: number }>(
+      'SELECT count(*)::int AS count FROM idempotency_keys WHERE expires_at < now()',
+    );
     expect(expired?.count).toBeGreaterThan(0);
     const nodes = await planOf(expiredKeys(new Date()));
     expect(nodes.map((node) => node['Node Type'])).not.toContain('Seq Scan');

@@ -41,7 +41,11 @@ describe('Idempotency-Key', () => {
     const key = freshKey();
     await postTask(alice, key, { title: 'first use' }).expect(201);
     expectProblem(await postTask(alice, key, { title: 'another request' }), 422, 'idempotency_key_reused');
-    expectProblem(await service.http.post('/tags').set('Authorization', alice.auth).set('Idempotency-Key', key).send({ name: 'x' }), 422, 'idempotency_key_reused');
+    expectProblem(
+      await service.http.post('/tags').set('Authorization', alice.auth).set('Idempotency-Key', key).send({ name: 'x' }),
+      422,
+      'idempotency_key_reused',
+    );
     const bobs = TaskSchema.parse((await postTask(bob, key, { title: 'first use' }).expect(201)).body);
     expect(bobs.ownerId).toBe(bob.user.id);
     expect(await tasksTitled('another request')).toBe(0);
@@ -63,7 +67,11 @@ describe('Idempotency-Key', () => {
     expect(again.headers['idempotent-replayed']).toBeUndefined();
     await postTask(alice, invalidKey, { title: 'now valid' }).expect(201);
     for (const bad of ['x'.repeat(256), 'tab\there', 'ünïcode']) {
-      const res = await service.http.post('/tasks').set('Authorization', alice.auth).set('Idempotency-Key', bad).send({ title: 'bad key' });
+      const res = await service.http
+        .post('/tasks')
+        .set('Authorization', alice.auth)
+        .set('Idempotency-Key', bad)
+        .send({ title: 'bad key' });
       expect(errorPaths(expectProblem(res, 400, 'validation_failed'))).toEqual(['header.idempotency-key']);
     }
     expect(await tasksTitled('bad key')).toBe(0);
@@ -71,14 +79,22 @@ describe('Idempotency-Key', () => {
 
   it('answers 400, not 500, to a body nested deeper than any the contract takes (found by the fuzzer)', async () => {
     const deep = `${'['.repeat(5_000)}${']'.repeat(5_000)}`;
-    const res = await service.http.post('/tasks').set('Authorization', alice.auth).set('Idempotency-Key', 'deep-body').set('Content-Type', 'application/json').send(deep);
+    const res = await service.http
+      .post('/tasks')
+      .set('Authorization', alice.auth)
+      .set('Idempotency-Key', 'deep-body')
+      .set('Content-Type', 'application/json')
+      .send(deep);
     expect(errorPaths(expectProblem(res, 400, 'validation_failed'))).toEqual(['body']);
   });
 
   it('runs a request again once its key expired after 24 hours', async () => {
     const key = freshKey();
     await postTask(alice, key, { title: 'expiring' }).expect(201);
-    await service.ctx.db.prisma.idempotencyKey.updateMany({ where: { key }, data: { expiresAt: new Date(Date.now() - 1000) } });
+    await service.ctx.db.prisma.idempotencyKey.updateMany({
+      where: { key },
+      data: { expiresAt: new Date(Date.now() - 1000) },
+    });
     const again = await postTask(alice, key, { title: 'expiring' }).expect(201);
     expect(again.headers['idempotent-replayed']).toBeUndefined();
     expect(await tasksTitled('expiring')).toBe(2);
@@ -91,7 +107,13 @@ describe('Idempotency-Key', () => {
       await service.ctx.db.prisma.idempotencyKey.deleteMany({ where: { userId: alice.user.id, key } });
       const createdAt = new Date(Date.now() - ageMs);
       await service.ctx.db.prisma.idempotencyKey.create({
-        data: { userId: alice.user.id, key, fingerprint: 'of a request that died', createdAt, expiresAt: new Date(createdAt.getTime() + 24 * 3600 * 1000) },
+        data: {
+          userId: alice.user.id,
+          key,
+          fingerprint: 'of a request that died',
+          createdAt,
+          expiresAt: new Date(createdAt.getTime() + 24 * 3600 * 1000),
+        },
       });
     };
     await claimed(30_000);
@@ -108,9 +130,13 @@ describe('Idempotency-Key', () => {
     const capped = await startService({ IDEMPOTENCY_MAX_KEYS_PER_USER: '3' });
     try {
       const carol = await registerUser(capped);
-      const post = (key: string) => capped.http.post('/tags').set('Authorization', carol.auth).set('Idempotency-Key', key).send({ name: key });
+      const post = (key: string) =>
+        capped.http.post('/tags').set('Authorization', carol.auth).set('Idempotency-Key', key).send({ name: key });
       for (const key of ['k1', 'k2', 'k3', 'k4', 'k5']) await post(key).expect(201);
-      const kept = await capped.ctx.db.prisma.idempotencyKey.findMany({ where: { userId: carol.user.id }, orderBy: { createdAt: 'asc' } });
+      const kept = await capped.ctx.db.prisma.idempotencyKey.findMany({
+        where: { userId: carol.user.id },
+        orderBy: { createdAt: 'asc' },
+      });
       expect(kept.map((row) => row.key)).toEqual(['k3', 'k4', 'k5']);
       expect((await post('k5').expect(201)).headers['idempotent-replayed']).toBe('true');
       // k1 expired early: it runs again (a tag of that name exists now, so this is its 409).
@@ -141,7 +167,11 @@ describe('Idempotency-Key', () => {
     const task = await createTask(service, alice);
     const key = freshKey();
     const upload = (bytes: string) =>
-      service.http.post(`/tasks/${task.id}/attachments`).set('Authorization', alice.auth).set('Idempotency-Key', key).attach('file', Buffer.from(bytes), { filename: 'a.txt' });
+      service.http
+        .post(`/tasks/${task.id}/attachments`)
+        .set('Authorization', alice.auth)
+        .set('Idempotency-Key', key)
+        .attach('file', Buffer.from(bytes), { filename: 'a.txt' });
     const first = await upload('same bytes').expect(201);
     const again = await upload('same bytes').expect(201);
     expect(again.headers['idempotent-replayed']).toBe('true');
@@ -152,8 +182,18 @@ describe('Idempotency-Key', () => {
 
   it('applies to every creating POST: tags, tag links and webhooks', async () => {
     const key = freshKey();
-    const tag = await service.http.post('/tags').set('Authorization', alice.auth).set('Idempotency-Key', key).send({ name: 'idem' }).expect(201);
-    const replay = await service.http.post('/tags').set('Authorization', alice.auth).set('Idempotency-Key', key).send({ name: 'idem' }).expect(201);
+    const tag = await service.http
+      .post('/tags')
+      .set('Authorization', alice.auth)
+      .set('Idempotency-Key', key)
+      .send({ name: 'idem' })
+      .expect(201);
+    const replay = await service.http
+      .post('/tags')
+      .set('Authorization', alice.auth)
+      .set('Idempotency-Key', key)
+      .send({ name: 'idem' })
+      .expect(201);
     expect(replay.headers['idempotent-replayed']).toBe('true');
     expect(replay.body).toEqual(tag.body);
   });

@@ -56,7 +56,9 @@ describe('several instances on one PostgreSQL database', () => {
 
     /** Two instances on one database, each with its own DATA_DIR and its own port, started together. */
     async function twoInstances(env: Record<string, string>): Promise<[Instance, Instance]> {
-      const [one, two] = await Promise.all([1, 2].map(() => startInstance(database.url, { ...objectStore.env, ...env })));
+      const [one, two] = await Promise.all(
+        [1, 2].map(() => startInstance(database.url, { ...objectStore.env, ...env })),
+      );
       opened.push(one!, two!);
       return [one!, two!];
     }
@@ -86,13 +88,31 @@ describe('several instances on one PostgreSQL database', () => {
       const task = await createTask(a, alice);
       // Over one multipart part, so the object store receives a multipart upload.
       const bytes = randomBytes(6 * 1024 * 1024 + 321);
-      const uploaded = await a.http.post(`/tasks/${task.id}/attachments`).set('Authorization', alice.auth).attach('file', bytes, 'big.bin').expect(201);
+      const uploaded = await a.http
+        .post(`/tasks/${task.id}/attachments`)
+        .set('Authorization', alice.auth)
+        .attach('file', bytes, 'big.bin')
+        .expect(201);
       const attachment = AttachmentSchema.parse(uploaded.body);
-      expect(attachment).toMatchObject({ size: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') });
+      expect(attachment).toMatchObject({
+        size: bytes.length,
+        sha256: createHash('sha256').update(bytes).digest('hex'),
+      });
 
-      const whole = await b.http.get(`/attachments/${attachment.id}/content`).set('Authorization', alice.auth).buffer(true).parse(binary).expect(200);
+      const whole = await b.http
+        .get(`/attachments/${attachment.id}/content`)
+        .set('Authorization', alice.auth)
+        .buffer(true)
+        .parse(binary)
+        .expect(200);
       expect(Buffer.compare(whole.body, bytes)).toBe(0);
-      const part = await b.http.get(`/attachments/${attachment.id}/content`).set('Authorization', alice.auth).set('Range', 'bytes=5242870-5242889').buffer(true).parse(binary).expect(206);
+      const part = await b.http
+        .get(`/attachments/${attachment.id}/content`)
+        .set('Authorization', alice.auth)
+        .set('Range', 'bytes=5242870-5242889')
+        .buffer(true)
+        .parse(binary)
+        .expect(206);
       expect(part.headers['content-range']).toBe(`bytes 5242870-5242889/${bytes.length}`);
       expect(Buffer.compare(part.body, bytes.subarray(5242870, 5242890))).toBe(0);
 
@@ -106,7 +126,11 @@ describe('several instances on one PostgreSQL database', () => {
       const alice = await registerUser(a);
       const task = await createTask(a, alice);
       const upload = async (taskId: string) => {
-        const res = await a.http.post(`/tasks/${taskId}/attachments`).set('Authorization', alice.auth).attach('file', Buffer.from(`bytes of ${randomUUID()}`), 'a.txt').expect(201);
+        const res = await a.http
+          .post(`/tasks/${taskId}/attachments`)
+          .set('Authorization', alice.auth)
+          .attach('file', Buffer.from(`bytes of ${randomUUID()}`), 'a.txt')
+          .expect(201);
         const { id } = AttachmentSchema.parse(res.body);
         return { id, key: (await database.db.prisma.attachment.findUniqueOrThrow({ where: { id } })).storageKey };
       };
@@ -138,7 +162,10 @@ describe('several instances on one PostgreSQL database', () => {
       const target = await registerUser(a);
       await a.http.post('/auth/login').send({ email: target.email, password: 'wrong password' }).expect(401);
       await b.http.post('/auth/login').send({ email: target.email, password: 'wrong password' }).expect(401);
-      const blocked = await a.http.post('/auth/login').send({ email: target.email, password: target.password }).expect(429);
+      const blocked = await a.http
+        .post('/auth/login')
+        .send({ email: target.email, password: target.password })
+        .expect(429);
       expect(Number(blocked.headers['retry-after'])).toBeGreaterThan(0);
       await b.http.post('/auth/login').send({ email: target.email, password: target.password }).expect(429);
     });
@@ -159,7 +186,9 @@ describe('several instances on one PostgreSQL database', () => {
         inside--;
       };
       const outcomes = await Promise.all(
-        [a, b, a, b].map((instance) => underLease(instance.ctx.db.sql, 'test job', 60_000, job).finally(() => settled++)),
+        [a, b, a, b].map((instance) =>
+          underLease(instance.ctx.db.sql, 'test job', 60_000, job).finally(() => settled++),
+        ),
       );
       expect(outcomes.filter((o) => o.ran)).toHaveLength(1);
       expect(most).toBe(1);
@@ -173,12 +202,15 @@ describe('several instances on one PostgreSQL database', () => {
       const [one, two] = await twoInstances({ ...env, RATE_LIMIT_PER_MINUTE: String(limit) });
       const user = await registerUser(one);
       const answers = await Promise.all(
-        Array.from({ length: 3 * limit }, (_, i) => (i % 2 === 0 ? one : two).http.get('/auth/me').set('Authorization', user.auth)),
+        Array.from({ length: 3 * limit }, (_, i) =>
+          (i % 2 === 0 ? one : two).http.get('/auth/me').set('Authorization', user.auth),
+        ),
       );
       const statuses = answers.map((res) => res.status);
       expect(statuses.filter((s) => s === 200)).toHaveLength(limit);
       expect(statuses.filter((s) => s === 429)).toHaveLength(2 * limit);
-      for (const instance of [one, two]) await instance.http.get('/auth/me').set('Authorization', user.auth).expect(429);
+      for (const instance of [one, two])
+        await instance.http.get('/auth/me').set('Authorization', user.auth).expect(429);
     }
 
     it('count the rate limit per instance with the memory store (the default)', async () => {

@@ -88,9 +88,16 @@ async function explain(text: string, values: unknown[] = []): Promise<PlanNode[]
   return nodes;
 }
 
-async function plan(set: TaskSet, sort: TaskSort, filters: Record<string, string>, cursor: Cursor | undefined): Promise<PlanNode[]> {
+async function plan(
+  set: TaskSet,
+  sort: TaskSort,
+  filters: Record<string, string>,
+  cursor: Cursor | undefined,
+): Promise<PlanNode[]> {
   // The statement GET /tasks runs: the page's ids and their rows (each by its primary key).
-  const query = taskPageStatement(taskPageQuery(set, TaskListQuerySchema.parse({ sort, ...filters }), cursor, LIMIT + 1));
+  const query = taskPageStatement(
+    taskPageQuery(set, TaskListQuerySchema.parse({ sort, ...filters }), cursor, LIMIT + 1),
+  );
   return explain(query.text, query.values);
 }
 
@@ -117,7 +124,10 @@ describe.each(callers)('GET /tasks for %s', (_who, setOf) => {
         const page = cursor ? 'deep page' : 'first page';
         expect(scans.length, page).toBeGreaterThan(0);
         for (const scan of scans) expect(scan['Node Type'], page).toMatch(/^Index (Only )?Scan$/);
-        const read = scans.reduce((sum, scan) => sum + (scan['Actual Rows'] + (scan['Rows Removed by Filter'] ?? 0)) * scan['Actual Loops'], 0);
+        const read = scans.reduce(
+          (sum, scan) => sum + (scan['Actual Rows'] + (scan['Rows Removed by Filter'] ?? 0)) * scan['Actual Loops'],
+          0,
+        );
         // Each branch reads its page (limit + 1) plus what the filters skip (about half here).
         expect(read, page).toBeLessThanOrEqual(scans.length * 3 * (LIMIT + 1));
       }
@@ -135,9 +145,13 @@ describe('the indexes on tasks', () => {
   // uses only slows the writes down (issue 19). Runs last, after every plan above. The trigram
   // indexes serve `q`, proven in search-index.test.ts (their plan needs its data to be chosen).
   it('every index on tasks is used by a plan above', async () => {
-    const indexes = await database.db.sql.rows<{ indexname: string }>("SELECT indexname FROM pg_indexes WHERE tablename = 'tasks' ORDER BY indexname");
+    const indexes = await database.db.sql.rows<{ indexname: string }>(
+      "SELECT indexname FROM pg_indexes WHERE tablename = 'tasks' ORDER BY indexname",
+    );
     const searchIndexes = ['tasks_description_trgm_idx', 'tasks_title_trgm_idx'];
-    const unused = indexes.map((index) => index.indexname).filter((name) => !usedIndexes.has(name) && !searchIndexes.includes(name));
+    const unused = indexes
+      .map((index) => index.indexname)
+      .filter((name) => !usedIndexes.has(name) && !searchIndexes.includes(name));
     expect(unused).toEqual([]);
   });
 });

@@ -59,7 +59,10 @@ describe('the request log', () => {
     await service.http.get('/metrics').set('Authorization', `Bearer ${METRICS_TOKEN}`).expect(200);
     await service.http.get('/tasks').set('Authorization', alice.auth).expect(200);
     for (const url of ['/healthz', '/readyz', '/metrics']) {
-      expect((await linesOf(url)).map((line) => line.level), url).toEqual([DEBUG]);
+      expect(
+        (await linesOf(url)).map((line) => line.level),
+        url,
+      ).toEqual([DEBUG]);
     }
     expect((await linesOf('/tasks')).map((line) => line.level)).toEqual([INFO]);
   });
@@ -67,8 +70,15 @@ describe('the request log', () => {
   it('logs a request whose client went away as aborted', async () => {
     lines = [];
     // The live stream answers until the client leaves: here after 300 ms.
-    await service.http.get('/events').set('Authorization', alice.auth).timeout(300).catch(() => undefined);
-    await vi.waitFor(async () => expect((await linesOf('/events')).map((line) => line.msg)).toEqual(['request aborted']), { timeout: 5000 });
+    await service.http
+      .get('/events')
+      .set('Authorization', alice.auth)
+      .timeout(300)
+      .catch(() => undefined);
+    await vi.waitFor(
+      async () => expect((await linesOf('/events')).map((line) => line.msg)).toEqual(['request aborted']),
+      { timeout: 5000 },
+    );
   });
 
   it('logs a 500 once, with its stack and the request id', async () => {
@@ -76,14 +86,19 @@ describe('the request log', () => {
     await service.ctx.db.sql.exec('ALTER TABLE tags RENAME TO tags_away');
     try {
       lines = [];
-      const res = await service.http.get('/tags').set('Authorization', alice.auth).set('X-Request-Id', 'trace-500-once');
+      const res = await service.http
+        .get('/tags')
+        .set('Authorization', alice.auth)
+        .set('X-Request-Id', 'trace-500-once');
       expectProblem(res, 500, 'internal', '/tags');
       await new Promise((resolve) => setImmediate(resolve));
       const errors = lines.filter((line) => line.level >= ERROR);
       expect(errors).toHaveLength(1);
       expect(errors[0]?.req?.id).toBe('trace-500-once');
       expect(errors[0]?.err?.stack).toMatch(/\n\s+at /);
-      expect(lines.filter((line) => line.req?.id === 'trace-500-once' || line.reqId === 'trace-500-once')).toHaveLength(1);
+      expect(lines.filter((line) => line.req?.id === 'trace-500-once' || line.reqId === 'trace-500-once')).toHaveLength(
+        1,
+      );
     } finally {
       await service.ctx.db.sql.exec('ALTER TABLE tags_away RENAME TO tags');
     }
@@ -99,8 +114,21 @@ describe('the service log on a terminal and off it', () => {
 
   /** The service under `script`, which gives it a pseudo-terminal, until it says where it listens. */
   async function onTerminal(): Promise<string> {
-    const env = { ...process.env, DATABASE_URL: database.url, DATA_DIR: `/tmp/task-service-tty-${process.pid}`, PORT: '0', HOST: '127.0.0.1', WEB_CONCURRENCY: '1', LOG_LEVEL: 'info' };
-    const child = spawn('script', ['-qfec', `${process.execPath} --import tsx server/main.ts`, '/dev/null'], { cwd: ROOT, env, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
+    const env = {
+      ...process.env,
+      DATABASE_URL: database.url,
+      DATA_DIR: `/tmp/task-service-tty-${process.pid}`,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      WEB_CONCURRENCY: '1',
+      LOG_LEVEL: 'info',
+    };
+    const child = spawn('script', ['-qfec', `${process.execPath} --import tsx server/main.ts`, '/dev/null'], {
+      cwd: ROOT,
+      env,
+      detached: true,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     let output = '';
     try {
       await new Promise<void>((resolve, reject) => {
@@ -124,7 +152,10 @@ describe('the service log on a terminal and off it', () => {
   }, 60_000);
 
   it('is one JSON object per line otherwise', async () => {
-    const service = await startServiceProcess({ DATABASE_URL: database.url, DATA_DIR: `/tmp/task-service-json-${process.pid}` });
+    const service = await startServiceProcess({
+      DATABASE_URL: database.url,
+      DATA_DIR: `/tmp/task-service-json-${process.pid}`,
+    });
     try {
       const lines = service.stdout().trim().split('\n');
       expect(lines.length).toBeGreaterThan(0);

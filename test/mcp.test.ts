@@ -25,12 +25,18 @@ afterAll(async () => {
 /** The SDK's own client, connected (initialize) with `auth` as its Authorization header. */
 async function connect(auth: string): Promise<Client> {
   const client = new Client({ name: 'task-service-tests', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${served.baseUrl}/mcp`), { requestInit: { headers: { Authorization: auth } } }));
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`${served.baseUrl}/mcp`), {
+      requestInit: { headers: { Authorization: auth } },
+    }),
+  );
   clients.push(client);
   return client;
 }
 
-const TextContentSchema = z.object({ content: z.array(z.object({ type: z.literal('text'), text: z.string() })).min(1) });
+const TextContentSchema = z.object({
+  content: z.array(z.object({ type: z.literal('text'), text: z.string() })).min(1),
+});
 /** The problem an error result carries as JSON text. */
 function problemOf(result: unknown) {
   expect(result).toMatchObject({ isError: true });
@@ -56,19 +62,40 @@ describe('the MCP endpoint', () => {
     expect(update?.inputSchema.properties).toHaveProperty('task_id');
     expect(update?.inputSchema.properties).toHaveProperty('ifMatch');
     expect(tools.find((tool) => tool.name === 'tasks_get')?.annotations).toMatchObject({ readOnlyHint: true });
-    expect(tools.find((tool) => tool.name === 'tasks_delete')?.annotations).toMatchObject({ destructiveHint: true, idempotentHint: true });
+    expect(tools.find((tool) => tool.name === 'tasks_delete')?.annotations).toMatchObject({
+      destructiveHint: true,
+      idempotentHint: true,
+    });
     expect(tools.find((tool) => tool.name === 'tasks_replace')?.annotations).toMatchObject({ idempotentHint: true });
     const names = tools.map((tool) => tool.name);
-    expect(names).toEqual(expect.arrayContaining(['task_tags_add', 'task_tags_list', 'tags_list', 'webhooks_create', 'changes_list', 'users_list', 'auth_me_get']));
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'task_tags_add',
+        'task_tags_list',
+        'tags_list',
+        'webhooks_create',
+        'changes_list',
+        'users_list',
+        'auth_me_get',
+      ]),
+    );
     // Login, tokens, uploads, downloads and the live stream are not tools.
-    expect(names.filter((name) => /auth_(login|register|refresh|logout)|token|upload|content|events/.test(name))).toEqual([]);
+    expect(
+      names.filter((name) => /auth_(login|register|refresh|logout)|token|upload|content|events/.test(name)),
+    ).toEqual([]);
   });
 
-  it('tools/list shows only what the token\'s scopes allow', async () => {
+  it("tools/list shows only what the token's scopes allow", async () => {
     const sets: [Scope[], string[]][] = [
-      [['tasks:read'], ['attachments_get', 'task_attachments_list', 'task_tags_list', 'tasks_get', 'tasks_list', 'user_tasks_list']],
+      [
+        ['tasks:read'],
+        ['attachments_get', 'task_attachments_list', 'task_tags_list', 'tasks_get', 'tasks_list', 'user_tasks_list'],
+      ],
       [['tags:write'], ['tags_create', 'tags_delete', 'tags_get', 'tags_list', 'tags_update']],
-      [['events:read', 'account:read'], ['auth_me_get', 'changes_list', 'users_get']],
+      [
+        ['events:read', 'account:read'],
+        ['auth_me_get', 'changes_list', 'users_get'],
+      ],
     ];
     for (const [scopes, expected] of sets) {
       const pat = await createPersonalToken(served.service, ada, scopes);
@@ -80,12 +107,23 @@ describe('the MCP endpoint', () => {
     const pat = await createPersonalToken(served.service, ada, ['tasks:write']);
     const client = await connect(pat.auth);
     const before = await readAllChanges(served.service, ada);
-    const result = await client.callTool({ name: 'tasks_create', arguments: { title: 'From an agent', priority: 'high' } });
+    const result = await client.callTool({
+      name: 'tasks_create',
+      arguments: { title: 'From an agent', priority: 'high' },
+    });
     expect(result.isError).toBeFalsy();
     const task = TaskSchema.parse(result.structuredContent);
     expect(task).toMatchObject({ title: 'From an agent', priority: 'high', ownerId: ada.user.id });
     expect(JSON.parse(TextContentSchema.parse(result).content[0]!.text)).toEqual(result.structuredContent);
-    const rest = TaskSchema.parse((await served.service.http.post('/tasks').set('Authorization', ada.auth).send({ title: 'From REST', priority: 'high' }).expect(201)).body);
+    const rest = TaskSchema.parse(
+      (
+        await served.service.http
+          .post('/tasks')
+          .set('Authorization', ada.auth)
+          .send({ title: 'From REST', priority: 'high' })
+          .expect(201)
+      ).body,
+    );
     await served.service.http.get(`/tasks/${task.id}`).set('Authorization', ada.auth).expect(200);
 
     const { events } = await readAllChanges(served.service, ada, before.cursor);
@@ -96,13 +134,20 @@ describe('the MCP endpoint', () => {
     // The same event but for what differs between two tasks: id, title and times.
     const shape = (event: typeof viaMcp) => {
       const task = event?.type === 'task.created' ? event.data.task : undefined;
-      return { type: event?.type, actorId: event?.actorId, task: { ...task, id: undefined, title: undefined, createdAt: undefined, updatedAt: undefined } };
+      return {
+        type: event?.type,
+        actorId: event?.actorId,
+        task: { ...task, id: undefined, title: undefined, createdAt: undefined, updatedAt: undefined },
+      };
     };
     expect(shape(viaMcp)).toEqual(shape(viaRest));
   });
 
   it("reading another user's task is a not_found error result", async () => {
-    const gracesTask = TaskSchema.parse((await served.service.http.post('/tasks').set('Authorization', grace.auth).send({ title: 'Private' }).expect(201)).body);
+    const gracesTask = TaskSchema.parse(
+      (await served.service.http.post('/tasks').set('Authorization', grace.auth).send({ title: 'Private' }).expect(201))
+        .body,
+    );
     const client = await connect(ada.auth);
     const result = await client.callTool({ name: 'tasks_get', arguments: { task_id: gracesTask.id } });
     expect(problemOf(result)).toMatchObject({ status: 404, code: 'not_found' });
@@ -121,12 +166,22 @@ describe('the MCP endpoint', () => {
   it('updates with If-Match and replays a create with the same idempotency key', async () => {
     const client = await connect(ada.auth);
     const args = { title: 'Once', idempotencyKey: 'agent-retry-1' };
-    const first = TaskSchema.parse((await client.callTool({ name: 'tasks_create', arguments: args })).structuredContent);
-    const again = TaskSchema.parse((await client.callTool({ name: 'tasks_create', arguments: args })).structuredContent);
+    const first = TaskSchema.parse(
+      (await client.callTool({ name: 'tasks_create', arguments: args })).structuredContent,
+    );
+    const again = TaskSchema.parse(
+      (await client.callTool({ name: 'tasks_create', arguments: args })).structuredContent,
+    );
     expect(again.id).toBe(first.id);
-    const stale = await client.callTool({ name: 'tasks_update', arguments: { task_id: first.id, ifMatch: '"99"', status: 'done' } });
+    const stale = await client.callTool({
+      name: 'tasks_update',
+      arguments: { task_id: first.id, ifMatch: '"99"', status: 'done' },
+    });
     expect(problemOf(stale)).toMatchObject({ code: 'precondition_failed' });
-    const updated = await client.callTool({ name: 'tasks_update', arguments: { task_id: first.id, ifMatch: `"${first.version}"`, status: 'done' } });
+    const updated = await client.callTool({
+      name: 'tasks_update',
+      arguments: { task_id: first.id, ifMatch: `"${first.version}"`, status: 'done' },
+    });
     expect(TaskSchema.parse(updated.structuredContent).status).toBe('done');
     const removed = await client.callTool({ name: 'tasks_delete', arguments: { task_id: first.id } });
     expect(removed.isError).toBeFalsy();
@@ -136,18 +191,30 @@ describe('the MCP endpoint', () => {
   it('a tool the token may not use is an error result, and the scope is enforced all the same', async () => {
     const pat = await createPersonalToken(served.service, ada, ['tasks:read']);
     const client = await connect(pat.auth);
-    expect(problemOf(await client.callTool({ name: 'tasks_create', arguments: { title: 'no' } }))).toMatchObject({ code: 'not_found' });
-    expect(problemOf(await client.callTool({ name: 'tasks_list_everything', arguments: {} }))).toMatchObject({ code: 'not_found' });
+    expect(problemOf(await client.callTool({ name: 'tasks_create', arguments: { title: 'no' } }))).toMatchObject({
+      code: 'not_found',
+    });
+    expect(problemOf(await client.callTool({ name: 'tasks_list_everything', arguments: {} }))).toMatchObject({
+      code: 'not_found',
+    });
     const list = await client.callTool({ name: 'tasks_list', arguments: { limit: 5, status: ['todo', 'done'] } });
     expect(list.isError).toBeFalsy();
   });
 });
 
 describe('the MCP endpoint over plain HTTP', () => {
-  const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'curl', version: '1' } } };
+  const initialize = {
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'curl', version: '1' } },
+  };
 
   it('without a valid bearer token is a 401 problem with WWW-Authenticate: Bearer', async () => {
-    const res = await served.service.http.post('/mcp').set('Accept', 'application/json, text/event-stream').send(initialize);
+    const res = await served.service.http
+      .post('/mcp')
+      .set('Accept', 'application/json, text/event-stream')
+      .send(initialize);
     expectProblem(res, 401, 'unauthenticated');
     expect(res.headers['www-authenticate']).toMatch(/^Bearer/);
     const revoked = await served.service.http.post('/mcp').set('Authorization', 'Bearer tsk_pat_nope').send(initialize);
@@ -161,9 +228,20 @@ describe('the MCP endpoint over plain HTTP', () => {
   });
 
   it('a request from an origin that is not allowed is 403', async () => {
-    const res = await served.service.http.post('/mcp').set('Authorization', ada.auth).set('Origin', 'https://evil.example.test').set('Accept', 'application/json, text/event-stream').send(initialize);
+    const res = await served.service.http
+      .post('/mcp')
+      .set('Authorization', ada.auth)
+      .set('Origin', 'https://evil.example.test')
+      .set('Accept', 'application/json, text/event-stream')
+      .send(initialize);
     expectProblem(res, 403, 'forbidden');
-    await served.service.http.post('/mcp').set('Authorization', ada.auth).set('Origin', 'https://app.example.test').set('Accept', 'application/json, text/event-stream').send(initialize).expect(200);
+    await served.service.http
+      .post('/mcp')
+      .set('Authorization', ada.auth)
+      .set('Origin', 'https://app.example.test')
+      .set('Accept', 'application/json, text/event-stream')
+      .send(initialize)
+      .expect(200);
   });
 });
 

@@ -9,15 +9,25 @@ import { killIfRunning, startServiceProcess, type ServiceProcess } from './suppo
 const METRICS_TOKEN = 'a-scrape-token-of-at-least-32-characters';
 
 /** One request on a connection of its own, so that the cluster hands it to the next worker. */
-function send(base: string, method: string, path: string, headers: Record<string, string> = {}, body?: unknown): Promise<{ status: number; text: string }> {
+function send(
+  base: string,
+  method: string,
+  path: string,
+  headers: Record<string, string> = {},
+  body?: unknown,
+): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
-    const req = http.request(new URL(path, base), { method, agent: false, headers: { ...headers, ...(payload ? { 'content-type': 'application/json' } : {}) } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (text += chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-    });
+    const req = http.request(
+      new URL(path, base),
+      { method, agent: false, headers: { ...headers, ...(payload ? { 'content-type': 'application/json' } : {}) } },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      },
+    );
     req.on('error', reject);
     req.end(payload);
   });
@@ -70,19 +80,35 @@ describe('/metrics with two HTTP workers', () => {
 
   it("includes the main process: its webhook deliveries, its event listener and its pool; every process's pool", async () => {
     const base = service?.url ?? '';
-    const registered = await send(base, 'POST', '/auth/register', {}, { email: 'metrics@example.test', password: 'long enough password', name: 'Metrics' });
+    const registered = await send(
+      base,
+      'POST',
+      '/auth/register',
+      {},
+      { email: 'metrics@example.test', password: 'long enough password', name: 'Metrics' },
+    );
     expect(registered.status).toBe(201);
     const auth = { authorization: `Bearer ${AuthResultSchema.parse(JSON.parse(registered.text)).accessToken}` };
-    expect((await send(base, 'POST', '/webhooks', auth, { url: receiver.url('/metrics-hook'), events: ['task.created'] })).status).toBe(201);
+    expect(
+      (await send(base, 'POST', '/webhooks', auth, { url: receiver.url('/metrics-hook'), events: ['task.created'] }))
+        .status,
+    ).toBe(201);
     expect((await send(base, 'POST', '/tasks', auth, { title: 'Delivered by the main process' })).status).toBe(201);
     await expect.poll(() => receiver.received('/metrics-hook').length, { timeout: 20_000 }).toBe(1);
 
-    await expect.poll(async () => valueOf(await scrape(), 'webhook_delivery_attempts_total', { outcome: 'succeeded' }), { timeout: 10_000 }).toBe(1);
+    await expect
+      .poll(async () => valueOf(await scrape(), 'webhook_delivery_attempts_total', { outcome: 'succeeded' }), {
+        timeout: 10_000,
+      })
+      .toBe(1);
     const samples = await scrape();
     expect(valueOf(samples, 'webhook_delivery_duration_seconds_count', {})).toBe(1);
     expect(valueOf(samples, 'event_signals_total', {})).toBeGreaterThan(0);
     // Three pools (main + two workers), DATABASE_POOL_SIZE each.
     expect(valueOf(samples, 'db_pool_max_connections', {})).toBe(12);
-    expect(valueOf(samples, 'db_pool_connections', { state: 'idle' }) + valueOf(samples, 'db_pool_connections', { state: 'in_use' })).toBeGreaterThan(0);
+    expect(
+      valueOf(samples, 'db_pool_connections', { state: 'idle' }) +
+        valueOf(samples, 'db_pool_connections', { state: 'in_use' }),
+    ).toBeGreaterThan(0);
   });
 });

@@ -30,7 +30,10 @@ afterAll(() => service.close());
 
 describe('GET /metrics', () => {
   it('answers 401 without a token, or with a wrong one, with WWW-Authenticate', async () => {
-    const anonymous = await service.http.get('/metrics').expect(401).expect('Content-Type', /application\/problem\+json/);
+    const anonymous = await service.http
+      .get('/metrics')
+      .expect(401)
+      .expect('Content-Type', /application\/problem\+json/);
     expect(anonymous.body.code).toBe('unauthenticated');
     expect(anonymous.headers['www-authenticate']).toBe('Bearer');
     await service.http.get('/metrics').set('Authorization', `Bearer ${METRICS_TOKEN}x`).expect(401);
@@ -44,7 +47,11 @@ describe('GET /metrics', () => {
 
   it("answers the Prometheus text format to an admin's access token and to METRICS_TOKEN", async () => {
     for (const auth of [admin.auth, `Bearer ${METRICS_TOKEN}`]) {
-      const res = await service.http.get('/metrics').set('Authorization', auth).expect(200).expect('Content-Type', /^text\/plain; version=0\.0\.4/);
+      const res = await service.http
+        .get('/metrics')
+        .set('Authorization', auth)
+        .expect(200)
+        .expect('Content-Type', /^text\/plain; version=0\.0\.4/);
       expect(res.text).toContain('# TYPE http_requests_total counter');
       expect(res.text).toContain('# TYPE http_request_duration_seconds histogram');
       // Default process metrics.
@@ -65,8 +72,13 @@ describe('GET /metrics', () => {
     const after = await scrape();
 
     expect(valueOf(after, 'http_requests_total', labels) - valueOf(before, 'http_requests_total', labels)).toBe(2);
-    expect(valueOf(after, 'http_request_duration_seconds_count', labels) - valueOf(before, 'http_request_duration_seconds_count', labels)).toBe(2);
-    expect(valueOf(after, 'http_request_duration_seconds_bucket', { ...labels, le: '+Inf' })).toBe(valueOf(after, 'http_request_duration_seconds_count', labels));
+    expect(
+      valueOf(after, 'http_request_duration_seconds_count', labels) -
+        valueOf(before, 'http_request_duration_seconds_count', labels),
+    ).toBe(2);
+    expect(valueOf(after, 'http_request_duration_seconds_bucket', { ...labels, le: '+Inf' })).toBe(
+      valueOf(after, 'http_request_duration_seconds_count', labels),
+    );
     expect(valueOf(after, 'http_requests_total', missing) - valueOf(before, 'http_requests_total', missing)).toBe(1);
     // Never the raw URL: ids would make a series per resource.
     expect(after.some((sample) => Object.values(sample.labels).some((value) => value.includes(task.id)))).toBe(false);
@@ -101,23 +113,48 @@ describe('event metrics', () => {
       const before = await scrape();
       const sse = await openSse(server.baseUrl, { Authorization: alice.auth });
       expect(valueOf(await scrape(), 'event_streams_open', {})).toBe(1);
-      expect(valueOf(await scrape(), 'event_streams_opened_total', {}) - valueOf(before, 'event_streams_opened_total', {})).toBe(1);
+      expect(
+        valueOf(await scrape(), 'event_streams_opened_total', {}) - valueOf(before, 'event_streams_opened_total', {}),
+      ).toBe(1);
       await createTask(service, alice, { title: 'Streamed' });
       // Without a direct connection (DATABASE_URL alone) streams wake on a poll each second.
-      await expect.poll(async () => valueOf(await scrape(), 'event_stream_events_sent_total', {}) - valueOf(before, 'event_stream_events_sent_total', {}), { timeout: 5_000 }).toBeGreaterThanOrEqual(1);
+      await expect
+        .poll(
+          async () =>
+            valueOf(await scrape(), 'event_stream_events_sent_total', {}) -
+            valueOf(before, 'event_stream_events_sent_total', {}),
+          { timeout: 5_000 },
+        )
+        .toBeGreaterThanOrEqual(1);
       const after = await scrape();
-      expect(valueOf(after, 'event_fanout_events_total', {}) - valueOf(before, 'event_fanout_events_total', {})).toBeGreaterThanOrEqual(1);
-      expect(valueOf(after, 'event_fanout_reads_total', {}) - valueOf(before, 'event_fanout_reads_total', {})).toBeGreaterThanOrEqual(1);
+      expect(
+        valueOf(after, 'event_fanout_events_total', {}) - valueOf(before, 'event_fanout_events_total', {}),
+      ).toBeGreaterThanOrEqual(1);
+      expect(
+        valueOf(after, 'event_fanout_reads_total', {}) - valueOf(before, 'event_fanout_reads_total', {}),
+      ).toBeGreaterThanOrEqual(1);
       // The commit's NOTIFY may reach the listener after the stream was served.
-      await expect.poll(async () => valueOf(await scrape(), 'event_signals_total', {}) - valueOf(before, 'event_signals_total', {}), { timeout: 5_000 }).toBeGreaterThanOrEqual(1);
-      for (const state of ['idle', 'in_use']) expect(after.some((sample) => sample.name === 'db_pool_connections' && sample.labels.state === state)).toBe(true);
+      await expect
+        .poll(
+          async () => valueOf(await scrape(), 'event_signals_total', {}) - valueOf(before, 'event_signals_total', {}),
+          { timeout: 5_000 },
+        )
+        .toBeGreaterThanOrEqual(1);
+      for (const state of ['idle', 'in_use'])
+        expect(after.some((sample) => sample.name === 'db_pool_connections' && sample.labels.state === state)).toBe(
+          true,
+        );
       sse.close();
       await expect.poll(async () => valueOf(await scrape(), 'event_streams_open', {})).toBe(0);
     } finally {
       await server.close();
     }
     const text = (await service.http.get('/metrics').set('Authorization', `Bearer ${METRICS_TOKEN}`).expect(200)).text;
-    for (const name of ['webhook_delivery_attempts_total counter', 'webhook_delivery_duration_seconds histogram', 'webhook_delivery_lag_seconds histogram']) {
+    for (const name of [
+      'webhook_delivery_attempts_total counter',
+      'webhook_delivery_duration_seconds histogram',
+      'webhook_delivery_lag_seconds histogram',
+    ]) {
       expect(text).toContain(`# TYPE ${name}`);
     }
   });

@@ -14,14 +14,31 @@ const run = promisify(execFile);
 async function sqlFromSchema(databaseUrl: string): Promise<string> {
   const { stdout } = await run(
     'npx',
-    ['--no-install', 'prisma', 'migrate', 'diff', '--from-empty', '--to-schema-datamodel', 'prisma/schema.prisma', '--script'],
+    [
+      '--no-install',
+      'prisma',
+      'migrate',
+      'diff',
+      '--from-empty',
+      '--to-schema-datamodel',
+      'prisma/schema.prisma',
+      '--script',
+    ],
     // The CLI's WASM engine wants a database to talk to (prisma.config.ts), though it changes nothing.
-    { cwd: path.resolve(import.meta.dirname, '..'), maxBuffer: 10 * 1024 * 1024, env: { ...process.env, PRISMA_DIFF_DATABASE_URL: databaseUrl } },
+    {
+      cwd: path.resolve(import.meta.dirname, '..'),
+      maxBuffer: 10 * 1024 * 1024,
+      env: { ...process.env, PRISMA_DIFF_DATABASE_URL: databaseUrl },
+    },
   );
   return stdout;
 }
 
-const HAND_WRITTEN_INDEXES = ['tasks_due_key_id_idx', 'tasks_owner_id_due_key_id_idx', 'tasks_assignee_id_due_key_id_idx'];
+const HAND_WRITTEN_INDEXES = [
+  'tasks_due_key_id_idx',
+  'tasks_owner_id_due_key_id_idx',
+  'tasks_assignee_id_due_key_id_idx',
+];
 
 describe('migration history', () => {
   let migrated: TestDatabase;
@@ -38,7 +55,9 @@ describe('migration history', () => {
       const expected = await schemaSnapshot(fromSchema.sql);
       const actual = await schemaSnapshot(migrated.db.sql);
       // Indexes the schema language cannot state live in the migrations only, each named here.
-      const handWritten = actual.indexes.filter((index) => HAND_WRITTEN_INDEXES.some((name) => index.includes(` ${name} `)));
+      const handWritten = actual.indexes.filter((index) =>
+        HAND_WRITTEN_INDEXES.some((name) => index.includes(` ${name} `)),
+      );
       expect(handWritten).toHaveLength(HAND_WRITTEN_INDEXES.length);
       expect({ ...actual, indexes: actual.indexes.filter((index) => !handWritten.includes(index)) }).toEqual(expected);
       expect(actual.columns.length).toBeGreaterThan(40);

@@ -1,11 +1,24 @@
 // The examples of the OpenAPI document cannot drift from the contract: each is parsed with the schema
 // of its operation and status, every operation has them, and the document shows exactly these.
-import { isAppRoute, isAppRouteNoBody, isAppRouteOtherResponse, isZodType, type AppRoute, type AppRouter } from '@ts-rest/core';
+import {
+  isAppRoute,
+  isAppRouteNoBody,
+  isAppRouteOtherResponse,
+  isZodType,
+  type AppRoute,
+  type AppRouter,
+} from '@ts-rest/core';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { contract, problemCatalogue, ProblemCodeSchema, ProblemSchema } from '@task-service/client';
 import { buildOpenApiDocument } from '../server/openapi/document.js';
-import { examplePath, examplesByRoute, problemBody, problemExamples, type AnyOperationExamples } from '../server/openapi/examples.js';
+import {
+  examplePath,
+  examplesByRoute,
+  problemBody,
+  problemExamples,
+  type AnyOperationExamples,
+} from '../server/openapi/examples.js';
 
 function operationsOf(router: AppRouter, prefix: string[] = []): { id: string; route: AppRoute }[] {
   return Object.entries(router).flatMap(([key, entry]) =>
@@ -23,13 +36,21 @@ const examplesOf = (route: AppRoute): AnyOperationExamples => {
 const takesJsonBody = (route: AppRoute) =>
   'body' in route && isZodType(route.body) && !('contentType' in route && route.contentType === 'multipart/form-data');
 
-const Media = z.object({ example: z.unknown().optional(), examples: z.record(z.object({ value: z.unknown() })).optional() }).passthrough();
+const Media = z
+  .object({ example: z.unknown().optional(), examples: z.record(z.object({ value: z.unknown() })).optional() })
+  .passthrough();
 const OperationDocument = z.object({
   requestBody: z.object({ content: z.record(Media) }).optional(),
   responses: z.record(z.object({ $ref: z.string().optional(), content: z.record(Media).optional() })),
 });
-const document = z.object({ paths: z.record(z.record(OperationDocument)), components: z.object({ responses: z.record(z.object({ content: z.record(Media) })) }) }).parse(buildOpenApiDocument());
-const operationDocument = (route: AppRoute) => document.paths[route.path.replace(/:(\w+)/g, '{$1}')]?.[route.method.toLowerCase()];
+const document = z
+  .object({
+    paths: z.record(z.record(OperationDocument)),
+    components: z.object({ responses: z.record(z.object({ content: z.record(Media) })) }),
+  })
+  .parse(buildOpenApiDocument());
+const operationDocument = (route: AppRoute) =>
+  document.paths[route.path.replace(/:(\w+)/g, '{$1}')]?.[route.method.toLowerCase()];
 
 describe('the examples of the OpenAPI document', () => {
   it.each(operations)('$id: a request example that its body schema accepts, for every JSON body', ({ route }) => {
@@ -58,7 +79,10 @@ describe('the examples of the OpenAPI document', () => {
     // No example for an answer the operation does not give, or gives without a JSON body.
     for (const status of Object.keys(examples.responses)) {
       const declared = route.responses[Number(status)];
-      expect(declared !== undefined && !isAppRouteNoBody(declared) && isZodType(declared), `${route.method} ${route.path} ${status}`).toBe(true);
+      expect(
+        declared !== undefined && !isAppRouteNoBody(declared) && isZodType(declared),
+        `${route.method} ${route.path} ${status}`,
+      ).toBe(true);
     }
   });
 
@@ -66,7 +90,12 @@ describe('the examples of the OpenAPI document', () => {
     for (const [code, problems] of Object.entries(examplesOf(route).problems ?? {})) {
       for (const problem of problems) {
         const body = ProblemSchema.strict().parse(problemBody(problem, route.path));
-        expect(body).toMatchObject({ status: Number(code), type: `/problems/${problem.code}`, title: problemCatalogue[problem.code].title, instance: examplePath(route.path) });
+        expect(body).toMatchObject({
+          status: Number(code),
+          type: `/problems/${problem.code}`,
+          title: problemCatalogue[problem.code].title,
+          instance: examplePath(route.path),
+        });
       }
     }
   });
@@ -89,14 +118,23 @@ describe('the examples of the OpenAPI document', () => {
       }
       for (const [code, response] of Object.entries(operation?.responses ?? {})) {
         const status = Number(code);
-        const shared = response.$ref ? document.components.responses[response.$ref.replace('#/components/responses/', '')] : undefined;
+        const shared = response.$ref
+          ? document.components.responses[response.$ref.replace('#/components/responses/', '')]
+          : undefined;
         const content = shared?.content ?? response.content ?? {};
         const media = content['application/problem+json'];
         if (status >= 400 && media) {
-          const bodies = Object.values(media.examples ?? {}).map((example) => ProblemSchema.strict().parse(example.value));
+          const bodies = Object.values(media.examples ?? {}).map((example) =>
+            ProblemSchema.strict().parse(example.value),
+          );
           expect(bodies.length, `${where} ${status}`).toBeGreaterThan(0);
-          for (const body of bodies) expect(problemCatalogue[body.code].status, `${where} ${status} ${body.code}`).toBe(status);
-          if (examples.problems?.[status]) expect(bodies.map((body) => body.code), `${where} ${status}`).toEqual(expect.arrayContaining(examples.problems[status].map((problem) => problem.code)));
+          for (const body of bodies)
+            expect(problemCatalogue[body.code].status, `${where} ${status} ${body.code}`).toBe(status);
+          if (examples.problems?.[status])
+            expect(
+              bodies.map((body) => body.code),
+              `${where} ${status}`,
+            ).toEqual(expect.arrayContaining(examples.problems[status].map((problem) => problem.code)));
         } else if (content['application/json']) {
           expect(content['application/json'].example, `${where} ${status}`).toEqual(examples.responses[status]);
         }

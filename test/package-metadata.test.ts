@@ -28,12 +28,19 @@ describe('licence, changelog and the client package', () => {
     const manifest = PackageSchema.parse(JSON.parse(await readFile(path.join(ROOT, 'contract/package.json'), 'utf8')));
     expect(manifest.license).toBe('MIT');
     expect(manifest.repository.directory).toBe('contract');
-    const { stdout } = await run('npm', ['pack', '--dry-run', '--json', '--ignore-scripts', '--workspace', 'contract'], { cwd: ROOT });
-    const [packed] = z.array(z.object({ files: z.array(z.object({ path: z.string() })) })).parse(JSON.parse(stdout.slice(stdout.indexOf('['))));
+    const { stdout } = await run(
+      'npm',
+      ['pack', '--dry-run', '--json', '--ignore-scripts', '--workspace', 'contract'],
+      { cwd: ROOT },
+    );
+    const [packed] = z
+      .array(z.object({ files: z.array(z.object({ path: z.string() })) }))
+      .parse(JSON.parse(stdout.slice(stdout.indexOf('['))));
     const files = packed?.files.map((file) => file.path) ?? [];
     expect(files).toEqual(expect.arrayContaining(['README.md', 'LICENSE', 'package.json']));
     const readme = await readFile(path.join(ROOT, 'contract/README.md'), 'utf8');
-    for (const section of ['## Install', '## Create a client', '## Errors', '## Pagination', '## Events']) expect(readme).toContain(section);
+    for (const section of ['## Install', '## Create a client', '## Errors', '## Pagination', '## Events'])
+      expect(readme).toContain(section);
   });
 
   it('keeps a changelog in the Keep a Changelog format', async () => {
@@ -42,7 +49,9 @@ describe('licence, changelog and the client package', () => {
     expect(changelog).toContain('https://keepachangelog.com/en/1.1.0/');
     expect(changelog).toMatch(/^## \[Unreleased\]$/m);
     expect(changelog).toMatch(/^## \[0\.1\.0\] - \d{4}-\d\d-\d\d$/m);
-    const version = z.object({ version: z.string() }).parse(JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8'))).version;
+    const version = z
+      .object({ version: z.string() })
+      .parse(JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8'))).version;
     expect(changelog).toContain(`## [${version}]`);
   });
 });

@@ -17,7 +17,8 @@ import { isLoopback } from './support/webhook-network.js';
 const run = promisify(execFile);
 const root = path.resolve(import.meta.dirname, '..');
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-const npm = (args: string[], cwd: string) => run('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'], { cwd });
+const npm = (args: string[], cwd: string) =>
+  run('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'], { cwd });
 
 const consumerSource = (format: 'esm' | 'cjs') => `${
   format === 'esm'
@@ -87,38 +88,72 @@ afterAll(async () => {
 });
 
 describe('the client package from its tarball', () => {
-  it('installs alone with its two dependencies, compiles with strict tsc and runs as ESM and CommonJS', { timeout: 240_000 }, async () => {
-    const { stdout: packed } = await npm(['pack', '--workspace', 'contract', '--pack-destination', work, '--json'], root);
-    const [{ filename }] = z.tuple([z.object({ filename: z.string() })]).parse(JSON.parse(packed.slice(packed.indexOf('['))));
-    const project = path.join(work, 'consumer');
-    await mkdir(path.join(project, 'src'), { recursive: true });
-    // `process` and `console` without @types/node: the consumer needs nothing but the package.
-    const nodeGlobals = 'declare const process: { argv: string[]; exitCode?: number };\n';
-    await writeFile(path.join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
-    await writeFile(path.join(project, 'tsconfig.json'), JSON.stringify(tsconfig));
-    await writeFile(path.join(project, 'src', 'main.mts'), nodeGlobals + consumerSource('esm'));
-    await writeFile(path.join(project, 'src', 'main.cts'), nodeGlobals + consumerSource('cjs'));
-    await npm(['install', '--prefer-offline', path.join(work, filename)], project);
+  it(
+    'installs alone with its two dependencies, compiles with strict tsc and runs as ESM and CommonJS',
+    { timeout: 240_000 },
+    async () => {
+      const { stdout: packed } = await npm(
+        ['pack', '--workspace', 'contract', '--pack-destination', work, '--json'],
+        root,
+      );
+      const [{ filename }] = z
+        .tuple([z.object({ filename: z.string() })])
+        .parse(JSON.parse(packed.slice(packed.indexOf('['))));
+      const project = path.join(work, 'consumer');
+      await mkdir(path.join(project, 'src'), { recursive: true });
+      // `process` and `console` without @types/node: the consumer needs nothing but the package.
+      const nodeGlobals = 'declare const process: { argv: string[]; exitCode?: number };\n';
+      await writeFile(
+        path.join(project, 'package.json'),
+        JSON.stringify({ name: 'consumer', private: true, type: 'module' }),
+      );
+      await writeFile(path.join(project, 'tsconfig.json'), JSON.stringify(tsconfig));
+      await writeFile(path.join(project, 'src', 'main.mts'), nodeGlobals + consumerSource('esm'));
+      await writeFile(path.join(project, 'src', 'main.cts'), nodeGlobals + consumerSource('cjs'));
+      await npm(['install', '--prefer-offline', path.join(work, filename)], project);
 
-    const installed = (await run('npm', ['ls', '--all', '--parseable'], { cwd: project })).stdout.trim().split('\n').slice(1);
-    expect(installed.map((dir) => path.relative(path.join(project, 'node_modules'), dir)).sort()).toEqual(['@task-service/client', '@ts-rest/core', 'zod']);
-    const shipped = await readdir(path.join(project, 'node_modules', '@task-service', 'client', 'dist'));
-    expect(shipped.sort()).toEqual(['cjs', 'esm']);
+      const installed = (await run('npm', ['ls', '--all', '--parseable'], { cwd: project })).stdout
+        .trim()
+        .split('\n')
+        .slice(1);
+      expect(installed.map((dir) => path.relative(path.join(project, 'node_modules'), dir)).sort()).toEqual([
+        '@task-service/client',
+        '@ts-rest/core',
+        'zod',
+      ]);
+      const shipped = await readdir(path.join(project, 'node_modules', '@task-service', 'client', 'dist'));
+      expect(shipped.sort()).toEqual(['cjs', 'esm']);
 
-    await run(process.execPath, [tsc, '-p', project]);
-    for (const [script, flags] of [
-      ['main.mjs', []],
-      ['main.cjs', ['--no-experimental-require-module']],
-    ] as const) {
-      const { stdout } = await run(process.execPath, [...flags, path.join(project, 'out', script), listening.baseUrl]);
-      const result = JSON.parse(stdout);
-      expect(result, script).toMatchObject({ version: 1, code: 'not_found', thrown: 'forbidden', streamed: 'tag.created', refused: 'refused' });
-      expect(result.titles, script).toEqual([script === 'main.mjs' ? 'From the tarball (esm)' : 'From the tarball (cjs)']);
-    }
+      await run(process.execPath, [tsc, '-p', project]);
+      for (const [script, flags] of [
+        ['main.mjs', []],
+        ['main.cjs', ['--no-experimental-require-module']],
+      ] as const) {
+        const { stdout } = await run(process.execPath, [
+          ...flags,
+          path.join(project, 'out', script),
+          listening.baseUrl,
+        ]);
+        const result = JSON.parse(stdout);
+        expect(result, script).toMatchObject({
+          version: 1,
+          code: 'not_found',
+          thrown: 'forbidden',
+          streamed: 'tag.created',
+          refused: 'refused',
+        });
+        expect(result.titles, script).toEqual([
+          script === 'main.mjs' ? 'From the tarball (esm)' : 'From the tarball (cjs)',
+        ]);
+      }
 
-    const verified = await run(path.join(project, 'node_modules', '.bin', 'task-service-verify'), ['--base-url', listening.baseUrl]);
-    expect(verified.stdout).toMatch(/^All \d+ operations conform to the contract\.$/m);
-    expect(verified.stdout).not.toMatch(/^FAIL/m);
-    expect(offline?.connections.filter((connection) => !isLoopback(connection))).toEqual([]);
-  });
+      const verified = await run(path.join(project, 'node_modules', '.bin', 'task-service-verify'), [
+        '--base-url',
+        listening.baseUrl,
+      ]);
+      expect(verified.stdout).toMatch(/^All \d+ operations conform to the contract\.$/m);
+      expect(verified.stdout).not.toMatch(/^FAIL/m);
+      expect(offline?.connections.filter((connection) => !isLoopback(connection))).toEqual([]);
+    },
+  );
 });

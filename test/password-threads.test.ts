@@ -46,33 +46,50 @@ describe.runIf(process.env.TEST_DB === 'embedded')('password hashing threads', (
     await expect(passwords.verify(stored, 'correct horse battery')).resolves.toBe(true);
     await expect(passwords.verify(stored, 'wrong horse battery')).resolves.toBe(false);
     await expect(passwords.verify('not a hash', 'correct horse battery')).resolves.toBe(false);
-    await expect(passwords.verify('$argon2id$v=19$m=19456,t=2,p=1$broken', 'correct horse battery')).resolves.toBe(false);
+    await expect(passwords.verify('$argon2id$v=19$m=19456,t=2,p=1$broken', 'correct horse battery')).resolves.toBe(
+      false,
+    );
     await expect(passwords.burn('anything')).resolves.toBeUndefined();
   });
 
-  it.runIf(process.platform === 'linux')('runs argon2 on `concurrency` threads of this process at nice 10, no more', async () => {
-    const before = threadsAtNice(10);
-    const passwords = hasher();
-    const stored = await passwords.hash('correct horse battery');
-    const checks = Array.from({ length: 2 * CONFIG.concurrency + 1 }, () => passwords.verify(stored, 'correct horse battery'));
-    expect(await Promise.all(checks)).toEqual(checks.map(() => true));
-    expect([...threadsAtNice(10)].filter((tid) => !before.has(tid))).toHaveLength(CONFIG.concurrency);
-    // The event loop's thread (tid = pid) keeps its normal priority.
-    expect(threadsAtNice(10).has(String(process.pid))).toBe(false);
-  });
+  it.runIf(process.platform === 'linux')(
+    'runs argon2 on `concurrency` threads of this process at nice 10, no more',
+    async () => {
+      const before = threadsAtNice(10);
+      const passwords = hasher();
+      const stored = await passwords.hash('correct horse battery');
+      const checks = Array.from({ length: 2 * CONFIG.concurrency + 1 }, () =>
+        passwords.verify(stored, 'correct horse battery'),
+      );
+      expect(await Promise.all(checks)).toEqual(checks.map(() => true));
+      expect([...threadsAtNice(10)].filter((tid) => !before.has(tid))).toHaveLength(CONFIG.concurrency);
+      // The event loop's thread (tid = pid) keeps its normal priority.
+      expect(threadsAtNice(10).has(String(process.pid))).toBe(false);
+    },
+  );
 
   it('answers every one of more concurrent verifications than threads, each correctly (they queue)', async () => {
     const passwords = hasher();
     const [right, other] = await Promise.all([passwords.hash('right password'), passwords.hash('other password')]);
-    const cases = Array.from({ length: 12 }, (_, i) => ({ stored: i % 2 ? right : other, password: i % 3 ? 'right password' : 'other password' }));
+    const cases = Array.from({ length: 12 }, (_, i) => ({
+      stored: i % 2 ? right : other,
+      password: i % 3 ? 'right password' : 'other password',
+    }));
     const answers = await Promise.all(cases.map(({ stored, password }) => passwords.verify(stored, password)));
-    expect(answers).toEqual(cases.map(({ stored, password }) => (stored === right) === (password === 'right password')));
+    expect(answers).toEqual(
+      cases.map(({ stored, password }) => (stored === right) === (password === 'right password')),
+    );
   });
 
   it('hands each thread its next job while it runs one, so a busy event loop does not leave it idle', async () => {
-    const threads = startHashingThreads(CONFIG.concurrency, { memoryCost: CONFIG.memoryCost, timeCost: CONFIG.timeCost });
+    const threads = startHashingThreads(CONFIG.concurrency, {
+      memoryCost: CONFIG.memoryCost,
+      timeCost: CONFIG.timeCost,
+    });
     try {
-      const jobs = Array.from({ length: 2 * CONFIG.concurrency + 1 }, () => threads.run({ op: 'hash', password: 'correct horse battery' }, HashedSchema));
+      const jobs = Array.from({ length: 2 * CONFIG.concurrency + 1 }, () =>
+        threads.run({ op: 'hash', password: 'correct horse battery' }, HashedSchema),
+      );
       // Two jobs on each thread (the running one and the next, already in its port): one waits here.
       expect(threads.waiting()).toBe(1);
       await Promise.all(jobs);
@@ -105,7 +122,12 @@ describe.runIf(process.env.TEST_DB === 'embedded')('password hashing threads', (
 
   it('rejects what is waiting or asked once closed', async () => {
     const passwords = hasher();
-    const waiting = Array.from({ length: 4 }, () => passwords.hash('some password').then(() => 'hashed', (error: unknown) => error));
+    const waiting = Array.from({ length: 4 }, () =>
+      passwords.hash('some password').then(
+        () => 'hashed',
+        (error: unknown) => error,
+      ),
+    );
     await passwords.close();
     for (const outcome of await Promise.all(waiting)) expect(outcome).toBeInstanceOf(Error);
     await expect(passwords.verify('$argon2id$', 'x')).rejects.toThrow(/closed/);

@@ -48,7 +48,11 @@ describe.runIf(throughPooler())('behind PgBouncer in transaction mode', () => {
       // Migrations through the pooler (no direct URL): one transaction, a transaction-scoped lock.
       const empty = new URL(database.url);
       empty.pathname = `/${name}`;
-      service = await startServiceProcess({ DATABASE_URL: empty.toString(), DATA_DIR: dataDir, REGISTRATION_ENABLED: 'true' });
+      service = await startServiceProcess({
+        DATABASE_URL: empty.toString(),
+        DATA_DIR: dataDir,
+        REGISTRATION_ENABLED: 'true',
+      });
       expect(service.stdout()).toContain('migrations applied');
       expect((await fetch(`${service.url}/readyz`)).status).toBe(200);
       const registered = await fetch(`${service.url}/auth/register`, {
@@ -76,7 +80,10 @@ describe.runIf(throughPooler())('behind PgBouncer in transaction mode', () => {
       );
       expect(failed).toMatch(/refused the connection: unsupported startup parameter: options/);
       expect(failed).not.toMatch(/Cannot reach/);
-      const lines = (failed ?? '').replace(/^Error: exited with 1: /, '').trim().split('\n');
+      const lines = (failed ?? '')
+        .replace(/^Error: exited with 1: /, '')
+        .trim()
+        .split('\n');
       expect(lines).toHaveLength(1);
     } finally {
       await rm(dataDir, { recursive: true, force: true });
@@ -99,10 +106,19 @@ describe.runIf(throughPooler())('behind PgBouncer in transaction mode', () => {
       await holder.query('ROLLBACK');
       await holder.query('BEGIN');
       await holder.query('SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE', [task.id]);
-      const write = await a.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).set('Content-Type', 'application/merge-patch+json').send({ title: 'changed' });
+      const write = await a.http
+        .patch(`/tasks/${task.id}`)
+        .set('Authorization', alice.auth)
+        .set('Content-Type', 'application/merge-patch+json')
+        .send({ title: 'changed' });
       expectProblem(write, 503, 'unavailable', `/tasks/${task.id}`);
       await holder.query('ROLLBACK');
-      await a.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).set('Content-Type', 'application/merge-patch+json').send({ title: 'changed' }).expect(200);
+      await a.http
+        .patch(`/tasks/${task.id}`)
+        .set('Authorization', alice.auth)
+        .set('Content-Type', 'application/merge-patch+json')
+        .send({ title: 'changed' })
+        .expect(200);
       await a.http.get(`/tasks/${task.id}`).set('Authorization', alice.auth).expect(200);
     } finally {
       await holder.end();
@@ -166,9 +182,20 @@ async function onServer(sql: string): Promise<void> {
 }
 
 /** One instance of the service on `url` (the pooler), listening on its own port. */
-async function startInstance(url: string, directUrl: string | undefined, env: Record<string, string>): Promise<Instance> {
+async function startInstance(
+  url: string,
+  directUrl: string | undefined,
+  env: Record<string, string>,
+): Promise<Instance> {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'pooled-instance-'));
-  const config = loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '0', DATABASE_URL: url, ...(directUrl && { DATABASE_DIRECT_URL: directUrl }), ...env });
+  const config = loadConfig({
+    DATA_DIR: dataDir,
+    LOG_LEVEL: 'silent',
+    RATE_LIMIT_PER_MINUTE: '0',
+    DATABASE_URL: url,
+    ...(directUrl && { DATABASE_DIRECT_URL: directUrl }),
+    ...env,
+  });
   // As main.ts opens it.
   const db = openPostgres(url, { poolSize: 5, statementTimeoutMs: config.databaseStatementTimeoutMs, directUrl });
   const ctx = await createContext(config, db, pino({ level: 'silent' }));

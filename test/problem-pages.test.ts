@@ -14,7 +14,11 @@ afterAll(() => service.close());
 describe('GET /problems/{code}', () => {
   it('is a page for a browser: what the code means and what to do', async () => {
     for (const code of ProblemCodeSchema.options) {
-      const res = await service.http.get(`/problems/${code}`).set('Accept', BROWSER_ACCEPT).expect(200).expect('Content-Type', /^text\/html; charset=utf-8/);
+      const res = await service.http
+        .get(`/problems/${code}`)
+        .set('Accept', BROWSER_ACCEPT)
+        .expect(200)
+        .expect('Content-Type', /^text\/html; charset=utf-8/);
       expect(res.headers.vary).toMatch(/Accept/);
       expect(res.headers['content-security-policy']).toContain("default-src 'none'");
       const entry = problemCatalogue[code];
@@ -33,18 +37,32 @@ describe('GET /problems/{code}', () => {
   it('stays JSON for every other client', async () => {
     for (const accept of [undefined, 'application/json', '*/*', 'application/problem+json, application/json']) {
       const req = service.http.get('/problems/not_found');
-      const res = await (accept ? req.set('Accept', accept) : req).expect(200).expect('Content-Type', /^application\/json/);
+      const res = await (accept ? req.set('Accept', accept) : req)
+        .expect(200)
+        .expect('Content-Type', /^application\/json/);
       expect(ProblemPageSchema.parse(res.body).code).toBe('not_found');
     }
   });
 
   it('lists the catalogue as a page for a browser too', async () => {
-    const res = await service.http.get('/problems').set('Accept', BROWSER_ACCEPT).expect(200).expect('Content-Type', /^text\/html/);
+    const res = await service.http
+      .get('/problems')
+      .set('Accept', BROWSER_ACCEPT)
+      .expect(200)
+      .expect('Content-Type', /^text\/html/);
     for (const code of ProblemCodeSchema.options) expect(res.text).toContain(`href="/problems/${code}"`);
-    await service.http.get('/problems').expect(200).expect('Content-Type', /^application\/json/);
+    await service.http
+      .get('/problems')
+      .expect(200)
+      .expect('Content-Type', /^application\/json/);
   });
 
   it('answers an unknown code with the 404 problem, whatever is accepted', async () => {
-    expectProblem(await service.http.get('/problems/no_such_code').set('Accept', BROWSER_ACCEPT), 404, 'not_found', '/problems/no_such_code');
+    expectProblem(
+      await service.http.get('/problems/no_such_code').set('Accept', BROWSER_ACCEPT),
+      404,
+      'not_found',
+      '/problems/no_such_code',
+    );
   });
 });

@@ -48,7 +48,11 @@ describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
     const first = await startProcess(dataDir, { WEB_CONCURRENCY: '1' });
     try {
       expect((await fetch(`${first.url}/readyz`)).status).toBe(200);
-      const registered = await post(`${first.url}/auth/register`, { email: 'keeper@example.test', password: 'long enough password', name: 'Keeper' });
+      const registered = await post(`${first.url}/auth/register`, {
+        email: 'keeper@example.test',
+        password: 'long enough password',
+        name: 'Keeper',
+      });
       expect(registered.status).toBe(201);
       const { accessToken } = AuthResultSchema.parse(await registered.json());
 
@@ -61,7 +65,9 @@ describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
 
       // create-admin and migrate work beside it, on its server (they start none of their own).
       const serverPid = await postgresPid(dataDir);
-      const created = await runCli('create-admin', ['boss@example.test'], dataDir, { ADMIN_PASSWORD: 'operator password' });
+      const created = await runCli('create-admin', ['boss@example.test'], dataDir, {
+        ADMIN_PASSWORD: 'operator password',
+      });
       expect(created.stdout).toMatch(/administrator boss@example\.test/);
       expect((await runCli('migrate', [], dataDir)).stdout).toContain('the database schema is current');
       expect(await postgresPid(dataDir)).toBe(serverPid);
@@ -77,7 +83,10 @@ describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
       try {
         const me = await fetch(`${again.url}/auth/me`, { headers: { authorization: `Bearer ${accessToken}` } });
         expect(me.status).toBe(200);
-        const login = await post(`${again.url}/auth/login`, { email: 'keeper@example.test', password: 'long enough password' });
+        const login = await post(`${again.url}/auth/login`, {
+          email: 'keeper@example.test',
+          password: 'long enough password',
+        });
         expect(login.status).toBe(200);
       } finally {
         expect(await stopped(again)).toBe(0);
@@ -90,14 +99,20 @@ describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
   it('after kill -9, starts again on the server left running and finds every acknowledged write', async () => {
     // Two HTTP workers: the writes go through both, and the workers end with the main process.
     const victim = await startProcess(dataDir, { WEB_CONCURRENCY: '2' });
-    const registered = await post(`${victim.url}/auth/register`, { email: 'crash@example.test', password: 'long enough password', name: 'Crash' });
+    const registered = await post(`${victim.url}/auth/register`, {
+      email: 'crash@example.test',
+      password: 'long enough password',
+      name: 'Crash',
+    });
     const { accessToken } = AuthResultSchema.parse(await registered.json());
     const acknowledged: string[] = [];
     let writing = true;
     // Four writers, so that writes are in flight on both workers when the process dies.
     const writers = [1, 2, 3, 4].map(async () => {
       while (writing) {
-        const res = await post(`${victim.url}/tasks`, { title: `write ${acknowledged.length}` }, accessToken).catch(() => undefined);
+        const res = await post(`${victim.url}/tasks`, { title: `write ${acknowledged.length}` }, accessToken).catch(
+          () => undefined,
+        );
         if (res?.status === 201) acknowledged.push(TaskSchema.parse(await res.json()).id);
       }
     });
@@ -143,20 +158,50 @@ describe.runIf(once)('start-up failures', () => {
   it.each([
     [{ PORT: 'eighty' }, /Invalid configuration: PORT must be a port number/],
     [{ TRUST_PROXY: 'yes please' }, /TRUST_PROXY must be true, false, a hop count/],
-    [{ CORS_ORIGINS: 'app.example.com' }, /CORS_ORIGINS must be \* or comma-separated origins such as https:\/\/app\.example\.com/],
+    [
+      { CORS_ORIGINS: 'app.example.com' },
+      /CORS_ORIGINS must be \* or comma-separated origins such as https:\/\/app\.example\.com/,
+    ],
     [{ DATABASE_URL: 'mysql://db.internal/tasks' }, /DATABASE_URL must be a PostgreSQL connection string/],
-    [{ DATABASE_URL: 'postgresql://tasks:secret@127.0.0.1:1/tasks' }, /Cannot reach PostgreSQL at 127\.0\.0\.1:1\/tasks \(ECONNREFUSED\): is the server running, and is DATABASE_URL right\?/],
+    [
+      { DATABASE_URL: 'postgresql://tasks:secret@127.0.0.1:1/tasks' },
+      /Cannot reach PostgreSQL at 127\.0\.0\.1:1\/tasks \(ECONNREFUSED\): is the server running, and is DATABASE_URL right\?/,
+    ],
     [{ DATABASE_DIRECT_URL: 'postgresql://tasks:secret@127.0.0.1:1/tasks' }, /DATABASE_DIRECT_URL needs DATABASE_URL/],
-    [{ JWT_PRIVATE_KEY: 'not a key' }, /JWT_PRIVATE_KEY is not an Ed25519 private key in PKCS#8 PEM: make one with `openssl genpkey -algorithm ed25519`/],
-    [{ ATTACHMENT_STORAGE: 's3', S3_BUCKET: 'files', S3_ENDPOINT: 'http://127.0.0.1:1', S3_ACCESS_KEY_ID: 'id', S3_SECRET_ACCESS_KEY: 'secret' }, /Attachment storage: bucket "files" at http:\/\/127\.0\.0\.1:1 is not usable: /],
-    [{ RATE_LIMIT_STORE: 'redis', REDIS_URL: 'redis://127.0.0.1:1' }, /Rate limit store: Redis at REDIS_URL is not reachable: /],
-  ])('says what is wrong with %j in one line', async (env, message) => {
-    expect(await failure(env)).toMatch(message);
-  }, 60_000);
+    [
+      { JWT_PRIVATE_KEY: 'not a key' },
+      /JWT_PRIVATE_KEY is not an Ed25519 private key in PKCS#8 PEM: make one with `openssl genpkey -algorithm ed25519`/,
+    ],
+    [
+      {
+        ATTACHMENT_STORAGE: 's3',
+        S3_BUCKET: 'files',
+        S3_ENDPOINT: 'http://127.0.0.1:1',
+        S3_ACCESS_KEY_ID: 'id',
+        S3_SECRET_ACCESS_KEY: 'secret',
+      },
+      /Attachment storage: bucket "files" at http:\/\/127\.0\.0\.1:1 is not usable: /,
+    ],
+    [
+      { RATE_LIMIT_STORE: 'redis', REDIS_URL: 'redis://127.0.0.1:1' },
+      /Rate limit store: Redis at REDIS_URL is not reachable: /,
+    ],
+  ])(
+    'says what is wrong with %j in one line',
+    async (env, message) => {
+      expect(await failure(env)).toMatch(message);
+    },
+    60_000,
+  );
 
   it('names DATABASE_DIRECT_URL in one line when DATABASE_URL answers and it does not', async () => {
-    const env = { DATABASE_URL: process.env.TEST_EMBEDDED_URL ?? '', DATABASE_DIRECT_URL: 'postgresql://tasks:secret@127.0.0.1:1/tasks' };
-    expect(await failure(env)).toMatch(/Cannot reach PostgreSQL at 127\.0\.0\.1:1\/tasks \(ECONNREFUSED\): is the server running, and is DATABASE_DIRECT_URL right\?/);
+    const env = {
+      DATABASE_URL: process.env.TEST_EMBEDDED_URL ?? '',
+      DATABASE_DIRECT_URL: 'postgresql://tasks:secret@127.0.0.1:1/tasks',
+    };
+    expect(await failure(env)).toMatch(
+      /Cannot reach PostgreSQL at 127\.0\.0\.1:1\/tasks \(ECONNREFUSED\): is the server running, and is DATABASE_DIRECT_URL right\?/,
+    );
   }, 60_000);
 
   it('checks the port and the signing key before the embedded database starts (no initdb, no server)', async () => {
@@ -191,7 +236,9 @@ describe.runIf(once)('start-up failures', () => {
     const address = taken.address();
     const port = typeof address === 'object' && address ? address.port : 0;
     try {
-      expect(await failure({ PORT: String(port), WEB_CONCURRENCY: '2' })).toMatch(new RegExp(`Port ${port} on 127\\.0\\.0\\.1 is in use: stop what listens there, or set PORT`));
+      expect(await failure({ PORT: String(port), WEB_CONCURRENCY: '2' })).toMatch(
+        new RegExp(`Port ${port} on 127\\.0\\.0\\.1 is in use: stop what listens there, or set PORT`),
+      );
     } finally {
       taken.close();
     }

@@ -15,12 +15,17 @@ const STORAGE_BYTES = 10_000;
 
 let service: TestService;
 beforeAll(async () => {
-  service = await startService({ USER_MAX_TASKS: String(MAX_TASKS), USER_MAX_TAGS: String(MAX_TAGS), USER_STORAGE_QUOTA_BYTES: String(STORAGE_BYTES) });
+  service = await startService({
+    USER_MAX_TASKS: String(MAX_TASKS),
+    USER_MAX_TAGS: String(MAX_TAGS),
+    USER_STORAGE_QUOTA_BYTES: String(STORAGE_BYTES),
+  });
 });
 afterAll(() => service.close());
 
 const statuses = (responses: { status: number }[]) => responses.map((r) => r.status).sort();
-const createTaskRequest = (user: TestUser, title: string) => service.http.post('/tasks').set('Authorization', user.auth).send({ title });
+const createTaskRequest = (user: TestUser, title: string) =>
+  service.http.post('/tasks').set('Authorization', user.auth).send({ title });
 const upload = (user: TestUser, taskId: string, size: number) =>
   service.http
     .post(`/tasks/${taskId}/attachments`)
@@ -31,23 +36,30 @@ const storedFiles = async () => (await readdir(path.join(service.ctx.config.data
 describe('the task quota', () => {
   it('lets exactly USER_MAX_TASKS of many parallel creates through, and the rest are 409 quota_exceeded', async () => {
     const user = await registerUser(service);
-    const responses = await Promise.all(Array.from({ length: 4 * MAX_TASKS }, (_, i) => createTaskRequest(user, `parallel ${i}`)));
+    const responses = await Promise.all(
+      Array.from({ length: 4 * MAX_TASKS }, (_, i) => createTaskRequest(user, `parallel ${i}`)),
+    );
     expect(statuses(responses).filter((s) => s === 201)).toHaveLength(MAX_TASKS);
     const refused = responses.filter((r) => r.status !== 201);
-    for (const res of refused) expect(expectProblem(res, 409, 'quota_exceeded', '/tasks').detail).toContain('USER_MAX_TASKS');
+    for (const res of refused)
+      expect(expectProblem(res, 409, 'quota_exceeded', '/tasks').detail).toContain('USER_MAX_TASKS');
     expect(await service.ctx.db.prisma.task.count({ where: { ownerId: user.user.id } })).toBe(MAX_TASKS);
   });
 
   it('has room again once a task is deleted; other users and admins are not affected', async () => {
     const user = await registerUser(service);
-    const tasks = await Promise.all(Array.from({ length: MAX_TASKS }, (_, i) => createTask(service, user, { title: `t${i}` })));
+    const tasks = await Promise.all(
+      Array.from({ length: MAX_TASKS }, (_, i) => createTask(service, user, { title: `t${i}` })),
+    );
     expectProblem(await createTaskRequest(user, 'one more'), 409, 'quota_exceeded');
     await service.http.delete(`/tasks/${tasks[0]?.id}`).set('Authorization', user.auth).expect(204);
     await createTaskRequest(user, 'fits again').expect(201);
 
     await createTaskRequest(await registerUser(service), 'someone else').expect(201);
     const admin = await registerAdmin(service);
-    const byAdmin = await Promise.all(Array.from({ length: MAX_TASKS + 2 }, (_, i) => createTaskRequest(admin, `admin ${i}`)));
+    const byAdmin = await Promise.all(
+      Array.from({ length: MAX_TASKS + 2 }, (_, i) => createTaskRequest(admin, `admin ${i}`)),
+    );
     expect(statuses(byAdmin).every((s) => s === 201)).toBe(true);
   });
 });
@@ -68,11 +80,21 @@ describe('the task quota far from its limit', () => {
     const user = await registerUser(roomy);
     const seeded = 30;
     await roomy.ctx.db.prisma.task.createMany({
-      data: Array.from({ length: seeded }, (_, i) => ({ id: uuidv7(), ownerId: user.user.id, title: `seeded ${i}`, updatedAt: new Date() })),
+      data: Array.from({ length: seeded }, (_, i) => ({
+        id: uuidv7(),
+        ownerId: user.user.id,
+        title: `seeded ${i}`,
+        updatedAt: new Date(),
+      })),
     });
     const room = connections + 40 - seeded;
     const responses = await Promise.all(
-      Array.from({ length: room + 30 }, (_, i) => roomy.http.post('/tasks').set('Authorization', user.auth).send({ title: `parallel ${i}` })),
+      Array.from({ length: room + 30 }, (_, i) =>
+        roomy.http
+          .post('/tasks')
+          .set('Authorization', user.auth)
+          .send({ title: `parallel ${i}` }),
+      ),
     );
     expect(statuses(responses).filter((s) => s === 201)).toHaveLength(room);
     for (const res of responses.filter((r) => r.status !== 201)) expectProblem(res, 409, 'quota_exceeded');
@@ -84,10 +106,16 @@ describe('the tag quota', () => {
   it('lets exactly USER_MAX_TAGS of many parallel creates through', async () => {
     const user = await registerUser(service);
     const responses = await Promise.all(
-      Array.from({ length: 4 * MAX_TAGS }, (_, i) => service.http.post('/tags').set('Authorization', user.auth).send({ name: `tag ${i}` })),
+      Array.from({ length: 4 * MAX_TAGS }, (_, i) =>
+        service.http
+          .post('/tags')
+          .set('Authorization', user.auth)
+          .send({ name: `tag ${i}` }),
+      ),
     );
     expect(statuses(responses).filter((s) => s === 201)).toHaveLength(MAX_TAGS);
-    for (const res of responses.filter((r) => r.status !== 201)) expect(expectProblem(res, 409, 'quota_exceeded', '/tags').detail).toContain('USER_MAX_TAGS');
+    for (const res of responses.filter((r) => r.status !== 201))
+      expect(expectProblem(res, 409, 'quota_exceeded', '/tags').detail).toContain('USER_MAX_TAGS');
     expect(await service.ctx.db.prisma.tag.count({ where: { ownerId: user.user.id } })).toBe(MAX_TAGS);
   });
 });
@@ -96,11 +124,25 @@ describe('the tag quota one below its limit', () => {
   const oneBelow = async (target: TestService, limit: number) => {
     const user = await registerUser(target);
     await target.ctx.db.prisma.tag.createMany({
-      data: Array.from({ length: limit - 1 }, (_, i) => ({ id: uuidv7(), ownerId: user.user.id, name: `seeded ${i}`, nameKey: `seeded ${i}`, color: '#000000' })),
+      data: Array.from({ length: limit - 1 }, (_, i) => ({
+        id: uuidv7(),
+        ownerId: user.user.id,
+        name: `seeded ${i}`,
+        nameKey: `seeded ${i}`,
+        color: '#000000',
+      })),
     });
-    const responses = await Promise.all(Array.from({ length: 32 }, (_, i) => target.http.post('/tags').set('Authorization', user.auth).send({ name: `last ${i}` })));
+    const responses = await Promise.all(
+      Array.from({ length: 32 }, (_, i) =>
+        target.http
+          .post('/tags')
+          .set('Authorization', user.auth)
+          .send({ name: `last ${i}` }),
+      ),
+    );
     expect(statuses(responses).filter((s) => s === 201)).toHaveLength(1);
-    for (const res of responses.filter((r) => r.status !== 201)) expect(expectProblem(res, 409, 'quota_exceeded', '/tags').detail).toContain('USER_MAX_TAGS');
+    for (const res of responses.filter((r) => r.status !== 201))
+      expect(expectProblem(res, 409, 'quota_exceeded', '/tags').detail).toContain('USER_MAX_TAGS');
     expect(await target.ctx.db.prisma.tag.count({ where: { ownerId: user.user.id } })).toBe(limit);
   };
 
@@ -138,7 +180,10 @@ describe('the storage quota', () => {
     const responses = await Promise.all(Array.from({ length: 8 }, () => upload(user, task.id, 3_000)));
     expect(statuses(responses).filter((s) => s === 201)).toHaveLength(3);
     for (const res of responses.filter((r) => r.status !== 201)) expectProblem(res, 409, 'quota_exceeded');
-    const used = await service.ctx.db.prisma.attachment.aggregate({ where: { uploadedBy: user.user.id }, _sum: { size: true } });
+    const used = await service.ctx.db.prisma.attachment.aggregate({
+      where: { uploadedBy: user.user.id },
+      _sum: { size: true },
+    });
     expect(Number(used._sum.size)).toBe(9_000);
   });
 });

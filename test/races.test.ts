@@ -45,13 +45,20 @@ describe('concurrent writes', () => {
     const failures = await everyRound(async (i) => {
       const tag = await createTag(alice, `tag-${i}`);
       const [renamed, recoloured] = await Promise.all([
-        service.http.patch(`/tags/${tag.id}`).set('Authorization', alice.auth).send({ name: `renamed-${i}` }),
+        service.http
+          .patch(`/tags/${tag.id}`)
+          .set('Authorization', alice.auth)
+          .send({ name: `renamed-${i}` }),
         service.http.patch(`/tags/${tag.id}`).set('Authorization', alice.auth).send({ color: '#123456' }),
       ]);
-      const after = TagSchema.parse((await service.http.get(`/tags/${tag.id}`).set('Authorization', alice.auth).expect(200)).body);
+      const after = TagSchema.parse(
+        (await service.http.get(`/tags/${tag.id}`).set('Authorization', alice.auth).expect(200)).body,
+      );
       const wrong: string[] = [];
-      if (renamed.status !== 200 || recoloured.status !== 200) wrong.push(`statuses ${renamed.status}/${recoloured.status}`);
-      if (after.name !== `renamed-${i}` || after.color !== '#123456') wrong.push(`lost update: ${after.name} ${after.color}`);
+      if (renamed.status !== 200 || recoloured.status !== 200)
+        wrong.push(`statuses ${renamed.status}/${recoloured.status}`);
+      if (after.name !== `renamed-${i}` || after.color !== '#123456')
+        wrong.push(`lost update: ${after.name} ${after.color}`);
       return wrong;
     });
     expect(failures).toEqual([]);
@@ -90,14 +97,21 @@ describe('concurrent writes', () => {
         { title: 'new title', priority: 'urgent' },
         { description: 'new description', status: 'done' },
       ];
-      const answers = await Promise.all(changes.map((change) => service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).send(change)));
+      const answers = await Promise.all(
+        changes.map((change) => service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).send(change)),
+      );
       const after = await getTask(service, alice, task.id);
       const wrong: string[] = [];
       const statuses = tally(answers.map((res) => res.status));
       if (statuses[200] !== changes.length) wrong.push(`statuses ${JSON.stringify(statuses)}`);
       const kept =
-        after.title === 'new title' && after.description === 'new description' && after.status === 'done' && after.priority === 'urgent' &&
-        after.dueAt === '2030-01-01T00:00:00.000Z' && after.assigneeId === bob.user.id && after.completedAt !== null;
+        after.title === 'new title' &&
+        after.description === 'new description' &&
+        after.status === 'done' &&
+        after.priority === 'urgent' &&
+        after.dueAt === '2030-01-01T00:00:00.000Z' &&
+        after.assigneeId === bob.user.id &&
+        after.completedAt !== null;
       if (!kept) wrong.push(`lost update: ${JSON.stringify(after)}`);
       return wrong;
     });
@@ -107,10 +121,28 @@ describe('concurrent writes', () => {
   it('task PUT without If-Match and PATCH with If-Match: *: every one succeeds, each a new version', async () => {
     const failures = await everyRound(async () => {
       const task = await createTask(service, alice);
-      const full = (title: string) => ({ title, description: '', status: 'todo', priority: 'low', dueAt: null, assigneeId: null });
+      const full = (title: string) => ({
+        title,
+        description: '',
+        status: 'todo',
+        priority: 'low',
+        dueAt: null,
+        assigneeId: null,
+      });
       const answers = await Promise.all([
-        ...[1, 2, 3, 4].map((n) => service.http.put(`/tasks/${task.id}`).set('Authorization', alice.auth).send(full(`put ${n}`))),
-        ...[1, 2, 3, 4].map((n) => service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).set('If-Match', '*').send({ description: `patch ${n}` })),
+        ...[1, 2, 3, 4].map((n) =>
+          service.http
+            .put(`/tasks/${task.id}`)
+            .set('Authorization', alice.auth)
+            .send(full(`put ${n}`)),
+        ),
+        ...[1, 2, 3, 4].map((n) =>
+          service.http
+            .patch(`/tasks/${task.id}`)
+            .set('Authorization', alice.auth)
+            .set('If-Match', '*')
+            .send({ description: `patch ${n}` }),
+        ),
       ]);
       const after = await getTask(service, alice, task.id);
       const wrong: string[] = [];
@@ -129,7 +161,13 @@ describe('concurrent writes', () => {
     const failures = await everyRound(async () => {
       const task = await createTask(service, alice);
       const answers = await Promise.all(
-        [1, 2, 3, 4, 5].map((n) => service.http.patch(`/tasks/${task.id}`).set('Authorization', alice.auth).set('If-Match', '"1"').send({ title: `t${n}` })),
+        [1, 2, 3, 4, 5].map((n) =>
+          service.http
+            .patch(`/tasks/${task.id}`)
+            .set('Authorization', alice.auth)
+            .set('If-Match', '"1"')
+            .send({ title: `t${n}` }),
+        ),
       );
       const statuses = tally(answers.map((res) => res.status));
       const after = await getTask(service, alice, task.id);
@@ -175,11 +213,18 @@ describe('concurrent writes', () => {
       const wrong: string[] = [];
       const firstLinks = tally(statuses.slice(0, 2));
       if (firstLinks[201] !== 1 || firstLinks[200] !== 1) wrong.push(`same tag twice: ${JSON.stringify(firstLinks)}`);
-      if (statuses[2] !== 201 || statuses[3] !== 204 || statuses[4] !== 200) wrong.push(`statuses ${statuses.join(',')}`);
+      if (statuses[2] !== 201 || statuses[3] !== 204 || statuses[4] !== 200)
+        wrong.push(`statuses ${statuses.join(',')}`);
       // Four changes: two links, one unlink, one PATCH.
       if (after.version !== 5) wrong.push(`version ${after.version}`);
       if (after.title !== 'patched') wrong.push('lost PATCH');
-      if (after.tags.map((tag) => tag.id).sort().join() !== [first.id, second.id].sort().join()) wrong.push(`tags ${after.tags.map((t) => t.name).join(',')}`);
+      if (
+        after.tags
+          .map((tag) => tag.id)
+          .sort()
+          .join() !== [first.id, second.id].sort().join()
+      )
+        wrong.push(`tags ${after.tags.map((t) => t.name).join(',')}`);
       return wrong;
     });
     expect(failures).toEqual([]);
@@ -190,14 +235,18 @@ describe('concurrent writes', () => {
       const task = await createTask(service, alice);
       const answers = await Promise.all(
         [1, 2, 3, 4, 5, 6].map((n) =>
-          service.http.post(`/tasks/${task.id}/attachments`).set('Authorization', alice.auth).attach('file', Buffer.from(`file ${n}`), { filename: `f${n}.txt`, contentType: 'text/plain' }),
+          service.http
+            .post(`/tasks/${task.id}/attachments`)
+            .set('Authorization', alice.auth)
+            .attach('file', Buffer.from(`file ${n}`), { filename: `f${n}.txt`, contentType: 'text/plain' }),
         ),
       );
       const statuses = tally(answers.map((res) => res.status));
       const after = await getTask(service, alice, task.id);
       const wrong: string[] = [];
       if (statuses[201] !== 3 || statuses[409] !== 3) wrong.push(`statuses ${JSON.stringify(statuses)}`);
-      if (after.attachmentCount !== 3 || after.version !== 4) wrong.push(`count ${after.attachmentCount}, version ${after.version}`);
+      if (after.attachmentCount !== 3 || after.version !== 4)
+        wrong.push(`count ${after.attachmentCount}, version ${after.version}`);
       return wrong;
     });
     expect(failures).toEqual([]);
@@ -218,18 +267,23 @@ describe('concurrent writes', () => {
       );
       const statuses = tally(answers.map((res) => res.status));
       const committed = (statuses[201] ?? 0) + (statuses[204] ?? 0);
-      const updates = ofType((await readAllChanges(service, carol, cursor)).events, 'task.updated').filter((event) => event.data.task.id === task.id);
+      const updates = ofType((await readAllChanges(service, carol, cursor)).events, 'task.updated').filter(
+        (event) => event.data.task.id === task.id,
+      );
       const after = await getTask(service, carol, task.id);
       const wrong: string[] = [];
-      if ((statuses[201] ?? 0) + (statuses[200] ?? 0) !== 4 || (statuses[204] ?? 0) + (statuses[404] ?? 0) !== 4) wrong.push(`statuses ${JSON.stringify(statuses)}`);
+      if ((statuses[201] ?? 0) + (statuses[200] ?? 0) !== 4 || (statuses[204] ?? 0) + (statuses[404] ?? 0) !== 4)
+        wrong.push(`statuses ${JSON.stringify(statuses)}`);
       if (updates.length !== committed) wrong.push(`${updates.length} events for ${committed} changes`);
       const versions = updates.map((event) => event.data.task.version);
-      if (versions.join() !== Array.from({ length: committed }, (_, n) => task.version + 1 + n).join()) wrong.push(`versions ${versions.join()}`);
+      if (versions.join() !== Array.from({ length: committed }, (_, n) => task.version + 1 + n).join())
+        wrong.push(`versions ${versions.join()}`);
       // A link is possible only while unlinked and an unlink only while linked: the changes alternate.
       const carried = updates.map((event) => event.data.task.tags.some((t) => t.id === tag.id));
       if (carried.some((has, n) => has !== (n % 2 === 0))) wrong.push(`tags in order of events: ${carried.join()}`);
       if (after.version !== task.version + committed) wrong.push(`version ${after.version} after ${committed} changes`);
-      if (after.tags.some((t) => t.id === tag.id) !== (committed % 2 === 1)) wrong.push('the task does not show the last change');
+      if (after.tags.some((t) => t.id === tag.id) !== (committed % 2 === 1))
+        wrong.push('the task does not show the last change');
       return wrong;
     });
     expect(failures).toEqual([]);
@@ -243,17 +297,23 @@ describe('concurrent writes', () => {
       const others = await Promise.all([1, 2, 3].map(() => createTask(service, dave)));
       const cursor = (await readAllChanges(service, dave)).cursor;
       const answers = await Promise.all([
-        service.http.patch(`/tags/${tag.id}`).set('Authorization', dave.auth).send({ name: `after-${i}` }),
+        service.http
+          .patch(`/tags/${tag.id}`)
+          .set('Authorization', dave.auth)
+          .send({ name: `after-${i}` }),
         ...others.map((task) => service.http.post(`/tasks/${task.id}/tags/${tag.id}`).set('Authorization', dave.auth)),
       ]);
       const wrong: string[] = [];
-      if (answers.map((res) => res.status).join() !== '200,201,201,201') wrong.push(`statuses ${answers.map((res) => res.status).join()}`);
+      if (answers.map((res) => res.status).join() !== '200,201,201,201')
+        wrong.push(`statuses ${answers.map((res) => res.status).join()}`);
       const updates = ofType((await readAllChanges(service, dave, cursor)).events, 'task.updated');
       for (const task of [carrier, ...others]) {
         const after = await getTask(service, dave, task.id);
         const last = updates.filter((event) => event.data.task.id === task.id).at(-1);
-        if (after.tags.map((t) => t.name).join() !== `after-${i}`) wrong.push(`task ${task.id} shows ${after.tags.map((t) => t.name).join()}`);
-        if (!last || JSON.stringify(last.data.task) !== JSON.stringify(after)) wrong.push(`task ${task.id}: its last event is not its state`);
+        if (after.tags.map((t) => t.name).join() !== `after-${i}`)
+          wrong.push(`task ${task.id} shows ${after.tags.map((t) => t.name).join()}`);
+        if (!last || JSON.stringify(last.data.task) !== JSON.stringify(after))
+          wrong.push(`task ${task.id}: its last event is not its state`);
       }
       return wrong;
     });
@@ -266,18 +326,31 @@ describe('concurrent writes', () => {
       const tag = await createTag(erin, `old-${i}`);
       const cursor = (await readAllChanges(service, erin)).cursor;
       const [renamed, ...created] = await Promise.all([
-        service.http.patch(`/tags/${tag.id}`).set('Authorization', erin.auth).send({ name: `new-${i}` }),
-        ...[1, 2, 3].map(() => service.http.post('/tasks').set('Authorization', erin.auth).send({ title: `tagged ${i}`, tagIds: [tag.id] })),
+        service.http
+          .patch(`/tags/${tag.id}`)
+          .set('Authorization', erin.auth)
+          .send({ name: `new-${i}` }),
+        ...[1, 2, 3].map(() =>
+          service.http
+            .post('/tasks')
+            .set('Authorization', erin.auth)
+            .send({ title: `tagged ${i}`, tagIds: [tag.id] }),
+        ),
       ]);
       const wrong: string[] = [];
-      if ([renamed, ...created].map((res) => res.status).join() !== '200,201,201,201') wrong.push(`statuses ${[renamed, ...created].map((res) => res.status).join()}`);
-      const events = (await readAllChanges(service, erin, cursor)).events.filter((event) => event.type === 'task.created' || event.type === 'task.updated');
+      if ([renamed, ...created].map((res) => res.status).join() !== '200,201,201,201')
+        wrong.push(`statuses ${[renamed, ...created].map((res) => res.status).join()}`);
+      const events = (await readAllChanges(service, erin, cursor)).events.filter(
+        (event) => event.type === 'task.created' || event.type === 'task.updated',
+      );
       for (const res of created) {
         const id = TaskSchema.parse(res.body).id;
         const after = await getTask(service, erin, id);
         const last = events.filter((event) => 'task' in event.data && event.data.task.id === id).at(-1);
-        if (after.tags.map((t) => t.name).join() !== `new-${i}`) wrong.push(`task ${id} shows ${after.tags.map((t) => t.name).join()}`);
-        if (!last || !('task' in last.data) || JSON.stringify(last.data.task) !== JSON.stringify(after)) wrong.push(`task ${id}: its last event is not its state`);
+        if (after.tags.map((t) => t.name).join() !== `new-${i}`)
+          wrong.push(`task ${id} shows ${after.tags.map((t) => t.name).join()}`);
+        if (!last || !('task' in last.data) || JSON.stringify(last.data.task) !== JSON.stringify(after))
+          wrong.push(`task ${id}: its last event is not its state`);
       }
       return wrong;
     });
@@ -289,17 +362,26 @@ describe('concurrent writes', () => {
       const user = await registerUser(service);
       const email = uniqueEmail(`patched-${i}`);
       const [named, emailed] = await Promise.all([
-        service.http.patch(`/users/${user.user.id}`).set('Authorization', user.auth).send({ name: `Name ${i}` }),
+        service.http
+          .patch(`/users/${user.user.id}`)
+          .set('Authorization', user.auth)
+          .send({ name: `Name ${i}` }),
         service.http.patch(`/users/${user.user.id}`).set('Authorization', user.auth).send({ email }),
       ]);
-      const after = UserSchema.parse((await service.http.get(`/users/${user.user.id}`).set('Authorization', user.auth).expect(200)).body);
+      const after = UserSchema.parse(
+        (await service.http.get(`/users/${user.user.id}`).set('Authorization', user.auth).expect(200)).body,
+      );
       const wrong: string[] = [];
-      if (named.status !== 200 || emailed.status !== 200) wrong.push(`patch statuses ${named.status}/${emailed.status}`);
+      if (named.status !== 200 || emailed.status !== 200)
+        wrong.push(`patch statuses ${named.status}/${emailed.status}`);
       if (after.name !== `Name ${i}` || after.email !== email) wrong.push(`lost update: ${after.name} ${after.email}`);
-      const deletes = await Promise.all([1, 2, 3].map(() => service.http.delete(`/users/${user.user.id}`).set('Authorization', user.auth)));
+      const deletes = await Promise.all(
+        [1, 2, 3].map(() => service.http.delete(`/users/${user.user.id}`).set('Authorization', user.auth)),
+      );
       const statuses = tally(deletes.map((res) => res.status));
       // The first delete ends the caller's session: the others are 401 or 404, never a 5xx.
-      if (statuses[204] !== 1 || (statuses[404] ?? 0) + (statuses[401] ?? 0) !== 2) wrong.push(`delete statuses ${JSON.stringify(statuses)}`);
+      if (statuses[204] !== 1 || (statuses[404] ?? 0) + (statuses[401] ?? 0) !== 2)
+        wrong.push(`delete statuses ${JSON.stringify(statuses)}`);
       return wrong;
     });
     expect(failures).toEqual([]);
@@ -370,7 +452,9 @@ describe('refresh from two tabs at once', () => {
   it('answers every concurrent refresh of one token with a pair for the same, still open session', async () => {
     const failures = await everyRound(async () => {
       const user = await registerUser(service);
-      const answers = await Promise.all([1, 2, 3].map(() => service.http.post('/auth/refresh').send({ refreshToken: user.refreshToken })));
+      const answers = await Promise.all(
+        [1, 2, 3].map(() => service.http.post('/auth/refresh').send({ refreshToken: user.refreshToken })),
+      );
       const statuses = answers.map((res) => res.status);
       if (statuses.some((status) => status !== 200)) return [`statuses ${statuses.join(',')}`];
       const wrong: string[] = [];
@@ -396,7 +480,12 @@ describe('throttles under concurrent attempts', () => {
   it('simultaneous wrong logins from one address get at most the pair limit of password checks', async () => {
     const user = await registerUser(service);
     const answers = await Promise.all(
-      Array.from({ length: 12 }, () => service.http.post('/auth/login').set('X-Forwarded-For', '203.0.113.7').send({ email: user.email, password: 'wrong password' })),
+      Array.from({ length: 12 }, () =>
+        service.http
+          .post('/auth/login')
+          .set('X-Forwarded-For', '203.0.113.7')
+          .send({ email: user.email, password: 'wrong password' }),
+      ),
     );
     const statuses = tally(answers.map((res) => res.status));
     expect(statuses).toEqual({ 401: 5, 429: 7 });
@@ -405,7 +494,10 @@ describe('throttles under concurrent attempts', () => {
   it('simultaneous registrations from one address: exactly the hourly limit succeed', async () => {
     const answers = await Promise.all(
       Array.from({ length: 9 }, () =>
-        service.http.post('/auth/register').set('X-Forwarded-For', '203.0.113.9').send({ email: uniqueEmail('burst'), password: 'correct horse battery', name: 'Burst' }),
+        service.http
+          .post('/auth/register')
+          .set('X-Forwarded-For', '203.0.113.9')
+          .send({ email: uniqueEmail('burst'), password: 'correct horse battery', name: 'Burst' }),
       ),
     );
     expect(tally(answers.map((res) => res.status))).toEqual({ 201: 5, 429: 4 });

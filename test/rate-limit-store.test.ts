@@ -13,9 +13,16 @@ describe('RATE_LIMIT_STORE', () => {
   it('defaults to memory and names what it lacks', () => {
     expect(loadConfig({}).rateLimitStore).toEqual({ kind: 'memory' });
     expect(loadConfig({ RATE_LIMIT_STORE: 'postgres' }).rateLimitStore).toEqual({ kind: 'postgres' });
-    expect(loadConfig({ RATE_LIMIT_STORE: 'redis', REDIS_URL: 'redis://cache:6379/2' }).rateLimitStore).toEqual({ kind: 'redis', url: 'redis://cache:6379/2' });
-    expect(() => loadConfig({ RATE_LIMIT_STORE: 'redis' })).toThrow(/^Invalid configuration: REDIS_URL is required when RATE_LIMIT_STORE=redis$/);
-    expect(() => loadConfig({ RATE_LIMIT_STORE: 'redis', REDIS_URL: 'http://cache' })).toThrow(/REDIS_URL must be a redis:\/\/ or rediss:\/\/ URL/);
+    expect(loadConfig({ RATE_LIMIT_STORE: 'redis', REDIS_URL: 'redis://cache:6379/2' }).rateLimitStore).toEqual({
+      kind: 'redis',
+      url: 'redis://cache:6379/2',
+    });
+    expect(() => loadConfig({ RATE_LIMIT_STORE: 'redis' })).toThrow(
+      /^Invalid configuration: REDIS_URL is required when RATE_LIMIT_STORE=redis$/,
+    );
+    expect(() => loadConfig({ RATE_LIMIT_STORE: 'redis', REDIS_URL: 'http://cache' })).toThrow(
+      /REDIS_URL must be a redis:\/\/ or rediss:\/\/ URL/,
+    );
     expect(() => loadConfig({ RATE_LIMIT_STORE: 'memcached' })).toThrow(ConfigError);
   });
 
@@ -28,12 +35,20 @@ describe('RATE_LIMIT_STORE', () => {
   });
 
   it('is off at 0 requests a minute, whatever the store', async () => {
-    const config = loadConfig({ RATE_LIMIT_PER_MINUTE: '0', RATE_LIMIT_STORE: 'redis', REDIS_URL: 'redis://127.0.0.1:9' });
+    const config = loadConfig({
+      RATE_LIMIT_PER_MINUTE: '0',
+      RATE_LIMIT_STORE: 'redis',
+      REDIS_URL: 'redis://127.0.0.1:9',
+    });
     expect(await openRequestLimiter(config, noSql, silent)).toBeUndefined();
   });
 
   it.runIf(process.env.TEST_REDIS_URL)('keeps answering from memory while Redis is away', async () => {
-    const config = loadConfig({ RATE_LIMIT_PER_MINUTE: '2', RATE_LIMIT_STORE: 'redis', REDIS_URL: process.env.TEST_REDIS_URL ?? '' });
+    const config = loadConfig({
+      RATE_LIMIT_PER_MINUTE: '2',
+      RATE_LIMIT_STORE: 'redis',
+      REDIS_URL: process.env.TEST_REDIS_URL ?? '',
+    });
     const opened = await openRequestLimiter(config, noSql, silent);
     if (!opened) throw new Error('expected a limiter');
     const key = `away-${Date.now()}`;
@@ -45,17 +60,22 @@ describe('RATE_LIMIT_STORE', () => {
     await expect(opened.limiter.consume(key)).rejects.toMatchObject({ remainingPoints: 0 });
   });
 
-  it.runIf(process.env.TEST_DB === 'postgres')('counts in the request_rate_limits table with the postgres store', async () => {
-    const service = await startService({ RATE_LIMIT_PER_MINUTE: '5', RATE_LIMIT_STORE: 'postgres' });
-    try {
-      await service.http.get('/auth/me').expect(401); // probes are not counted: an API request is
-      const rows = await service.ctx.db.prisma.requestRateLimit.findMany();
-      expect(rows).toEqual([expect.objectContaining({ key: expect.stringMatching(/^request:ip:/), points: 1 })]);
-      expect(Number(rows[0]?.expire)).toBeGreaterThan(Date.now());
-      // Unlogged: counts cost no WAL.
-      expect(await service.ctx.db.sql.rows(`SELECT relpersistence FROM pg_class WHERE relname = 'request_rate_limits'`)).toEqual([{ relpersistence: 'u' }]);
-    } finally {
-      await service.close();
-    }
-  });
+  it.runIf(process.env.TEST_DB === 'postgres')(
+    'counts in the request_rate_limits table with the postgres store',
+    async () => {
+      const service = await startService({ RATE_LIMIT_PER_MINUTE: '5', RATE_LIMIT_STORE: 'postgres' });
+      try {
+        await service.http.get('/auth/me').expect(401); // probes are not counted: an API request is
+        const rows = await service.ctx.db.prisma.requestRateLimit.findMany();
+        expect(rows).toEqual([expect.objectContaining({ key: expect.stringMatching(/^request:ip:/), points: 1 })]);
+        expect(Number(rows[0]?.expire)).toBeGreaterThan(Date.now());
+        // Unlogged: counts cost no WAL.
+        expect(
+          await service.ctx.db.sql.rows(`SELECT relpersistence FROM pg_class WHERE relname = 'request_rate_limits'`),
+        ).toEqual([{ relpersistence: 'u' }]);
+      } finally {
+        await service.close();
+      }
+    },
+  );
 });

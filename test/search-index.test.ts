@@ -59,7 +59,9 @@ describe('searches at volume', () => {
   });
 
   it('searches users by email or name, and tags by name, through their indexes', async () => {
-    const users = await plan(Prisma.sql`SELECT id FROM users WHERE email ILIKE ${'%seed-4242@%'} OR name ILIKE ${'%seed-4242@%'} ORDER BY id LIMIT 21`);
+    const users = await plan(
+      Prisma.sql`SELECT id FROM users WHERE email ILIKE ${'%seed-4242@%'} OR name ILIKE ${'%seed-4242@%'} ORDER BY id LIMIT 21`,
+    );
     expect(users).toContain('users_email_trgm_idx');
     expect(users).toContain('users_name_trgm_idx');
     const tags = await plan(Prisma.sql`SELECT id FROM tags WHERE name ILIKE ${'%a1b2c3d%'} ORDER BY id LIMIT 21`);

@@ -24,7 +24,8 @@ async function expectAllGone(started: NpmStart, signalledAt: number, dataDir?: s
     const server = dataDir ? await postgresPid(dataDir) : undefined;
     return [...tree.filter(isAlive), ...(server ? [server] : [])];
   };
-  while ((await alive()).length > 0 && Date.now() - signalledAt < STOP_WITHIN_MS + 5_000) await new Promise((resolve) => setTimeout(resolve, 50));
+  while ((await alive()).length > 0 && Date.now() - signalledAt < STOP_WITHIN_MS + 5_000)
+    await new Promise((resolve) => setTimeout(resolve, 50));
   const ms = Date.now() - signalledAt;
   expect(await alive(), started.output()).toEqual([]);
   expect(ms, started.output()).toBeLessThan(STOP_WITHIN_MS);
@@ -62,10 +63,16 @@ describe.runIf(embedded)('stop signals on the embedded PostgreSQL', () => {
     const registered = await fetch(`${url}/auth/register`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ email: `streamer-${randomUUID()}@example.test`, password: 'long enough password', name: 'Streamer' }),
+      body: JSON.stringify({
+        email: `streamer-${randomUUID()}@example.test`,
+        password: 'long enough password',
+        name: 'Streamer',
+      }),
     });
     const { accessToken } = AuthResultSchema.parse(await registered.json());
-    const stream = await fetch(`${url}/events`, { headers: { authorization: `Bearer ${accessToken}`, accept: 'text/event-stream' } });
+    const stream = await fetch(`${url}/events`, {
+      headers: { authorization: `Bearer ${accessToken}`, accept: 'text/event-stream' },
+    });
     expect(stream.status).toBe(200);
     const reader = stream.body!.getReader();
     await reader.read(); // connected
@@ -75,7 +82,9 @@ describe.runIf(embedded)('stop signals on the embedded PostgreSQL', () => {
     while (!ended) ended = (await reader.read().catch(() => ({ done: true }))).done;
     const streamEndedMs = Date.now() - signalled;
     await expectAllGone(started, signalled, dataDir);
-    console.log(`SIGINT: the event stream ended after ${streamEndedMs} ms, the tree exited within ${Date.now() - signalled} ms`);
+    console.log(
+      `SIGINT: the event stream ended after ${streamEndedMs} ms, the tree exited within ${Date.now() - signalled} ms`,
+    );
   }, 120_000);
 });
 
@@ -102,7 +111,10 @@ describe.runIf(process.env.TEST_DB === 'postgres')('stop signals on an external 
     const started = npmStart({ DATA_DIR: dataDir, DATABASE_URL: url.toString(), WEB_CONCURRENCY: '2' });
     // The moment it is connected (migrating), not earlier.
     for (;;) {
-      const { rows } = await admin.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1', [name]);
+      const { rows } = await admin.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1',
+        [name],
+      );
       if ((rows[0]?.n ?? 0) > 0) break;
       if (started.child.exitCode !== null) throw new Error(started.output());
       await new Promise((resolve) => setTimeout(resolve, 10));

@@ -25,18 +25,22 @@ async function bytesOf(stream: Readable | undefined): Promise<Buffer> {
 
 /** A source that yields `bytes` in pieces, the way an upload arrives. */
 function sourceOf(bytes: Buffer, piece = 64 * 1024): Readable {
-  return Readable.from((function* () {
-    for (let offset = 0; offset < bytes.length; offset += piece) yield bytes.subarray(offset, offset + piece);
-  })());
+  return Readable.from(
+    (function* () {
+      for (let offset = 0; offset < bytes.length; offset += piece) yield bytes.subarray(offset, offset + piece);
+    })(),
+  );
 }
 
 /** A source that sends `bytes` and then fails, as a client that goes away. */
 function failingSource(bytes: Buffer): Readable {
-  return Readable.from((async function* () {
-    yield bytes;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-    throw new Error('client went away');
-  })());
+  return Readable.from(
+    (async function* () {
+      yield bytes;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      throw new Error('client went away');
+    })(),
+  );
 }
 
 async function keysOf(storage: AttachmentStorage): Promise<string[]> {
@@ -93,8 +97,12 @@ describe.each([
   it('serves a byte range from the store', async () => {
     const bytes = randomBytes(50_000);
     const { key } = await storage.write(sourceOf(bytes), { maxBytes: MIB });
-    expect((await bytesOf(await storage.open(key, { start: 100, end: 199 }))).equals(bytes.subarray(100, 200))).toBe(true);
-    expect((await bytesOf(await storage.open(key, { start: 49_990, end: 49_999 }))).equals(bytes.subarray(49_990))).toBe(true);
+    expect((await bytesOf(await storage.open(key, { start: 100, end: 199 }))).equals(bytes.subarray(100, 200))).toBe(
+      true,
+    );
+    expect(
+      (await bytesOf(await storage.open(key, { start: 49_990, end: 49_999 }))).equals(bytes.subarray(49_990)),
+    ).toBe(true);
     // One byte, not the first: s3rver answers `bytes=0-0` with the whole object (real S3 does not).
     expect((await bytesOf(await storage.open(key, { start: 1, end: 1 }))).equals(bytes.subarray(1, 2))).toBe(true);
   });
@@ -109,14 +117,16 @@ describe.each([
 
   it('keeps nothing when the source fails midway', async () => {
     const before = await keysOf(storage);
-    await expect(storage.write(failingSource(randomBytes(64 * 1024)), { maxBytes: MIB })).rejects.toThrow('client went away');
+    await expect(storage.write(failingSource(randomBytes(64 * 1024)), { maxBytes: MIB })).rejects.toThrow(
+      'client went away',
+    );
     expect((await keysOf(storage)).sort()).toEqual(before.sort());
   });
 
   it('answers undefined for a missing object, and removes idempotently', async () => {
     expect(await storage.open(randomUUID())).toBeUndefined();
     const { key } = await storage.write(sourceOf(Buffer.from('short')), { maxBytes: MIB });
-    expect(await text(await storage.open(key) ?? Readable.from([]))).toBe('short');
+    expect(await text((await storage.open(key)) ?? Readable.from([]))).toBe('short');
     await storage.remove(key);
     expect(await storage.open(key)).toBeUndefined();
     await storage.remove(key);
@@ -150,28 +160,46 @@ describe('a misconfigured object store', () => {
     const error = await s3Storage({ ...objectStore.config, bucket: 'no-such-bucket' }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ObjectStoreUnavailableError);
     expect(error).toBeInstanceOf(OperatorError);
-    expect(String((error as Error).message)).toMatch(/^Attachment storage: bucket "no-such-bucket" at http:\/\/127\.0\.0\.1:\d+ is not usable: no such bucket$/);
+    expect(String((error as Error).message)).toMatch(
+      /^Attachment storage: bucket "no-such-bucket" at http:\/\/127\.0\.0\.1:\d+ is not usable: no such bucket$/,
+    );
   });
 
   it('stops the start when the credentials are wrong', async () => {
     // s3rver checks the access key id, not a V4 signature.
-    const error = await s3Storage({ ...objectStore.config, credentials: { accessKeyId: 'NOBODY', secretAccessKey: 'wrong' } }).catch((e: unknown) => e);
+    const error = await s3Storage({
+      ...objectStore.config,
+      credentials: { accessKeyId: 'NOBODY', secretAccessKey: 'wrong' },
+    }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ObjectStoreUnavailableError);
-    expect((error as Error).message).toMatch(/is not usable: access denied \(check S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY\)$/);
+    expect((error as Error).message).toMatch(
+      /is not usable: access denied \(check S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY\)$/,
+    );
   });
 
   it('stops the start when nothing listens at the endpoint', async () => {
     const error = await s3Storage({ ...objectStore.config, endpoint: 'http://127.0.0.1:9' }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ObjectStoreUnavailableError);
-    expect((error as Error).message).toMatch(/^Attachment storage: bucket "task-service-test" at http:\/\/127\.0\.0\.1:9 is not usable: .+$/);
+    expect((error as Error).message).toMatch(
+      /^Attachment storage: bucket "task-service-test" at http:\/\/127\.0\.0\.1:9 is not usable: .+$/,
+    );
   });
 
   it('is refused by the configuration without a bucket or with half the credentials', () => {
-    expect(() => loadConfig({ ATTACHMENT_STORAGE: 's3' })).toThrow(/^Invalid configuration: S3_BUCKET is required when ATTACHMENT_STORAGE=s3$/);
-    expect(() => loadConfig({ ATTACHMENT_STORAGE: 's3', S3_BUCKET: 'b', S3_ACCESS_KEY_ID: 'x' })).toThrow(/S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY must be set together/);
+    expect(() => loadConfig({ ATTACHMENT_STORAGE: 's3' })).toThrow(
+      /^Invalid configuration: S3_BUCKET is required when ATTACHMENT_STORAGE=s3$/,
+    );
+    expect(() => loadConfig({ ATTACHMENT_STORAGE: 's3', S3_BUCKET: 'b', S3_ACCESS_KEY_ID: 'x' })).toThrow(
+      /S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY must be set together/,
+    );
     expect(() => loadConfig({ ATTACHMENT_STORAGE: 'ftp' })).toThrow(/ATTACHMENT_STORAGE/);
     expect(loadConfig({ ATTACHMENT_STORAGE: 's3', S3_BUCKET: 'b' }).attachments.storage).toEqual({
-      kind: 's3', bucket: 'b', region: 'us-east-1', endpoint: undefined, forcePathStyle: false, credentials: undefined,
+      kind: 's3',
+      bucket: 'b',
+      region: 'us-east-1',
+      endpoint: undefined,
+      forcePathStyle: false,
+      credentials: undefined,
     });
   });
 });

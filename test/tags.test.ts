@@ -19,7 +19,11 @@ let admin: TestUser;
 
 beforeAll(async () => {
   service = await startService();
-  [alice, bob, admin] = await Promise.all([registerUser(service, { name: 'Alice' }), registerUser(service, { name: 'Bob' }), registerAdmin(service)]);
+  [alice, bob, admin] = await Promise.all([
+    registerUser(service, { name: 'Alice' }),
+    registerUser(service, { name: 'Bob' }),
+    registerAdmin(service),
+  ]);
 });
 afterAll(() => service.close());
 
@@ -28,11 +32,16 @@ let tagCount = 0;
 const freshName = (prefix = 'tag') => `${prefix}-${++tagCount}`;
 
 async function createTag(user: TestUser, body: Record<string, unknown> = {}): Promise<Tag> {
-  const res = await service.http.post('/tags').set('Authorization', user.auth).send({ name: freshName(), ...body }).expect(201);
+  const res = await service.http
+    .post('/tags')
+    .set('Authorization', user.auth)
+    .send({ name: freshName(), ...body })
+    .expect(201);
   return TagSchema.parse(res.body);
 }
 
-const linkTag = (user: TestUser, taskId: string, tagId: string) => service.http.post(`/tasks/${taskId}/tags/${tagId}`).set('Authorization', user.auth);
+const linkTag = (user: TestUser, taskId: string, tagId: string) =>
+  service.http.post(`/tasks/${taskId}/tags/${tagId}`).set('Authorization', user.auth);
 
 /** Moves a task's updatedAt into the past, so that a bump is visible whatever the clock does. */
 const PAST = new Date('2020-01-01T00:00:00.000Z');
@@ -42,7 +51,11 @@ async function ageTask(taskId: string): Promise<void> {
 
 describe('POST /tags', () => {
   it('creates a tag with a trimmed name and a lower-cased colour, with Location', async () => {
-    const res = await service.http.post('/tags').set('Authorization', alice.auth).send({ name: '  Urgent stuff ', color: '#AbCdEf' }).expect(201);
+    const res = await service.http
+      .post('/tags')
+      .set('Authorization', alice.auth)
+      .send({ name: '  Urgent stuff ', color: '#AbCdEf' })
+      .expect(201);
     const tag = TagSchema.parse(res.body);
     expect(tag).toMatchObject({ ownerId: alice.user.id, name: 'Urgent stuff', color: '#abcdef' });
     expect(tag.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
@@ -53,14 +66,20 @@ describe('POST /tags', () => {
 
   it('picks a default colour from the name, the same for the same name', async () => {
     const name = freshName('palette');
-    const [mine, theirs] = await Promise.all([createTag(alice, { name }), createTag(bob, { name: name.toUpperCase() })]);
+    const [mine, theirs] = await Promise.all([
+      createTag(alice, { name }),
+      createTag(bob, { name: name.toUpperCase() }),
+    ]);
     expect(mine.color).toMatch(/^#[0-9a-f]{6}$/);
     expect(theirs.color).toBe(mine.color);
   });
 
   it('answers 409 tag_name_taken for a name the owner already has, ignoring case', async () => {
     const tag = await createTag(alice, { name: freshName('Work') });
-    const res = await service.http.post('/tags').set('Authorization', alice.auth).send({ name: ` ${tag.name.toLowerCase()} ` });
+    const res = await service.http
+      .post('/tags')
+      .set('Authorization', alice.auth)
+      .send({ name: ` ${tag.name.toLowerCase()} ` });
     expectProblem(res, 409, 'tag_name_taken');
     // Another user may use the same name.
     await createTag(bob, { name: tag.name });
@@ -102,7 +121,8 @@ describe('GET /tags', () => {
   beforeAll(async () => {
     carol = await registerUser(service, { name: 'Carol' });
     carolTags = [];
-    for (const name of ['Home', 'homework', 'Garden', 'shopping', 'HOMESTEAD']) carolTags.push(await createTag(carol, { name }));
+    for (const name of ['Home', 'homework', 'Garden', 'shopping', 'HOMESTEAD'])
+      carolTags.push(await createTag(carol, { name }));
   });
 
   it("lists only the caller's tags, oldest first", async () => {
@@ -156,7 +176,10 @@ describe('GET /tags', () => {
     const all = await service.http.get('/tags?limit=100').set('Authorization', admin.auth).expect(200);
     const owners = new Set(TagPageSchema.parse(all.body).items.map((t) => t.ownerId));
     for (const owner of [alice, bob, carol]) expect(owners.has(owner.user.id)).toBe(true);
-    const one = await service.http.get(`/tags?limit=100&ownerId=${carol.user.id}&q=home`).set('Authorization', admin.auth).expect(200);
+    const one = await service.http
+      .get(`/tags?limit=100&ownerId=${carol.user.id}&q=home`)
+      .set('Authorization', admin.auth)
+      .expect(200);
     expect(TagPageSchema.parse(one.body).items).toEqual(carolTags.filter((t) => t.name.toLowerCase().includes('home')));
   });
 
@@ -180,7 +203,11 @@ describe('GET, PATCH and DELETE /tags/{tag_id}', () => {
   it("answers 404 for another user's tag, for every method, and changes nothing", async () => {
     const tag = await createTag(alice);
     expectProblem(await service.http.get(`/tags/${tag.id}`).set('Authorization', bob.auth), 404, 'not_found');
-    expectProblem(await service.http.patch(`/tags/${tag.id}`).set('Authorization', bob.auth).send({ name: 'stolen' }), 404, 'not_found');
+    expectProblem(
+      await service.http.patch(`/tags/${tag.id}`).set('Authorization', bob.auth).send({ name: 'stolen' }),
+      404,
+      'not_found',
+    );
     expectProblem(await service.http.delete(`/tags/${tag.id}`).set('Authorization', bob.auth), 404, 'not_found');
     const read = await service.http.get(`/tags/${tag.id}`).set('Authorization', alice.auth).expect(200);
     expect(TagSchema.parse(read.body)).toEqual(tag);
@@ -188,7 +215,11 @@ describe('GET, PATCH and DELETE /tags/{tag_id}', () => {
 
   it('answers 404 for an unknown id and 400 for a malformed one', async () => {
     expectProblem(await service.http.get(`/tags/${uuidv7()}`).set('Authorization', alice.auth), 404, 'not_found');
-    expectProblem(await service.http.patch(`/tags/${uuidv7()}`).set('Authorization', alice.auth).send({ name: 'x' }), 404, 'not_found');
+    expectProblem(
+      await service.http.patch(`/tags/${uuidv7()}`).set('Authorization', alice.auth).send({ name: 'x' }),
+      404,
+      'not_found',
+    );
     expectProblem(await service.http.delete(`/tags/${uuidv7()}`).set('Authorization', alice.auth), 404, 'not_found');
     const res = await service.http.get('/tags/not-a-uuid').set('Authorization', alice.auth);
     expectProblem(res, 400, 'validation_failed');
@@ -197,14 +228,26 @@ describe('GET, PATCH and DELETE /tags/{tag_id}', () => {
 
   it('renames and recolours', async () => {
     const tag = await createTag(alice, { color: '#000000' });
-    const renamed = await service.http.patch(`/tags/${tag.id}`).set('Authorization', alice.auth).send({ name: ' Renamed one ' }).expect(200);
+    const renamed = await service.http
+      .patch(`/tags/${tag.id}`)
+      .set('Authorization', alice.auth)
+      .send({ name: ' Renamed one ' })
+      .expect(200);
     expect(TagSchema.parse(renamed.body)).toEqual({ ...tag, name: 'Renamed one' });
-    const recoloured = await service.http.patch(`/tags/${tag.id}`).set('Authorization', alice.auth).send({ color: '#FF8800' }).expect(200);
+    const recoloured = await service.http
+      .patch(`/tags/${tag.id}`)
+      .set('Authorization', alice.auth)
+      .send({ color: '#FF8800' })
+      .expect(200);
     expect(TagSchema.parse(recoloured.body)).toEqual({ ...tag, name: 'Renamed one', color: '#ff8800' });
     const unchanged = await service.http.patch(`/tags/${tag.id}`).set('Authorization', alice.auth).send({}).expect(200);
     expect(TagSchema.parse(unchanged.body)).toEqual({ ...tag, name: 'Renamed one', color: '#ff8800' });
     // Changing only the case of its own name is no clash.
-    const recased = await service.http.patch(`/tags/${tag.id}`).set('Authorization', alice.auth).send({ name: 'RENAMED ONE' }).expect(200);
+    const recased = await service.http
+      .patch(`/tags/${tag.id}`)
+      .set('Authorization', alice.auth)
+      .send({ name: 'RENAMED ONE' })
+      .expect(200);
     expect(TagSchema.parse(recased.body).name).toBe('RENAMED ONE');
   });
 
@@ -213,21 +256,32 @@ describe('GET, PATCH and DELETE /tags/{tag_id}', () => {
     const carrier = await createTask(service, alice, { tagIds: [tag.id] });
     const bystander = await createTask(service, alice);
     const before = await getTask(service, alice, carrier.id);
-    await service.http.patch(`/tags/${tag.id}`).set('Authorization', alice.auth).send({ name: 'Shown anew' }).expect(200);
+    await service.http
+      .patch(`/tags/${tag.id}`)
+      .set('Authorization', alice.auth)
+      .send({ name: 'Shown anew' })
+      .expect(200);
     // getTask also checks that the ETag names the new version.
     const renamed = await getTask(service, alice, carrier.id);
     expect(renamed.version).toBe(before.version + 1);
     expect(renamed.tags.map((t) => t.name)).toEqual(['Shown anew']);
     await service.http.patch(`/tags/${tag.id}`).set('Authorization', alice.auth).send({ color: '#00ff00' }).expect(200);
     expect((await getTask(service, alice, carrier.id)).version).toBe(before.version + 2);
-    await service.http.patch(`/tags/${tag.id}`).set('Authorization', alice.auth).send({ name: 'Shown anew', color: '#00FF00' }).expect(200);
+    await service.http
+      .patch(`/tags/${tag.id}`)
+      .set('Authorization', alice.auth)
+      .send({ name: 'Shown anew', color: '#00FF00' })
+      .expect(200);
     expect((await getTask(service, alice, carrier.id)).version).toBe(before.version + 2);
     expect((await getTask(service, alice, bystander.id)).version).toBe(bystander.version);
   });
 
   it("answers 409 when renaming onto another of the owner's names, ignoring case", async () => {
     const [first, second] = [await createTag(alice), await createTag(alice)];
-    const res = await service.http.patch(`/tags/${second.id}`).set('Authorization', alice.auth).send({ name: first.name.toUpperCase() });
+    const res = await service.http
+      .patch(`/tags/${second.id}`)
+      .set('Authorization', alice.auth)
+      .send({ name: first.name.toUpperCase() });
     expectProblem(res, 409, 'tag_name_taken');
     const read = await service.http.get(`/tags/${second.id}`).set('Authorization', alice.auth).expect(200);
     expect(TagSchema.parse(read.body)).toEqual(second);
@@ -249,15 +303,25 @@ describe('GET, PATCH and DELETE /tags/{tag_id}', () => {
     const tag = await createTag(bob);
     const read = await service.http.get(`/tags/${tag.id}`).set('Authorization', admin.auth).expect(200);
     expect(TagSchema.parse(read.body)).toEqual(tag);
-    const changed = await service.http.patch(`/tags/${tag.id}`).set('Authorization', admin.auth).send({ name: freshName('by-admin') }).expect(200);
+    const changed = await service.http
+      .patch(`/tags/${tag.id}`)
+      .set('Authorization', admin.auth)
+      .send({ name: freshName('by-admin') })
+      .expect(200);
     expect(TagSchema.parse(changed.body).ownerId).toBe(bob.user.id);
     await service.http.delete(`/tags/${tag.id}`).set('Authorization', admin.auth).expect(204);
     expectProblem(await service.http.get(`/tags/${tag.id}`).set('Authorization', bob.auth), 404, 'not_found');
   });
 
   it('deletes a tag, takes it off every task and bumps only those tasks', async () => {
-    const [doomed, kept] = [await createTag(alice, { name: freshName('b') }), await createTag(alice, { name: freshName('a') })];
-    const tagged = [await createTask(service, alice, { tagIds: [doomed.id, kept.id] }), await createTask(service, alice, { tagIds: [doomed.id] })];
+    const [doomed, kept] = [
+      await createTag(alice, { name: freshName('b') }),
+      await createTag(alice, { name: freshName('a') }),
+    ];
+    const tagged = [
+      await createTask(service, alice, { tagIds: [doomed.id, kept.id] }),
+      await createTask(service, alice, { tagIds: [doomed.id] }),
+    ];
     const untagged = await createTask(service, alice, { tagIds: [kept.id] });
     for (const task of [...tagged, untagged]) await ageTask(task.id);
 
@@ -336,9 +400,21 @@ describe('tags on tasks', () => {
     expect(Date.parse(task.updatedAt)).toBeGreaterThan(PAST.getTime());
     expect(task.tags).toEqual([]);
 
-    expectProblem(await service.http.delete(`/tasks/${before.id}/tags/${on.id}`).set('Authorization', alice.auth), 404, 'not_found');
-    expectProblem(await service.http.delete(`/tasks/${before.id}/tags/${off.id}`).set('Authorization', alice.auth), 404, 'not_found');
-    expectProblem(await service.http.delete(`/tasks/${before.id}/tags/${uuidv7()}`).set('Authorization', alice.auth), 404, 'not_found');
+    expectProblem(
+      await service.http.delete(`/tasks/${before.id}/tags/${on.id}`).set('Authorization', alice.auth),
+      404,
+      'not_found',
+    );
+    expectProblem(
+      await service.http.delete(`/tasks/${before.id}/tags/${off.id}`).set('Authorization', alice.auth),
+      404,
+      'not_found',
+    );
+    expectProblem(
+      await service.http.delete(`/tasks/${before.id}/tags/${uuidv7()}`).set('Authorization', alice.auth),
+      404,
+      'not_found',
+    );
     expect((await getTask(service, alice, before.id)).version).toBe(before.version + 1);
   });
 
@@ -349,7 +425,11 @@ describe('tags on tasks', () => {
     expectProblem(await service.http.get(`/tasks/${task.id}/tags`).set('Authorization', bob.auth), 404, 'not_found');
     expectProblem(await linkTag(bob, task.id, bobTag.id), 404, 'not_found');
     expectProblem(await linkTag(bob, task.id, tag.id), 404, 'not_found');
-    expectProblem(await service.http.delete(`/tasks/${task.id}/tags/${tag.id}`).set('Authorization', bob.auth), 404, 'not_found');
+    expectProblem(
+      await service.http.delete(`/tasks/${task.id}/tags/${tag.id}`).set('Authorization', bob.auth),
+      404,
+      'not_found',
+    );
     const after = await getTask(service, alice, task.id);
     expect(after.version).toBe(task.version);
     expect(after.tags.map((t) => t.id)).toEqual([tag.id]);
@@ -361,7 +441,7 @@ describe('tags on tasks', () => {
     expectProblem(await linkTag(alice, task.id, bobTag.id), 404, 'not_found');
     expectProblem(await linkTag(admin, task.id, adminTag.id), 404, 'not_found');
     expectProblem(await linkTag(alice, task.id, uuidv7()), 404, 'not_found');
-    expect((await getTask(service, alice, task.id))).toEqual(task);
+    expect(await getTask(service, alice, task.id)).toEqual(task);
   });
 
   it("lets an admin read and change the tags of a user's task with the owner's tags", async () => {
@@ -412,7 +492,7 @@ describe('tags on tasks', () => {
     expectProblem(await service.http.get(`/tasks/${task.id}/tags`), 401, 'unauthenticated');
     expectProblem(await service.http.post(`/tasks/${task.id}/tags/${tag.id}`), 401, 'unauthenticated');
     expectProblem(await service.http.delete(`/tasks/${task.id}/tags/${tag.id}`), 401, 'unauthenticated');
-    expect((await getTask(service, alice, task.id))).toEqual(task);
+    expect(await getTask(service, alice, task.id)).toEqual(task);
   });
 
   it('filters GET /tasks by tags linked through this API: a task must carry every listed tag', async () => {

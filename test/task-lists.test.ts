@@ -1,7 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pageOf } from '../contract/common.js';
-import { TaskPrioritySchema, TaskSchema, TaskSortSchema, type Task, type TaskCreate, type TaskSort } from '../contract/tasks.js';
+import {
+  TaskPrioritySchema,
+  TaskSchema,
+  TaskSortSchema,
+  type Task,
+  type TaskCreate,
+  type TaskSort,
+} from '../contract/tasks.js';
 import { startService, type TestService } from './support/app.js';
 import { registerUser, type TestUser } from './support/users.js';
 import { expectProblem } from './support/problems.js';
@@ -14,7 +21,20 @@ const COUNT = 30;
 const STATUSES = ['todo', 'in_progress', 'done'] as const;
 const PRIORITIES = TaskPrioritySchema.options;
 // Lowercase letters only, so every collation orders them as the code points do; repeats make ties.
-const WORDS = ['kiwi', 'apple', 'mango', 'needles', 'banana', 'cherry', 'date', 'fig', 'grape', 'lemon', 'apple', 'zucchini'];
+const WORDS = [
+  'kiwi',
+  'apple',
+  'mango',
+  'needles',
+  'banana',
+  'cherry',
+  'date',
+  'fig',
+  'grape',
+  'lemon',
+  'apple',
+  'zucchini',
+];
 const DESCRIPTIONS: Record<number, string> = {
   2: 'Spend 100% of the effort',
   3: 'about 1000 units',
@@ -107,7 +127,11 @@ function expectedOrder(sort: TaskSort, items: Task[] = tasks): string[] {
 // ---- paging through a list the way a client would ----
 
 /** GET /tasks as `user` sees it, from the first page to the last by the Link headers. */
-async function pageThrough(user: TestUser, query: string, limit = LIMIT): Promise<{ items: Task[]; pageSizes: number[] }> {
+async function pageThrough(
+  user: TestUser,
+  query: string,
+  limit = LIMIT,
+): Promise<{ items: Task[]; pageSizes: number[] }> {
   const pages = await walkPages(service, user.auth, `/tasks?limit=${limit}${query ? `&${query}` : ''}`, TaskPageSchema);
   return { items: pages.flat(), pageSizes: pages.map((page) => page.length) };
 }
@@ -169,10 +193,14 @@ describe('sorting with keyset pages', () => {
   });
 
   it('accepts limit 1 and 100, and defaults to 20', async () => {
-    const one = TaskPageSchema.parse((await service.http.get('/tasks?limit=1').set('Authorization', lister.auth).expect(200)).body);
+    const one = TaskPageSchema.parse(
+      (await service.http.get('/tasks?limit=1').set('Authorization', lister.auth).expect(200)).body,
+    );
     expect(one.items).toHaveLength(1);
     expect(one.nextCursor).not.toBeNull();
-    const byDefault = TaskPageSchema.parse((await service.http.get('/tasks').set('Authorization', lister.auth).expect(200)).body);
+    const byDefault = TaskPageSchema.parse(
+      (await service.http.get('/tasks').set('Authorization', lister.auth).expect(200)).body,
+    );
     expect(byDefault.items).toHaveLength(20);
   });
 });
@@ -186,24 +214,52 @@ describe('filters', () => {
     ['status as a set', () => 'status=todo,done', (t) => t.status === 'todo' || t.status === 'done'],
     // Generated OpenAPI clients send arrays as repeated parameters.
     ['status repeated', () => 'status=todo&status=done', (t) => t.status === 'todo' || t.status === 'done'],
-    ['priority repeated and as a list at once', () => 'priority=low&priority=medium,high', (t) => t.priority !== 'urgent'],
+    [
+      'priority repeated and as a list at once',
+      () => 'priority=low&priority=medium,high',
+      (t) => t.priority !== 'urgent',
+    ],
     ['priority=urgent', () => 'priority=urgent', (t) => t.priority === 'urgent'],
     ['priority as a set', () => 'priority=low,high', (t) => t.priority === 'low' || t.priority === 'high'],
-    ['status and priority together', () => 'status=in_progress,done&priority=medium,urgent', (t) => t.status !== 'todo' && ['medium', 'urgent'].includes(t.priority)],
+    [
+      'status and priority together',
+      () => 'status=in_progress,done&priority=medium,urgent',
+      (t) => t.status !== 'todo' && ['medium', 'urgent'].includes(t.priority),
+    ],
     ['assigneeId', () => `assigneeId=${helper.user.id}`, (t) => t.assigneeId === helper.user.id],
     ['an assigneeId nobody has', () => `assigneeId=${randomUUID()}`, () => false],
     // The boundary is itself a due date of some task: dueBefore excludes it, dueAfter includes it.
-    ['dueBefore (exclusive)', () => `dueBefore=${dueInstants()[4]}`, (t) => t.dueAt !== null && t.dueAt < (dueInstants()[4] ?? '')],
-    ['dueAfter (inclusive)', () => `dueAfter=${dueInstants()[4]}`, (t) => t.dueAt !== null && t.dueAt >= (dueInstants()[4] ?? '')],
+    [
+      'dueBefore (exclusive)',
+      () => `dueBefore=${dueInstants()[4]}`,
+      (t) => t.dueAt !== null && t.dueAt < (dueInstants()[4] ?? ''),
+    ],
+    [
+      'dueAfter (inclusive)',
+      () => `dueAfter=${dueInstants()[4]}`,
+      (t) => t.dueAt !== null && t.dueAt >= (dueInstants()[4] ?? ''),
+    ],
     [
       'dueAfter and dueBefore together',
       () => `dueAfter=${dueInstants()[2]}&dueBefore=${dueInstants()[6]}`,
       (t) => t.dueAt !== null && t.dueAt >= (dueInstants()[2] ?? '') && t.dueAt < (dueInstants()[6] ?? ''),
     ],
-    ['dueAfter with an offset', () => `dueAfter=${encodeURIComponent('2027-01-01T07:00:00+02:00')}`, (t) => t.dueAt !== null && t.dueAt >= '2027-01-01T05:00:00.000Z'],
-    ['updatedSince (inclusive)', () => `updatedSince=${updatedInstants()[5]}`, (t) => t.updatedAt >= (updatedInstants()[5] ?? '')],
+    [
+      'dueAfter with an offset',
+      () => `dueAfter=${encodeURIComponent('2027-01-01T07:00:00+02:00')}`,
+      (t) => t.dueAt !== null && t.dueAt >= '2027-01-01T05:00:00.000Z',
+    ],
+    [
+      'updatedSince (inclusive)',
+      () => `updatedSince=${updatedInstants()[5]}`,
+      (t) => t.updatedAt >= (updatedInstants()[5] ?? ''),
+    ],
     ['q over titles, case-insensitively', () => 'q=APPLE', (t) => t.title === 'apple'],
-    ['q over titles and descriptions', () => 'q=needle', (t) => t.title.includes('needle') || t.description.toLowerCase().includes('needle')],
+    [
+      'q over titles and descriptions',
+      () => 'q=needle',
+      (t) => t.title.includes('needle') || t.description.toLowerCase().includes('needle'),
+    ],
     ['q with a literal %', () => `q=${encodeURIComponent('100%')}`, (t) => t.description.includes('100%')],
     ['q with a literal _', () => 'q=snake_case', (t) => t.description.includes('snake_case')],
     ['q with a literal backslash', () => `q=${encodeURIComponent('\\t')}`, (t) => t.description.includes('\\t')],
@@ -211,7 +267,11 @@ describe('filters', () => {
     ['q matching nothing', () => 'q=nothing-like-this', () => false],
     ['tagId', () => `tagId=${zetaTag}`, (t) => t.tags.some((g) => g.id === zetaTag)],
     ['tagId as a set (all required)', () => `tagId=${zetaTag},${alphaTag}`, (t) => t.tags.length === 2],
-    ['q with status and priority', () => 'q=a&status=todo&priority=low,medium,high', (t) => /a/i.test(t.title + t.description) && t.status === 'todo' && t.priority !== 'urgent'],
+    [
+      'q with status and priority',
+      () => 'q=a&status=todo&priority=low,medium,high',
+      (t) => /a/i.test(t.title + t.description) && t.status === 'todo' && t.priority !== 'urgent',
+    ],
   ];
 
   it.each(cases)('%s', async (_name, query, keep) => {
@@ -222,7 +282,9 @@ describe('filters', () => {
 
   it('finds something for every case that expects something', () => {
     // Guards against a filter test passing only because both sides are empty.
-    const empty = cases.filter(([name, , keep]) => !name.includes('nothing') && !name.includes('nobody') && !tasks.some(keep));
+    const empty = cases.filter(
+      ([name, , keep]) => !name.includes('nothing') && !name.includes('nobody') && !tasks.some(keep),
+    );
     expect(empty.map(([name]) => name)).toEqual([]);
   });
 
@@ -234,7 +296,10 @@ describe('filters', () => {
 
   it('shows an assignee the tasks assigned to them, filtered', async () => {
     const { items } = await pageThrough(helper, `assigneeId=${helper.user.id}&sort=title`);
-    const expected = expectedOrder('title', tasks.filter((t) => t.assigneeId === helper.user.id));
+    const expected = expectedOrder(
+      'title',
+      tasks.filter((t) => t.assigneeId === helper.user.id),
+    );
     // The stranger's task assigned to the helper is visible to the helper too.
     const strangers = items.filter((t) => t.ownerId === stranger.user.id);
     expect(strangers).toHaveLength(1);
@@ -249,11 +314,17 @@ describe('stability under concurrent inserts', () => {
   beforeAll(async () => {
     writer = await registerUser(service);
     originals = [];
-    for (let i = 0; i < 20; i++) originals.push(await createTask(service, writer, { title: `${WORDS[i % WORDS.length]}x`, priority: PRIORITIES[i % 4] }));
+    for (let i = 0; i < 20; i++)
+      originals.push(
+        await createTask(service, writer, { title: `${WORDS[i % WORDS.length]}x`, priority: PRIORITIES[i % 4] }),
+      );
   });
 
   async function interleaved(sort: TaskSort, insert: (round: number) => Partial<TaskCreate>): Promise<Task[]> {
-    const first = await service.http.get(`/tasks?limit=${LIMIT}&sort=${encodeURIComponent(sort)}`).set('Authorization', writer.auth).expect(200);
+    const first = await service.http
+      .get(`/tasks?limit=${LIMIT}&sort=${encodeURIComponent(sort)}`)
+      .set('Authorization', writer.auth)
+      .expect(200);
     let page = TaskPageSchema.parse(first.body);
     const seen = [...page.items];
     for (let round = 0; page.nextCursor; round++) {
@@ -285,7 +356,10 @@ describe('stability under concurrent inserts', () => {
 
 describe('invalid list requests', () => {
   async function cursorFor(sort: TaskSort): Promise<string> {
-    const res = await service.http.get(`/tasks?limit=3&sort=${encodeURIComponent(sort)}`).set('Authorization', lister.auth).expect(200);
+    const res = await service.http
+      .get(`/tasks?limit=3&sort=${encodeURIComponent(sort)}`)
+      .set('Authorization', lister.auth)
+      .expect(200);
     const cursor = TaskPageSchema.parse(res.body).nextCursor;
     if (cursor === null) throw new Error('expected a next page');
     return cursor;
@@ -311,7 +385,9 @@ describe('invalid list requests', () => {
     ['-createdAt', '-createdAt', 'sort=createdAt'],
   ])('rejects a cursor of sort=%s used with another sort', async (_name, sort, otherQuery) => {
     const cursor = await cursorFor(sort);
-    const res = await service.http.get(`/tasks?cursor=${cursor}${otherQuery ? `&${otherQuery}` : ''}`).set('Authorization', lister.auth);
+    const res = await service.http
+      .get(`/tasks?cursor=${cursor}${otherQuery ? `&${otherQuery}` : ''}`)
+      .set('Authorization', lister.auth);
     expectProblem(res, 400, 'validation_failed');
   });
 
@@ -320,15 +396,20 @@ describe('invalid list requests', () => {
     ['dueAt', { s: 'dueAt', v: 12, id: randomUUID() }],
     ['title', { s: 'title', v: null, id: randomUUID() }],
   ])('rejects a forged %s cursor whose value does not fit the sort', async (sort, cursor) => {
-    const res = await service.http.get(`/tasks?sort=${sort}&cursor=${forged(cursor)}`).set('Authorization', lister.auth);
+    const res = await service.http
+      .get(`/tasks?sort=${sort}&cursor=${forged(cursor)}`)
+      .set('Authorization', lister.auth);
     expectProblem(res, 400, 'validation_failed');
   });
 
-  it.each(['limit=0', 'limit=101', 'limit=-1', 'limit=abc', 'limit=1.5', 'limit='])('rejects %s with 400', async (query) => {
-    const res = await service.http.get(`/tasks?${query}`).set('Authorization', lister.auth);
-    const problem = expectProblem(res, 400, 'validation_failed');
-    expect(problem.errors?.map((e) => e.path)).toContain('query.limit');
-  });
+  it.each(['limit=0', 'limit=101', 'limit=-1', 'limit=abc', 'limit=1.5', 'limit='])(
+    'rejects %s with 400',
+    async (query) => {
+      const res = await service.http.get(`/tasks?${query}`).set('Authorization', lister.auth);
+      const problem = expectProblem(res, 400, 'validation_failed');
+      expect(problem.errors?.map((e) => e.path)).toContain('query.limit');
+    },
+  );
 
   it.each([
     ['an unknown parameter', 'colour=red'],

@@ -3,7 +3,15 @@ import { isAppRoute, type AppRoute, type AppRouter } from '@ts-rest/core';
 import { pino } from 'pino';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { contract, isLoginOnly, isPublicRoute, PersonalAccessTokenSchema, scopeOf, SCOPES, type Scope } from '../contract/index.js';
+import {
+  contract,
+  isLoginOnly,
+  isPublicRoute,
+  PersonalAccessTokenSchema,
+  scopeOf,
+  SCOPES,
+  type Scope,
+} from '../contract/index.js';
 import { buildApp } from '../server/app.js';
 import { createContext } from '../server/bootstrap.js';
 import { startService, type TestService } from './support/app.js';
@@ -42,8 +50,10 @@ describe('scopes in the contract', () => {
     expect(undeclared).toEqual([]);
   });
 
-  it('the OpenAPI document names each operation\'s scope (x-scopes) and says it in the text the docs page shows', async () => {
-    const document = (await service.http.get('/openapi.json').expect(200)).body as { paths: Record<string, Record<string, { 'x-scopes'?: string[]; description?: string; security?: unknown[] }>> };
+  it("the OpenAPI document names each operation's scope (x-scopes) and says it in the text the docs page shows", async () => {
+    const document = (await service.http.get('/openapi.json').expect(200)).body as {
+      paths: Record<string, Record<string, { 'x-scopes'?: string[]; description?: string; security?: unknown[] }>>;
+    };
     const tasksList = document.paths['/tasks']?.get;
     expect(tasksList?.['x-scopes']).toEqual(['tasks:read']);
     expect(tasksList?.description).toContain('`tasks:read`');
@@ -64,7 +74,14 @@ describe('managing tokens', () => {
       .set('Authorization', ada.auth)
       .send({ name: 'report script', scopes: ['tasks:read'], expiresInDays: 7 })
       .expect(201);
-    const { token, id, prefix, expiresAt, createdAt, lastUsedAt } = res.body as { token: string; id: string; prefix: string; expiresAt: string; createdAt: string; lastUsedAt: null };
+    const { token, id, prefix, expiresAt, createdAt, lastUsedAt } = res.body as {
+      token: string;
+      id: string;
+      prefix: string;
+      expiresAt: string;
+      createdAt: string;
+      lastUsedAt: null;
+    };
     expect(token).toMatch(TOKEN_FORMAT);
     expect(prefix).toBe(token.slice(0, 12));
     expect(res.headers.location).toBe(`/tokens/${id}`);
@@ -98,8 +115,16 @@ describe('managing tokens', () => {
     expectProblem(await service.http.get(`/tokens/${pat.id}`).set('Authorization', ada.auth), 404, 'not_found');
     expectProblem(await service.http.delete(`/tokens/${pat.id}`).set('Authorization', ada.auth), 404, 'not_found');
     await service.http.get('/tasks').set('Authorization', pat.auth).expect(200);
-    expectProblem(await service.http.get('/tokens').query({ userId: admin.user.id }).set('Authorization', ada.auth), 403, 'forbidden');
-    const asAdmin = await service.http.get('/tokens').query({ userId: ada.user.id }).set('Authorization', admin.auth).expect(200);
+    expectProblem(
+      await service.http.get('/tokens').query({ userId: admin.user.id }).set('Authorization', ada.auth),
+      403,
+      'forbidden',
+    );
+    const asAdmin = await service.http
+      .get('/tokens')
+      .query({ userId: ada.user.id })
+      .set('Authorization', admin.auth)
+      .expect(200);
     expect((asAdmin.body as { items: unknown[] }).items.length).toBeGreaterThan(0);
   });
 
@@ -113,19 +138,41 @@ describe('managing tokens', () => {
       { name: 'x', scopes: ['tasks:read'], expiresInDays: 367 },
       { name: 'x', scopes: ['tasks:read'], token: 'tsk_pat_mine' },
     ]) {
-      expectProblem(await service.http.post('/tokens').set('Authorization', ada.auth).send(body), 400, 'validation_failed');
+      expectProblem(
+        await service.http.post('/tokens').set('Authorization', ada.auth).send(body),
+        400,
+        'validation_failed',
+      );
     }
     expect(await service.ctx.db.prisma.personalAccessToken.count()).toBe(before);
   });
 
   it('only an administrator may grant the admin scope', async () => {
-    expectProblem(await service.http.post('/tokens').set('Authorization', ada.auth).send({ name: 'x', scopes: ['admin'] }), 403, 'forbidden');
+    expectProblem(
+      await service.http
+        .post('/tokens')
+        .set('Authorization', ada.auth)
+        .send({ name: 'x', scopes: ['admin'] }),
+      403,
+      'forbidden',
+    );
     await createPersonalToken(service, admin, ['admin']);
   });
 
   it('a personal access token cannot manage tokens, log out or change a password (403 forbidden)', async () => {
-    const pat = await createPersonalToken(service, ada, [...SCOPES].filter((scope) => scope !== 'admin'));
-    expectProblem(await service.http.post('/tokens').set('Authorization', pat.auth).send({ name: 'x', scopes: ['tasks:read'] }), 403, 'forbidden');
+    const pat = await createPersonalToken(
+      service,
+      ada,
+      [...SCOPES].filter((scope) => scope !== 'admin'),
+    );
+    expectProblem(
+      await service.http
+        .post('/tokens')
+        .set('Authorization', pat.auth)
+        .send({ name: 'x', scopes: ['tasks:read'] }),
+      403,
+      'forbidden',
+    );
     expectProblem(await service.http.get('/tokens').set('Authorization', pat.auth), 403, 'forbidden');
     expectProblem(await service.http.delete(`/tokens/${pat.id}`).set('Authorization', pat.auth), 403, 'forbidden');
     expectProblem(await service.http.post('/auth/logout').set('Authorization', pat.auth), 403, 'forbidden');
@@ -136,13 +183,24 @@ describe('managing tokens', () => {
     expect(expectProblem(password, 403, 'forbidden').detail).toMatch(/password/);
     // The password did not change: the old one still logs in.
     await service.http.post('/auth/login').send({ email: ada.email, password: ada.password }).expect(200);
-    await service.http.patch(`/users/${ada.user.id}`).set('Authorization', pat.auth).send({ name: 'Ada via token' }).expect(200);
+    await service.http
+      .patch(`/users/${ada.user.id}`)
+      .set('Authorization', pat.auth)
+      .send({ name: 'Ada via token' })
+      .expect(200);
   });
 
   it('at most 50 live tokens a user: the 51st is 409 quota_exceeded', async () => {
     const user = await registerUser(service);
     for (let i = 0; i < 50; i++) await createPersonalToken(service, user, ['tasks:read'], `token ${i}`);
-    expectProblem(await service.http.post('/tokens').set('Authorization', user.auth).send({ name: 'one too many', scopes: ['tasks:read'] }), 409, 'quota_exceeded');
+    expectProblem(
+      await service.http
+        .post('/tokens')
+        .set('Authorization', user.auth)
+        .send({ name: 'one too many', scopes: ['tasks:read'] }),
+      409,
+      'quota_exceeded',
+    );
     const list = await service.http.get('/tokens').set('Authorization', user.auth).expect(200);
     expect((list.body as { items: unknown[] }).items).toHaveLength(50);
   });
@@ -150,17 +208,66 @@ describe('managing tokens', () => {
 
 describe('authenticating with a token', () => {
   /** Per scope: a request it allows, and one it does not with the scope that one needs. */
-  const cases: Record<Scope, { allowed: (user: TestUser) => request.Test; refused: (user: TestUser) => request.Test; needs: Scope; owner?: 'admin' }> = {
-    'tasks:read': { allowed: () => service.http.get('/tasks'), refused: () => service.http.post('/tasks').send({ title: 'no' }), needs: 'tasks:write' },
-    'tasks:write': { allowed: () => service.http.post('/tasks').send({ title: 'by token' }), refused: () => service.http.get('/tags'), needs: 'tags:read' },
-    'tags:read': { allowed: () => service.http.get('/tags'), refused: () => service.http.post('/tags').send({ name: 'no' }), needs: 'tags:write' },
-    'tags:write': { allowed: () => service.http.post('/tags').send({ name: `tag ${Math.random()}` }), refused: () => service.http.get('/tasks'), needs: 'tasks:read' },
-    'webhooks:read': { allowed: () => service.http.get('/webhooks'), refused: () => service.http.delete('/webhooks/0193a5c6-0e1f-7a2b-8c3d-4e5f6a7b8c9d'), needs: 'webhooks:write' },
-    'webhooks:write': { allowed: () => service.http.get('/webhooks'), refused: () => service.http.get('/changes'), needs: 'events:read' },
-    'events:read': { allowed: () => service.http.get('/changes'), refused: () => service.http.get('/webhooks'), needs: 'webhooks:read' },
-    'account:read': { allowed: () => service.http.get('/auth/me'), refused: (user) => service.http.patch(`/users/${user.user.id}`).send({ name: 'no' }), needs: 'account:write' },
-    'account:write': { allowed: (user) => service.http.patch(`/users/${user.user.id}`).send({ name: 'Renamed by token' }), refused: () => service.http.get('/tasks'), needs: 'tasks:read' },
-    admin: { allowed: () => service.http.get('/users'), refused: () => service.http.get('/tasks'), needs: 'tasks:read', owner: 'admin' },
+  const cases: Record<
+    Scope,
+    {
+      allowed: (user: TestUser) => request.Test;
+      refused: (user: TestUser) => request.Test;
+      needs: Scope;
+      owner?: 'admin';
+    }
+  > = {
+    'tasks:read': {
+      allowed: () => service.http.get('/tasks'),
+      refused: () => service.http.post('/tasks').send({ title: 'no' }),
+      needs: 'tasks:write',
+    },
+    'tasks:write': {
+      allowed: () => service.http.post('/tasks').send({ title: 'by token' }),
+      refused: () => service.http.get('/tags'),
+      needs: 'tags:read',
+    },
+    'tags:read': {
+      allowed: () => service.http.get('/tags'),
+      refused: () => service.http.post('/tags').send({ name: 'no' }),
+      needs: 'tags:write',
+    },
+    'tags:write': {
+      allowed: () => service.http.post('/tags').send({ name: `tag ${Math.random()}` }),
+      refused: () => service.http.get('/tasks'),
+      needs: 'tasks:read',
+    },
+    'webhooks:read': {
+      allowed: () => service.http.get('/webhooks'),
+      refused: () => service.http.delete('/webhooks/0193a5c6-0e1f-7a2b-8c3d-4e5f6a7b8c9d'),
+      needs: 'webhooks:write',
+    },
+    'webhooks:write': {
+      allowed: () => service.http.get('/webhooks'),
+      refused: () => service.http.get('/changes'),
+      needs: 'events:read',
+    },
+    'events:read': {
+      allowed: () => service.http.get('/changes'),
+      refused: () => service.http.get('/webhooks'),
+      needs: 'webhooks:read',
+    },
+    'account:read': {
+      allowed: () => service.http.get('/auth/me'),
+      refused: (user) => service.http.patch(`/users/${user.user.id}`).send({ name: 'no' }),
+      needs: 'account:write',
+    },
+    'account:write': {
+      allowed: (user) => service.http.patch(`/users/${user.user.id}`).send({ name: 'Renamed by token' }),
+      refused: () => service.http.get('/tasks'),
+      needs: 'tasks:read',
+    },
+    admin: {
+      allowed: () => service.http.get('/users'),
+      refused: () => service.http.get('/tasks'),
+      needs: 'tasks:read',
+      owner: 'admin',
+    },
   };
 
   for (const [scope, { allowed, refused, needs, owner }] of Object.entries(cases)) {
@@ -171,13 +278,18 @@ describe('authenticating with a token', () => {
       expect(ok.status, ok.text).toBeLessThan(300);
       const res = await refused(user).set('Authorization', pat.auth);
       expectProblem(res, 403, 'insufficient_scope');
-      expect(res.headers['www-authenticate']).toMatch(new RegExp(`^Bearer error="insufficient_scope", scope="${needs}"`));
+      expect(res.headers['www-authenticate']).toMatch(
+        new RegExp(`^Bearer error="insufficient_scope", scope="${needs}"`),
+      );
     });
   }
 
   it('an expired token is 401 saying expired', async () => {
     const pat = await createPersonalToken(service, ada, ['tasks:read']);
-    await service.ctx.db.prisma.personalAccessToken.update({ where: { id: pat.id }, data: { expiresAt: new Date(Date.now() - 1000) } });
+    await service.ctx.db.prisma.personalAccessToken.update({
+      where: { id: pat.id },
+      data: { expiresAt: new Date(Date.now() - 1000) },
+    });
     const res = await service.http.get('/tasks').set('Authorization', pat.auth);
     expect(expectProblem(res, 401, 'unauthenticated').detail).toMatch(/expired/);
     expect(res.headers['www-authenticate']).toMatch(/^Bearer error="invalid_token", error_description=".*expired/);
@@ -188,7 +300,12 @@ describe('authenticating with a token', () => {
     const last = pat.token.at(-1) === 'a' ? 'b' : 'a';
     // A typo changes a character: one already 'x' becomes 'y' (the token is random).
     const inner = pat.token[20] === 'x' ? 'y' : 'x';
-    for (const typo of [`${pat.token.slice(0, -1)}${last}`, `${pat.token.slice(0, 20)}${inner}${pat.token.slice(21)}`, pat.token.slice(0, -1), 'tsk_pat_short']) {
+    for (const typo of [
+      `${pat.token.slice(0, -1)}${last}`,
+      `${pat.token.slice(0, 20)}${inner}${pat.token.slice(21)}`,
+      pat.token.slice(0, -1),
+      'tsk_pat_short',
+    ]) {
       const res = await service.http.get('/tasks').set('Authorization', `Bearer ${typo}`);
       expect(expectProblem(res, 401, 'unauthenticated').detail).toMatch(/malformed/);
     }
@@ -197,20 +314,28 @@ describe('authenticating with a token', () => {
   it('lastUsedAt is written on use, at most once a minute', async () => {
     const pat = await createPersonalToken(service, ada, ['tasks:read']);
     await service.http.get('/tasks').set('Authorization', pat.auth).expect(200);
-    const first = (await service.ctx.db.prisma.personalAccessToken.findUniqueOrThrow({ where: { id: pat.id } })).lastUsedAt;
+    const first = (await service.ctx.db.prisma.personalAccessToken.findUniqueOrThrow({ where: { id: pat.id } }))
+      .lastUsedAt;
     expect(first).not.toBeNull();
     await service.http.get('/tasks').set('Authorization', pat.auth).expect(200);
-    const second = (await service.ctx.db.prisma.personalAccessToken.findUniqueOrThrow({ where: { id: pat.id } })).lastUsedAt;
+    const second = (await service.ctx.db.prisma.personalAccessToken.findUniqueOrThrow({ where: { id: pat.id } }))
+      .lastUsedAt;
     expect(second?.getTime()).toBe(first?.getTime());
     // A minute later, the next use writes it again.
-    await service.ctx.db.prisma.personalAccessToken.update({ where: { id: pat.id }, data: { lastUsedAt: new Date(Date.now() - 61_000) } });
+    await service.ctx.db.prisma.personalAccessToken.update({
+      where: { id: pat.id },
+      data: { lastUsedAt: new Date(Date.now() - 61_000) },
+    });
     await service.http.get('/tasks').set('Authorization', pat.auth).expect(200);
-    const third = (await service.ctx.db.prisma.personalAccessToken.findUniqueOrThrow({ where: { id: pat.id } })).lastUsedAt;
+    const third = (await service.ctx.db.prisma.personalAccessToken.findUniqueOrThrow({ where: { id: pat.id } }))
+      .lastUsedAt;
     expect(third!.getTime()).toBeGreaterThan(Date.now() - 30_000);
   });
 
   it("a token acts with no more than its owner's rights: an admin's token without the admin scope sees only its owner's tasks", async () => {
-    const adasTask = (await service.http.post('/tasks').set('Authorization', ada.auth).send({ title: 'Ada only' }).expect(201)).body as { id: string };
+    const adasTask = (
+      await service.http.post('/tasks').set('Authorization', ada.auth).send({ title: 'Ada only' }).expect(201)
+    ).body as { id: string };
     const pat = await createPersonalToken(service, admin, ['tasks:read']);
     expectProblem(await service.http.get(`/tasks/${adasTask.id}`).set('Authorization', pat.auth), 404, 'not_found');
     const withAdmin = await createPersonalToken(service, admin, ['tasks:read', 'admin']);
@@ -221,7 +346,11 @@ describe('authenticating with a token', () => {
     const former = await registerAdmin(service);
     const pat = await createPersonalToken(service, former, ['admin', 'tasks:read']);
     await service.http.get('/users').set('Authorization', pat.auth).expect(200);
-    await service.http.patch(`/users/${former.user.id}`).set('Authorization', admin.auth).send({ role: 'user' }).expect(200);
+    await service.http
+      .patch(`/users/${former.user.id}`)
+      .set('Authorization', admin.auth)
+      .send({ role: 'user' })
+      .expect(200);
     expectProblem(await service.http.get('/users').set('Authorization', pat.auth), 403, 'forbidden');
     await service.http.get('/tasks').set('Authorization', pat.auth).expect(200);
   });
@@ -233,7 +362,9 @@ describe('authenticating with a token', () => {
     const other = request(buildApp(await createContext(service.ctx.config, service.ctx.db, pino({ level: 'silent' }))));
     await other.get('/tasks').set('Authorization', pat.auth).expect(200);
     await service.http.delete(`/users/${doomed.user.id}`).set('Authorization', doomed.auth).expect(204);
-    expect(expectProblem(await other.get('/tasks').set('Authorization', pat.auth), 401, 'unauthenticated').detail).toMatch(/revoked or unknown/);
+    expect(
+      expectProblem(await other.get('/tasks').set('Authorization', pat.auth), 401, 'unauthenticated').detail,
+    ).toMatch(/revoked or unknown/);
   });
 
   it('a token value is never logged, used or refused', async () => {
@@ -243,8 +374,15 @@ describe('authenticating with a token', () => {
     const pat = await createPersonalToken(service, ada, ['tasks:read']);
     await logged.get('/tasks').set('Authorization', pat.auth).expect(200);
     await logged.post('/tasks').set('Authorization', pat.auth).send({ title: 'x' }).expect(403);
-    await logged.get('/tasks').set('Authorization', `Bearer ${pat.token.slice(0, -1)}0`).expect(401);
-    const created = await logged.post('/tokens').set('Authorization', ada.auth).send({ name: 'logged?', scopes: ['tasks:read'] }).expect(201);
+    await logged
+      .get('/tasks')
+      .set('Authorization', `Bearer ${pat.token.slice(0, -1)}0`)
+      .expect(401);
+    const created = await logged
+      .post('/tokens')
+      .set('Authorization', ada.auth)
+      .send({ name: 'logged?', scopes: ['tasks:read'] })
+      .expect(201);
     expect(lines.length).toBeGreaterThan(0);
     const text = lines.join('\n');
     expect(text).not.toContain(pat.token.slice(8, 30));
@@ -263,7 +401,11 @@ describe('the live stream with a token', () => {
       expect(sse.status).toBe(200);
       // Each heartbeat checks the streams' credentials: two of them pass and the stream is still open.
       await sse.until((frames) => frames.filter((f) => f.comment === 'heartbeat').length >= 2, 5_000);
-      await served.service.http.post('/tasks').set('Authorization', owner.auth).send({ title: 'seen by the token' }).expect(201);
+      await served.service.http
+        .post('/tasks')
+        .set('Authorization', owner.auth)
+        .send({ title: 'seen by the token' })
+        .expect(201);
       await sse.until((frames) => eventCount(frames) === 1, 5_000);
       expect(sse.events()[0]?.type).toBe('task.created');
       await served.service.http.delete(`/tokens/${pat.id}`).set('Authorization', owner.auth).expect(204);

@@ -23,7 +23,9 @@ function challenge(header: unknown): Record<string, string> {
   const value = String(header);
   expect(value).toMatch(/^Bearer\b/);
   // RFC 6750 §3: a description is %x20-21 / %x23-5B / %x5D-7E (no quote, no backslash).
-  return Object.fromEntries([...value.matchAll(/(\w+)="([\x20\x21\x23-\x5b\x5d-\x7e]*)"/g)].map((m) => [m[1] ?? '', m[2] ?? '']));
+  return Object.fromEntries(
+    [...value.matchAll(/(\w+)="([\x20\x21\x23-\x5b\x5d-\x7e]*)"/g)].map((m) => [m[1] ?? '', m[2] ?? '']),
+  );
 }
 
 describe('401 unauthenticated says why', () => {
@@ -45,16 +47,24 @@ describe('401 unauthenticated says why', () => {
     const res = await me(`Bearer ${await expiredAccessToken(service, user.accessToken)}`);
     const problem = expectProblem(res, 401, 'unauthenticated');
     expect(problem.detail).toMatch(/expired/i);
-    expect(challenge(res.headers['www-authenticate'])).toEqual({ error: 'invalid_token', error_description: problem.detail });
+    expect(challenge(res.headers['www-authenticate'])).toEqual({
+      error: 'invalid_token',
+      error_description: problem.detail,
+    });
   });
 
   it('a logged-out session: detail and error_description say the session ended', async () => {
     const user = await registerUser(service);
-    expect((await service.http.post('/auth/logout').set('Authorization', `Bearer ${user.accessToken}`)).status).toBe(204);
+    expect((await service.http.post('/auth/logout').set('Authorization', `Bearer ${user.accessToken}`)).status).toBe(
+      204,
+    );
     const res = await me(`Bearer ${user.accessToken}`);
     const problem = expectProblem(res, 401, 'unauthenticated');
     expect(problem.detail).toMatch(/session has ended/i);
-    expect(challenge(res.headers['www-authenticate'])).toEqual({ error: 'invalid_token', error_description: problem.detail });
+    expect(challenge(res.headers['www-authenticate'])).toEqual({
+      error: 'invalid_token',
+      error_description: problem.detail,
+    });
   });
 
   it('a malformed, a wrongly signed and an empty bearer token are invalid_token, not "expired"', async () => {
@@ -64,14 +74,23 @@ describe('401 unauthenticated says why', () => {
       const res = await me(authorization);
       const problem = expectProblem(res, 401, 'unauthenticated');
       expect(problem.detail, authorization).toMatch(/malformed or not signed/i);
-      expect(challenge(res.headers['www-authenticate'])).toEqual({ error: 'invalid_token', error_description: problem.detail });
+      expect(challenge(res.headers['www-authenticate'])).toEqual({
+        error: 'invalid_token',
+        error_description: problem.detail,
+      });
     }
   });
 
   it('an expired token that is also forged is invalid, not expired', async () => {
     const user = await registerUser(service);
     const now = Math.floor(Date.now() / 1000);
-    const forged = await mintAccessToken(service, user.accessToken, { aud: 'elsewhere', iat: now - 1000, exp: now - 100 });
-    expect(expectProblem(await me(`Bearer ${forged}`), 401, 'unauthenticated').detail).toMatch(/malformed or not signed/i);
+    const forged = await mintAccessToken(service, user.accessToken, {
+      aud: 'elsewhere',
+      iat: now - 1000,
+      exp: now - 100,
+    });
+    expect(expectProblem(await me(`Bearer ${forged}`), 401, 'unauthenticated').detail).toMatch(
+      /malformed or not signed/i,
+    );
   });
 });

@@ -78,7 +78,11 @@ describe('users', () => {
       const byName = await registerUser(service, { name: `Keeper of Quokkas ${marker}` });
       await registerUser(service, { name: 'Someone Else' });
       const list = async (q: string) =>
-        ids(UserPageSchema.parse((await service.http.get('/users').query({ q }).set('Authorization', admin.auth).expect(200)).body).items);
+        ids(
+          UserPageSchema.parse(
+            (await service.http.get('/users').query({ q }).set('Authorization', admin.auth).expect(200)).body,
+          ).items,
+        );
       expect(await list(`QUOKKA.${marker.toUpperCase()}`)).toEqual([byEmail.user.id]);
       expect(await list(`qUOKKAS ${marker}`)).toEqual([byName.user.id]);
       expect(await list(marker.toUpperCase())).toEqual([byEmail.user.id, byName.user.id]);
@@ -90,32 +94,54 @@ describe('users', () => {
 
     it('filters by role, alone and with q', async () => {
       const user = await registerUser(service);
-      const admins = UserPageSchema.parse((await service.http.get('/users?role=admin&limit=100').set('Authorization', admin.auth).expect(200)).body);
+      const admins = UserPageSchema.parse(
+        (await service.http.get('/users?role=admin&limit=100').set('Authorization', admin.auth).expect(200)).body,
+      );
       expect(admins.items.length).toBeGreaterThan(0);
       expect(admins.items.every((u) => u.role === 'admin')).toBe(true);
       expect(ids(admins.items)).toContain(admin.user.id);
-      const users = UserPageSchema.parse((await service.http.get('/users?role=user&limit=100').set('Authorization', admin.auth).expect(200)).body);
+      const users = UserPageSchema.parse(
+        (await service.http.get('/users?role=user&limit=100').set('Authorization', admin.auth).expect(200)).body,
+      );
       expect(users.items.every((u) => u.role === 'user')).toBe(true);
       expect(ids(users.items)).toContain(user.user.id);
-      const none = await service.http.get('/users').query({ role: 'admin', q: user.email }).set('Authorization', admin.auth).expect(200);
+      const none = await service.http
+        .get('/users')
+        .query({ role: 'admin', q: user.email })
+        .set('Authorization', admin.auth)
+        .expect(200);
       expect(UserPageSchema.parse(none.body).items).toEqual([]);
-      expectProblem(await service.http.get('/users?role=root').set('Authorization', admin.auth), 400, 'validation_failed');
+      expectProblem(
+        await service.http.get('/users?role=root').set('Authorization', admin.auth),
+        400,
+        'validation_failed',
+      );
     });
 
     it.each(['0', '101', 'abc', '2.5', ''])('rejects limit=%j', async (limit) => {
-      const problem = expectProblem(await service.http.get(`/users?limit=${limit}`).set('Authorization', admin.auth), 400, 'validation_failed');
+      const problem = expectProblem(
+        await service.http.get(`/users?limit=${limit}`).set('Authorization', admin.auth),
+        400,
+        'validation_failed',
+      );
       expect(problem.errors?.map((e) => e.path)).toContain('query.limit');
     });
 
     it('rejects unknown query parameters', async () => {
-      expectProblem(await service.http.get('/users?sort=email').set('Authorization', admin.auth), 400, 'validation_failed');
+      expectProblem(
+        await service.http.get('/users?sort=email').set('Authorization', admin.auth),
+        400,
+        'validation_failed',
+      );
     });
 
     it('rejects forged cursors', async () => {
       const forged = [
         'not-a-cursor',
         Buffer.from('{"s":"id","v":null,"id":"nope"}').toString('base64url'),
-        Buffer.from(JSON.stringify({ s: '-createdAt', v: new Date().toISOString(), id: uuidv7() })).toString('base64url'),
+        Buffer.from(JSON.stringify({ s: '-createdAt', v: new Date().toISOString(), id: uuidv7() })).toString(
+          'base64url',
+        ),
         Buffer.from('[]').toString('base64url'),
       ];
       for (const cursor of forged) {
@@ -139,10 +165,18 @@ describe('users', () => {
       const alice = await registerUser(service);
       const bob = await registerUser(service);
       expectProblem(await service.http.get(`/users/${bob.user.id}`).set('Authorization', alice.auth), 404, 'not_found');
-      expectProblem(await service.http.get(`/users/${admin.user.id}`).set('Authorization', alice.auth), 404, 'not_found');
+      expectProblem(
+        await service.http.get(`/users/${admin.user.id}`).set('Authorization', alice.auth),
+        404,
+        'not_found',
+      );
       expectProblem(await service.http.get(`/users/${uuidv7()}`).set('Authorization', admin.auth), 404, 'not_found');
       expectProblem(await service.http.get(`/users/${uuidv7()}`).set('Authorization', alice.auth), 404, 'not_found');
-      const malformed = expectProblem(await service.http.get('/users/not-a-uuid').set('Authorization', admin.auth), 400, 'validation_failed');
+      const malformed = expectProblem(
+        await service.http.get('/users/not-a-uuid').set('Authorization', admin.auth),
+        400,
+        'validation_failed',
+      );
       expect(malformed.errors?.map((e) => e.path)).toEqual(['path.user_id']);
       expectProblem(await service.http.get(`/users/${bob.user.id}`), 401, 'unauthenticated');
     });
@@ -158,15 +192,26 @@ describe('users', () => {
       bob = await registerUser(service);
       const carol = await registerUser(service);
       a1 = await createTask(service, alice, { title: 'a1 owned' });
-      a2 = await createTask(service, alice, { title: 'a2 owned, given to bob', status: 'done', assigneeId: bob.user.id });
-      b1 = await createTask(service, bob, { title: 'b1 bob gives to alice', status: 'in_progress', assigneeId: alice.user.id });
+      a2 = await createTask(service, alice, {
+        title: 'a2 owned, given to bob',
+        status: 'done',
+        assigneeId: bob.user.id,
+      });
+      b1 = await createTask(service, bob, {
+        title: 'b1 bob gives to alice',
+        status: 'in_progress',
+        assigneeId: alice.user.id,
+      });
       await createTask(service, bob, { title: 'b2 bob keeps' });
       await createTask(service, carol, { title: 'c1 carol keeps', assigneeId: carol.user.id });
       a3 = await createTask(service, alice, { title: 'a3 owned and self-assigned', assigneeId: alice.user.id });
     });
 
     const listIds = async (caller: TestUser, userId: string, query = '') => {
-      const res = await service.http.get(`/users/${userId}/tasks${query}`).set('Authorization', caller.auth).expect(200);
+      const res = await service.http
+        .get(`/users/${userId}/tasks${query}`)
+        .set('Authorization', caller.auth)
+        .expect(200);
       return ids(TaskPageSchema.parse(res.body).items);
     };
 
@@ -179,7 +224,11 @@ describe('users', () => {
       expect(await listIds(alice, alice.user.id, '?relation=owner')).toEqual(ids([a3, a2, a1]));
       expect(await listIds(alice, alice.user.id, '?relation=assignee')).toEqual(ids([a3, b1]));
       expect(await listIds(bob, bob.user.id, '?relation=assignee')).toEqual(ids([a2]));
-      expectProblem(await service.http.get(`/users/${alice.user.id}/tasks?relation=watcher`).set('Authorization', alice.auth), 400, 'validation_failed');
+      expectProblem(
+        await service.http.get(`/users/${alice.user.id}/tasks?relation=watcher`).set('Authorization', alice.auth),
+        400,
+        'validation_failed',
+      );
     });
 
     it('applies the filters and sort of GET /tasks', async () => {
@@ -189,27 +238,61 @@ describe('users', () => {
       expect(await listIds(alice, alice.user.id, '?relation=assignee&status=done')).toEqual([]);
       expect(await listIds(alice, alice.user.id, '?q=GIVES')).toEqual(ids([b1]));
       expect(await listIds(alice, alice.user.id, '?sort=title')).toEqual(ids([a1, a2, a3, b1]));
-      expectProblem(await service.http.get(`/users/${alice.user.id}/tasks?status=finished`).set('Authorization', alice.auth), 400, 'validation_failed');
+      expectProblem(
+        await service.http.get(`/users/${alice.user.id}/tasks?status=finished`).set('Authorization', alice.auth),
+        400,
+        'validation_failed',
+      );
     });
 
     it('paginates with nextCursor and Link, keeping the query', async () => {
-      const pages = await walkPages(service, alice.auth, `/users/${alice.user.id}/tasks?limit=2&relation=any`, TaskPageSchema);
+      const pages = await walkPages(
+        service,
+        alice.auth,
+        `/users/${alice.user.id}/tasks?limit=2&relation=any`,
+        TaskPageSchema,
+      );
       expect(pages.map((page) => ids(page))).toEqual([ids([a3, b1]), ids([a2, a1])]);
-      const owned = await walkPages(service, alice.auth, `/users/${alice.user.id}/tasks?limit=1&relation=owner&sort=title`, TaskPageSchema);
+      const owned = await walkPages(
+        service,
+        alice.auth,
+        `/users/${alice.user.id}/tasks?limit=1&relation=owner&sort=title`,
+        TaskPageSchema,
+      );
       expect(owned.map((page) => ids(page))).toEqual([[a1.id], [a2.id], [a3.id]]);
-      expectProblem(await service.http.get(`/users/${alice.user.id}/tasks?limit=0`).set('Authorization', alice.auth), 400, 'validation_failed');
-      expectProblem(await service.http.get(`/users/${alice.user.id}/tasks?cursor=forged`).set('Authorization', alice.auth), 400, 'validation_failed');
+      expectProblem(
+        await service.http.get(`/users/${alice.user.id}/tasks?limit=0`).set('Authorization', alice.auth),
+        400,
+        'validation_failed',
+      );
+      expectProblem(
+        await service.http.get(`/users/${alice.user.id}/tasks?cursor=forged`).set('Authorization', alice.auth),
+        400,
+        'validation_failed',
+      );
     });
 
     it('lets an admin list any user’s tasks, with the same scope', async () => {
       expect(await listIds(admin, alice.user.id)).toEqual(ids([a3, b1, a2, a1]));
       expect(await listIds(admin, bob.user.id, '?relation=owner&status=done')).toEqual([]);
-      expectProblem(await service.http.get(`/users/${uuidv7()}/tasks`).set('Authorization', admin.auth), 404, 'not_found');
+      expectProblem(
+        await service.http.get(`/users/${uuidv7()}/tasks`).set('Authorization', admin.auth),
+        404,
+        'not_found',
+      );
     });
 
     it('hides another user’s tasks (404)', async () => {
-      expectProblem(await service.http.get(`/users/${alice.user.id}/tasks`).set('Authorization', bob.auth), 404, 'not_found');
-      expectProblem(await service.http.get('/users/nope/tasks').set('Authorization', bob.auth), 400, 'validation_failed');
+      expectProblem(
+        await service.http.get(`/users/${alice.user.id}/tasks`).set('Authorization', bob.auth),
+        404,
+        'not_found',
+      );
+      expectProblem(
+        await service.http.get('/users/nope/tasks').set('Authorization', bob.auth),
+        400,
+        'validation_failed',
+      );
     });
   });
 
@@ -219,7 +302,12 @@ describe('users', () => {
       const res = await service.http
         .post('/users')
         .set('Authorization', admin.auth)
-        .send({ email: `  ${email.toUpperCase()} `, password: 'a fine password', name: ' Created Admin ', role: 'admin' })
+        .send({
+          email: `  ${email.toUpperCase()} `,
+          password: 'a fine password',
+          name: ' Created Admin ',
+          role: 'admin',
+        })
         .expect(201);
       const created = UserSchema.parse(res.body);
       expect(res.get('Location')).toBe(`/users/${created.id}`);
@@ -232,7 +320,11 @@ describe('users', () => {
     });
 
     it('creates plain users by default', async () => {
-      const res = await service.http.post('/users').set('Authorization', admin.auth).send({ email: uniqueEmail(), password: 'a fine password', name: 'Plain' }).expect(201);
+      const res = await service.http
+        .post('/users')
+        .set('Authorization', admin.auth)
+        .send({ email: uniqueEmail(), password: 'a fine password', name: 'Plain' })
+        .expect(201);
       expect(UserSchema.parse(res.body).role).toBe('user');
     });
 
@@ -265,7 +357,11 @@ describe('users', () => {
         [{ ...valid, name: '   ' }, 'body.name'],
       ];
       for (const [body, path] of cases) {
-        const problem = expectProblem(await service.http.post('/users').set('Authorization', admin.auth).send(body), 400, 'validation_failed');
+        const problem = expectProblem(
+          await service.http.post('/users').set('Authorization', admin.auth).send(body),
+          400,
+          'validation_failed',
+        );
         expect(problem.errors?.map((e) => e.path)).toContain(path);
       }
       expect(await service.ctx.db.prisma.user.count({ where: { email: valid.email } })).toBe(0);
@@ -282,18 +378,33 @@ describe('users', () => {
         .send({ email: email.toUpperCase(), name: 'Alice Renamed' })
         .expect(200);
       const updated = UserSchema.parse(res.body);
-      expect(updated).toMatchObject({ id: alice.user.id, email, name: 'Alice Renamed', role: 'user', createdAt: alice.user.createdAt });
+      expect(updated).toMatchObject({
+        id: alice.user.id,
+        email,
+        name: 'Alice Renamed',
+        role: 'user',
+        createdAt: alice.user.createdAt,
+      });
       expect(Date.parse(updated.updatedAt)).toBeGreaterThanOrEqual(Date.parse(alice.user.updatedAt));
       await login(service, email, alice.password);
     });
 
     it('requires both email and name', async () => {
       const alice = await registerUser(service);
-      const missingName = await service.http.put(`/users/${alice.user.id}`).set('Authorization', alice.auth).send({ email: uniqueEmail() });
+      const missingName = await service.http
+        .put(`/users/${alice.user.id}`)
+        .set('Authorization', alice.auth)
+        .send({ email: uniqueEmail() });
       expect(expectProblem(missingName, 400, 'validation_failed').errors?.map((e) => e.path)).toEqual(['body.name']);
-      const missingEmail = await service.http.put(`/users/${alice.user.id}`).set('Authorization', alice.auth).send({ name: 'Only Name' });
+      const missingEmail = await service.http
+        .put(`/users/${alice.user.id}`)
+        .set('Authorization', alice.auth)
+        .send({ name: 'Only Name' });
       expect(expectProblem(missingEmail, 400, 'validation_failed').errors?.map((e) => e.path)).toEqual(['body.email']);
-      const withId = await service.http.put(`/users/${alice.user.id}`).set('Authorization', alice.auth).send({ email: alice.email, name: 'X', id: uuidv7() });
+      const withId = await service.http
+        .put(`/users/${alice.user.id}`)
+        .set('Authorization', alice.auth)
+        .send({ email: alice.email, name: 'X', id: uuidv7() });
       expectProblem(withId, 400, 'validation_failed');
       const unchanged = await service.http.get(`/users/${alice.user.id}`).set('Authorization', alice.auth).expect(200);
       expect(UserSchema.parse(unchanged.body)).toEqual(alice.user);
@@ -326,16 +437,25 @@ describe('users', () => {
         .set('Authorization', alice.auth)
         .send({ email: alice.email, name: 'Same Role', role: 'user' });
       expectProblem(same, 400, 'validation_failed');
-      expect((await service.http.get(`/users/${alice.user.id}`).set('Authorization', alice.auth).expect(200)).body.name).not.toBe('Same Role');
+      expect(
+        (await service.http.get(`/users/${alice.user.id}`).set('Authorization', alice.auth).expect(200)).body.name,
+      ).not.toBe('Same Role');
       // An admin's PUT without role leaves it alone.
-      const kept = await service.http.put(`/users/${alice.user.id}`).set('Authorization', admin.auth).send({ email: alice.email, name: 'Kept' }).expect(200);
+      const kept = await service.http
+        .put(`/users/${alice.user.id}`)
+        .set('Authorization', admin.auth)
+        .send({ email: alice.email, name: 'Kept' })
+        .expect(200);
       expect(UserSchema.parse(kept.body).role).toBe('user');
     });
 
     it('answers 409 email_taken for another account’s email', async () => {
       const alice = await registerUser(service);
       const bob = await registerUser(service);
-      const res = await service.http.put(`/users/${alice.user.id}`).set('Authorization', alice.auth).send({ email: bob.email.toUpperCase(), name: 'Copycat' });
+      const res = await service.http
+        .put(`/users/${alice.user.id}`)
+        .set('Authorization', alice.auth)
+        .send({ email: bob.email.toUpperCase(), name: 'Copycat' });
       expectProblem(res, 409, 'email_taken');
       const unchanged = await service.http.get(`/users/${alice.user.id}`).set('Authorization', alice.auth).expect(200);
       expect(UserSchema.parse(unchanged.body).email).toBe(alice.email);
@@ -344,8 +464,22 @@ describe('users', () => {
     it('hides other users (404)', async () => {
       const alice = await registerUser(service);
       const bob = await registerUser(service);
-      expectProblem(await service.http.put(`/users/${bob.user.id}`).set('Authorization', alice.auth).send({ email: uniqueEmail(), name: 'Hijack' }), 404, 'not_found');
-      expectProblem(await service.http.put(`/users/${uuidv7()}`).set('Authorization', admin.auth).send({ email: uniqueEmail(), name: 'Ghost' }), 404, 'not_found');
+      expectProblem(
+        await service.http
+          .put(`/users/${bob.user.id}`)
+          .set('Authorization', alice.auth)
+          .send({ email: uniqueEmail(), name: 'Hijack' }),
+        404,
+        'not_found',
+      );
+      expectProblem(
+        await service.http
+          .put(`/users/${uuidv7()}`)
+          .set('Authorization', admin.auth)
+          .send({ email: uniqueEmail(), name: 'Ghost' }),
+        404,
+        'not_found',
+      );
       const stillBob = await service.http.get(`/users/${bob.user.id}`).set('Authorization', bob.auth).expect(200);
       expect(UserSchema.parse(stillBob.body)).toEqual(bob.user);
     });
@@ -355,12 +489,24 @@ describe('users', () => {
     it('changes only the fields sent', async () => {
       const alice = await registerUser(service, { name: 'Alice' });
       const renamed = UserSchema.parse(
-        (await service.http.patch(`/users/${alice.user.id}`).set('Authorization', alice.auth).send({ name: 'Alice Two' }).expect(200)).body,
+        (
+          await service.http
+            .patch(`/users/${alice.user.id}`)
+            .set('Authorization', alice.auth)
+            .send({ name: 'Alice Two' })
+            .expect(200)
+        ).body,
       );
       expect(renamed).toMatchObject({ email: alice.email, name: 'Alice Two', role: 'user' });
       const email = uniqueEmail('patched');
       const moved = UserSchema.parse(
-        (await service.http.patch(`/users/${alice.user.id}`).set('Authorization', alice.auth).send({ email: ` ${email.toUpperCase()}` }).expect(200)).body,
+        (
+          await service.http
+            .patch(`/users/${alice.user.id}`)
+            .set('Authorization', alice.auth)
+            .send({ email: ` ${email.toUpperCase()}` })
+            .expect(200)
+        ).body,
       );
       expect(moved).toMatchObject({ email, name: 'Alice Two' });
       const merged = await service.http
@@ -376,7 +522,11 @@ describe('users', () => {
     it('keeps updatedAt when nothing changes', async () => {
       const alice = await registerUser(service, { name: 'Same' });
       for (const body of [{}, { name: 'Same' }, { email: alice.email }]) {
-        const res = await service.http.patch(`/users/${alice.user.id}`).set('Authorization', alice.auth).send(body).expect(200);
+        const res = await service.http
+          .patch(`/users/${alice.user.id}`)
+          .set('Authorization', alice.auth)
+          .send(body)
+          .expect(200);
         expect(UserSchema.parse(res.body).updatedAt).toBe(alice.user.updatedAt);
       }
     });
@@ -384,9 +534,26 @@ describe('users', () => {
     it('rejects invalid fields and conflicting emails', async () => {
       const alice = await registerUser(service);
       const bob = await registerUser(service);
-      expectProblem(await service.http.patch(`/users/${alice.user.id}`).set('Authorization', alice.auth).send({ email: bob.email.toUpperCase() }), 409, 'email_taken');
-      for (const body of [{ id: uuidv7() }, { updatedAt: new Date().toISOString() }, { name: '' }, { email: 'nope' }, { password: 'short', currentPassword: alice.password }]) {
-        expectProblem(await service.http.patch(`/users/${alice.user.id}`).set('Authorization', alice.auth).send(body), 400, 'validation_failed');
+      expectProblem(
+        await service.http
+          .patch(`/users/${alice.user.id}`)
+          .set('Authorization', alice.auth)
+          .send({ email: bob.email.toUpperCase() }),
+        409,
+        'email_taken',
+      );
+      for (const body of [
+        { id: uuidv7() },
+        { updatedAt: new Date().toISOString() },
+        { name: '' },
+        { email: 'nope' },
+        { password: 'short', currentPassword: alice.password },
+      ]) {
+        expectProblem(
+          await service.http.patch(`/users/${alice.user.id}`).set('Authorization', alice.auth).send(body),
+          400,
+          'validation_failed',
+        );
       }
       const unchanged = await service.http.get(`/users/${alice.user.id}`).set('Authorization', alice.auth).expect(200);
       expect(UserSchema.parse(unchanged.body)).toEqual(alice.user);
@@ -399,20 +566,35 @@ describe('users', () => {
       const newPassword = 'a brand new password';
 
       const missing = await service.http.patch(path).set('Authorization', grace.auth).send({ password: newPassword });
-      expect(expectProblem(missing, 400, 'validation_failed').errors?.map((e) => e.path)).toEqual(['body.currentPassword']);
-      const wrong = await service.http.patch(path).set('Authorization', grace.auth).send({ password: newPassword, currentPassword: 'not the password' });
-      expect(expectProblem(wrong, 400, 'validation_failed').errors?.map((e) => e.path)).toEqual(['body.currentPassword']);
+      expect(expectProblem(missing, 400, 'validation_failed').errors?.map((e) => e.path)).toEqual([
+        'body.currentPassword',
+      ]);
+      const wrong = await service.http
+        .patch(path)
+        .set('Authorization', grace.auth)
+        .send({ password: newPassword, currentPassword: 'not the password' });
+      expect(expectProblem(wrong, 400, 'validation_failed').errors?.map((e) => e.path)).toEqual([
+        'body.currentPassword',
+      ]);
       // The failed attempts changed nothing.
       await login(service, grace.email, grace.password);
       await service.http.get('/auth/me').set('Authorization', other.auth).expect(200);
 
-      const changed = await service.http.patch(path).set('Authorization', grace.auth).send({ password: newPassword, currentPassword: grace.password }).expect(200);
+      const changed = await service.http
+        .patch(path)
+        .set('Authorization', grace.auth)
+        .send({ password: newPassword, currentPassword: grace.password })
+        .expect(200);
       expect(Object.keys(changed.body)).not.toContain('passwordHash');
       expect(UserSchema.parse(changed.body).id).toBe(grace.user.id);
 
       await service.http.get('/auth/me').set('Authorization', grace.auth).expect(200);
       expectProblem(await service.http.get('/auth/me').set('Authorization', other.auth), 401, 'unauthenticated');
-      expectProblem(await service.http.post('/auth/refresh').send({ refreshToken: other.refreshToken }), 401, 'unauthenticated');
+      expectProblem(
+        await service.http.post('/auth/refresh').send({ refreshToken: other.refreshToken }),
+        401,
+        'unauthenticated',
+      );
       await service.http.post('/auth/refresh').send({ refreshToken: grace.refreshToken }).expect(200);
       expectProblem(await loginRequest(service, grace.email, grace.password), 401, 'invalid_credentials');
       await login(service, grace.email, newPassword);
@@ -423,10 +605,16 @@ describe('users', () => {
       const path = `/users/${mallory.user.id}`;
       const { maxFailuresPerAccountAddress } = service.ctx.config.loginThrottle;
       for (let i = 0; i < maxFailuresPerAccountAddress; i++) {
-        const guess = await service.http.patch(path).set('Authorization', mallory.auth).send({ password: 'taken over!', currentPassword: `guess ${i}` });
+        const guess = await service.http
+          .patch(path)
+          .set('Authorization', mallory.auth)
+          .send({ password: 'taken over!', currentPassword: `guess ${i}` });
         expectProblem(guess, 400, 'validation_failed');
       }
-      const blocked = await service.http.patch(path).set('Authorization', mallory.auth).send({ password: 'taken over!', currentPassword: mallory.password });
+      const blocked = await service.http
+        .patch(path)
+        .set('Authorization', mallory.auth)
+        .send({ password: 'taken over!', currentPassword: mallory.password });
       expectProblem(blocked, 429, 'rate_limited');
       expect(Number(blocked.get('Retry-After'))).toBeGreaterThan(0);
       expectProblem(await loginRequest(service, mallory.email, mallory.password), 429, 'rate_limited');
@@ -437,7 +625,11 @@ describe('users', () => {
     it('lets an admin reset another user’s password without theirs, revoking all that user’s sessions', async () => {
       const heidi = await registerUser(service);
       const second = await login(service, heidi.email, heidi.password);
-      const res = await service.http.patch(`/users/${heidi.user.id}`).set('Authorization', admin.auth).send({ password: 'reset by the admin' }).expect(200);
+      const res = await service.http
+        .patch(`/users/${heidi.user.id}`)
+        .set('Authorization', admin.auth)
+        .send({ password: 'reset by the admin' })
+        .expect(200);
       expect(UserSchema.parse(res.body).id).toBe(heidi.user.id);
       for (const session of [heidi, second]) {
         expectProblem(await service.http.get('/auth/me').set('Authorization', session.auth), 401, 'unauthenticated');
@@ -457,11 +649,19 @@ describe('users', () => {
       }
       expectProblem(await service.http.get('/users').set('Authorization', ivan.auth), 403, 'forbidden');
 
-      const promoted = await service.http.patch(path).set('Authorization', admin.auth).send({ role: 'admin' }).expect(200);
+      const promoted = await service.http
+        .patch(path)
+        .set('Authorization', admin.auth)
+        .send({ role: 'admin' })
+        .expect(200);
       expect(UserSchema.parse(promoted.body).role).toBe('admin');
       // The role is read per request: the existing token now carries admin rights.
       await service.http.get('/users').set('Authorization', ivan.auth).expect(200);
-      const demoted = await service.http.patch(path).set('Authorization', admin.auth).send({ role: 'user' }).expect(200);
+      const demoted = await service.http
+        .patch(path)
+        .set('Authorization', admin.auth)
+        .send({ role: 'user' })
+        .expect(200);
       expect(UserSchema.parse(demoted.body).role).toBe('user');
       expectProblem(await service.http.get('/users').set('Authorization', ivan.auth), 403, 'forbidden');
     });
@@ -469,9 +669,24 @@ describe('users', () => {
     it('hides other users (404)', async () => {
       const alice = await registerUser(service);
       const bob = await registerUser(service);
-      expectProblem(await service.http.patch(`/users/${bob.user.id}`).set('Authorization', alice.auth).send({ name: 'Hijack' }), 404, 'not_found');
-      expectProblem(await service.http.patch(`/users/${bob.user.id}`).set('Authorization', alice.auth).send({ password: 'takeover pass' }), 404, 'not_found');
-      expectProblem(await service.http.patch(`/users/${admin.user.id}`).set('Authorization', alice.auth).send({ role: 'user' }), 404, 'not_found');
+      expectProblem(
+        await service.http.patch(`/users/${bob.user.id}`).set('Authorization', alice.auth).send({ name: 'Hijack' }),
+        404,
+        'not_found',
+      );
+      expectProblem(
+        await service.http
+          .patch(`/users/${bob.user.id}`)
+          .set('Authorization', alice.auth)
+          .send({ password: 'takeover pass' }),
+        404,
+        'not_found',
+      );
+      expectProblem(
+        await service.http.patch(`/users/${admin.user.id}`).set('Authorization', alice.auth).send({ role: 'user' }),
+        404,
+        'not_found',
+      );
       await login(service, bob.email, bob.password);
     });
   });
@@ -481,14 +696,17 @@ describe('users', () => {
       const dave = await registerUser(service);
       const erin = await registerUser(service);
       const second = await login(service, dave.email, dave.password);
-      const tag = TagSchema.parse((await service.http.post('/tags').set('Authorization', dave.auth).send({ name: 'Home' }).expect(201)).body);
+      const tag = TagSchema.parse(
+        (await service.http.post('/tags').set('Authorization', dave.auth).send({ name: 'Home' }).expect(201)).body,
+      );
       const tagged = await createTask(service, dave, { tagIds: [tag.id] });
       const plain = await createTask(service, dave, { assigneeId: erin.user.id });
       const erinsTask = await createTask(service, erin, { assigneeId: dave.user.id });
       const onOwnTask = await upload(service, dave, tagged.id, 'own.txt');
       const onErinsTask = await upload(service, dave, erinsTask.id, 'as-assignee.txt');
       const erinsOwn = await upload(service, erin, erinsTask.id, 'erins.txt');
-      const keyOf = async (id: string) => (await service.ctx.db.prisma.attachment.findUniqueOrThrow({ where: { id } })).storageKey;
+      const keyOf = async (id: string) =>
+        (await service.ctx.db.prisma.attachment.findUniqueOrThrow({ where: { id } })).storageKey;
       const goneKeys = [await keyOf(onOwnTask.id), await keyOf(onErinsTask.id)];
       const keptKey = await keyOf(erinsOwn.id);
 
@@ -497,22 +715,42 @@ describe('users', () => {
 
       for (const session of [dave, second]) {
         expectProblem(await service.http.get('/auth/me').set('Authorization', session.auth), 401, 'unauthenticated');
-        expectProblem(await service.http.post('/auth/refresh').send({ refreshToken: session.refreshToken }), 401, 'unauthenticated');
+        expectProblem(
+          await service.http.post('/auth/refresh').send({ refreshToken: session.refreshToken }),
+          401,
+          'unauthenticated',
+        );
       }
       expectProblem(await loginRequest(service, dave.email, dave.password), 401, 'invalid_credentials');
-      expectProblem(await service.http.get(`/users/${dave.user.id}`).set('Authorization', admin.auth), 404, 'not_found');
+      expectProblem(
+        await service.http.get(`/users/${dave.user.id}`).set('Authorization', admin.auth),
+        404,
+        'not_found',
+      );
       for (const task of [tagged, plain]) {
         expectProblem(await service.http.get(`/tasks/${task.id}`).set('Authorization', admin.auth), 404, 'not_found');
       }
       expectProblem(await service.http.get(`/tags/${tag.id}`).set('Authorization', admin.auth), 404, 'not_found');
       const kept = await service.http.get(`/tasks/${erinsTask.id}`).set('Authorization', erin.auth).expect(200);
       // Erin's task lost its assignee and one attachment: a new version.
-      expect(TaskSchema.parse(kept.body)).toMatchObject({ id: erinsTask.id, ownerId: erin.user.id, assigneeId: null, version: erinsTask.version + 3 });
+      expect(TaskSchema.parse(kept.body)).toMatchObject({
+        id: erinsTask.id,
+        ownerId: erin.user.id,
+        assigneeId: null,
+        version: erinsTask.version + 3,
+      });
 
       for (const attachment of [onOwnTask, onErinsTask]) {
-        expectProblem(await service.http.get(`/attachments/${attachment.id}`).set('Authorization', admin.auth), 404, 'not_found');
+        expectProblem(
+          await service.http.get(`/attachments/${attachment.id}`).set('Authorization', admin.auth),
+          404,
+          'not_found',
+        );
       }
-      const remaining = await service.http.get(`/tasks/${erinsTask.id}/attachments`).set('Authorization', erin.auth).expect(200);
+      const remaining = await service.http
+        .get(`/tasks/${erinsTask.id}/attachments`)
+        .set('Authorization', erin.auth)
+        .expect(200);
       expect(ids(listOf(AttachmentSchema).parse(remaining.body).items)).toEqual([erinsOwn.id]);
       for (const key of goneKeys) expect(await service.ctx.attachmentStorage.open(key)).toBeUndefined();
       const keptBytes = await service.ctx.attachmentStorage.open(keptKey);
@@ -537,8 +775,16 @@ describe('users', () => {
     it('hides other users (404) and tells malformed ids (400) from unknown ones (404)', async () => {
       const alice = await registerUser(service);
       const bob = await registerUser(service);
-      expectProblem(await service.http.delete(`/users/${bob.user.id}`).set('Authorization', alice.auth), 404, 'not_found');
-      expectProblem(await service.http.delete(`/users/${admin.user.id}`).set('Authorization', alice.auth), 404, 'not_found');
+      expectProblem(
+        await service.http.delete(`/users/${bob.user.id}`).set('Authorization', alice.auth),
+        404,
+        'not_found',
+      );
+      expectProblem(
+        await service.http.delete(`/users/${admin.user.id}`).set('Authorization', alice.auth),
+        404,
+        'not_found',
+      );
       await service.http.get('/auth/me').set('Authorization', bob.auth).expect(200);
       expectProblem(await service.http.delete(`/users/${uuidv7()}`).set('Authorization', admin.auth), 404, 'not_found');
       expectProblem(await service.http.delete('/users/123').set('Authorization', admin.auth), 400, 'validation_failed');
@@ -560,8 +806,19 @@ describe('the last admin', () => {
   it('cannot be demoted or deleted', async () => {
     expect(await adminCount(service)).toBe(1);
     const path = `/users/${admin.user.id}`;
-    expectProblem(await service.http.patch(path).set('Authorization', admin.auth).send({ role: 'user' }), 409, 'last_admin');
-    expectProblem(await service.http.put(path).set('Authorization', admin.auth).send({ email: admin.email, name: 'Still Admin', role: 'user' }), 409, 'last_admin');
+    expectProblem(
+      await service.http.patch(path).set('Authorization', admin.auth).send({ role: 'user' }),
+      409,
+      'last_admin',
+    );
+    expectProblem(
+      await service.http
+        .put(path)
+        .set('Authorization', admin.auth)
+        .send({ email: admin.email, name: 'Still Admin', role: 'user' }),
+      409,
+      'last_admin',
+    );
     expectProblem(await service.http.delete(path).set('Authorization', admin.auth), 409, 'last_admin');
     const self = await service.http.get(path).set('Authorization', admin.auth).expect(200);
     expect(UserSchema.parse(self.body)).toMatchObject({ role: 'admin', name: admin.user.name });
@@ -569,12 +826,28 @@ describe('the last admin', () => {
 
   it('can step down once another admin exists, who is then the last', async () => {
     const email = uniqueEmail('second-admin');
-    await service.http.post('/users').set('Authorization', admin.auth).send({ email, password: 'second admin pass', name: 'Second', role: 'admin' }).expect(201);
+    await service.http
+      .post('/users')
+      .set('Authorization', admin.auth)
+      .send({ email, password: 'second admin pass', name: 'Second', role: 'admin' })
+      .expect(201);
     const second = await login(service, email, 'second admin pass');
-    const demoted = await service.http.patch(`/users/${admin.user.id}`).set('Authorization', admin.auth).send({ role: 'user' }).expect(200);
+    const demoted = await service.http
+      .patch(`/users/${admin.user.id}`)
+      .set('Authorization', admin.auth)
+      .send({ role: 'user' })
+      .expect(200);
     expect(UserSchema.parse(demoted.body).role).toBe('user');
-    expectProblem(await service.http.delete(`/users/${second.user.id}`).set('Authorization', second.auth), 409, 'last_admin');
-    expectProblem(await service.http.patch(`/users/${second.user.id}`).set('Authorization', second.auth).send({ role: 'user' }), 409, 'last_admin');
+    expectProblem(
+      await service.http.delete(`/users/${second.user.id}`).set('Authorization', second.auth),
+      409,
+      'last_admin',
+    );
+    expectProblem(
+      await service.http.patch(`/users/${second.user.id}`).set('Authorization', second.auth).send({ role: 'user' }),
+      409,
+      'last_admin',
+    );
     // Deleting a plain user is unaffected.
     await service.http.delete(`/users/${admin.user.id}`).set('Authorization', second.auth).expect(204);
     expect(await adminCount(service)).toBe(1);
@@ -595,7 +868,11 @@ describe('two admins removing each other at once', () => {
   /** Makes a second admin with survivor's help, so that exactly two exist. */
   async function partner() {
     const email = uniqueEmail('partner');
-    await service.http.post('/users').set('Authorization', survivor.auth).send({ email, password: 'partner password', name: 'Partner', role: 'admin' }).expect(201);
+    await service.http
+      .post('/users')
+      .set('Authorization', survivor.auth)
+      .send({ email, password: 'partner password', name: 'Partner', role: 'admin' })
+      .expect(201);
     expect(await adminCount(service)).toBe(2);
     return login(service, email, 'partner password');
   }

@@ -36,7 +36,11 @@ describe('verify(): the contract tests anyone can run', () => {
     const [lookups, connections] = [offline.lookups.length, offline.connections.length];
     const report = await verify({ baseUrl: served.baseUrl });
     const webhookResults = report.results.filter((result) => result.operation.startsWith('webhooks.'));
-    expect(Object.fromEntries(webhookResults.map((result) => [result.operation, result.passed ? result.statuses : result.problems]))).toEqual({
+    expect(
+      Object.fromEntries(
+        webhookResults.map((result) => [result.operation, result.passed ? result.statuses : result.problems]),
+      ),
+    ).toEqual({
       'webhooks.create': [201],
       'webhooks.list': [200],
       'webhooks.get': [200, 404],
@@ -65,14 +69,19 @@ describe('verify(): the contract tests anyone can run', () => {
     };
     const report = await verify({ baseUrl: served.baseUrl, fetch: drifted });
     expect(report.passed).toBe(false);
-    const failed = Object.fromEntries(report.results.filter((result) => !result.passed).map((result) => [result.operation, result.problems.join('; ')]));
+    const failed = Object.fromEntries(
+      report.results.filter((result) => !result.passed).map((result) => [result.operation, result.problems.join('; ')]),
+    );
     expect(Object.keys(failed).sort()).toEqual(['tags.list', 'tasks.get']);
     expect(failed['tags.list']).toMatch(/status 202 is not declared/);
     expect(failed['tasks.get']).toMatch(/body\.version/);
   });
 
   it('reports every operation as failed, not skipped, when the service cannot be reached', async () => {
-    const report = await verify({ baseUrl: 'http://127.0.0.1:9', fetch: () => Promise.reject(new TypeError('fetch failed')) });
+    const report = await verify({
+      baseUrl: 'http://127.0.0.1:9',
+      fetch: () => Promise.reject(new TypeError('fetch failed')),
+    });
     expect(report.passed).toBe(false);
     expect(report.results).toHaveLength(operationCount);
     expect(report.results.every((result) => !result.passed)).toBe(true);

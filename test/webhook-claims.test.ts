@@ -10,7 +10,11 @@ import { registerUser, type TestUser } from './support/users.js';
 
 let service: TestService;
 beforeAll(async () => {
-  service = await startService({ WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', WEBHOOK_MAX_IN_FLIGHT: '16', USER_MAX_WEBHOOKS: '100' });
+  service = await startService({
+    WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+    WEBHOOK_MAX_IN_FLIGHT: '16',
+    USER_MAX_WEBHOOKS: '100',
+  });
 });
 afterAll(() => service.close());
 
@@ -40,7 +44,12 @@ async function inFlight(user: TestUser, n: number): Promise<void> {
 }
 
 const ownerOf = async (deliveryId: string) =>
-  (await service.ctx.db.sql.rows<{ owner_id: string }>('SELECT w.owner_id::text FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id WHERE d.id = $1', [deliveryId]))[0]?.owner_id;
+  (
+    await service.ctx.db.sql.rows<{ owner_id: string }>(
+      'SELECT w.owner_id::text FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id WHERE d.id = $1',
+      [deliveryId],
+    )
+  )[0]?.owner_id;
 
 it('gives a freed slot to the user with the fewest attempts in flight, not to the oldest due attempt', async () => {
   // Two floods hold 15 of 16 slots (one just ended), with older due attempts on hosts that have room;

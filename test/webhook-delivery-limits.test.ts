@@ -43,7 +43,8 @@ beforeAll(async () => {
   });
   const logs = new Writable({
     write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString('utf8').split('\n').filter(Boolean)) warnings.push(JSON.parse(line) as Record<string, unknown>);
+      for (const line of chunk.toString('utf8').split('\n').filter(Boolean))
+        warnings.push(JSON.parse(line) as Record<string, unknown>);
       done();
     },
   });
@@ -63,7 +64,10 @@ afterAll(async () => {
 });
 
 /** Sockets a server accepted, so the test can close them (a black hole never does). */
-async function listenOn<T extends http.Server | net.Server>(server: T, host: string): Promise<{ server: T; port: number; sockets: Set<net.Socket> }> {
+async function listenOn<T extends http.Server | net.Server>(
+  server: T,
+  host: string,
+): Promise<{ server: T; port: number; sockets: Set<net.Socket> }> {
   const sockets = new Set<net.Socket>();
   server.on('connection', (socket: net.Socket) => {
     sockets.add(socket);
@@ -99,7 +103,11 @@ async function tricklingReceiver(host: string) {
 }
 
 /** Accepts connections, reads what comes and never answers. */
-const blackHole = (host: string) => listenOn(net.createServer((socket) => socket.resume()), host);
+const blackHole = (host: string) =>
+  listenOn(
+    net.createServer((socket) => socket.resume()),
+    host,
+  );
 
 async function register(user: TestUser, url: string, events = ['task.created']) {
   const res = await service.http.post('/webhooks').set('Authorization', user.auth).send({ url, events }).expect(201);
@@ -112,7 +120,11 @@ async function hook(user: TestUser, events = ['task.created']) {
   return { ...webhook, path };
 }
 async function log(user: TestUser, webhookId: string): Promise<Delivery[]> {
-  const res = await service.http.get(`/webhooks/${webhookId}/deliveries`).query({ limit: 100 }).set('Authorization', user.auth).expect(200);
+  const res = await service.http
+    .get(`/webhooks/${webhookId}/deliveries`)
+    .query({ limit: 100 })
+    .set('Authorization', user.auth)
+    .expect(200);
   return DeliveryPageSchema.parse(res.body).items;
 }
 const openDescriptors = () => readdirSync('/proc/self/fd').length;
@@ -124,7 +136,12 @@ describe('a slow receiver', () => {
     const webhook = await register(user, `http://127.0.0.1:${trickle.port}/slow`);
     await createTask(service, user, { title: 'slow' });
     // Failed, and its automatic retry is scheduled (an hour away here).
-    await expect.poll(async () => (await log(user, webhook.id)).map((d) => [d.attempt, d.state]), { timeout: 15_000 }).toEqual([[2, 'pending'], [1, 'failed']]);
+    await expect
+      .poll(async () => (await log(user, webhook.id)).map((d) => [d.attempt, d.state]), { timeout: 15_000 })
+      .toEqual([
+        [2, 'pending'],
+        [1, 'failed'],
+      ]);
     const attempt = (await log(user, webhook.id)).find((d) => d.attempt === 1);
     expect(attempt?.statusCode).toBe(200);
     expect(attempt?.error).toMatch(/no complete answer within 1 s/);
@@ -156,7 +173,11 @@ describe('a slow receiver', () => {
     );
     const webhook = await register(user, `http://127.0.0.1:${big.port}/big`);
     await createTask(service, user, { title: 'big answer' });
-    await expect.poll(async () => (await log(user, webhook.id)).map((d) => [d.attempt, d.state, d.statusCode]), { timeout: 15_000 }).toEqual([[1, 'succeeded', 200]]);
+    await expect
+      .poll(async () => (await log(user, webhook.id)).map((d) => [d.attempt, d.state, d.statusCode]), {
+        timeout: 15_000,
+      })
+      .toEqual([[1, 'succeeded', 200]]);
     expect(sent).toBeLessThan(16 * 1024 * 1024); // it stopped reading long before the end
   });
 
@@ -204,7 +225,11 @@ describe('fair delivery', () => {
     const holes = await Promise.all(Array.from({ length: 10 }, (_, i) => blackHole(`127.0.0.${40 + i}`)));
     const mallory = await registerUser(service);
     for (let batch = 0; batch < 300; batch += 20) {
-      await Promise.all(Array.from({ length: 20 }, (_, j) => batch + j).map((i) => register(mallory, `http://127.0.0.${40 + (i % 10)}:${holes[i % 10]?.port}/dead-${i}`)));
+      await Promise.all(
+        Array.from({ length: 20 }, (_, j) => batch + j).map((i) =>
+          register(mallory, `http://127.0.0.${40 + (i % 10)}:${holes[i % 10]?.port}/dead-${i}`),
+        ),
+      );
     }
     await Promise.all(Array.from({ length: 5 }, (_, i) => createTask(service, mallory, { title: `flood ${i}` })));
     // Wait until the black holes hold attempts, so the working receiver's event comes after the flood.
@@ -215,7 +240,9 @@ describe('fair delivery', () => {
     await createTask(service, alice, { title: 'on time' });
     await expect.poll(() => receiver.received(working.path).length, { timeout: 2_000, interval: 20 }).toBe(1);
     const elapsed = Date.now() - started;
-    console.log(`fair delivery: the working receiver had its event ${elapsed} ms after the write, beside ${holes.reduce((open, h) => open + h.sockets.size, 0)} attempts held by black holes`);
+    console.log(
+      `fair delivery: the working receiver had its event ${elapsed} ms after the write, beside ${holes.reduce((open, h) => open + h.sockets.size, 0)} attempts held by black holes`,
+    );
     expect(elapsed).toBeLessThan(2_000);
     // The flood never had more than its share: at most 2 per host, at most WEBHOOK_MAX_IN_FLIGHT_PER_USER in all.
     const inFlight = holes.map((h) => h.sockets.size);
@@ -234,7 +261,18 @@ describe('fair delivery', () => {
     const watch = setInterval(() => (peak = Math.max(peak, hole.sockets.size)), 10);
     await createTask(service, user, { title: 'one host' });
     await expect
-      .poll(async () => Number((await service.ctx.db.sql.rows<{ n: string }>(`SELECT count(*)::text AS n FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id WHERE w.owner_id = $1 AND d.state = 'failed'`, [user.user.id]))[0]?.n), { timeout: 15_000 })
+      .poll(
+        async () =>
+          Number(
+            (
+              await service.ctx.db.sql.rows<{ n: string }>(
+                `SELECT count(*)::text AS n FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id WHERE w.owner_id = $1 AND d.state = 'failed'`,
+                [user.user.id],
+              )
+            )[0]?.n,
+          ),
+        { timeout: 15_000 },
+      )
       .toBe(6);
     clearInterval(watch);
     expect(peak).toBe(2);
@@ -249,14 +287,19 @@ describe('manual retries', () => {
     await expect.poll(async () => (await log(user, webhook.id)).map((d) => d.state)).toEqual(['succeeded']);
     const [first] = await log(user, webhook.id);
     const answers = await Promise.all(
-      Array.from({ length: 8 }, () => service.http.post(`/webhooks/${webhook.id}/deliveries/${first?.id}/retry`).set('Authorization', user.auth)),
+      Array.from({ length: 8 }, () =>
+        service.http.post(`/webhooks/${webhook.id}/deliveries/${first?.id}/retry`).set('Authorization', user.auth),
+      ),
     );
     expect(answers.map((r) => r.status).sort()).toEqual([202, 409, 409, 409, 409, 409, 409, 409]);
     for (const res of answers.filter((r) => r.status === 409)) expectProblem(res, 409, 'conflict');
     await expect.poll(() => receiver.received(webhook.path).length).toBe(2);
     await new Promise((resolve) => setTimeout(resolve, 500));
     expect(receiver.received(webhook.path).length).toBe(2);
-    expect((await log(user, webhook.id)).map((d) => [d.attempt, d.state])).toEqual([[2, 'succeeded'], [1, 'succeeded']]);
+    expect((await log(user, webhook.id)).map((d) => [d.attempt, d.state])).toEqual([
+      [2, 'succeeded'],
+      [1, 'succeeded'],
+    ]);
   });
 
   it('replaces the pending automatic retry: one attempt, never two', async () => {
@@ -265,11 +308,24 @@ describe('manual retries', () => {
     receiver.answer(webhook.path, (nth) => (nth === 1 ? 500 : 204));
     await createTask(service, user, { title: 'retry replaces' });
     // Attempt 1 failed; attempt 2 is pending an hour away.
-    await expect.poll(async () => (await log(user, webhook.id)).map((d) => [d.attempt, d.state])).toEqual([[2, 'pending'], [1, 'failed']]);
+    await expect
+      .poll(async () => (await log(user, webhook.id)).map((d) => [d.attempt, d.state]))
+      .toEqual([
+        [2, 'pending'],
+        [1, 'failed'],
+      ]);
     const [pending, failed] = await log(user, webhook.id);
-    const res = await service.http.post(`/webhooks/${webhook.id}/deliveries/${failed?.id}/retry`).set('Authorization', user.auth).expect(202);
+    const res = await service.http
+      .post(`/webhooks/${webhook.id}/deliveries/${failed?.id}/retry`)
+      .set('Authorization', user.auth)
+      .expect(202);
     expect(DeliverySchema.parse(res.body)).toMatchObject({ id: pending?.id, attempt: 2 });
-    await expect.poll(async () => (await log(user, webhook.id)).map((d) => [d.attempt, d.state])).toEqual([[2, 'succeeded'], [1, 'failed']]);
+    await expect
+      .poll(async () => (await log(user, webhook.id)).map((d) => [d.attempt, d.state]))
+      .toEqual([
+        [2, 'succeeded'],
+        [1, 'failed'],
+      ]);
     await new Promise((resolve) => setTimeout(resolve, 500));
     expect(receiver.received(webhook.path).length).toBe(2);
     expect((await log(user, webhook.id)).map((d) => d.attempt)).toEqual([2, 1]);
@@ -282,13 +338,15 @@ describe('manual retries', () => {
     await createTask(service, user, { title: 'logged' });
     await expect.poll(async () => (await log(user, webhook.id)).some((d) => d.state === 'failed')).toBe(true);
     const failed = (await log(user, webhook.id)).find((d) => d.state === 'failed');
-    await expect.poll(() => warnings.find((line) => line.deliveryId === failed?.id)).toMatchObject({
-      level: 40,
-      webhookId: webhook.id,
-      deliveryId: failed?.id,
-      attempt: 1,
-      reason: 'the receiver answered 503',
-    });
+    await expect
+      .poll(() => warnings.find((line) => line.deliveryId === failed?.id))
+      .toMatchObject({
+        level: 40,
+        webhookId: webhook.id,
+        deliveryId: failed?.id,
+        attempt: 1,
+        reason: 'the receiver answered 503',
+      });
   });
 });
 
@@ -301,10 +359,15 @@ describe('the webhook quota', () => {
 
   it('lets a user hold USER_MAX_WEBHOOKS (default 20) of many parallel creates; the rest are 409 quota_exceeded; admins are exempt', async () => {
     const user = await registerUser(quota);
-    const create = (who: TestUser, i: number) => quota.http.post('/webhooks').set('Authorization', who.auth).send({ url: `http://127.0.0.1:9/q-${i}`, events: ['*'] });
+    const create = (who: TestUser, i: number) =>
+      quota.http
+        .post('/webhooks')
+        .set('Authorization', who.auth)
+        .send({ url: `http://127.0.0.1:9/q-${i}`, events: ['*'] });
     const answers = await Promise.all(Array.from({ length: 30 }, (_, i) => create(user, i)));
     expect(answers.filter((r) => r.status === 201)).toHaveLength(20);
-    for (const res of answers.filter((r) => r.status !== 201)) expect(expectProblem(res, 409, 'quota_exceeded', '/webhooks').detail).toContain('USER_MAX_WEBHOOKS');
+    for (const res of answers.filter((r) => r.status !== 201))
+      expect(expectProblem(res, 409, 'quota_exceeded', '/webhooks').detail).toContain('USER_MAX_WEBHOOKS');
     expect(await quota.ctx.db.prisma.webhook.count({ where: { ownerId: user.user.id } })).toBe(20);
     const admin = await registerAdmin(quota);
     const byAdmin = await Promise.all(Array.from({ length: 22 }, (_, i) => create(admin, i)));

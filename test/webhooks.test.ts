@@ -5,7 +5,13 @@ import { pino } from 'pino';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pageOf } from '../contract/common.js';
-import { CreatedWebhookSchema, DeliverySchema, WebhookSchema, type CreatedWebhook, type Delivery } from '../contract/webhooks.js';
+import {
+  CreatedWebhookSchema,
+  DeliverySchema,
+  WebhookSchema,
+  type CreatedWebhook,
+  type Delivery,
+} from '../contract/webhooks.js';
 import { createContext } from '../server/bootstrap.js';
 import { loadConfig } from '../server/config.js';
 import type { AppContext } from '../server/context.js';
@@ -45,31 +51,59 @@ afterAll(async () => {
 /** Registers a webhook for `user` at a fresh receiver path whose requests are verified with its secret. */
 async function hook(user: TestUser, events: string[] = ['*']): Promise<CreatedWebhook & { path: string }> {
   const path = `/hook-${++pathCount}`;
-  const res = await service.http.post('/webhooks').set('Authorization', user.auth).send({ url: receiver.url(path), events }).expect(201);
+  const res = await service.http
+    .post('/webhooks')
+    .set('Authorization', user.auth)
+    .send({ url: receiver.url(path), events })
+    .expect(201);
   const webhook = CreatedWebhookSchema.parse(res.body);
   receiver.expect(path, webhook.secret);
   return { ...webhook, path };
 }
 
 async function deliveries(user: TestUser, webhookId: string): Promise<Delivery[]> {
-  const res = await service.http.get(`/webhooks/${webhookId}/deliveries`).query({ limit: 100 }).set('Authorization', user.auth).expect(200);
+  const res = await service.http
+    .get(`/webhooks/${webhookId}/deliveries`)
+    .query({ limit: 100 })
+    .set('Authorization', user.auth)
+    .expect(200);
   return DeliveryPageSchema.parse(res.body).items;
 }
 
 describe('webhook CRUD', () => {
   it('creates a webhook with a whsec_ secret shown once, and reads, lists, changes and deletes it', async () => {
-    const res = await service.http.post('/webhooks').set('Authorization', alice.auth).send({ url: 'https://example.invalid/hook', events: ['task.created', 'task.created'], description: 'ci' }).expect(201);
+    const res = await service.http
+      .post('/webhooks')
+      .set('Authorization', alice.auth)
+      .send({ url: 'https://example.invalid/hook', events: ['task.created', 'task.created'], description: 'ci' })
+      .expect(201);
     const created = CreatedWebhookSchema.parse(res.body);
-    expect(created).toMatchObject({ ownerId: alice.user.id, url: 'https://example.invalid/hook', events: ['task.created'], active: true, disabledReason: null });
+    expect(created).toMatchObject({
+      ownerId: alice.user.id,
+      url: 'https://example.invalid/hook',
+      events: ['task.created'],
+      active: true,
+      disabledReason: null,
+    });
     expect(created.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
     expect(res.headers.location).toBe(`/webhooks/${created.id}`);
     const read = await service.http.get(`/webhooks/${created.id}`).set('Authorization', alice.auth).expect(200);
     expect(read.body).not.toHaveProperty('secret');
     expect(WebhookSchema.strict().parse(read.body).id).toBe(created.id);
-    const listed = pageOf(WebhookSchema).parse((await service.http.get('/webhooks').set('Authorization', alice.auth).expect(200)).body);
+    const listed = pageOf(WebhookSchema).parse(
+      (await service.http.get('/webhooks').set('Authorization', alice.auth).expect(200)).body,
+    );
     expect(listed.items.map((w) => w.id)).toContain(created.id);
     expect(listed.items.every((w) => w.ownerId === alice.user.id)).toBe(true);
-    const patched = WebhookSchema.parse((await service.http.patch(`/webhooks/${created.id}`).set('Authorization', alice.auth).send({ events: ['*'], active: false }).expect(200)).body);
+    const patched = WebhookSchema.parse(
+      (
+        await service.http
+          .patch(`/webhooks/${created.id}`)
+          .set('Authorization', alice.auth)
+          .send({ events: ['*'], active: false })
+          .expect(200)
+      ).body,
+    );
     expect(patched).toMatchObject({ events: ['*'], active: false, disabledReason: 'switched off by its owner' });
     await service.http.delete(`/webhooks/${created.id}`).set('Authorization', alice.auth).expect(204);
     expectProblem(await service.http.get(`/webhooks/${created.id}`).set('Authorization', alice.auth), 404, 'not_found');
@@ -82,7 +116,8 @@ describe('webhook CRUD', () => {
       service.http.patch(`/webhooks/${mine.id}`).send({ active: false }),
       service.http.delete(`/webhooks/${mine.id}`),
       service.http.get(`/webhooks/${mine.id}/deliveries`),
-    ]) expectProblem(await req.set('Authorization', bob.auth), 404, 'not_found');
+    ])
+      expectProblem(await req.set('Authorization', bob.auth), 404, 'not_found');
     await service.http.get(`/webhooks/${mine.id}`).set('Authorization', admin.auth).expect(200);
     const bad = [
       [{ url: 'ftp://example.test/', events: ['*'] }, ['body.url']],
@@ -93,7 +128,15 @@ describe('webhook CRUD', () => {
       [{ url: 'https://example.test/', events: ['*'], secret: 'mine' }, ['body']],
     ] as const;
     for (const [body, paths] of bad) {
-      expect(errorPaths(expectProblem(await service.http.post('/webhooks').set('Authorization', alice.auth).send(body), 400, 'validation_failed'))).toEqual(paths);
+      expect(
+        errorPaths(
+          expectProblem(
+            await service.http.post('/webhooks').set('Authorization', alice.auth).send(body),
+            400,
+            'validation_failed',
+          ),
+        ),
+      ).toEqual(paths);
     }
     expectProblem(await service.http.get('/webhooks'), 401, 'unauthenticated');
   });
@@ -110,7 +153,9 @@ describe('deliveries', () => {
     expect(got?.headers['webhook-id']).toBe(got?.event.id);
     const feed = await readAllChanges(service, alice);
     expect(feed.events.find((e) => e.id === got?.event.id)).toEqual(got?.event);
-    await expect.poll(async () => (await deliveries(alice, webhook.id)).map((d) => [d.attempt, d.state, d.statusCode])).toEqual([[1, 'succeeded', 204]]);
+    await expect
+      .poll(async () => (await deliveries(alice, webhook.id)).map((d) => [d.attempt, d.state, d.statusCode]))
+      .toEqual([[1, 'succeeded', 204]]);
   });
 
   it('retries a failing receiver with the same webhook-id until it succeeds, and logs every attempt newest first', async () => {
@@ -123,7 +168,11 @@ describe('deliveries', () => {
     expect(got.every((r) => r.verified)).toBe(true);
     await expect
       .poll(async () => (await deliveries(alice, webhook.id)).map((d) => [d.attempt, d.state, d.statusCode]))
-      .toEqual([[3, 'succeeded', 200], [2, 'failed', 500], [1, 'failed', 500]]);
+      .toEqual([
+        [3, 'succeeded', 200],
+        [2, 'failed', 500],
+        [1, 'failed', 500],
+      ]);
     const log = await deliveries(alice, webhook.id);
     expect(log[1]?.error).toMatch(/500/);
     // Each retry waited about the scheduled 0.2 s (±20%) after the previous attempt.
@@ -152,27 +201,60 @@ describe('deliveries', () => {
     // Once the first attempt is over: while one is in flight a manual retry is 409 (one attempt at a time).
     await expect.poll(async () => (await deliveries(alice, webhook.id)).map((d) => d.state)).toEqual(['succeeded']);
     const [first] = await deliveries(alice, webhook.id);
-    const res = await service.http.post(`/webhooks/${webhook.id}/deliveries/${first?.id}/retry`).set('Authorization', alice.auth).expect(202);
+    const res = await service.http
+      .post(`/webhooks/${webhook.id}/deliveries/${first?.id}/retry`)
+      .set('Authorization', alice.auth)
+      .expect(202);
     expect(DeliverySchema.parse(res.body)).toMatchObject({ attempt: 2, eventId: first?.eventId, state: 'pending' });
     await expect.poll(() => receiver.received(webhook.path).length).toBe(2);
-    expectProblem(await service.http.post(`/webhooks/${webhook.id}/deliveries/${uuidv7()}/retry`).set('Authorization', alice.auth), 404, 'not_found');
-    await service.http.patch(`/webhooks/${webhook.id}`).set('Authorization', alice.auth).send({ active: false }).expect(200);
-    expectProblem(await service.http.post(`/webhooks/${webhook.id}/deliveries/${first?.id}/retry`).set('Authorization', alice.auth), 409, 'conflict');
+    expectProblem(
+      await service.http.post(`/webhooks/${webhook.id}/deliveries/${uuidv7()}/retry`).set('Authorization', alice.auth),
+      404,
+      'not_found',
+    );
+    await service.http
+      .patch(`/webhooks/${webhook.id}`)
+      .set('Authorization', alice.auth)
+      .send({ active: false })
+      .expect(200);
+    expectProblem(
+      await service.http.post(`/webhooks/${webhook.id}/deliveries/${first?.id}/retry`).set('Authorization', alice.auth),
+      409,
+      'conflict',
+    );
   });
 
   it('switches a webhook off after 3 days of failures, with the reason', async () => {
     const webhook = await hook(alice, ['tag.created']);
     receiver.answer(webhook.path, () => 503);
-    await service.ctx.db.prisma.webhook.update({ where: { id: webhook.id }, data: { failingSince: new Date(Date.now() - 3 * 24 * 3600 * 1000 - 1000) } });
+    await service.ctx.db.prisma.webhook.update({
+      where: { id: webhook.id },
+      data: { failingSince: new Date(Date.now() - 3 * 24 * 3600 * 1000 - 1000) },
+    });
     await service.http.post('/tags').set('Authorization', alice.auth).send({ name: 'doomed' }).expect(201);
     await expect
-      .poll(async () => WebhookSchema.parse((await service.http.get(`/webhooks/${webhook.id}`).set('Authorization', alice.auth).expect(200)).body).active)
+      .poll(
+        async () =>
+          WebhookSchema.parse(
+            (await service.http.get(`/webhooks/${webhook.id}`).set('Authorization', alice.auth).expect(200)).body,
+          ).active,
+      )
       .toBe(false);
-    const read = WebhookSchema.parse((await service.http.get(`/webhooks/${webhook.id}`).set('Authorization', alice.auth)).body);
+    const read = WebhookSchema.parse(
+      (await service.http.get(`/webhooks/${webhook.id}`).set('Authorization', alice.auth)).body,
+    );
     expect(read.disabledReason).toMatch(/failed for 3 days/);
     expect((await deliveries(alice, webhook.id)).map((d) => d.state)).toEqual(['failed']);
     // Switching it on again forgets the failures.
-    const on = WebhookSchema.parse((await service.http.patch(`/webhooks/${webhook.id}`).set('Authorization', alice.auth).send({ active: true }).expect(200)).body);
+    const on = WebhookSchema.parse(
+      (
+        await service.http
+          .patch(`/webhooks/${webhook.id}`)
+          .set('Authorization', alice.auth)
+          .send({ active: true })
+          .expect(200)
+      ).body,
+    );
     expect(on).toMatchObject({ active: true, disabledReason: null });
   });
 });
@@ -182,7 +264,12 @@ describe('several instances and restarts', () => {
   const instance = async () => {
     const db = openTestDatabase(service.ctx.db.url, 3);
     const dataDir = await mkdtemp(path.join(tmpdir(), 'webhook-instance-'));
-    const config = loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent', DATABASE_URL: service.ctx.db.url, ...FAST_RETRIES });
+    const config = loadConfig({
+      DATA_DIR: dataDir,
+      LOG_LEVEL: 'silent',
+      DATABASE_URL: service.ctx.db.url,
+      ...FAST_RETRIES,
+    });
     const made = { ctx: await createContext(config, db, pino({ level: 'silent' })), db, dataDir };
     instances.push(made);
     return made.ctx;
@@ -209,7 +296,12 @@ describe('several instances and restarts', () => {
     const stopSecond = startDeliveryWorker(second);
     try {
       await expect.poll(() => receiver.received(webhook.path).length, { timeout: 10_000 }).toBe(2);
-      await expect.poll(async () => (await deliveries(alice, webhook.id)).map((d) => [d.attempt, d.state])).toEqual([[2, 'succeeded'], [1, 'failed']]);
+      await expect
+        .poll(async () => (await deliveries(alice, webhook.id)).map((d) => [d.attempt, d.state]))
+        .toEqual([
+          [2, 'succeeded'],
+          [1, 'failed'],
+        ]);
     } finally {
       await stopSecond();
     }
@@ -220,15 +312,20 @@ describe('several instances and restarts', () => {
     const stops = [startDeliveryWorker(one), startDeliveryWorker(two)];
     try {
       const webhook = await hook(alice, ['task.created']);
-      const tasks = await Promise.all(Array.from({ length: 40 }, (_, i) => createTask(service, alice, { title: `fan ${i}` })));
+      const tasks = await Promise.all(
+        Array.from({ length: 40 }, (_, i) => createTask(service, alice, { title: `fan ${i}` })),
+      );
       // All of alice's webhooks share one receiver host, which takes at most 2 attempts at a time.
       await expect.poll(() => receiver.received(webhook.path).length, { timeout: 50_000 }).toBe(40);
       await new Promise((resolve) => setTimeout(resolve, 500));
       const got = receiver.received(webhook.path);
       expect(got.length).toBe(40); // no duplicates: each attempt was taken by one instance
-      expect(new Set(got.map((r) => ('task' in r.event.data ? r.event.data.task.id : '')))).toEqual(new Set(tasks.map((t) => t.id)));
+      expect(new Set(got.map((r) => ('task' in r.event.data ? r.event.data.task.id : '')))).toEqual(
+        new Set(tasks.map((t) => t.id)),
+      );
       // The last attempts' outcomes commit just after their receiver answered (later through a pooler).
-      const unsettled = async () => (await deliveries(alice, webhook.id)).filter((d) => d.state !== 'succeeded' || d.attempt !== 1);
+      const unsettled = async () =>
+        (await deliveries(alice, webhook.id)).filter((d) => d.state !== 'succeeded' || d.attempt !== 1);
       await expect.poll(unsettled, { timeout: 10_000 }).toEqual([]);
     } finally {
       await Promise.all(stops.map((stop) => stop()));

@@ -81,14 +81,22 @@ describe('writes under kill -9', () => {
     const registered = await fetch(`${service.url}/auth/register`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ email: `faults-${randomUUID()}@example.test`, password: 'correct horse battery', name: 'Faults' }),
+      body: JSON.stringify({
+        email: `faults-${randomUUID()}@example.test`,
+        password: 'correct horse battery',
+        name: 'Faults',
+      }),
     });
     const auth = `Bearer ${AuthResultSchema.parse(await registered.json()).accessToken}`;
     const json = { authorization: auth, 'content-type': 'application/json' };
 
     /** Sends a write once; an answer below 500 settles it. */
     const send = async (write: Write): Promise<void> => {
-      const res = await fetch(`${service.url}${write.path}`, { method: write.method, headers: write.headers, body: write.body }).catch(() => undefined);
+      const res = await fetch(`${service.url}${write.path}`, {
+        method: write.method,
+        headers: write.headers,
+        body: write.body,
+      }).catch(() => undefined);
       if (!res || res.status >= 500) return;
       write.status = res.status;
       const text = await res.text().catch(() => '');
@@ -105,7 +113,11 @@ describe('writes under kill -9', () => {
     receiver.expect('/all', CreatedWebhookSchema.parse(await hook.json()).secret);
     const tagIds: string[] = [];
     for (let i = 0; i < TAGS; i++) {
-      const res = await fetch(`${service.url}/tags`, { method: 'POST', headers: { ...json, 'idempotency-key': randomUUID() }, body: JSON.stringify({ name: `tag ${i}` }) });
+      const res = await fetch(`${service.url}/tags`, {
+        method: 'POST',
+        headers: { ...json, 'idempotency-key': randomUUID() },
+        body: JSON.stringify({ name: `tag ${i}` }),
+      });
       tagIds.push(TagSchema.parse(await res.json()).id);
     }
 
@@ -115,15 +127,46 @@ describe('writes under kill -9', () => {
     const writeOf = (kind: Kind, writer: number, n: number): Write | undefined => {
       const mark = `w${writer}-${n}`;
       if (kind === 'create') {
-        return { kind, method: 'POST', path: '/tasks', headers: { ...json, 'idempotency-key': randomUUID() }, body: JSON.stringify({ title: mark }), mark };
+        return {
+          kind,
+          method: 'POST',
+          path: '/tasks',
+          headers: { ...json, 'idempotency-key': randomUUID() },
+          body: JSON.stringify({ title: mark }),
+          mark,
+        };
       }
       const taskId = pick([...live.keys()]);
       if (!taskId) return undefined;
       const ifMatch = `"${live.get(taskId)}"`;
-      if (kind === 'patch') return { kind, method: 'PATCH', path: `/tasks/${taskId}`, headers: { ...json, 'if-match': ifMatch }, body: JSON.stringify({ description: mark }), taskId, mark };
-      if (kind === 'delete') return { kind, method: 'DELETE', path: `/tasks/${taskId}`, headers: { authorization: auth, 'if-match': ifMatch }, taskId, mark };
+      if (kind === 'patch')
+        return {
+          kind,
+          method: 'PATCH',
+          path: `/tasks/${taskId}`,
+          headers: { ...json, 'if-match': ifMatch },
+          body: JSON.stringify({ description: mark }),
+          taskId,
+          mark,
+        };
+      if (kind === 'delete')
+        return {
+          kind,
+          method: 'DELETE',
+          path: `/tasks/${taskId}`,
+          headers: { authorization: auth, 'if-match': ifMatch },
+          taskId,
+          mark,
+        };
       const tagId = pick(tagIds) ?? '';
-      return { kind, method: 'POST', path: `/tasks/${taskId}/tags/${tagId}`, headers: { authorization: auth, 'idempotency-key': randomUUID() }, taskId, mark: tagId };
+      return {
+        kind,
+        method: 'POST',
+        path: `/tasks/${taskId}/tags/${tagId}`,
+        headers: { authorization: auth, 'idempotency-key': randomUUID() },
+        taskId,
+        mark: tagId,
+      };
     };
     const learn = (write: Write) => {
       if (write.kind === 'delete' && write.status === 204 && write.taskId) live.delete(write.taskId);
@@ -154,7 +197,9 @@ describe('writes under kill -9', () => {
     // Second run: every kind, killed from outside once it has run a while.
     service = await start();
     const before = writes.length;
-    const writers = Array.from({ length: WRITERS }, (_, n) => writer(n + WRITERS, ['create', 'create', 'patch', 'patch', 'link', 'link', 'delete']));
+    const writers = Array.from({ length: WRITERS }, (_, n) =>
+      writer(n + WRITERS, ['create', 'create', 'patch', 'patch', 'link', 'link', 'delete']),
+    );
     while (writes.length < before + 400) await sleep(20);
     await sleep(Math.random() * 300);
     killGroup(service);
@@ -166,17 +211,24 @@ describe('writes under kill -9', () => {
     service = await start();
     const unanswered = writes.filter((w) => w.status === undefined);
     const deadline = Date.now() + 120_000;
-    for (let pending = unanswered; pending.length > 0 && Date.now() < deadline; ) {
+    for (let pending = unanswered; pending.length > 0 && Date.now() < deadline;) {
       await Promise.all(pending.map(send));
-      pending = pending.filter((w) => w.status === undefined || (w.status === 409 && z.object({ code: z.literal('idempotency_key_in_use') }).safeParse(w.answer).success));
+      pending = pending.filter(
+        (w) =>
+          w.status === undefined ||
+          (w.status === 409 && z.object({ code: z.literal('idempotency_key_in_use') }).safeParse(w.answer).success),
+      );
       for (const w of pending) w.status = undefined;
       if (pending.length > 0) await sleep(2_000);
     }
     expect(unanswered.filter((w) => w.status === undefined)).toEqual([]);
 
     const events: Event[] = [];
-    for (let cursor: string | undefined; ; ) {
-      const res = await fetch(`${service.url}/changes?limit=1000${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`, { headers: { authorization: auth } });
+    for (let cursor: string | undefined; ;) {
+      const res = await fetch(
+        `${service.url}/changes?limit=1000${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+        { headers: { authorization: auth } },
+      );
       const page = ChangesPageSchema.parse(await res.json());
       events.push(...page.items);
       cursor = page.nextCursor;
@@ -197,7 +249,11 @@ describe('writes under kill -9', () => {
         createdFor.set(task.title, [...(createdFor.get(task.title) ?? []), task.id]);
         if (!creates.has(task.title)) problems.push(`task.created for no create sent: ${task.title}`);
         if (task.version !== 1) problems.push(`task ${task.id} created at version ${task.version}`);
-        history.set(task.id, { version: task.version, description: task.description, tags: task.tags.map((t) => t.id) });
+        history.set(task.id, {
+          version: task.version,
+          description: task.description,
+          tags: task.tags.map((t) => t.id),
+        });
       } else if (event.type === 'task.updated') {
         const { task } = event.data;
         const earlier = history.get(task.id);
@@ -205,19 +261,25 @@ describe('writes under kill -9', () => {
           problems.push(`task.updated of task ${task.id} before its creation or after its deletion`);
           continue;
         }
-        if (task.version !== earlier.version + 1) problems.push(`task ${task.id}: version ${task.version} after ${earlier.version}`);
+        if (task.version !== earlier.version + 1)
+          problems.push(`task ${task.id}: version ${task.version} after ${earlier.version}`);
         const patch = task.description === earlier.description ? undefined : patches.get(task.description ?? '');
         const linked = task.tags.map((t) => t.id).filter((id) => !earlier.tags.includes(id));
         const links = writes.filter((w) => w.kind === 'link' && w.taskId === task.id && linked.includes(w.mark));
         if (patch?.taskId === task.id) explained.add(patch);
         else if (linked.length === 1 && links.length > 0) links.forEach((w) => explained.add(w));
         else problems.push(`task.updated of task ${task.id} at version ${task.version} that no write sent explains`);
-        history.set(task.id, { version: task.version, description: task.description, tags: task.tags.map((t) => t.id) });
+        history.set(task.id, {
+          version: task.version,
+          description: task.description,
+          tags: task.tags.map((t) => t.id),
+        });
       } else if (event.type === 'task.deleted') {
         const { taskId } = event.data;
         if (deleted.has(taskId)) problems.push(`task ${taskId} deleted twice`);
         deleted.add(taskId);
-        if (!writes.some((w) => w.kind === 'delete' && w.taskId === taskId)) problems.push(`task.deleted of task ${taskId} that no delete sent`);
+        if (!writes.some((w) => w.kind === 'delete' && w.taskId === taskId))
+          problems.push(`task.deleted of task ${taskId} that no delete sent`);
       }
     }
     for (const write of writes) {
@@ -225,11 +287,15 @@ describe('writes under kill -9', () => {
         const ids = createdFor.get(write.mark) ?? [];
         const task = TaskSchema.safeParse(write.answer);
         if (ids.length !== 1) problems.push(`create ${write.mark} (answered ${write.status}) made ${ids.length} tasks`);
-        else if (!task.success || task.data.id !== ids[0]) problems.push(`create ${write.mark}: the answer names another task than its event`);
+        else if (!task.success || task.data.id !== ids[0])
+          problems.push(`create ${write.mark}: the answer names another task than its event`);
       }
-      if (write.kind === 'patch' && write.status === 200 && !explained.has(write)) problems.push(`patch ${write.mark} acknowledged without its event`);
-      if (write.kind === 'link' && write.status === 201 && !explained.has(write)) problems.push(`link ${write.path} acknowledged without its event`);
-      if (write.kind === 'delete' && write.status === 204 && !deleted.has(write.taskId ?? '')) problems.push(`delete of ${write.taskId} acknowledged without its event`);
+      if (write.kind === 'patch' && write.status === 200 && !explained.has(write))
+        problems.push(`patch ${write.mark} acknowledged without its event`);
+      if (write.kind === 'link' && write.status === 201 && !explained.has(write))
+        problems.push(`link ${write.path} acknowledged without its event`);
+      if (write.kind === 'delete' && write.status === 204 && !deleted.has(write.taskId ?? ''))
+        problems.push(`delete of ${write.taskId} acknowledged without its event`);
     }
     // What exists now is what the events say exists.
     for (const [taskId] of history) {

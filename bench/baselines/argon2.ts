@@ -30,6 +30,8 @@ async function throughput(op: () => Promise<unknown>, seconds: number): Promise<
 
 const stored = await hash('bench user password', OPTIONS);
 await throughput(() => verify(stored, 'bench user password'), 1); // warm-up: the thread pool and its memory
-const hashesPerSecond = withHashes ? await throughput(() => hash('bench user password', OPTIONS), measureSeconds) : null;
+const hashesPerSecond = withHashes
+  ? await throughput(() => hash('bench user password', OPTIONS), measureSeconds)
+  : null;
 const verifiesPerSecond = await throughput(() => verify(stored, 'bench user password'), measureSeconds);
 process.send?.({ concurrency, hashesPerSecond, verifiesPerSecond } satisfies Argon2Result, () => process.disconnect());

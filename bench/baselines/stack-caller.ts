@@ -15,10 +15,14 @@ interface SessionRow {
   role: string;
 }
 
-const SESSION = 'SELECT s.user_id, s.revoked_at, u.role FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1';
+const SESSION =
+  'SELECT s.user_id, s.revoked_at, u.role FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1';
 
 /** The caller of a request from its Authorization header, or undefined for a bad token or an ended session. */
-export async function callerCheck(config: StackConfig, pool: pg.Pool): Promise<(authorization: string | undefined) => Promise<Caller | undefined>> {
+export async function callerCheck(
+  config: StackConfig,
+  pool: pg.Pool,
+): Promise<(authorization: string | undefined) => Promise<Caller | undefined>> {
   const key = await importJWK(config.jwk, 'EdDSA');
   return async (authorization) => {
     const token = /^Bearer (.+)$/.exec(authorization ?? '')?.[1];

@@ -8,9 +8,14 @@ export interface Answer {
   headers?: Record<string, string>;
 }
 
-export const json = (status: number, body: unknown, headers: Record<string, string> = {}): Answer => ({ status, body: JSON.stringify(body), headers });
+export const json = (status: number, body: unknown, headers: Record<string, string> = {}): Answer => ({
+  status,
+  body: JSON.stringify(body),
+  headers,
+});
 
-export const problem = (status: number, title: string, headers: Record<string, string> = {}): Answer => json(status, { title, status }, headers);
+export const problem = (status: number, title: string, headers: Record<string, string> = {}): Answer =>
+  json(status, { title, status }, headers);
 
 /** The request's JSON body, or undefined when it is not JSON. */
 export async function readJson(req: IncomingMessage): Promise<unknown> {

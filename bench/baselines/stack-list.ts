@@ -22,8 +22,16 @@ interface SortKey {
 }
 
 const SORT_KEYS: Record<SortField, SortKey> = {
-  createdAt: { expression: 't.created_at', parameter: (p) => `${p}::timestamptz`, value: (row) => row.created_at.toISOString() },
-  updatedAt: { expression: 't.updated_at', parameter: (p) => `${p}::timestamptz`, value: (row) => row.updated_at.toISOString() },
+  createdAt: {
+    expression: 't.created_at',
+    parameter: (p) => `${p}::timestamptz`,
+    value: (row) => row.created_at.toISOString(),
+  },
+  updatedAt: {
+    expression: 't.updated_at',
+    parameter: (p) => `${p}::timestamptz`,
+    value: (row) => row.updated_at.toISOString(),
+  },
   // No due date sorts as infinity, as in the service's expression indexes.
   dueAt: {
     expression: `COALESCE(t.due_at, 'infinity'::timestamptz)`,
@@ -40,7 +48,8 @@ type Cursor = z.infer<typeof CursorSchema>;
 /** `<payload>.<HMAC>`, as the service's cursors (server/http/pagination.ts). */
 function cursorCodec() {
   const secret = randomBytes(32);
-  const mac = (payload: string) => createHmac('sha256', secret).update(`list\n${payload}`).digest().subarray(0, 16).toString('base64url');
+  const mac = (payload: string) =>
+    createHmac('sha256', secret).update(`list\n${payload}`).digest().subarray(0, 16).toString('base64url');
   return {
     encode: (cursor: Cursor) => {
       const payload = Buffer.from(JSON.stringify(cursor)).toString('base64url');
@@ -80,7 +89,11 @@ function pageStatement(config: StackConfig, sort: TaskSort, everyTask: boolean, 
   const direction = descending ? 'DESC' : 'ASC';
   const [value, id] = everyTask ? ['$2', '$3'] : ['$3', '$4'];
   const after = (party: string) =>
-    afterCursor ? [`(${party}${key.expression}, t.id) ${descending ? '<' : '>'} (${party ? '$2::uuid, ' : ''}${key.parameter(value)}, ${id}::uuid)`] : [];
+    afterCursor
+      ? [
+          `(${party}${key.expression}, t.id) ${descending ? '<' : '>'} (${party ? '$2::uuid, ' : ''}${key.parameter(value)}, ${id}::uuid)`,
+        ]
+      : [];
   const branch = (conditions: string[]) =>
     `(SELECT t.id, ${key.expression} AS sort_key FROM tasks t ${conditions.length ? `WHERE ${conditions.join(' AND ')}` : ''}
       ORDER BY ${key.expression} ${direction}, t.id ${direction} LIMIT $1)`;
@@ -93,7 +106,17 @@ function pageStatement(config: StackConfig, sort: TaskSort, everyTask: boolean, 
     SELECT ${taskColumns(config)} FROM page JOIN tasks t ON t.id = page.id ORDER BY page.sort_key ${direction}, page.id ${direction}`;
 }
 
-const FILTERS = ['status', 'priority', 'tagId', 'assigneeId', 'ownerId', 'dueBefore', 'dueAfter', 'updatedSince', 'q'] as const;
+const FILTERS = [
+  'status',
+  'priority',
+  'tagId',
+  'assigneeId',
+  'ownerId',
+  'dueBefore',
+  'dueAfter',
+  'updatedSince',
+  'q',
+] as const;
 
 /** GET /tasks for a caller: every task for an admin, else those they own or are assigned. */
 export function taskLists(pool: pg.Pool, config: StackConfig) {
@@ -112,15 +135,23 @@ export function taskLists(pool: pg.Pool, config: StackConfig) {
     const parsed = TaskListQuerySchema.safeParse(Object.fromEntries(url.searchParams));
     if (!parsed.success) return problem(400, 'Bad Request');
     const query = parsed.data;
-    if (FILTERS.some((filter) => query[filter] !== undefined)) return problem(400, 'The stack baseline lists without filters');
+    if (FILTERS.some((filter) => query[filter] !== undefined))
+      return problem(400, 'The stack baseline lists without filters');
     const cursor = cursors.decode(query.cursor, query.sort);
     if (cursor === null) return problem(400, 'Invalid cursor');
     const everyTask = isAdmin(caller);
-    const params: unknown[] = [query.limit + 1, ...(everyTask ? [] : [caller.userId]), ...(cursor ? [cursor.v, cursor.id] : [])];
+    const params: unknown[] = [
+      query.limit + 1,
+      ...(everyTask ? [] : [caller.userId]),
+      ...(cursor ? [cursor.v, cursor.id] : []),
+    ];
     const { rows } = await pool.query<TaskRow>(statement(query.sort, everyTask, cursor !== undefined), params);
     const pageRows = rows.slice(0, query.limit);
     const last = pageRows[pageRows.length - 1];
-    const nextCursor = rows.length > query.limit && last ? cursors.encode({ s: query.sort, v: SORT_KEYS[sortOf(query.sort).field].value(last), id: last.id }) : null;
+    const nextCursor =
+      rows.length > query.limit && last
+        ? cursors.encode({ s: query.sort, v: SORT_KEYS[sortOf(query.sort).field].value(last), id: last.id })
+        : null;
     const headers: Record<string, string> = {};
     if (nextCursor) {
       const next = new URL(url);

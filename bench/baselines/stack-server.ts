@@ -27,7 +27,9 @@ function preparing(pool: pg.Pool): pg.Pool {
     names.set(text, name);
     return pool.query({ name, text, values });
   };
-  return new Proxy(pool, { get: (target, property, receiver) => (property === 'query' ? query : Reflect.get(target, property, receiver)) });
+  return new Proxy(pool, {
+    get: (target, property, receiver) => (property === 'query' ? query : Reflect.get(target, property, receiver)),
+  });
 }
 
 const pool = preparing(new pg.Pool({ connectionString: config.databaseUrl, max: config.poolSize }));
@@ -49,13 +51,15 @@ const server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://stack.invalid');
     const taskId = TASK_PATH.exec(url.pathname)?.[1];
     const route = `${req.method ?? ''} ${taskId ? '/tasks/{id}' : url.pathname}`;
-    if (!['GET /tasks/{id}', 'PATCH /tasks/{id}', 'GET /tasks', 'POST /tasks'].includes(route)) return problem(404, 'Not Found');
+    if (!['GET /tasks/{id}', 'PATCH /tasks/{id}', 'GET /tasks', 'POST /tasks'].includes(route))
+      return problem(404, 'Not Found');
     const caller = await callerOf(req.headers.authorization);
     if (!caller) return problem(401, 'Unauthorized');
     if (route === 'GET /tasks') return listTasks(caller, url);
     if (route === 'POST /tasks') return writes.create(caller, await readJson(req));
     if (!taskId) return problem(404, 'Not Found');
-    if (route === 'PATCH /tasks/{id}') return writes.patch(caller, taskId, req.headers['if-match'], await readJson(req));
+    if (route === 'PATCH /tasks/{id}')
+      return writes.patch(caller, taskId, req.headers['if-match'], await readJson(req));
     const task = await readVisibleTask(pool, config, caller, taskId);
     return task ? json(200, serializeTask(task), { etag: `"${task.version}"` }) : problem(404, 'Not Found');
   })().then(send, () => send(problem(500, 'Internal Server Error')));

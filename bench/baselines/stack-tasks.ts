@@ -27,7 +27,9 @@ export const TAGS_OF_TASK = `coalesce((SELECT json_agg(json_build_object('id', g
 
 /** The attachment count of task `t`: stored on the task, or counted, as the schema of the day has it. */
 export const attachmentCountOfTask = (config: StackConfig) =>
-  config.storedAttachmentCount ? 't.attachment_count' : '(SELECT count(*)::int FROM attachments a WHERE a.task_id = t.id)';
+  config.storedAttachmentCount
+    ? 't.attachment_count'
+    : '(SELECT count(*)::int FROM attachments a WHERE a.task_id = t.id)';
 
 /** The columns of a TaskRow, from a table aliased `t`. */
 export const taskColumns = (config: StackConfig) => `
@@ -37,10 +39,17 @@ export const taskColumns = (config: StackConfig) => `
 export const isAdmin = (caller: Caller) => caller.role === 'admin';
 
 /** The task if the caller may see it: admins every task, others what they own or are assigned to. */
-export async function readVisibleTask(pool: pg.Pool, config: StackConfig, caller: Caller, taskId: string): Promise<TaskRow | undefined> {
+export async function readVisibleTask(
+  pool: pg.Pool,
+  config: StackConfig,
+  caller: Caller,
+  taskId: string,
+): Promise<TaskRow | undefined> {
   const { rows } = await pool.query<TaskRow>(`SELECT ${taskColumns(config)} FROM tasks t WHERE t.id = $1`, [taskId]);
   const task = rows[0];
-  return task && (isAdmin(caller) || task.owner_id === caller.userId || task.assignee_id === caller.userId) ? task : undefined;
+  return task && (isAdmin(caller) || task.owner_id === caller.userId || task.assignee_id === caller.userId)
+    ? task
+    : undefined;
 }
 
 export const serializeTask = (t: TaskRow) => ({

@@ -8,7 +8,14 @@ import { TaskCreateSchema, TaskPatchSchema } from '../../contract/tasks.js';
 import type { Caller } from './stack-caller.js';
 import type { StackConfig } from './stack-config.js';
 import { problem, type Answer } from './stack-http.js';
-import { attachmentCountOfTask, isAdmin, readVisibleTask, serializeTask, TAGS_OF_TASK, taskJson } from './stack-tasks.js';
+import {
+  attachmentCountOfTask,
+  isAdmin,
+  readVisibleTask,
+  serializeTask,
+  TAGS_OF_TASK,
+  taskJson,
+} from './stack-tasks.js';
 
 /** The service's EVENTS_CHANNEL (server/events/outbox.ts). */
 const EVENTS_CHANNEL = 'task_service_events';
@@ -77,7 +84,8 @@ async function createTask(pool: pg.Pool, config: StackConfig, caller: Caller, bo
   const input = TaskCreateSchema.safeParse(body);
   if (!input.success) return problem(400, 'Bad Request');
   const task = input.data;
-  if (task.assigneeId !== null || task.tagIds.length > 0) return problem(400, 'The stack baseline creates tasks without assignee or tags');
+  if (task.assigneeId !== null || task.tagIds.length > 0)
+    return problem(400, 'The stack baseline creates tasks without assignee or tags');
   const id = uuidv7();
   const now = new Date();
   const { rows } = await pool.query<Written>(CREATE, [
@@ -107,11 +115,20 @@ function matchedVersion(ifMatch: string | undefined): number | null {
 }
 
 /** PATCH /tasks/{id} of title, description, status or priority, with or without If-Match. */
-async function patchTask(pool: pg.Pool, config: StackConfig, patch: string, caller: Caller, taskId: string, ifMatch: string | undefined, body: unknown): Promise<Answer> {
+async function patchTask(
+  pool: pg.Pool,
+  config: StackConfig,
+  patch: string,
+  caller: Caller,
+  taskId: string,
+  ifMatch: string | undefined,
+  body: unknown,
+): Promise<Answer> {
   const input = TaskPatchSchema.safeParse(body);
   if (!input.success) return problem(400, 'Bad Request');
   const change = input.data;
-  if (change.assigneeId !== undefined || change.dueAt !== undefined) return problem(400, 'The stack baseline changes no assignee or due date');
+  if (change.assigneeId !== undefined || change.dueAt !== undefined)
+    return problem(400, 'The stack baseline changes no assignee or due date');
   const version = matchedVersion(ifMatch);
   const { rows } = await pool.query<Written>(patch, [
     caller.userId,
@@ -139,6 +156,7 @@ export function taskWrites(pool: pg.Pool, config: StackConfig) {
   const patch = patchStatement(config);
   return {
     create: (caller: Caller, body: unknown) => createTask(pool, config, caller, body),
-    patch: (caller: Caller, taskId: string, ifMatch: string | undefined, body: unknown) => patchTask(pool, config, patch, caller, taskId, ifMatch, body),
+    patch: (caller: Caller, taskId: string, ifMatch: string | undefined, body: unknown) =>
+      patchTask(pool, config, patch, caller, taskId, ifMatch, body),
   };
 }

@@ -12,11 +12,20 @@ export interface RunningBaseline {
   stop(): Promise<void>;
 }
 
-export async function startBaseline(file: 'runtime-server.ts' | 'stack-server.ts', env: Record<string, string> = {}): Promise<RunningBaseline> {
+export async function startBaseline(
+  file: 'runtime-server.ts' | 'stack-server.ts',
+  env: Record<string, string> = {},
+): Promise<RunningBaseline> {
   const script = fileURLToPath(new URL(`./${file}`, import.meta.url));
   // BENCH_CPU_PROF=DIR: a CPU profile of the baseline too, beside the service's (bench/service.ts).
-  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(process.env.BENCH_CPU_PROF)}`] : [];
-  const child = fork(script, [], { execArgv: ['--import', 'tsx', ...profile], env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const profile = process.env.BENCH_CPU_PROF
+    ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(process.env.BENCH_CPU_PROF)}`]
+    : [];
+  const child = fork(script, [], {
+    execArgv: ['--import', 'tsx', ...profile],
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   const { port } = ListeningSchema.parse(await firstMessage(child, `baseline ${file}`));
   if (child.pid === undefined) throw new Error(`baseline ${file} has no process id`);
   return {

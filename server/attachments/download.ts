@@ -14,7 +14,11 @@ export function rangeOf(headers: { range?: string; 'if-range'?: string }, size: 
   const header = headers.range?.trim();
   if (header === undefined || !/^bytes=/i.test(header)) return full;
   if (headers['if-range'] !== undefined && headers['if-range'].trim() !== etag) return full;
-  const specs = header.slice('bytes='.length).split(',').map((s) => s.trim()).filter((s) => s !== '');
+  const specs = header
+    .slice('bytes='.length)
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
   const match = specs.length === 1 ? RANGE_SPEC.exec(specs[0] ?? '') : null;
   if (!match) return full;
   const [, first = '', last = ''] = match;

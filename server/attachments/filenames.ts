@@ -46,7 +46,10 @@ const encodeExtValue = (s: string): string =>
 
 /** An ASCII stand-in for old clients: accents dropped, other non-ASCII and quoting characters replaced. */
 const asciiFallback = (s: string): string =>
-  s.normalize('NFKD').replace(/\p{M}/gu, '').replace(/[^\x20-\x7e]|["\\]/g, '_');
+  s
+    .normalize('NFKD')
+    .replace(/\p{M}/gu, '')
+    .replace(/[^\x20-\x7e]|["\\]/g, '_');
 
 /** `Content-Disposition: attachment` with both filename forms (RFC 6266 §4.3). */
 export function contentDisposition(filename: string): string {

@@ -42,7 +42,10 @@ export function attachmentsRouter(ctx: AppContext) {
       body: { items: (await listAttachments(ctx, principalOf(req), params.task_id)).map(serializeAttachment) },
     }),
 
-    get: async ({ params, req }) => ({ status: 200, body: serializeAttachment(await findVisibleAttachment(ctx, principalOf(req), params.attach_id)) }),
+    get: async ({ params, req }) => ({
+      status: 200,
+      body: serializeAttachment(await findVisibleAttachment(ctx, principalOf(req), params.attach_id)),
+    }),
 
     download: async ({ params, headers, req, res }) => {
       const row = await findVisibleAttachment(ctx, principalOf(req), params.attach_id);
@@ -54,7 +57,9 @@ export function attachmentsRouter(ctx: AppContext) {
 
       const decision = rangeOf(headers, size, etag);
       if (decision.kind === 'unsatisfiable') {
-        throw new AppError('range_not_satisfiable', `The content is ${size} bytes long`, { headers: { 'Content-Range': `bytes */${size}` } });
+        throw new AppError('range_not_satisfiable', `The content is ${size} bytes long`, {
+          headers: { 'Content-Range': `bytes */${size}` },
+        });
       }
       const range = decision.kind === 'partial' ? decision.range : undefined;
       // HEAD answers the same headers from the row alone: the bytes are not read at all.

@@ -20,7 +20,11 @@ export interface ReceivedFile {
 }
 
 /** An attachment of a task the caller may see, or 404. */
-export async function findVisibleAttachment(ctx: AppContext, principal: Principal, attachmentId: string): Promise<AttachmentRow> {
+export async function findVisibleAttachment(
+  ctx: AppContext,
+  principal: Principal,
+  attachmentId: string,
+): Promise<AttachmentRow> {
   const row = await ctx.db.prisma.attachment.findFirst({ where: { id: attachmentId, task: taskVisibleTo(principal) } });
   if (!row) throw notFound('attachment');
   return row;
@@ -35,7 +39,8 @@ export async function listAttachments(ctx: AppContext, principal: Principal, tas
 /** The answer to an upload that failed its checks; `detail` of a full task names the limit. */
 function uploadRefusal(ctx: AppContext, verdict: Exclude<UploadVerdict, 'admitted'>): AppError {
   if (verdict === 'no_task') return notFound('task');
-  if (verdict === 'full') return new AppError('conflict', `A task holds at most ${ctx.config.attachments.maxPerTask} attachments`);
+  if (verdict === 'full')
+    return new AppError('conflict', `A task holds at most ${ctx.config.attachments.maxPerTask} attachments`);
   return quotaExceeded('storageBytes', ctx.config.quotas.storageBytes);
 }
 
@@ -49,14 +54,25 @@ export async function admitUpload(ctx: AppContext, principal: Principal, taskId:
  * Records an upload whose bytes are already durable, in one round trip (store.ts); if the row
  * cannot be written the bytes go.
  */
-export async function createAttachment(ctx: AppContext, principal: Principal, taskId: string, file: ReceivedFile): Promise<AttachmentRow> {
+export async function createAttachment(
+  ctx: AppContext,
+  principal: Principal,
+  taskId: string,
+  file: ReceivedFile,
+): Promise<AttachmentRow> {
   try {
     const contentType = await contentTypeOf(file.stored.head, file.declaredType);
     const outcome = await insertAttachment(
       ctx,
       principal,
       taskId,
-      { filename: sanitizeFilename(file.clientFilename), contentType, size: file.stored.size, sha256: file.stored.sha256, storageKey: file.stored.key },
+      {
+        filename: sanitizeFilename(file.clientFilename),
+        contentType,
+        size: file.stored.size,
+        sha256: file.stored.sha256,
+        storageKey: file.stored.key,
+      },
       exclusiveClaim(ctx, principal, 'storageBytes'),
     );
     if (outcome.kind !== 'created') throw uploadRefusal(ctx, outcome.kind);
@@ -72,7 +88,8 @@ export async function createAttachment(ctx: AppContext, principal: Principal, ta
 export async function deleteAttachment(ctx: AppContext, principal: Principal, attachmentId: string): Promise<void> {
   const outcome = await removeAttachment(ctx, principal, attachmentId);
   if (outcome.kind === 'not_found') throw notFound('attachment');
-  if (outcome.kind === 'forbidden') throw new AppError('forbidden', "Only the task's owner, the uploader or an admin may delete an attachment");
+  if (outcome.kind === 'forbidden')
+    throw new AppError('forbidden', "Only the task's owner, the uploader or an admin may delete an attachment");
   announceEvents(ctx);
   await discardStoredBytes(ctx, [outcome.storageKey]);
 }

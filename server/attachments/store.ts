@@ -37,15 +37,17 @@ const uploadVerdict = (principal: Principal) => `CASE
 export type UploadVerdict = 'no_task' | 'full' | 'no_room' | 'admitted';
 
 /** The upload's checks before its body is read (one statement): a byte more must fit the caller's storage quota. */
-export async function admission(ctx: AppContext, principal: Principal, taskId: string, claim: QuotaClaim): Promise<UploadVerdict> {
+export async function admission(
+  ctx: AppContext,
+  principal: Principal,
+  taskId: string,
+  claim: QuotaClaim,
+): Promise<UploadVerdict> {
   const { room, limit } = claimBounds(claim, 1n);
-  const [row] = await ctx.db.sql.rows<{ verdict: UploadVerdict }>(`SELECT ${uploadVerdict(principal)} AS verdict FROM tasks cur WHERE cur.id = $1`, [
-    taskId,
-    principal.userId,
-    ctx.config.attachments.maxPerTask,
-    room,
-    limit,
-  ]);
+  const [row] = await ctx.db.sql.rows<{ verdict: UploadVerdict }>(
+    `SELECT ${uploadVerdict(principal)} AS verdict FROM tasks cur WHERE cur.id = $1`,
+    [taskId, principal.userId, ctx.config.attachments.maxPerTask, room, limit],
+  );
   return row?.verdict ?? 'no_task';
 }
 
@@ -64,7 +66,13 @@ export type UploadOutcome = { kind: Exclude<UploadVerdict, 'admitted'> } | { kin
  * pass the per-task limit) and then the claim's on the uploader's: the row, the task's new version
  * (its attachmentCount changes), `attachment.created` and `task.updated`, in one round trip.
  */
-export async function insertAttachment(ctx: AppContext, principal: Principal, taskId: string, file: NewAttachment, claim: QuotaClaim): Promise<UploadOutcome> {
+export async function insertAttachment(
+  ctx: AppContext,
+  principal: Principal,
+  taskId: string,
+  file: NewAttachment,
+  claim: QuotaClaim,
+): Promise<UploadOutcome> {
   const id = uuidv7();
   const lock = claimLock(claim, principal.userId);
   const { room, limit } = claimBounds(claim, BigInt(file.size));
@@ -90,7 +98,22 @@ export async function insertAttachment(ctx: AppContext, principal: Principal, ta
                  FROM added a, touched t`,
         })}
         SELECT outcome FROM verdict`,
-      values: [taskId, principal.userId, ctx.config.attachments.maxPerTask, room, limit, id, file.filename, file.contentType, file.sha256, file.storageKey, new Date(), uuidv7(), uuidv7(), file.size],
+      values: [
+        taskId,
+        principal.userId,
+        ctx.config.attachments.maxPerTask,
+        room,
+        limit,
+        id,
+        file.filename,
+        file.contentType,
+        file.sha256,
+        file.storageKey,
+        new Date(),
+        uuidv7(),
+        uuidv7(),
+        file.size,
+      ],
     },
     ...settleTaskEvents,
     { text: `${ATTACHMENT_ROW} WHERE a.id = $1`, values: [id] },
@@ -110,10 +133,17 @@ export type RemoveOutcome = { kind: 'not_found' } | { kind: 'forbidden' } | { ki
  * task's new version, `attachment.deleted` and `task.updated`, in one round trip. The bytes are the
  * caller's to remove once this committed.
  */
-export async function removeAttachment(ctx: AppContext, principal: Principal, attachmentId: string): Promise<RemoveOutcome> {
+export async function removeAttachment(
+  ctx: AppContext,
+  principal: Principal,
+  attachmentId: string,
+): Promise<RemoveOutcome> {
   const mayDelete = isAdmin(principal) ? 'true' : '(t.owner_id = $2 OR a.uploaded_by = $2)';
   const results = await ctx.db.sql.pipeline([
-    { text: 'SELECT 1 FROM tasks WHERE id = (SELECT task_id FROM attachments WHERE id = $1) FOR NO KEY UPDATE', values: [attachmentId] },
+    {
+      text: 'SELECT 1 FROM tasks WHERE id = (SELECT task_id FROM attachments WHERE id = $1) FOR NO KEY UPDATE',
+      values: [attachmentId],
+    },
     { text: 'SAVEPOINT write' },
     {
       text: `

@@ -20,7 +20,10 @@ export async function sweepOrphans(ctx: AppContext, now = new Date()): Promise<S
   const staleWrites = await storage.removeStaleWrites(cutoff);
   let orphans = 0;
   const removeUnreferenced = async (keys: string[]) => {
-    const rows = await ctx.db.prisma.attachment.findMany({ where: { storageKey: { in: keys } }, select: { storageKey: true } });
+    const rows = await ctx.db.prisma.attachment.findMany({
+      where: { storageKey: { in: keys } },
+      select: { storageKey: true },
+    });
     const referenced = new Set(rows.map((row) => row.storageKey));
     for (const key of keys) {
       if (referenced.has(key)) continue;

@@ -34,11 +34,11 @@ function discardRestOf(req: Request): void {
   req.resume();
 }
 
-
 /** The file part the upload middleware stored for this request, if any. */
 export const receivedFile = (req: object): ReceivedFile | undefined => received.get(req);
 
-const tooLarge = (maxBytes: number) => new AppError('payload_too_large', `Attachments are limited to ${maxBytes} bytes`);
+const tooLarge = (maxBytes: number) =>
+  new AppError('payload_too_large', `Attachments are limited to ${maxBytes} bytes`);
 
 const filePartProblem = (code: string, message: string) => invalidField(`body.${FILE_FIELD}`, code, message);
 
@@ -115,7 +115,8 @@ export function uploadMiddleware(ctx: AppContext) {
   const receive = (req: Request, res: Response, next: NextFunction): void => {
     parse(req, res, (error?: unknown) => {
       if (error) return next(uploadProblem(req, error, maxBytes));
-      if (!received.has(req)) return next(filePartProblem('missing_file', `Send the file as a part named "${FILE_FIELD}"`));
+      if (!received.has(req))
+        return next(filePartProblem('missing_file', `Send the file as a part named "${FILE_FIELD}"`));
       next();
     });
   };

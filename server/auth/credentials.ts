@@ -23,12 +23,18 @@ export async function logIn(
   const { email, password, address } = attempt;
   const claimed = attempt.deviceToken === undefined ? undefined : claimedDevice(ctx.cursors, attempt.deviceToken);
   // The throttle's counts need not wait for the disk (throttle.ts); the session does.
-  const [account, counted] = await ctx.db.sql.pipeline([accountByEmail(email), ctx.loginThrottle.take(email, address, claimed)], NOT_DURABLE);
+  const [account, counted] = await ctx.db.sql.pipeline(
+    [accountByEmail(email), ctx.loginThrottle.take(email, address, claimed)],
+    NOT_DURABLE,
+  );
   const user = accountOf(account);
   const taken = await ctx.loginThrottle.admit(counted);
   if (!(await passwordMatches(ctx, user, password)) || !user) throw wrongCredentials();
   const session = newSession(ctx, user);
-  await Promise.all([ctx.db.sql.pipeline([ctx.loginThrottle.succeeded(taken)], NOT_DURABLE), ctx.db.sql.rows(session.insert.text, session.insert.values)]);
+  await Promise.all([
+    ctx.db.sql.pipeline([ctx.loginThrottle.succeeded(taken)], NOT_DURABLE),
+    ctx.db.sql.rows(session.insert.text, session.insert.values),
+  ]);
   const deviceId = claimed?.account === user.id ? claimed.deviceId : undefined;
   return { ...(await session.answer()), deviceToken: deviceTokenFor(ctx.cursors, user.id, deviceId) };
 }
@@ -44,7 +50,12 @@ async function passwordMatches(ctx: AppContext, user: UserRow | undefined, passw
  * Checks a known account's password outside a login (a password change) under the same throttle:
  * a failure counts against the account and the address, a success gives the attempt back.
  */
-export async function passwordAccepted(ctx: AppContext, user: UserRow, password: string, address: string): Promise<boolean> {
+export async function passwordAccepted(
+  ctx: AppContext,
+  user: UserRow,
+  password: string,
+  address: string,
+): Promise<boolean> {
   const taken = await ctx.loginThrottle.begin(user.email, address);
   const valid = await passwordMatches(ctx, user, password);
   if (valid) await ctx.db.sql.pipeline([ctx.loginThrottle.succeeded(taken)], NOT_DURABLE);

@@ -6,7 +6,8 @@ import type { ClaimedDevice } from './throttle.js';
 const DEVICE_TOKEN = 'device';
 
 /** A signed token naming the account and the device (a new one unless `deviceId` is known). */
-export const deviceTokenFor = (signer: CursorCodec, userId: string, deviceId: string = randomUUID()): string => signer.seal(DEVICE_TOKEN, `${userId} ${deviceId}`);
+export const deviceTokenFor = (signer: CursorCodec, userId: string, deviceId: string = randomUUID()): string =>
+  signer.seal(DEVICE_TOKEN, `${userId} ${deviceId}`);
 
 /**
  * What a token the service signed claims: an account and a device. The claim counts only for that

@@ -131,7 +131,9 @@ export function startHashingThreads(size: number, options: Options): HashingThre
             const parsed = answer.safeParse(reply);
             if (parsed.success) return resolve(parsed.data);
             const failure = FailureSchema.safeParse(reply);
-            reject(new Error(failure.success ? failure.data.error : 'a password hashing thread gave an unexpected answer'));
+            reject(
+              new Error(failure.success ? failure.data.error : 'a password hashing thread gave an unexpected answer'),
+            );
           },
           failed: reject,
         });

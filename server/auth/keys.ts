@@ -2,7 +2,17 @@ import { hkdf } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import path from 'node:path';
-import { calculateJwkThumbprint, exportJWK, exportPKCS8, generateKeyPair, importJWK, importPKCS8, type CryptoKey, type JWK, type KeyObject } from 'jose';
+import {
+  calculateJwkThumbprint,
+  exportJWK,
+  exportPKCS8,
+  generateKeyPair,
+  importJWK,
+  importPKCS8,
+  type CryptoKey,
+  type JWK,
+  type KeyObject,
+} from 'jose';
 import { OperatorError } from '../operator-error.js';
 import type { SqlSession } from '../db/sql.js';
 
@@ -20,7 +30,9 @@ export interface SigningKey {
 
 async function fromPrivatePem(pem: string, source: string): Promise<SigningKey> {
   const privateKey = await importPKCS8(pem, SIGNING_ALGORITHM, { extractable: true }).catch(() => {
-    throw new OperatorError(`${source} is not an Ed25519 private key in PKCS#8 PEM: make one with \`openssl genpkey -algorithm ed25519\``);
+    throw new OperatorError(
+      `${source} is not an Ed25519 private key in PKCS#8 PEM: make one with \`openssl genpkey -algorithm ed25519\``,
+    );
   });
   const privateJwk = await exportJWK(privateKey);
   // The public half of an OKP key is its `x` member.
@@ -56,10 +68,19 @@ async function newPrivatePem(): Promise<string> {
  * once and kept in the database, so that every instance on it signs with the same key and tokens
  * survive a restart.
  */
-export async function loadSigningKey(configuredPem: string | undefined, sql: SqlSession, dataDir: string): Promise<SigningKey> {
+export async function loadSigningKey(
+  configuredPem: string | undefined,
+  sql: SqlSession,
+  dataDir: string,
+): Promise<SigningKey> {
   if (configuredPem) return fromPrivatePem(configuredPem, 'JWT_PRIVATE_KEY');
   // Plain SQL: a start-up step, which need not wait for the ORM's query compiler to load.
-  const storedPem = async () => (await sql.rows<{ pem: string }>('SELECT private_key_pem AS pem FROM signing_keys WHERE name = $1', [GENERATED_KEY]))[0]?.pem;
+  const storedPem = async () =>
+    (
+      await sql.rows<{ pem: string }>('SELECT private_key_pem AS pem FROM signing_keys WHERE name = $1', [
+        GENERATED_KEY,
+      ])
+    )[0]?.pem;
   const stored = await storedPem();
   if (stored) return fromPrivatePem(stored, STORED_KEY);
   const file = path.join(dataDir, 'keys', 'jwt-ed25519.pem');
@@ -67,7 +88,10 @@ export async function loadSigningKey(configuredPem: string | undefined, sql: Sql
   if (fromFile) await fromPrivatePem(fromFile, file); // a broken file is named before it is adopted
   const candidate = fromFile ?? (await newPrivatePem());
   // Of instances starting together on a new database, the first insert wins and all use its key.
-  await sql.rows('INSERT INTO signing_keys (name, private_key_pem) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [GENERATED_KEY, candidate]);
+  await sql.rows('INSERT INTO signing_keys (name, private_key_pem) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [
+    GENERATED_KEY,
+    candidate,
+  ]);
   const chosen = await storedPem();
   if (!chosen) throw new Error('the generated signing key is missing right after its insert');
   return fromPrivatePem(chosen, STORED_KEY);

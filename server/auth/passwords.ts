@@ -25,7 +25,12 @@ const VerifiedSchema = z.object({ verified: z.boolean() });
  * take every idle cycle. More hashes than threads wait their turn, first come first served.
  */
 export function passwordHasher(config: Config['argon2']): PasswordHasher {
-  const options: Options = { algorithm: ARGON2ID, memoryCost: config.memoryCost, timeCost: config.timeCost, parallelism: 1 };
+  const options: Options = {
+    algorithm: ARGON2ID,
+    memoryCost: config.memoryCost,
+    timeCost: config.timeCost,
+    parallelism: 1,
+  };
   const threads = startHashingThreads(config.concurrency, options);
   const hash = (password: string) => threads.run({ op: 'hash', password }, HashedSchema).then((answer) => answer.hash);
   const verify = (stored: string, password: string) =>

@@ -11,7 +11,8 @@ import { refreshSession, revokeSession, startSession } from './sessions.js';
 export function authRouter(ctx: AppContext) {
   return initServer().router(authContract, {
     register: async ({ body, req, res }) => {
-      if (!ctx.config.registrationEnabled) throw new AppError('forbidden', 'Self-registration is disabled on this service');
+      if (!ctx.config.registrationEnabled)
+        throw new AppError('forbidden', 'Self-registration is disabled on this service');
       await ctx.registrationThrottle.admit(clientAddress(req));
       const user = await createAccount(ctx, body);
       res.setHeader('Location', `/users/${user.id}`);
@@ -20,7 +21,12 @@ export function authRouter(ctx: AppContext) {
 
     login: async ({ body, req }) => ({
       status: 200,
-      body: await logIn(ctx, { email: body.email, password: body.password, address: clientAddress(req), deviceToken: body.deviceToken }),
+      body: await logIn(ctx, {
+        email: body.email,
+        password: body.password,
+        address: clientAddress(req),
+        deviceToken: body.deviceToken,
+      }),
     }),
 
     refresh: async ({ body }) => ({ status: 200, body: await refreshSession(ctx, body.refreshToken) }),

@@ -7,11 +7,28 @@ import type { Prisma, User as UserRow } from '../generated/prisma/client.js';
 import { invalidToken, unauthenticated, type AppError } from '../http/errors.js';
 import type { Principal } from '../http/principal.js';
 import { serializeUser } from '../users/serialize.js';
-import { hashRefreshToken, newRefreshToken, type AccessClaims, type TokenCheck, type TokenRejection } from './tokens.js';
+import {
+  hashRefreshToken,
+  newRefreshToken,
+  type AccessClaims,
+  type TokenCheck,
+  type TokenRejection,
+} from './tokens.js';
 
-async function authResult(ctx: AppContext, user: UserRow, sessionId: string, refreshToken: string): Promise<AuthResult> {
+async function authResult(
+  ctx: AppContext,
+  user: UserRow,
+  sessionId: string,
+  refreshToken: string,
+): Promise<AuthResult> {
   const accessToken = await ctx.tokens.issue({ userId: user.id, sessionId, role: user.role });
-  return { user: serializeUser(user), accessToken, refreshToken, tokenType: 'Bearer', expiresIn: ctx.tokens.ttlSeconds };
+  return {
+    user: serializeUser(user),
+    accessToken,
+    refreshToken,
+    tokenType: 'Bearer',
+    expiresIn: ctx.tokens.ttlSeconds,
+  };
 }
 
 /** A new session of the user: the statement that writes its row, and its first token pair once written. */
@@ -43,7 +60,8 @@ async function sessionIdOf(tx: Prisma.TransactionClient, tokenHash: string): Pro
   return rotated?.sessionId;
 }
 
-type Refresh = { kind: 'rotated'; user: UserRow; sessionId: string } | { kind: 'refused' } | { kind: 'reuse'; sessionId: string };
+type Refresh =
+  { kind: 'rotated'; user: UserRow; sessionId: string } | { kind: 'refused' } | { kind: 'reuse'; sessionId: string };
 
 /**
  * Rotates a refresh token, with the session's row locked so concurrent refreshes apply one after the
@@ -61,7 +79,8 @@ export async function refreshSession(ctx: AppContext, refreshToken: string): Pro
     await tx.$queryRaw`SELECT id FROM sessions WHERE id = ${sessionId}::uuid FOR UPDATE`;
     const session = await tx.session.findUnique({ where: { id: sessionId }, include: { user: true } });
     const now = new Date();
-    if (!session || session.revokedAt || now.getTime() - session.lastUsedAt.getTime() > ctx.config.sessionIdleMs) return { kind: 'refused' };
+    if (!session || session.revokedAt || now.getTime() - session.lastUsedAt.getTime() > ctx.config.sessionIdleMs)
+      return { kind: 'refused' };
     if (session.refreshTokenHash !== presentedHash) {
       const rotated = await tx.rotatedRefreshToken.findUnique({ where: { tokenHash: presentedHash } });
       if (!rotated || graceMs === 0 || now.getTime() - rotated.rotatedAt.getTime() > graceMs) {
@@ -70,21 +89,35 @@ export async function refreshSession(ctx: AppContext, refreshToken: string): Pro
       }
     }
     // The current token is rotated out (by a grace refresh too: the other tab's new token gets the same grace).
-    await tx.rotatedRefreshToken.createMany({ data: [{ tokenHash: session.refreshTokenHash, sessionId: session.id, rotatedAt: now }], skipDuplicates: true });
-    await tx.session.update({ where: { id: session.id }, data: { refreshTokenHash: hashRefreshToken(next), lastUsedAt: now } });
+    await tx.rotatedRefreshToken.createMany({
+      data: [{ tokenHash: session.refreshTokenHash, sessionId: session.id, rotatedAt: now }],
+      skipDuplicates: true,
+    });
+    await tx.session.update({
+      where: { id: session.id },
+      data: { refreshTokenHash: hashRefreshToken(next), lastUsedAt: now },
+    });
     return { kind: 'rotated', user: session.user, sessionId: session.id };
   });
-  if (outcome.kind === 'reuse') ctx.logger.warn({ sessionId: outcome.sessionId }, 'refresh token reuse: session revoked');
+  if (outcome.kind === 'reuse')
+    ctx.logger.warn({ sessionId: outcome.sessionId }, 'refresh token reuse: session revoked');
   if (outcome.kind !== 'rotated') throw refreshRefused();
   return authResult(ctx, outcome.user, outcome.sessionId, next);
 }
 
 export async function revokeSession(ctx: AppContext, sessionId: string): Promise<void> {
-  await ctx.db.prisma.session.updateMany({ where: { id: sessionId, revokedAt: null }, data: { revokedAt: new Date() } });
+  await ctx.db.prisma.session.updateMany({
+    where: { id: sessionId, revokedAt: null },
+    data: { revokedAt: new Date() },
+  });
 }
 
 /** Revokes every live session of the user except `keepSessionId`. */
-export async function revokeOtherSessions(ctx: AppContext, userId: string, keepSessionId: string | undefined): Promise<void> {
+export async function revokeOtherSessions(
+  ctx: AppContext,
+  userId: string,
+  keepSessionId: string | undefined,
+): Promise<void> {
   await ctx.db.prisma.session.updateMany({
     where: { userId, revokedAt: null, ...(keepSessionId ? { id: { not: keepSessionId } } : {}) },
     data: { revokedAt: new Date() },
@@ -95,7 +128,10 @@ export async function revokeOtherSessions(ctx: AppContext, userId: string, keepS
  * The bearer token's check (signature, algorithm, issuer, audience, type, expiry), or undefined when
  * no bearer token was sent.
  */
-export async function checkBearerToken(ctx: AppContext, authorization: string | undefined): Promise<TokenCheck | undefined> {
+export async function checkBearerToken(
+  ctx: AppContext,
+  authorization: string | undefined,
+): Promise<TokenCheck | undefined> {
   // The scheme name is case-insensitive (RFC 9110 §11.1).
   const bearer = /^Bearer(?: (.*))?$/i.exec(authorization ?? '');
   if (!bearer) return undefined;
@@ -108,7 +144,8 @@ const TOKEN_REFUSED: Record<TokenRejection, string> = {
   invalid: 'The access token is malformed or not signed by this service; log in again',
   token_expired: 'The personal access token has expired; create a new one',
   token_unknown: 'The personal access token is revoked or unknown',
-  token_malformed: 'The personal access token is malformed (its checksum does not match); check that it was copied whole',
+  token_malformed:
+    'The personal access token is malformed (its checksum does not match); check that it was copied whole',
 };
 
 /**

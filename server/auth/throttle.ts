@@ -86,22 +86,49 @@ interface TakenRow {
  */
 export function loginThrottle(sql: SqlDatabase, config: Config['loginThrottle']) {
   const windowMs = config.windowSeconds * 1000;
-  const pair: Budget = { prefix: 'login-pair', points: config.maxFailuresPerAccountAddress, exceeded: 'Too many failed logins for this account from your address' };
-  const address: Budget = { prefix: 'login-address', points: config.maxFailuresPerAddress, exceeded: 'Too many failed logins from your address' };
-  const account: Budget = { prefix: 'login-account', points: config.maxFailuresPerAccount, exceeded: 'Too many failed logins for this account' };
+  const pair: Budget = {
+    prefix: 'login-pair',
+    points: config.maxFailuresPerAccountAddress,
+    exceeded: 'Too many failed logins for this account from your address',
+  };
+  const address: Budget = {
+    prefix: 'login-address',
+    points: config.maxFailuresPerAddress,
+    exceeded: 'Too many failed logins from your address',
+  };
+  const account: Budget = {
+    prefix: 'login-account',
+    points: config.maxFailuresPerAccount,
+    exceeded: 'Too many failed logins for this account',
+  };
   // A known device (a valid device token for the account) has a budget of its own, and only that.
-  const device: Budget = { prefix: 'login-device', points: config.maxFailuresPerDevice, exceeded: 'Too many failed logins from this device' };
+  const device: Budget = {
+    prefix: 'login-device',
+    points: config.maxFailuresPerDevice,
+    exceeded: 'Too many failed logins from this device',
+  };
   const budgets = [pair, address, account, device];
   const budgetOf = (key: string): Budget | undefined => budgets.find((budget) => key.startsWith(`${budget.prefix}:`));
 
   /** The budgets of an attempt without a known device, by key; the first that is spent names the 429. */
-  const strangerKeys = (email: string, on: string): string[] => [`${pair.prefix}:${JSON.stringify([email, on])}`, `${address.prefix}:${on}`, `${account.prefix}:${email}`];
+  const strangerKeys = (email: string, on: string): string[] => [
+    `${pair.prefix}:${JSON.stringify([email, on])}`,
+    `${address.prefix}:${on}`,
+    `${account.prefix}:${email}`,
+  ];
   const deviceKey = (deviceId: string) => `${device.prefix}:${deviceId}`;
 
-  const settle = (cleared: string[], refunded: string[]): Statement => ({ text: SETTLE_ATTEMPT, values: [[...cleared, ...refunded], cleared, refunded, new Date()] });
+  const settle = (cleared: string[], refunded: string[]): Statement => ({
+    text: SETTLE_ATTEMPT,
+    values: [[...cleared, ...refunded], cleared, refunded, new Date()],
+  });
 
   const purge = setInterval(() => {
-    sql.rows("DELETE FROM rate_limits WHERE key LIKE 'login-%' AND expire < $1::timestamptz", [new Date(Date.now() - PURGE_AFTER_MS)]).catch(() => undefined);
+    sql
+      .rows("DELETE FROM rate_limits WHERE key LIKE 'login-%' AND expire < $1::timestamptz", [
+        new Date(Date.now() - PURGE_AFTER_MS),
+      ])
+      .catch(() => undefined);
   }, PURGE_EVERY_MS);
   purge.unref();
 
@@ -112,7 +139,11 @@ export function loginThrottle(sql: SqlDatabase, config: Config['loginThrottle'])
   const admit = async (rows: unknown[] | undefined): Promise<Taken> => {
     const counted = rowsOf<TakenRow>(rows);
     const keys = counted.map((row) => row.key);
-    const spent = budgets.flatMap((budget) => counted.filter((row) => budgetOf(row.key) === budget && row.points > budget.points).map((row) => ({ row, budget })));
+    const spent = budgets.flatMap((budget) =>
+      counted
+        .filter((row) => budgetOf(row.key) === budget && row.points > budget.points)
+        .map((row) => ({ row, budget })),
+    );
     const [first] = spent;
     if (!first) return { keys };
     const unspent = keys.filter((key) => !spent.some(({ row }) => row.key === key));
@@ -126,7 +157,17 @@ export function loginThrottle(sql: SqlDatabase, config: Config['loginThrottle'])
   const take = (email: string, on: string, claimed?: ClaimedDevice): Statement => {
     const now = new Date();
     const known = claimed ? [deviceKey(claimed.deviceId)] : [];
-    return { text: TAKE_ATTEMPT, values: [strangerKeys(email, on), new Date(now.getTime() + windowMs), now, known, claimed?.account ?? null, email] };
+    return {
+      text: TAKE_ATTEMPT,
+      values: [
+        strangerKeys(email, on),
+        new Date(now.getTime() + windowMs),
+        now,
+        known,
+        claimed?.account ?? null,
+        email,
+      ],
+    };
   };
 
   return {
@@ -141,7 +182,10 @@ export function loginThrottle(sql: SqlDatabase, config: Config['loginThrottle'])
     /** The statement for a right password: the attempt was no failure, and the pair (or the device) starts afresh. */
     succeeded(taken: Taken): Statement {
       const clears = (key: string) => key.startsWith(`${pair.prefix}:`) || key.startsWith(`${device.prefix}:`);
-      return settle(taken.keys.filter(clears), taken.keys.filter((key) => !clears(key)));
+      return settle(
+        taken.keys.filter(clears),
+        taken.keys.filter((key) => !clears(key)),
+      );
     },
     /** Takes an attempt for a check of a known account's password outside a login (no device): one round trip. */
     async begin(email: string, on: string): Promise<Taken> {
@@ -157,13 +201,23 @@ export type LoginThrottle = ReturnType<typeof loginThrottle>;
  * hashed, so nobody keeps the hashing threads busy for everyone else. 0 turns it off.
  */
 export function registrationThrottle(prisma: PrismaClient, perHour: number) {
-  const limiter = perHour > 0 ? new RateLimiterPrisma({ storeClient: prisma, tableName: 'rateLimit', keyPrefix: 'register-address', points: perHour, duration: 3600 }) : undefined;
+  const limiter =
+    perHour > 0
+      ? new RateLimiterPrisma({
+          storeClient: prisma,
+          tableName: 'rateLimit',
+          keyPrefix: 'register-address',
+          points: perHour,
+          duration: 3600,
+        })
+      : undefined;
   return {
     async admit(address: string): Promise<void> {
       try {
         await limiter?.consume(address);
       } catch (error) {
-        if (error instanceof RateLimiterRes) throw throttled(`At most ${perHour} registrations an hour from one address`, error.msBeforeNext);
+        if (error instanceof RateLimiterRes)
+          throw throttled(`At most ${perHour} registrations an hour from one address`, error.msBeforeNext);
         throw error;
       }
     },

@@ -51,7 +51,12 @@ export function accessTokens(key: SigningKey, settings: AccessTokenSettings) {
       });
       const parsed = ClaimsSchema.safeParse(payload);
       if (!parsed.success) return { rejected: 'invalid' };
-      const claims: AccessClaims = { userId: parsed.data.sub, sessionId: parsed.data.sid, role: parsed.data.role, expiresAtMs: parsed.data.exp * 1000 };
+      const claims: AccessClaims = {
+        userId: parsed.data.sub,
+        sessionId: parsed.data.sid,
+        role: parsed.data.role,
+        expiresAtMs: parsed.data.exp * 1000,
+      };
       const ttl = parsed.data.exp * 1000 - Date.now();
       if (ttl > 0) verified.set(token, claims, { ttl });
       return { claims };

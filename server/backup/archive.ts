@@ -33,20 +33,36 @@ export const ManifestSchema = z.object({
   /** The dumped server's next transaction id: event log positions (and cursors given out) lie below it. */
   nextTransactionId: z.string().regex(/^\d+$/),
   /** Each table's rows in PostgreSQL's COPY text format, parents before children. */
-  tables: z.array(z.object({ name: z.string(), columns: z.array(z.string()), rows: z.number().int().nonnegative(), bytes: z.number().int().nonnegative(), sha256: Sha256Schema })),
+  tables: z.array(
+    z.object({
+      name: z.string(),
+      columns: z.array(z.string()),
+      rows: z.number().int().nonnegative(),
+      bytes: z.number().int().nonnegative(),
+      sha256: Sha256Schema,
+    }),
+  ),
   sequences: z.array(z.object({ name: z.string(), lastValue: z.string().regex(/^-?\d+$/), isCalled: z.boolean() })),
-  attachments: z.array(z.object({ key: z.string().regex(STORAGE_KEY), size: z.number().int().nonnegative(), sha256: Sha256Schema })),
+  attachments: z.array(
+    z.object({ key: z.string().regex(STORAGE_KEY), size: z.number().int().nonnegative(), sha256: Sha256Schema }),
+  ),
 });
 export type Manifest = z.infer<typeof ManifestSchema>;
 
 export function parseManifest(text: string): Manifest {
   const header = z.object({ format: z.string(), formatVersion: z.number() }).safeParse(JSON.parse(text));
-  if (!header.success || header.data.format !== FORMAT) throw new BackupError('The archive is not a backup of this service (its manifest is not one)');
+  if (!header.success || header.data.format !== FORMAT)
+    throw new BackupError('The archive is not a backup of this service (its manifest is not one)');
   if (header.data.formatVersion !== FORMAT_VERSION) {
-    throw new BackupError(`The archive is in backup format ${header.data.formatVersion}; this version reads format ${FORMAT_VERSION}: restore it with the version that made it`);
+    throw new BackupError(
+      `The archive is in backup format ${header.data.formatVersion}; this version reads format ${FORMAT_VERSION}: restore it with the version that made it`,
+    );
   }
   const manifest = ManifestSchema.safeParse(JSON.parse(text));
-  if (!manifest.success) throw new BackupError(`The archive's manifest is damaged: ${manifest.error.issues[0]?.path.join('.')} ${manifest.error.issues[0]?.message}`);
+  if (!manifest.success)
+    throw new BackupError(
+      `The archive's manifest is damaged: ${manifest.error.issues[0]?.path.join('.')} ${manifest.error.issues[0]?.message}`,
+    );
   return manifest.data;
 }
 
@@ -65,7 +81,9 @@ export class ArchiveWriter {
   async add(name: string, size: number, source: AsyncIterable<Buffer>): Promise<string> {
     const hash = createHash('sha256');
     const entryDone = new Promise<void>((resolve, reject) => {
-      const entry = this.pack.entry({ name, size, mode: 0o600, mtime: new Date(), type: 'file' }, (error) => (error ? reject(error) : resolve()));
+      const entry = this.pack.entry({ name, size, mode: 0o600, mtime: new Date(), type: 'file' }, (error) =>
+        error ? reject(error) : resolve(),
+      );
       void (async () => {
         for await (const chunk of source) {
           hash.update(chunk);
@@ -107,7 +125,10 @@ class EntryFailure extends Error {
  * Reads every entry of an archive in order, handing each to `onEntry`, which must consume its
  * stream. A damaged file (bad gzip, a cut tar) fails with a BackupError.
  */
-export async function readArchive(file: string, onEntry: (name: string, size: number, content: AsyncIterable<Buffer>) => Promise<void>): Promise<void> {
+export async function readArchive(
+  file: string,
+  onEntry: (name: string, size: number, content: AsyncIterable<Buffer>) => Promise<void>,
+): Promise<void> {
   const extract = tar.extract();
   let readFailure: unknown;
   const reading = pipeline(createReadStream(file), createGunzip(), extract);

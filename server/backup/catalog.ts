@@ -73,7 +73,9 @@ export async function sequenceStates(client: pg.ClientBase): Promise<SequenceSta
 export async function tablesWithRows(client: pg.ClientBase): Promise<string[]> {
   const filled: string[] = [];
   for (const table of await serviceTables(client)) {
-    const { rows } = await client.query<{ any: boolean }>(`SELECT EXISTS (SELECT 1 FROM ${quoteIdent(table.name)}) AS any`);
+    const { rows } = await client.query<{ any: boolean }>(
+      `SELECT EXISTS (SELECT 1 FROM ${quoteIdent(table.name)}) AS any`,
+    );
     if (rows[0]?.any) filled.push(table.name);
   }
   return filled;

@@ -8,7 +8,16 @@ import pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
 import { PROJECT_ROOT } from '../project-root.js';
 import type { AttachmentStorage } from '../storage/storage.js';
-import { ArchiveWriter, attachmentEntry, BackupError, FORMAT, FORMAT_VERSION, MANIFEST_ENTRY, tableEntry, type Manifest } from './archive.js';
+import {
+  ArchiveWriter,
+  attachmentEntry,
+  BackupError,
+  FORMAT,
+  FORMAT_VERSION,
+  MANIFEST_ENTRY,
+  tableEntry,
+  type Manifest,
+} from './archive.js';
 import { MIGRATIONS_TABLE, quoteIdent, sequenceStates, serviceTables } from './catalog.js';
 
 const NEWLINE = 0x0a;
@@ -22,7 +31,11 @@ export async function serviceVersion(): Promise<string> {
 type TableDump = Manifest['tables'][number] & { spool: string };
 
 /** One table's rows, in COPY text format, into a file; COPY ends every row with a newline (one inside a value is escaped). */
-async function spoolTable(client: pg.Client, table: { name: string; columns: string[] }, spool: string): Promise<TableDump> {
+async function spoolTable(
+  client: pg.Client,
+  table: { name: string; columns: string[] },
+  spool: string,
+): Promise<TableDump> {
   const columns = table.columns.map(quoteIdent).join(', ');
   const hash = createHash('sha256');
   let rows = 0;
@@ -33,8 +46,19 @@ async function spoolTable(client: pg.Client, table: { name: string; columns: str
       done(null, chunk);
     },
   });
-  await pipeline(client.query(copyTo(`COPY ${quoteIdent(table.name)} (${columns}) TO STDOUT`)), count, createWriteStream(spool, { mode: 0o600 }));
-  return { name: table.name, columns: table.columns, rows, bytes: (await stat(spool)).size, sha256: hash.digest('hex'), spool };
+  await pipeline(
+    client.query(copyTo(`COPY ${quoteIdent(table.name)} (${columns}) TO STDOUT`)),
+    count,
+    createWriteStream(spool, { mode: 0o600 }),
+  );
+  return {
+    name: table.name,
+    columns: table.columns,
+    rows,
+    bytes: (await stat(spool)).size,
+    sha256: hash.digest('hex'),
+    spool,
+  };
 }
 
 interface Snapshot {
@@ -49,9 +73,14 @@ async function readSnapshot(url: string, spoolDir: string): Promise<Snapshot> {
   try {
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
     await client.query('SET LOCAL statement_timeout = 0');
-    const { rows: history } = await client.query<{ exists: boolean }>(`SELECT to_regclass($1) IS NOT NULL AS exists`, [quoteIdent(MIGRATIONS_TABLE)]);
-    if (!history[0]?.exists) throw new BackupError('The database has no schema of this service yet: there is nothing to dump');
-    const { rows: migrations } = await client.query<{ name: string }>(`SELECT name FROM ${quoteIdent(MIGRATIONS_TABLE)} ORDER BY name`);
+    const { rows: history } = await client.query<{ exists: boolean }>(`SELECT to_regclass($1) IS NOT NULL AS exists`, [
+      quoteIdent(MIGRATIONS_TABLE),
+    ]);
+    if (!history[0]?.exists)
+      throw new BackupError('The database has no schema of this service yet: there is nothing to dump');
+    const { rows: migrations } = await client.query<{ name: string }>(
+      `SELECT name FROM ${quoteIdent(MIGRATIONS_TABLE)} ORDER BY name`,
+    );
     const { rows: meta } = await client.query<{ next: string; version: string }>(
       `SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS next, current_setting('server_version') AS version`,
     );
@@ -83,10 +112,15 @@ async function readSnapshot(url: string, spoolDir: string): Promise<Snapshot> {
 }
 
 /** An attachment's bytes from storage, failing if they are gone or not the ones recorded. */
-async function* storedBytes(storage: AttachmentStorage, attachment: Manifest['attachments'][number]): AsyncIterable<Buffer> {
+async function* storedBytes(
+  storage: AttachmentStorage,
+  attachment: Manifest['attachments'][number],
+): AsyncIterable<Buffer> {
   const stream = await storage.open(attachment.key);
   if (!stream) {
-    throw new BackupError(`The bytes of attachment ${attachment.key} are missing from storage (deleted while the dump ran?): run the dump again`);
+    throw new BackupError(
+      `The bytes of attachment ${attachment.key} are missing from storage (deleted while the dump ran?): run the dump again`,
+    );
   }
   const hash = createHash('sha256');
   let size = 0;
@@ -98,7 +132,9 @@ async function* storedBytes(storage: AttachmentStorage, attachment: Manifest['at
     yield bytes;
   }
   if (size !== attachment.size || hash.digest('hex') !== attachment.sha256) {
-    throw new BackupError(`The stored bytes of attachment ${attachment.key} do not match the size and sha256 recorded for them: the storage is damaged`);
+    throw new BackupError(
+      `The stored bytes of attachment ${attachment.key} do not match the size and sha256 recorded for them: the storage is damaged`,
+    );
   }
 }
 
@@ -112,16 +148,24 @@ export interface DumpResult {
  * runs and writes), then every attachment's bytes, checked against their recorded sha256, then the
  * manifest. The file appears only when complete.
  */
-export async function dumpService(url: string, storage: AttachmentStorage, file: string, log: (message: string) => void = () => undefined): Promise<DumpResult> {
+export async function dumpService(
+  url: string,
+  storage: AttachmentStorage,
+  file: string,
+  log: (message: string) => void = () => undefined,
+): Promise<DumpResult> {
   const target = path.resolve(file);
   const partial = `${target}.partial-${process.pid}`;
   const spoolDir = await mkdtemp(path.join(path.dirname(target), '.dump-'));
   try {
     const snapshot = await readSnapshot(url, spoolDir);
-    log(`read ${snapshot.tables.length} tables (${snapshot.tables.reduce((n, t) => n + t.rows, 0)} rows) in one snapshot`);
+    log(
+      `read ${snapshot.tables.length} tables (${snapshot.tables.reduce((n, t) => n + t.rows, 0)} rows) in one snapshot`,
+    );
     const archive = new ArchiveWriter(partial);
     try {
-      for (const table of snapshot.tables) await archive.add(tableEntry(table.name), table.bytes, createReadStream(table.spool));
+      for (const table of snapshot.tables)
+        await archive.add(tableEntry(table.name), table.bytes, createReadStream(table.spool));
       for (const attachment of snapshot.manifest.attachments) {
         await archive.add(attachmentEntry(attachment.key), attachment.size, storedBytes(storage, attachment));
       }

@@ -6,7 +6,15 @@ import { from as copyFrom } from 'pg-copy-streams';
 import type { Database } from '../db/database.js';
 import { migrate, readMigrations, type Migration } from '../db/migrate.js';
 import type { AttachmentStorage } from '../storage/storage.js';
-import { attachmentEntry, BackupError, MANIFEST_ENTRY, parseManifest, readArchive, tableEntry, type Manifest } from './archive.js';
+import {
+  attachmentEntry,
+  BackupError,
+  MANIFEST_ENTRY,
+  parseManifest,
+  readArchive,
+  tableEntry,
+  type Manifest,
+} from './archive.js';
 import { quoteIdent, serviceTables, tablesWithRows } from './catalog.js';
 import { advanceTransactionIds } from './transaction-ids.js';
 
@@ -31,7 +39,9 @@ async function assertEmptyTarget(url: string, storage: AttachmentStorage): Promi
     );
   }
   for await (const entry of storage.list()) {
-    throw new BackupError(`The target attachment storage already holds objects (${entry.key}, …): restore into empty storage (a new DATA_DIR, or an empty bucket)`);
+    throw new BackupError(
+      `The target attachment storage already holds objects (${entry.key}, …): restore into empty storage (a new DATA_DIR, or an empty bucket)`,
+    );
   }
 }
 
@@ -51,7 +61,8 @@ async function verifyArchive(file: string): Promise<Manifest> {
     if (name === MANIFEST_ENTRY) manifestText = Buffer.concat(chunks).toString('utf8');
     else seen.set(name, { bytes, sha256: hash.digest('hex') });
   });
-  if (manifestText === undefined) throw new BackupError(`${file} has no manifest: it is cut short, or not a backup of this service`);
+  if (manifestText === undefined)
+    throw new BackupError(`${file} has no manifest: it is cut short, or not a backup of this service`);
   const manifest = parseManifest(manifestText);
   const check = (entry: string, what: string, expected: { bytes: number; sha256: string }) => {
     const found = seen.get(entry);
@@ -61,7 +72,8 @@ async function verifyArchive(file: string): Promise<Manifest> {
     }
   };
   for (const table of manifest.tables) check(tableEntry(table.name), `The rows of table ${table.name}`, table);
-  for (const a of manifest.attachments) check(attachmentEntry(a.key), `The bytes of attachment ${a.key}`, { bytes: a.size, sha256: a.sha256 });
+  for (const a of manifest.attachments)
+    check(attachmentEntry(a.key), `The bytes of attachment ${a.key}`, { bytes: a.size, sha256: a.sha256 });
   return manifest;
 }
 
@@ -70,7 +82,9 @@ function migrationsOfArchive(manifest: Manifest, known: Migration[]): Migration[
   const names = new Set(known.map((m) => m.name));
   const unknown = manifest.migrations.filter((name) => !names.has(name));
   if (unknown.length > 0) {
-    throw new BackupError(`The archive's schema has migration ${unknown[0]}, which this version does not know: restore it with version ${manifest.serviceVersion} or later`);
+    throw new BackupError(
+      `The archive's schema has migration ${unknown[0]}, which this version does not know: restore it with version ${manifest.serviceVersion} or later`,
+    );
   }
   const level = new Set(manifest.migrations);
   return known.filter((m) => level.has(m.name));
@@ -82,7 +96,10 @@ async function assertSameShape(client: pg.Client, manifest: Manifest): Promise<v
   for (const table of manifest.tables) {
     const columns = target.get(table.name);
     const missing = columns ? table.columns.filter((c) => !columns.has(c)) : ['(the whole table)'];
-    if (missing.length > 0) throw new BackupError(`The target schema has no ${table.name}.${missing[0]}: the archive does not fit this version's migrations`);
+    if (missing.length > 0)
+      throw new BackupError(
+        `The target schema has no ${table.name}.${missing[0]}: the archive does not fit this version's migrations`,
+      );
   }
 }
 
@@ -104,9 +121,14 @@ async function load(url: string, storage: AttachmentStorage, file: string, manif
       await readArchive(file, async (name, _size, content) => {
         const table = tables.get(name);
         if (table) {
-          const copy = client.query(copyFrom(`COPY ${quoteIdent(table.name)} (${table.columns.map(quoteIdent).join(', ')}) FROM STDIN`));
+          const copy = client.query(
+            copyFrom(`COPY ${quoteIdent(table.name)} (${table.columns.map(quoteIdent).join(', ')}) FROM STDIN`),
+          );
           await pipeline(Readable.from(content), copy);
-          if (copy.rowCount !== table.rows) throw new BackupError(`Table ${table.name} loaded ${copy.rowCount} rows where the manifest says ${table.rows}: the archive is damaged`);
+          if (copy.rowCount !== table.rows)
+            throw new BackupError(
+              `Table ${table.name} loaded ${copy.rowCount} rows where the manifest says ${table.rows}: the archive is damaged`,
+            );
           loaded.add(name);
           return;
         }
@@ -115,7 +137,9 @@ async function load(url: string, storage: AttachmentStorage, file: string, manif
           const stored = await storage.write(Readable.from(content), { maxBytes: attachment.size });
           storedAs.set(attachment.key, stored.key);
           if (stored.size !== attachment.size || stored.sha256 !== attachment.sha256) {
-            throw new BackupError(`The bytes of attachment ${attachment.key} do not match their sha256 in the manifest: the archive is damaged`);
+            throw new BackupError(
+              `The bytes of attachment ${attachment.key} do not match their sha256 in the manifest: the archive is damaged`,
+            );
           }
           loaded.add(name);
         }
@@ -128,9 +152,14 @@ async function load(url: string, storage: AttachmentStorage, file: string, manif
         `UPDATE attachments SET storage_key = m.new_key FROM unnest($1::text[], $2::text[]) AS m(old_key, new_key) WHERE attachments.storage_key = m.old_key`,
         [[...storedAs.keys()], [...storedAs.values()]],
       );
-      if (renamed.rowCount !== storedAs.size) throw new BackupError('The archive lists attachment bytes that no attachment row refers to: it is damaged');
+      if (renamed.rowCount !== storedAs.size)
+        throw new BackupError('The archive lists attachment bytes that no attachment row refers to: it is damaged');
       for (const sequence of manifest.sequences) {
-        await client.query('SELECT setval($1::regclass, $2::bigint, $3)', [quoteIdent(sequence.name), sequence.lastValue, sequence.isCalled]);
+        await client.query('SELECT setval($1::regclass, $2::bigint, $3)', [
+          quoteIdent(sequence.name),
+          sequence.lastValue,
+          sequence.isCalled,
+        ]);
       }
       await client.query('COMMIT');
     } catch (error) {
@@ -147,10 +176,17 @@ async function load(url: string, storage: AttachmentStorage, file: string, manif
  * transaction, applies the migrations this version adds, and moves the transaction counter past
  * the archive's so the event log continues where it was.
  */
-export async function restoreService(db: Database, storage: AttachmentStorage, file: string, log: Log = () => undefined): Promise<Manifest> {
+export async function restoreService(
+  db: Database,
+  storage: AttachmentStorage,
+  file: string,
+  log: Log = () => undefined,
+): Promise<Manifest> {
   await assertEmptyTarget(db.url, storage);
   const manifest = await verifyArchive(file);
-  log(`the archive (made ${manifest.createdAt} by version ${manifest.serviceVersion}) is intact: ${manifest.tables.length} tables, ${manifest.attachments.length} attachments`);
+  log(
+    `the archive (made ${manifest.createdAt} by version ${manifest.serviceVersion}) is intact: ${manifest.tables.length} tables, ${manifest.attachments.length} attachments`,
+  );
   const known = await readMigrations();
   await migrate(db.sql, migrationsOfArchive(manifest, known));
   await load(db.url, storage, file, manifest);

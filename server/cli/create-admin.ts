@@ -29,7 +29,11 @@ runCommand('create-admin', async () => {
   const accounts = { db, passwords: passwordHasher(config.argon2) };
   try {
     await migrate(db.sql);
-    const admin = await ensureAdmin(accounts, { email: email.data, password, name: nameArg ?? 'Administrator' }, { promoteExisting: true });
+    const admin = await ensureAdmin(
+      accounts,
+      { email: email.data, password, name: nameArg ?? 'Administrator' },
+      { promoteExisting: true },
+    );
     console.log(`administrator ${admin.email} (${admin.id}) is present`);
   } finally {
     await Promise.all([accounts.passwords.close(), db.close()]);

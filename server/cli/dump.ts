@@ -18,9 +18,13 @@ runCommand('dump', async () => {
   try {
     const storage = await openAttachmentStorage(config);
     try {
-      const { file: written, manifest } = await dumpService(db.url, storage, file, (message) => console.error(`dump: ${message}`));
+      const { file: written, manifest } = await dumpService(db.url, storage, file, (message) =>
+        console.error(`dump: ${message}`),
+      );
       const rows = manifest.tables.reduce((n, t) => n + t.rows, 0);
-      console.log(`wrote ${written}: ${rows} rows in ${manifest.tables.length} tables, ${manifest.attachments.length} attachments`);
+      console.log(
+        `wrote ${written}: ${rows} rows in ${manifest.tables.length} tables, ${manifest.attachments.length} attachments`,
+      );
     } finally {
       await storage.close();
     }

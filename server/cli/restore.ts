@@ -8,7 +8,9 @@ import { runCommand } from './run.js';
 
 const [file, ...rest] = process.argv.slice(2);
 if (!file || rest.length > 0) {
-  console.error('usage: npm run restore -- FILE   (into an empty database and attachment storage, with the service stopped)');
+  console.error(
+    'usage: npm run restore -- FILE   (into an empty database and attachment storage, with the service stopped)',
+  );
   process.exit(2);
 }
 runCommand('restore', async () => {
@@ -19,7 +21,9 @@ runCommand('restore', async () => {
     try {
       const manifest = await restoreService(db, storage, file, (message) => console.error(`restore: ${message}`));
       const rows = manifest.tables.reduce((n, t) => n + t.rows, 0);
-      console.log(`restored ${file}: ${rows} rows in ${manifest.tables.length} tables, ${manifest.attachments.length} attachments`);
+      console.log(
+        `restored ${file}: ${rows} rows in ${manifest.tables.length} tables, ${manifest.attachments.length} attachments`,
+      );
     } finally {
       await storage.close();
     }

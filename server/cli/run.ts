@@ -10,7 +10,9 @@ export function runCommand(name: string, command: () => Promise<void>): void {
       console.error(`${name}: ${error.message}`);
     } else {
       const message = error instanceof Error ? error.message : String(error);
-      console.error(`${name}: unexpected failure: ${message.split('\n')[0]}${process.env.DEBUG ? '' : ' (set DEBUG=1 for details)'}`);
+      console.error(
+        `${name}: unexpected failure: ${message.split('\n')[0]}${process.env.DEBUG ? '' : ' (set DEBUG=1 for details)'}`,
+      );
       if (process.env.DEBUG) console.error(error);
     }
     process.exitCode = 1;

@@ -13,7 +13,10 @@ export interface CommandDatabaseOptions {
  * and stopped when it closes. `exclusive` holds the data directory like the service does, so the
  * command refuses to run while the service uses it, and the service refuses to start meanwhile.
  */
-export async function openDatabaseForCommand(config: DatabaseConfig, { exclusive }: CommandDatabaseOptions): Promise<Database> {
+export async function openDatabaseForCommand(
+  config: DatabaseConfig,
+  { exclusive }: CommandDatabaseOptions,
+): Promise<Database> {
   if (config.databaseUrl) return openDatabase(config);
   if (!exclusive) {
     // The running service's server, through its socket: no second server, and its lock left alone.
@@ -33,5 +36,10 @@ export async function openDatabaseForCommand(config: DatabaseConfig, { exclusive
       throw error;
     });
   }
-  return openPostgres(server.url, { poolSize: 2, kind: 'embedded', directUrl: server.url, onClose: () => release(unlock) });
+  return openPostgres(server.url, {
+    poolSize: 2,
+    kind: 'embedded',
+    directUrl: server.url,
+    onClose: () => release(unlock),
+  });
 }

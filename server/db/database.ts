@@ -75,7 +75,10 @@ function resilientPool(options: pg.PoolConfig): pg.Pool {
   return pool;
 }
 
-export function openPostgres(url: string, { poolSize, statementTimeoutMs, directUrl, kind = 'external', onClose }: PostgresOptions): Database {
+export function openPostgres(
+  url: string,
+  { poolSize, statementTimeoutMs, directUrl, kind = 'external', onClose }: PostgresOptions,
+): Database {
   // A direct URL equal to the pool's says the pool is direct too (README: DATABASE_DIRECT_URL).
   const direct = directUrl === url;
   // On a direct connection the statement timeout is the session's (a start-up parameter), and a
@@ -91,7 +94,9 @@ export function openPostgres(url: string, { poolSize, statementTimeoutMs, direct
   });
   // What every query goes through: the timeout set per transaction where a pooler may be in front.
   const queries = perTransaction === undefined ? keptConnectionPool(pool) : boundedPool(pool, perTransaction);
-  const prisma = new PrismaClient({ adapter: perTransaction === undefined ? new PrismaPg(queries) : new BoundedPrismaPg(queries, perTransaction) });
+  const prisma = new PrismaClient({
+    adapter: perTransaction === undefined ? new PrismaPg(queries) : new BoundedPrismaPg(queries, perTransaction),
+  });
   return {
     kind,
     url,
@@ -117,7 +122,8 @@ function describeConnectError(error: unknown, url: string, variable = 'DATABASE_
   const where = `${hostname || 'localhost'}:${port || 5432}${pathname}`;
   if (code === '28P01' || code === '28000') return `PostgreSQL at ${where} refused the credentials in ${variable}.`;
   if (code === '3D000') return `PostgreSQL at ${where} has no such database: create it, or fix ${variable}.`;
-  if (error instanceof pg.DatabaseError) return `PostgreSQL at ${where} (${variable}) refused the connection: ${error.message} (${error.code ?? 'no code'}).`;
+  if (error instanceof pg.DatabaseError)
+    return `PostgreSQL at ${where} (${variable}) refused the connection: ${error.message} (${error.code ?? 'no code'}).`;
   const reason = code ?? (error instanceof Error ? error.message : String(error));
   return `Cannot reach PostgreSQL at ${where} (${reason}): is the server running, and is ${variable} right?`;
 }
@@ -152,7 +158,9 @@ export async function lockDataDir(url: string, dataDir: string): Promise<() => P
   await client.connect();
   // A killed predecessor's session may take a moment to end on the server.
   for (let attempt = 0; attempt < 10; attempt++) {
-    const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [DATA_DIR_LOCK_KEY]);
+    const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [
+      DATA_DIR_LOCK_KEY,
+    ]);
     if (rows[0]?.locked) return () => client.end();
     await new Promise((resolve) => setTimeout(resolve, 200));
   }

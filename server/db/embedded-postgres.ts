@@ -1,6 +1,19 @@
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { access, appendFile, chmod, chown, constants, mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import {
+  access,
+  appendFile,
+  chmod,
+  chown,
+  constants,
+  mkdir,
+  open,
+  readFile,
+  rename,
+  rm,
+  stat,
+  writeFile,
+} from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -63,7 +76,11 @@ interface Account {
 /** The `postgres` account from /etc/passwd (read, not asked of `id`: no process to start). */
 async function passwdAccount(): Promise<Account | undefined> {
   const passwd = await readFile('/etc/passwd', 'utf8').catch(() => '');
-  const [, , uid = '', gid = ''] = passwd.split('\n').map((line) => line.split(':')).find((entry) => entry[0] === 'postgres') ?? [];
+  const [, , uid = '', gid = ''] =
+    passwd
+      .split('\n')
+      .map((line) => line.split(':'))
+      .find((entry) => entry[0] === 'postgres') ?? [];
   return /^\d+$/.test(uid) && /^\d+$/.test(gid) ? { uid: Number(uid), gid: Number(gid) } : undefined;
 }
 
@@ -80,9 +97,18 @@ async function serverAccount(): Promise<Account | undefined> {
     return await lookup();
   } catch {
     try {
-      await run('useradd', ['--system', '--user-group', '--no-create-home', '--shell', '/usr/sbin/nologin', 'postgres']);
+      await run('useradd', [
+        '--system',
+        '--user-group',
+        '--no-create-home',
+        '--shell',
+        '/usr/sbin/nologin',
+        'postgres',
+      ]);
     } catch {
-      throw new EmbeddedPostgresError('Running as root, the embedded PostgreSQL needs a "postgres" system user, and creating one failed: create it, or run the service as another user.');
+      throw new EmbeddedPostgresError(
+        'Running as root, the embedded PostgreSQL needs a "postgres" system user, and creating one failed: create it, or run the service as another user.',
+      );
     }
     return lookup();
   }
@@ -93,12 +119,23 @@ async function ownBy(dir: string, account: Account | undefined): Promise<void> {
 }
 
 /** Runs one of PostgreSQL's programs (as the server's account when we are root), failing with its output. */
-async function runAs(account: Account | undefined, file: string, args: string[], signal?: AbortSignal): Promise<{ code: number; output: string }> {
+async function runAs(
+  account: Account | undefined,
+  file: string,
+  args: string[],
+  signal?: AbortSignal,
+): Promise<{ code: number; output: string }> {
   try {
-    const { stdout, stderr } = await run(file, args, { ...(account ?? {}), env: { ...process.env, LC_ALL: 'C' }, ...(signal ? { signal } : {}) });
+    const { stdout, stderr } = await run(file, args, {
+      ...(account ?? {}),
+      env: { ...process.env, LC_ALL: 'C' },
+      ...(signal ? { signal } : {}),
+    });
     return { code: 0, output: `${stdout}${stderr}` };
   } catch (error) {
-    const failed = z.object({ code: z.number().optional(), stdout: z.string().optional(), stderr: z.string().optional() }).parse(error);
+    const failed = z
+      .object({ code: z.number().optional(), stdout: z.string().optional(), stderr: z.string().optional() })
+      .parse(error);
     return { code: failed.code ?? 1, output: `${failed.stdout ?? ''}${failed.stderr ?? ''}` };
   }
 }
@@ -114,7 +151,11 @@ function socketDirectory(dataDir: string): string {
   return path.join(tmpdir(), `task-service-${createHash('sha256').update(dataDir).digest('hex').slice(0, 12)}`);
 }
 
-const exists = (file: string) => access(file, constants.F_OK).then(() => true, () => false);
+const exists = (file: string) =>
+  access(file, constants.F_OK).then(
+    () => true,
+    () => false,
+  );
 
 /** As root, PostgreSQL runs as the postgres system user: it must reach the binaries (checked before initdb, and when a start fails). */
 async function checkAccountReachesBinaries(bin: Binaries, account: Account | undefined): Promise<void> {
@@ -126,7 +167,13 @@ async function checkAccountReachesBinaries(bin: Binaries, account: Account | und
 }
 
 /** Makes a new cluster next to its final place and renames it there, so a half-made one never counts. */
-async function initialise(bin: Binaries, pgData: string, password: string, account: Account | undefined, signal?: AbortSignal): Promise<void> {
+async function initialise(
+  bin: Binaries,
+  pgData: string,
+  password: string,
+  account: Account | undefined,
+  signal?: AbortSignal,
+): Promise<void> {
   const staging = `${pgData}.init-${process.pid}`;
   await rm(staging, { recursive: true, force: true });
   await mkdir(staging, { mode: 0o700 });
@@ -135,27 +182,38 @@ async function initialise(bin: Binaries, pgData: string, password: string, accou
   await writeFile(passwordFile, `${password}\n`, { mode: 0o600 });
   await ownBy(passwordFile, account);
   try {
-    const result = await runAs(account, bin.initdb, [
-      `--pgdata=${staging}`,
-      `--username=${ROLE}`,
-      '--auth=scram-sha-256',
-      `--pwfile=${passwordFile}`,
-      '--encoding=UTF8',
-      // Unicode case mapping (lower(), ILIKE) that does not depend on the machine's locales.
-      '--locale-provider=builtin',
-      '--builtin-locale=C.UTF-8',
-      '--locale=C',
-      '--no-instructions',
-    ], signal);
+    const result = await runAs(
+      account,
+      bin.initdb,
+      [
+        `--pgdata=${staging}`,
+        `--username=${ROLE}`,
+        '--auth=scram-sha-256',
+        `--pwfile=${passwordFile}`,
+        '--encoding=UTF8',
+        // Unicode case mapping (lower(), ILIKE) that does not depend on the machine's locales.
+        '--locale-provider=builtin',
+        '--builtin-locale=C.UTF-8',
+        '--locale=C',
+        '--no-instructions',
+      ],
+      signal,
+    );
     if (signal?.aborted) {
       await rm(staging, { recursive: true, force: true });
       throw new StartAborted(String(signal.reason));
     }
-    if (result.code !== 0) throw new EmbeddedPostgresError(`Creating the embedded PostgreSQL in ${pgData} failed: ${lastLine(result.output)}`);
+    if (result.code !== 0)
+      throw new EmbeddedPostgresError(
+        `Creating the embedded PostgreSQL in ${pgData} failed: ${lastLine(result.output)}`,
+      );
   } finally {
     await rm(passwordFile, { force: true });
   }
-  await appendFile(path.join(staging, 'postgresql.conf'), "\n# Written by the task service at every start.\ninclude_if_exists = 'service.conf'\n");
+  await appendFile(
+    path.join(staging, 'postgresql.conf'),
+    "\n# Written by the task service at every start.\ninclude_if_exists = 'service.conf'\n",
+  );
   try {
     await rename(staging, pgData);
   } catch (error) {
@@ -167,7 +225,12 @@ async function initialise(bin: Binaries, pgData: string, password: string, accou
 
 const quote = (value: string) => `'${value.replace(/'/g, "''")}'`;
 
-async function writeSettings(pgData: string, socketDir: string, extra: Record<string, string>, account: Account | undefined): Promise<void> {
+async function writeSettings(
+  pgData: string,
+  socketDir: string,
+  extra: Record<string, string>,
+  account: Account | undefined,
+): Promise<void> {
   const settings: Record<string, string> = {
     listen_addresses: quote(''),
     unix_socket_directories: quote(socketDir),
@@ -176,7 +239,13 @@ async function writeSettings(pgData: string, socketDir: string, extra: Record<st
     ...extra,
   };
   const file = path.join(pgData, 'service.conf');
-  await writeFile(file, Object.entries(settings).map(([name, value]) => `${name} = ${value}\n`).join(''), { mode: 0o600 });
+  await writeFile(
+    file,
+    Object.entries(settings)
+      .map(([name, value]) => `${name} = ${value}\n`)
+      .join(''),
+    { mode: 0o600 },
+  );
   await ownBy(file, account);
 }
 
@@ -218,13 +287,22 @@ async function isReady(pgData: string, pid: number): Promise<boolean> {
  * appended to server.log) but watching for readiness every few milliseconds instead of pg_ctl's
  * tenth of a second. Resolves once it accepts connections; the reason when it does not start.
  */
-async function launch(bin: Binaries, pgData: string, account: Account | undefined): Promise<{ started: true } | { started: false; reason: string }> {
+async function launch(
+  bin: Binaries,
+  pgData: string,
+  account: Account | undefined,
+): Promise<{ started: true } | { started: false; reason: string }> {
   const logFile = path.join(pgData, 'server.log');
   const log = await open(logFile, 'a', 0o600);
   let child;
   try {
     await ownBy(logFile, account);
-    child = spawn(bin.postgres, ['-D', pgData], { ...(account ?? {}), detached: true, stdio: ['ignore', log.fd, log.fd], env: { ...process.env, LC_ALL: 'C' } });
+    child = spawn(bin.postgres, ['-D', pgData], {
+      ...(account ?? {}),
+      detached: true,
+      stdio: ['ignore', log.fd, log.fd],
+      env: { ...process.env, LC_ALL: 'C' },
+    });
   } finally {
     await log.close();
   }
@@ -236,7 +314,7 @@ async function launch(bin: Binaries, pgData: string, account: Account | undefine
   let reason: string | undefined;
   void ended.then((why) => (reason = why));
   const pid = child.pid;
-  for (const deadline = Date.now() + STARTED_WITHIN_MS; Date.now() < deadline && reason === undefined; ) {
+  for (const deadline = Date.now() + STARTED_WITHIN_MS; Date.now() < deadline && reason === undefined;) {
     if (pid !== undefined && (await isReady(pgData, pid))) return { started: true };
     await new Promise((resolve) => setTimeout(resolve, READY_POLL_MS));
   }
@@ -279,7 +357,10 @@ export async function runningServerUrl(dataDir: string): Promise<string | undefi
  * running by a service that was killed is adopted (it holds every write it acknowledged).
  * Whether another service uses this data directory is decided by the caller (an advisory lock).
  */
-export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedPostgresOptions = {}): Promise<EmbeddedPostgres> {
+export async function startEmbeddedPostgres(
+  dataDir: string,
+  options: EmbeddedPostgresOptions = {},
+): Promise<EmbeddedPostgres> {
   const log = options.log ?? (() => undefined);
   const bin = await binaries();
   const account = await serverAccount();
@@ -304,7 +385,9 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedPo
     if (await isRunning(pgData)) return;
     await checkAccountReachesBinaries(bin, account);
     const logTail = await readFile(path.join(pgData, 'server.log'), 'utf8').catch(() => '');
-    throw new EmbeddedPostgresError(`The embedded PostgreSQL in ${pgData} ${failure}: ${lastLine(logTail || launched.reason)}`);
+    throw new EmbeddedPostgresError(
+      `The embedded PostgreSQL in ${pgData} ${failure}: ${lastLine(logTail || launched.reason)}`,
+    );
   };
   const stop = async () => {
     const stopped = await runAs(account, bin.pg_ctl, ['stop', '-D', pgData, '-m', 'fast', '-w', '-t', '60', '-s']);
@@ -347,7 +430,11 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedPo
     stop,
     stopNow: () => {
       try {
-        execFileSync(bin.pg_ctl, ['stop', '-D', pgData, '-m', 'immediate', '-w', '-t', '5', '-s'], { ...(account ?? {}), stdio: 'ignore', timeout: 6_000 });
+        execFileSync(bin.pg_ctl, ['stop', '-D', pgData, '-m', 'immediate', '-w', '-t', '5', '-s'], {
+          ...(account ?? {}),
+          stdio: 'ignore',
+          timeout: 6_000,
+        });
       } catch {
         // Not running, or it would not stop: the process exits either way.
       }

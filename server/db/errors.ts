@@ -10,7 +10,9 @@ const SERIALIZATION_FAILURE = '40001';
 const DEADLOCK_DETECTED = '40P01';
 
 // A raw query's failure comes as P2010 with the driver's error in `meta` (seen for 40P01).
-const RawQueryFailure = z.object({ meta: z.object({ driverAdapterError: z.object({ cause: z.object({ code: z.string() }) }) }) });
+const RawQueryFailure = z.object({
+  meta: z.object({ driverAdapterError: z.object({ cause: z.object({ code: z.string() }) }) }),
+});
 
 // What pg itself throws (plain SQL and the pipelined writes): the code on the error.
 const PgFailure = z.object({ code: z.string().regex(/^[0-9A-Z]{5}$/) });
@@ -36,16 +38,33 @@ export const isMissingRow = (error: unknown): boolean =>
 
 /** PostgreSQL aborted the transaction for a deadlock or a serialization failure: it may run again. */
 export const isTransactionConflict = (error: unknown): boolean =>
-  prismaCode(error) === 'P2034' || postgresCode(error) === SERIALIZATION_FAILURE || postgresCode(error) === DEADLOCK_DETECTED;
+  prismaCode(error) === 'P2034' ||
+  postgresCode(error) === SERIALIZATION_FAILURE ||
+  postgresCode(error) === DEADLOCK_DETECTED;
 
 // Network errors, PostgreSQL connection and shutdown states, Prisma's "cannot reach / timed out" codes.
 const UNREACHABLE_CODES = new Set([
-  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN',
-  '08000', '08001', '08003', '08006', '53300', '57P01', '57P02', '57P03',
-  'P1001', 'P1002', 'P1017', 'P2024',
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  '08000',
+  '08001',
+  '08003',
+  '08006',
+  '53300',
+  '57P01',
+  '57P02',
+  '57P03',
+  'P1001',
+  'P1002',
+  'P1017',
+  'P2024',
 ]);
 // A handle closed under a request (shutdown) gives plain errors: pg.Pool's.
-const UNREACHABLE_MESSAGES = /connection (terminated|refused)|Can't reach database|Cannot use a pool after calling end/i;
+const UNREACHABLE_MESSAGES =
+  /connection (terminated|refused)|Can't reach database|Cannot use a pool after calling end/i;
 /** The database cannot be reached (or its handle was closed): a 503, not a 500. */
 export function isDatabaseUnreachable(err: unknown): boolean {
   for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
@@ -62,7 +81,11 @@ export function isDatabaseUnreachable(err: unknown): boolean {
 const STATEMENT_TIMEOUT = /canceling statement due to statement timeout/i;
 /** The database gave up on a statement that ran past the statement timeout: a 503, not a 500. */
 export function isStatementTimeout(err: unknown): boolean {
-  for (let e: unknown = err, depth = 0; e instanceof Object && depth < 5; e = 'cause' in e ? e.cause : undefined, depth++) {
+  for (
+    let e: unknown = err, depth = 0;
+    e instanceof Object && depth < 5;
+    e = 'cause' in e ? e.cause : undefined, depth++
+  ) {
     const codes = ['code' in e ? e.code : undefined, 'originalCode' in e ? e.originalCode : undefined];
     if (codes.includes('57014')) return true;
     if ('message' in e && typeof e.message === 'string' && STATEMENT_TIMEOUT.test(e.message)) return true;
@@ -71,4 +94,5 @@ export function isStatementTimeout(err: unknown): boolean {
 }
 
 /** The constraint a failed pg statement names (23503 and 23505 name theirs). */
-export const violatedConstraint = (error: unknown): string | undefined => (error instanceof pg.DatabaseError ? error.constraint : undefined);
+export const violatedConstraint = (error: unknown): string | undefined =>
+  error instanceof pg.DatabaseError ? error.constraint : undefined;

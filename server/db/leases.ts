@@ -6,7 +6,12 @@ import type { SqlSession } from './sql.js';
  * whether it ran. A lease outlives a crashed holder by at most `ttlMs`. The clock is the
  * database's, so instances' clocks need not agree.
  */
-export async function underLease<T>(sql: SqlSession, job: string, ttlMs: number, work: () => Promise<T>): Promise<{ ran: true; result: T } | { ran: false }> {
+export async function underLease<T>(
+  sql: SqlSession,
+  job: string,
+  ttlMs: number,
+  work: () => Promise<T>,
+): Promise<{ ran: true; result: T } | { ran: false }> {
   const holder = randomUUID();
   const taken = await sql.rows<{ holder: string }>(
     `INSERT INTO maintenance_leases (job, holder, expires_at) VALUES ($1, $2, now() + $3 * interval '1 millisecond')

@@ -18,7 +18,10 @@ export interface Migration {
 
 export async function readMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]> {
   const entries = await readdir(dir, { withFileTypes: true });
-  const names = entries.filter((e) => e.isDirectory()).map((e) => e.name).sort();
+  const names = entries
+    .filter((e) => e.isDirectory())
+    .map((e) => e.name)
+    .sort();
   return Promise.all(
     names.map(async (name) => {
       const sql = await readFile(path.join(dir, name, 'migration.sql'), 'utf8');
@@ -47,7 +50,9 @@ function assertHistoryMatches(applied: Map<string, string>, migrations: Migratio
   for (const [name, checksum] of applied) {
     const expected = known.get(name);
     if (expected === undefined) {
-      throw new MigrationError(`The database has migration ${name}, which this version does not know: is it older than the database?`);
+      throw new MigrationError(
+        `The database has migration ${name}, which this version does not know: is it older than the database?`,
+      );
     }
     if (expected !== checksum) {
       throw new MigrationError(`Migration ${name} was changed after it was applied`);
@@ -58,7 +63,9 @@ function assertHistoryMatches(applied: Map<string, string>, migrations: Migratio
 /** Whether the database has applied exactly `migrations`, as most starts find: one statement, no lock. */
 async function isCurrent(db: SqlSession, migrations: Migration[]): Promise<boolean> {
   // No history table yet (or any other failure): the full run below finds out, and says what is wrong.
-  const applied = await db.rows<{ name: string; checksum: string }>('SELECT name, checksum FROM "_migrations"').catch(() => undefined);
+  const applied = await db
+    .rows<{ name: string; checksum: string }>('SELECT name, checksum FROM "_migrations"')
+    .catch(() => undefined);
   if (applied?.length !== migrations.length) return false;
   const checksums = new Map(applied.map((m) => [m.name, m.checksum]));
   return migrations.every((m) => checksums.get(m.name) === m.checksum);

@@ -116,7 +116,9 @@ export function pgSql(pool: pg.Pool, { statementTimeoutMs, direct = false }: Sql
       // A deadlock or serialization failure aborts one transaction of several; run again, it succeeds.
       for (let attempt = 1; ; attempt++) {
         try {
-          return await (keeper ? pipelineKept(pool, opening, statements.map(query), keeper) : pipelineOnce(pool, opening, statements.map(query)));
+          return await (keeper
+            ? pipelineKept(pool, opening, statements.map(query), keeper)
+            : pipelineOnce(pool, opening, statements.map(query)));
         } catch (error) {
           if (attempt >= CONFLICT_ATTEMPTS || !isTransactionConflict(error)) throw error;
         }
@@ -128,26 +130,34 @@ export function pgSql(pool: pg.Pool, { statementTimeoutMs, direct = false }: Sql
 const CONFLICT_ATTEMPTS = 5;
 
 async function pipelineOnce(pool: pg.Pool, begin: string, statements: pg.QueryConfig[]): Promise<unknown[][]> {
-      const client = await pool.connect();
-      const sent = [client.query(begin), ...statements.map((statement) => client.query(statement)), client.query('COMMIT')];
-      const settled = await Promise.allSettled(sent);
-      const failed = settled.find((step): step is PromiseRejectedResult => step.status === 'rejected');
-      // A failed statement aborts the transaction and its COMMIT answers ROLLBACK; a failed BEGIN
-      // or COMMIT means a lost connection, which the pool must not hand out again.
-      const [opened, committed] = [settled[0], settled[settled.length - 1]];
-      const broken = [opened, committed].find((step): step is PromiseRejectedResult => step?.status === 'rejected');
-      client.release(broken ? toError(broken.reason) : undefined);
-      if (failed) throw firstCause(settled.slice(1, -1), failed.reason);
-      return settled.slice(1, -1).map((step) => (step.status === 'fulfilled' ? step.value.rows : []));
+  const client = await pool.connect();
+  const sent = [client.query(begin), ...statements.map((statement) => client.query(statement)), client.query('COMMIT')];
+  const settled = await Promise.allSettled(sent);
+  const failed = settled.find((step): step is PromiseRejectedResult => step.status === 'rejected');
+  // A failed statement aborts the transaction and its COMMIT answers ROLLBACK; a failed BEGIN
+  // or COMMIT means a lost connection, which the pool must not hand out again.
+  const [opened, committed] = [settled[0], settled[settled.length - 1]];
+  const broken = [opened, committed].find((step): step is PromiseRejectedResult => step?.status === 'rejected');
+  client.release(broken ? toError(broken.reason) : undefined);
+  if (failed) throw firstCause(settled.slice(1, -1), failed.reason);
+  return settled.slice(1, -1).map((step) => (step.status === 'fulfilled' ? step.value.rows : []));
 }
 
 /**
  * The statements sent at once without their COMMIT: the open transaction goes to `keeper`, whose
  * commit sends the answer's statement and the COMMIT together (one more round trip).
  */
-async function pipelineKept(pool: pg.Pool, begin: string, statements: pg.QueryConfig[], keeper: AnswerKeeper): Promise<unknown[][]> {
+async function pipelineKept(
+  pool: pg.Pool,
+  begin: string,
+  statements: pg.QueryConfig[],
+  keeper: AnswerKeeper,
+): Promise<unknown[][]> {
   const client = await pool.connect();
-  const settled = await Promise.allSettled([client.query(begin), ...statements.map((statement) => client.query(statement))]);
+  const settled = await Promise.allSettled([
+    client.query(begin),
+    ...statements.map((statement) => client.query(statement)),
+  ]);
   const [opened] = settled;
   const failed = settled.find((step): step is PromiseRejectedResult => step.status === 'rejected');
   if (opened?.status === 'rejected') {

@@ -25,7 +25,11 @@ export function boundedPool(pool: pg.Pool, timeoutMs: number): pg.Pool {
   const begin = beginBounded(timeoutMs);
   const query = async (text: QueryText, values?: unknown[]): Promise<pg.QueryResult> => {
     const client = await pool.connect();
-    const [opened, result, committed] = await Promise.allSettled([client.query(begin), client.query(text, values), client.query('COMMIT')]);
+    const [opened, result, committed] = await Promise.allSettled([
+      client.query(begin),
+      client.query(text, values),
+      client.query('COMMIT'),
+    ]);
     // A failed statement only aborts the transaction (its COMMIT answers ROLLBACK); a failed BEGIN
     // or COMMIT means a lost connection, which the pool must not hand out again.
     const broken = [opened, committed].find((step): step is PromiseRejectedResult => step.status === 'rejected');
@@ -34,7 +38,9 @@ export function boundedPool(pool: pg.Pool, timeoutMs: number): pg.Pool {
     if (broken) throw broken.reason;
     return result.value;
   };
-  return new Proxy(pool, { get: (target, property, receiver) => (property === 'query' ? query : Reflect.get(target, property, receiver)) });
+  return new Proxy(pool, {
+    get: (target, property, receiver) => (property === 'query' ? query : Reflect.get(target, property, receiver)),
+  });
 }
 
 export const toError = (reason: unknown): Error => (reason instanceof Error ? reason : new Error(String(reason)));
@@ -58,7 +64,9 @@ export function keptConnectionPool(pool: pg.Pool): pg.Pool {
       throw error;
     }
   };
-  return new Proxy(pool, { get: (target, property, receiver) => (property === 'query' ? query : Reflect.get(target, property, receiver)) });
+  return new Proxy(pool, {
+    get: (target, property, receiver) => (property === 'query' ? query : Reflect.get(target, property, receiver)),
+  });
 }
 
 /** Prisma on `pool`, each interactive transaction bounded by the timeout (set right after its BEGIN). */

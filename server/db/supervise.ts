@@ -42,7 +42,9 @@ export function superviseEmbedded(
       log('the embedded PostgreSQL server runs again');
       next(CHECK_EVERY_MS);
     } catch (error) {
-      log(`starting the embedded PostgreSQL server again failed (retrying in ${retryMs} ms): ${error instanceof Error ? error.message : String(error)}`);
+      log(
+        `starting the embedded PostgreSQL server again failed (retrying in ${retryMs} ms): ${error instanceof Error ? error.message : String(error)}`,
+      );
       next(retryMs);
       retryMs = Math.min(retryMs * 2, MAX_RETRY_MS);
     }

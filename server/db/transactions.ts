@@ -13,7 +13,10 @@ const ATTEMPTS = 5;
  * the database through `tx`: it may run again when PostgreSQL aborts it for a deadlock. Under an
  * Idempotency-Key it does not commit: the answer keeper commits it with the answer.
  */
-export async function inTransaction<T>(prisma: PrismaClient, work: (tx: Prisma.TransactionClient) => Promise<T>): Promise<T> {
+export async function inTransaction<T>(
+  prisma: PrismaClient,
+  work: (tx: Prisma.TransactionClient) => Promise<T>,
+): Promise<T> {
   const keeper = answerKeeper();
   await keeper?.beforeWrite();
   for (let attempt = 1; ; attempt++) {
@@ -49,7 +52,11 @@ function deferred<T>(): Deferred<T> {
  * the answer's statement and the commit, or a rollback. Resolves with the work's result as soon as
  * the keeper holds the transaction; its commit still fits in Prisma's timeout, or it rolls back.
  */
-function keptTransaction<T>(prisma: PrismaClient, work: (tx: Prisma.TransactionClient) => Promise<T>, keeper: AnswerKeeper): Promise<T> {
+function keptTransaction<T>(
+  prisma: PrismaClient,
+  work: (tx: Prisma.TransactionClient) => Promise<T>,
+  keeper: AnswerKeeper,
+): Promise<T> {
   const result = deferred<T>();
   const decision = deferred<KeptStatement | undefined | 'rollback'>();
   const ended = deferred<void>();

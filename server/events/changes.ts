@@ -15,9 +15,15 @@ const PositionSchema = z
   .transform((text) => text.split('.').map(BigInt))
   .refine((parts) => parts.every((part) => part <= MAX_BIGINT));
 
-const invalidChangesCursor = () => invalidField('query.cursor', 'invalid_cursor', 'Not a cursor this feed issued: use nextCursor from a previous answer');
+const invalidChangesCursor = () =>
+  invalidField(
+    'query.cursor',
+    'invalid_cursor',
+    'Not a cursor this feed issued: use nextCursor from a previous answer',
+  );
 
-export const encodePosition = (cursors: CursorCodec, position: Position): string => cursors.seal(CHANGES_CURSOR, `${position.txid}.${position.seq}`);
+export const encodePosition = (cursors: CursorCodec, position: Position): string =>
+  cursors.seal(CHANGES_CURSOR, `${position.txid}.${position.seq}`);
 
 /** The position a cursor of this feed names; a forged, altered or out-of-range one is 400. */
 export function decodePosition(cursors: CursorCodec, cursor: string): Position {
@@ -28,7 +34,10 @@ export function decodePosition(cursors: CursorCodec, cursor: string): Position {
 }
 
 export const cursorExpired = () =>
-  new AppError('cursor_expired', 'Events after this position are past the retention and were deleted: do a full sync, then follow the feed from its new cursor');
+  new AppError(
+    'cursor_expired',
+    'Events after this position are past the retention and were deleted: do a full sync, then follow the feed from its new cursor',
+  );
 
 /** GET /changes: the caller's events after the cursor, in commit order. */
 export async function readChanges(ctx: AppContext, principal: Principal, query: ChangesQuery): Promise<ChangesPage> {
@@ -36,5 +45,8 @@ export async function readChanges(ctx: AppContext, principal: Principal, query: 
   if (query.cursor !== undefined && (await purgedPast(ctx, after))) throw cursorExpired();
   const reader = readerOf(principal);
   const page = await readLog(ctx, after, query.limit, reader);
-  return { items: page.events.map((logged) => eventSeenBy(reader, logged)), nextCursor: encodePosition(ctx.cursors, page.next) };
+  return {
+    items: page.events.map((logged) => eventSeenBy(reader, logged)),
+    nextCursor: encodePosition(ctx.cursors, page.next),
+  };
 }

@@ -10,7 +10,11 @@ interface TaskParties {
   assigneeId: string | null;
 }
 
-export const taskChanged = (type: 'task.created' | 'task.updated', row: TaskRow, formerAssigneeId?: string | null): OutboxEvent => ({
+export const taskChanged = (
+  type: 'task.created' | 'task.updated',
+  row: TaskRow,
+  formerAssigneeId?: string | null,
+): OutboxEvent => ({
   type,
   data: { task: serializeTask(row) },
   audience: [row.ownerId, row.assigneeId, formerAssigneeId],
@@ -28,17 +32,37 @@ export const attachmentDeleted = (row: { id: string; taskId: string }, task: Tas
   audience: [task.ownerId, task.assigneeId],
 });
 
-export const tagDeleted = (row: { id: string; ownerId: string }): OutboxEvent => ({ type: 'tag.deleted', data: { tagId: row.id }, audience: [row.ownerId] });
+export const tagDeleted = (row: { id: string; ownerId: string }): OutboxEvent => ({
+  type: 'tag.deleted',
+  data: { tagId: row.id },
+  audience: [row.ownerId],
+});
 
-export const userUpdated = (row: UserRow): OutboxEvent => ({ type: 'user.updated', data: { user: serializeUser(row) }, audience: [row.id] });
+export const userUpdated = (row: UserRow): OutboxEvent => ({
+  type: 'user.updated',
+  data: { user: serializeUser(row) },
+  audience: [row.id],
+});
 
-export const userDeleted = (userId: string): OutboxEvent => ({ type: 'user.deleted', data: { userId }, audience: [userId] });
+export const userDeleted = (userId: string): OutboxEvent => ({
+  type: 'user.deleted',
+  data: { userId },
+  audience: [userId],
+});
 
 /**
  * Records `extra` and a `task.updated` with the state after the change for every task in `taskIds`
  * (tasks touched by a tag, attachment or account change), in the caller's transaction.
  */
-export async function recordTaskUpdates(tx: Prisma.TransactionClient, actorId: string | null, taskIds: string[], extra: OutboxEvent[] = []): Promise<void> {
-  const rows = taskIds.length === 0 ? [] : await tx.task.findMany({ where: { id: { in: taskIds } }, include: taskInclude, orderBy: { id: 'asc' } });
+export async function recordTaskUpdates(
+  tx: Prisma.TransactionClient,
+  actorId: string | null,
+  taskIds: string[],
+  extra: OutboxEvent[] = [],
+): Promise<void> {
+  const rows =
+    taskIds.length === 0
+      ? []
+      : await tx.task.findMany({ where: { id: { in: taskIds } }, include: taskInclude, orderBy: { id: 'asc' } });
   await recordEvents(tx, actorId, [...extra, ...rows.map((row) => taskChanged('task.updated', row))]);
 }

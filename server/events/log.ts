@@ -42,11 +42,18 @@ interface EventRow {
 }
 
 function toLogged(row: EventRow): LoggedEvent {
-  const event = EventSchema.parse({ id: row.id, type: row.type, occurredAt: row.occurred_at.toISOString(), actorId: row.actor_id, data: row.data });
+  const event = EventSchema.parse({
+    id: row.id,
+    type: row.type,
+    occurredAt: row.occurred_at.toISOString(),
+    actorId: row.actor_id,
+    data: row.data,
+  });
   return { event, position: { txid: row.txid, seq: row.seq }, audience: row.audience ?? [] };
 }
 
-export const visibleTo = (reader: Reader, audience: string[]): boolean => reader.admin || audience.includes(reader.userId);
+export const visibleTo = (reader: Reader, audience: string[]): boolean =>
+  reader.admin || audience.includes(reader.userId);
 
 /** Whether `reader` may know who made the change: that user, an admin, or the task's owner or assignee. */
 function actorKnownTo(reader: Reader, event: Event, audience: string[]): boolean {
@@ -81,7 +88,8 @@ export interface LogPage {
  * transaction that commits late is read later, never skipped. One statement, one snapshot.
  */
 export async function readLog(ctx: AppContext, after: Position, limit: number, reader?: Reader): Promise<LogPage> {
-  const visibility = !reader || reader.admin ? Prisma.empty : Prisma.sql`AND e.audience @> ARRAY[${reader.userId}::uuid]`;
+  const visibility =
+    !reader || reader.admin ? Prisma.empty : Prisma.sql`AND e.audience @> ARRAY[${reader.userId}::uuid]`;
   const rows = await ctx.db.prisma.$queryRaw<(EventRow & { horizon: bigint })[]>`
     WITH h AS (SELECT (pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS horizon)
     SELECT h.horizon, e.id::text AS id, e.type, e.occurred_at, e.actor_id::text AS actor_id, e.data,
@@ -109,7 +117,9 @@ export async function positionSeenBy(ctx: AppContext, reader: Reader, eventId: s
 
 /** The current horizon as a position: where a reader that wants only what commits from now on starts. */
 export async function currentHorizon(ctx: AppContext): Promise<Position> {
-  const rows = await ctx.db.prisma.$queryRaw<{ horizon: bigint }[]>`SELECT (pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS horizon`;
+  const rows = await ctx.db.prisma.$queryRaw<
+    { horizon: bigint }[]
+  >`SELECT (pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS horizon`;
   return { txid: rows[0]?.horizon ?? 0n, seq: 0n };
 }
 
@@ -138,5 +148,17 @@ export async function purgeExpiredEvents(ctx: AppContext, now = new Date()): Pro
 }
 
 /** An event row as Prisma reads it, as the contract's Event. */
-export const eventFromRow = (row: { id: string; type: string; occurredAt: Date; actorId: string | null; data: unknown }): Event =>
-  EventSchema.parse({ id: row.id, type: row.type, occurredAt: row.occurredAt.toISOString(), actorId: row.actorId, data: row.data });
+export const eventFromRow = (row: {
+  id: string;
+  type: string;
+  occurredAt: Date;
+  actorId: string | null;
+  data: unknown;
+}): Event =>
+  EventSchema.parse({
+    id: row.id,
+    type: row.type,
+    occurredAt: row.occurredAt.toISOString(),
+    actorId: row.actorId,
+    data: row.data,
+  });

@@ -19,12 +19,36 @@ function create(): EventMetrics {
   const registry = new Registry();
   return {
     registry,
-    openStreams: new Gauge({ name: 'event_streams_open', help: 'Live event streams (GET /events) open on this instance', registers: [registry] }),
-    streamsOpened: new Counter({ name: 'event_streams_opened_total', help: 'Live event streams opened', registers: [registry] }),
-    streamEventsSent: new Counter({ name: 'event_stream_events_sent_total', help: 'Events written to live event streams', registers: [registry] }),
-    signals: new Counter({ name: 'event_signals_total', help: 'Wake-ups of this instance\'s event readers: its own commits, commit signals from other processes (LISTEN/NOTIFY), or polls when there is no direct connection to listen on', registers: [registry] }),
-    fanoutReads: new Counter({ name: 'event_fanout_reads_total', help: 'Reads of the event log made to fan events out to live streams', registers: [registry] }),
-    fanoutEvents: new Counter({ name: 'event_fanout_events_total', help: 'Events read from the log and fanned out to live streams', registers: [registry] }),
+    openStreams: new Gauge({
+      name: 'event_streams_open',
+      help: 'Live event streams (GET /events) open on this instance',
+      registers: [registry],
+    }),
+    streamsOpened: new Counter({
+      name: 'event_streams_opened_total',
+      help: 'Live event streams opened',
+      registers: [registry],
+    }),
+    streamEventsSent: new Counter({
+      name: 'event_stream_events_sent_total',
+      help: 'Events written to live event streams',
+      registers: [registry],
+    }),
+    signals: new Counter({
+      name: 'event_signals_total',
+      help: "Wake-ups of this instance's event readers: its own commits, commit signals from other processes (LISTEN/NOTIFY), or polls when there is no direct connection to listen on",
+      registers: [registry],
+    }),
+    fanoutReads: new Counter({
+      name: 'event_fanout_reads_total',
+      help: 'Reads of the event log made to fan events out to live streams',
+      registers: [registry],
+    }),
+    fanoutEvents: new Counter({
+      name: 'event_fanout_events_total',
+      help: 'Events read from the log and fanned out to live streams',
+      registers: [registry],
+    }),
     deliveryAttempts: new Counter({
       name: 'webhook_delivery_attempts_total',
       help: 'Webhook delivery attempts by outcome (succeeded, failed)',

@@ -45,7 +45,11 @@ export type OutboxEvent = Change & { audience: (string | null | undefined)[] };
  * held, so writers of one row are placed in the order they commit. It is above the transaction's
  * own id, so the feed's horizon (the oldest running transaction) still stops below it until commit.
  */
-export async function recordEvents(tx: Prisma.TransactionClient, actorId: string | null, events: OutboxEvent[]): Promise<void> {
+export async function recordEvents(
+  tx: Prisma.TransactionClient,
+  actorId: string | null,
+  events: OutboxEvent[],
+): Promise<void> {
   if (events.length === 0) return;
   await tx.$executeRawUnsafe('SAVEPOINT record_events');
   await insertEvents(tx, actorId, events);
@@ -70,7 +74,11 @@ export const UNPLACED_EVENTS = `txid = pg_current_xact_id()::text::bigint`;
  */
 export const PLACE_NEW_EVENTS = `UPDATE events SET txid = ${SUBTRANSACTION_ID} WHERE ${UNPLACED_EVENTS}`;
 
-async function insertEvents(tx: Prisma.TransactionClient, actorId: string | null, events: OutboxEvent[]): Promise<void> {
+async function insertEvents(
+  tx: Prisma.TransactionClient,
+  actorId: string | null,
+  events: OutboxEvent[],
+): Promise<void> {
   const rows = events.map((event) => ({
     id: uuidv7(),
     type: event.type,
@@ -86,7 +94,10 @@ async function insertEvents(tx: Prisma.TransactionClient, actorId: string | null
     ),
     ${Prisma.raw(EVENT_WRITES)}
     SELECT count(*) FROM inserted`;
-  await tx.$executeRawUnsafe(PLACE_EVENTS, rows.map((row) => row.id));
+  await tx.$executeRawUnsafe(
+    PLACE_EVENTS,
+    rows.map((row) => row.id),
+  );
 }
 
 /** Records one event in the caller's transaction (see recordEvents). */

@@ -34,17 +34,30 @@ export function eventsRouter(ctx: AppContext) {
       const lastEventId = headers['last-event-id'];
       const resumeAfter = lastEventId === undefined ? undefined : await positionSeenBy(ctx, reader, lastEventId);
       if (lastEventId !== undefined && resumeAfter === undefined && mintedBefore(lastEventId, retentionStartMs(ctx))) {
-        throw new AppError('cursor_expired', 'The event to resume after is past the retention: do a full sync, then open the stream without Last-Event-ID');
+        throw new AppError(
+          'cursor_expired',
+          'The event to resume after is past the retention: do a full sync, then open the stream without Last-Event-ID',
+        );
       }
       // One answer for an unknown id and another user's: it tells nothing about others' events.
       if (lastEventId !== undefined && resumeAfter === undefined) {
-        throw invalidField('header.last-event-id', 'unknown_event', 'Not the id of an event this service sent you (or no longer retained): reconnect without Last-Event-ID after a full sync');
+        throw invalidField(
+          'header.last-event-id',
+          'unknown_event',
+          'Not the id of an event this service sent you (or no longer retained): reconnect without Last-Event-ID after a full sync',
+        );
       }
       const slots = streamSlots(ctx);
       const refusal = await slots.take(principal.userId);
       const retry = { headers: { 'Retry-After': STREAM_RETRY_AFTER_SECONDS } };
-      if (refusal === 'user') throw new AppError('rate_limited', `At most ${maxStreamsPerUser} open event streams per user: close one first`, retry);
-      if (refusal === 'instance') throw new AppError('unavailable', 'This instance serves all the event streams it can: retry later', retry);
+      if (refusal === 'user')
+        throw new AppError(
+          'rate_limited',
+          `At most ${maxStreamsPerUser} open event streams per user: close one first`,
+          retry,
+        );
+      if (refusal === 'instance')
+        throw new AppError('unavailable', 'This instance serves all the event streams it can: retry later', retry);
       let stream: Awaited<ReturnType<ReturnType<typeof streamHub>['open']>>;
       try {
         stream = await streamHub(ctx).open(reader, principal.sessionId, resumeAfter, req.accessClaims?.expiresAtMs);

@@ -135,7 +135,10 @@ class CommitAnnouncer {
     do {
       this.again = false;
       await this.ctx.db.sql.exec(`NOTIFY ${EVENTS_CHANNEL}`).catch((error: unknown) => {
-        this.ctx.logger.debug({ err: error }, 'could not announce committed events; other instances find them at their next poll');
+        this.ctx.logger.debug(
+          { err: error },
+          'could not announce committed events; other instances find them at their next poll',
+        );
       });
     } while (this.again);
     this.sending = false;
@@ -151,7 +154,10 @@ const commitAnnouncer = perInstance((ctx) => new CommitAnnouncer(ctx));
 export const announceEvents = (ctx: AppContext): void => afterCommit(() => commitAnnouncer(ctx).announce());
 
 /** A transaction that records events (server/events/outbox.ts), announced once it has committed. */
-export async function recordingEvents<T>(ctx: AppContext, work: (tx: Prisma.TransactionClient) => Promise<T>): Promise<T> {
+export async function recordingEvents<T>(
+  ctx: AppContext,
+  work: (tx: Prisma.TransactionClient) => Promise<T>,
+): Promise<T> {
   const result = await inTransaction(ctx.db.prisma, work);
   announceEvents(ctx);
   return result;

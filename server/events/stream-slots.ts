@@ -102,5 +102,7 @@ function slotsInThisProcess(limits: Limits): StreamSlots {
 /** The stream caps of this instance: counted here, or by the main process for all its workers. */
 export const streamSlots = perInstance((ctx: AppContext): StreamSlots => {
   const send = process.send?.bind(process);
-  return cluster.isWorker && send ? slotsInMainProcess((message) => send(message)) : slotsInThisProcess(ctx.config.events);
+  return cluster.isWorker && send
+    ? slotsInMainProcess((message) => send(message))
+    : slotsInThisProcess(ctx.config.events);
 });

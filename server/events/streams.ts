@@ -3,7 +3,17 @@ import { PassThrough, type Readable } from 'node:stream';
 import type { Event } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { eventMetrics } from './metrics.js';
-import { currentHorizon, eventSeenBy, isAfter, later, readLog, visibleTo, type LoggedEvent, type Position, type Reader } from './log.js';
+import {
+  currentHorizon,
+  eventSeenBy,
+  isAfter,
+  later,
+  readLog,
+  visibleTo,
+  type LoggedEvent,
+  type Position,
+  type Reader,
+} from './log.js';
 import { eventSignal } from './signal.js';
 import { liveTokenRoles } from '../tokens/authenticate.js';
 
@@ -44,9 +54,21 @@ class StreamHub {
    * Opens a stream from `resumeAfter`, or from now, until `endsAtMs` (the opening token's expiry).
    * The caller pipes the result to the client.
    */
-  async open(reader: Reader, sessionId: string, resumeAfter: Position | undefined, endsAtMs?: number): Promise<{ body: Readable; close: () => void }> {
+  async open(
+    reader: Reader,
+    sessionId: string,
+    resumeAfter: Position | undefined,
+    endsAtMs?: number,
+  ): Promise<{ body: Readable; close: () => void }> {
     const now = await this.start();
-    const stream: Stream = { reader, sessionId, position: resumeAfter ?? now, out: new PassThrough(), queue: Promise.resolve(), expiry: undefined };
+    const stream: Stream = {
+      reader,
+      sessionId,
+      position: resumeAfter ?? now,
+      out: new PassThrough(),
+      queue: Promise.resolve(),
+      expiry: undefined,
+    };
     this.streams.add(stream);
     if (endsAtMs !== undefined) {
       stream.expiry = setTimeout(() => this.close(stream), Math.max(0, endsAtMs - Date.now()));
@@ -135,10 +157,14 @@ class StreamHub {
           if (!this.position) return;
           this.position = page.next;
           if (page.events.length === PAGE) this.readAgain = true;
-          for (const stream of this.streams) this.enqueue(stream, async () => this.deliver(stream, from, page.events, page.next));
+          for (const stream of this.streams)
+            this.enqueue(stream, async () => this.deliver(stream, from, page.events, page.next));
         } while (this.readAgain);
       } catch (error) {
-        this.ctx.logger.warn({ err: error }, 'reading the event log for live streams failed; retrying at the next heartbeat');
+        this.ctx.logger.warn(
+          { err: error },
+          'reading the event log for live streams failed; retrying at the next heartbeat',
+        );
       } finally {
         this.reading = false;
       }
@@ -154,7 +180,9 @@ class StreamHub {
   /** Keeps proxies open, ends streams whose session ended, and reads in case a signal was lost. */
   private beat(): void {
     for (const stream of this.streams) stream.out.write(': heartbeat\n\n');
-    void this.checkSessions().catch((error: unknown) => this.ctx.logger.warn({ err: error }, 'checking the sessions of event streams failed'));
+    void this.checkSessions().catch((error: unknown) =>
+      this.ctx.logger.warn({ err: error }, 'checking the sessions of event streams failed'),
+    );
     this.follow();
   }
 
@@ -167,7 +195,11 @@ class StreamHub {
     });
     const roles = new Map(live.map((session) => [session.id, session.user.role]));
     // A stream opened with a personal access token carries the token's id: live while it is unexpired.
-    for (const [id, role] of await liveTokenRoles(this.ctx, streams.map((s) => s.sessionId))) roles.set(id, role);
+    for (const [id, role] of await liveTokenRoles(
+      this.ctx,
+      streams.map((s) => s.sessionId),
+    ))
+      roles.set(id, role);
     for (const stream of streams) {
       const role = roles.get(stream.sessionId);
       if (role === undefined) this.close(stream);

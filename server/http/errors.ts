@@ -41,12 +41,16 @@ export function issuesOf(location: string, error: ZodError): ValidationIssue[] {
 
 /** A 400 naming every input at fault, in the form the contract's own validation answers. */
 export function validationFailed(errors: ValidationIssue[]): AppError {
-  const detail = errors.slice(0, MAX_ISSUES).map((e) => `${clipped(e.path, MAX_TEXT.path)}: ${clipped(e.message, MAX_TEXT.message)}`).join('; ');
+  const detail = errors
+    .slice(0, MAX_ISSUES)
+    .map((e) => `${clipped(e.path, MAX_TEXT.path)}: ${clipped(e.message, MAX_TEXT.message)}`)
+    .join('; ');
   return new AppError('validation_failed', detail, { errors });
 }
 
 /** A 400 for one input, e.g. `invalidField('body.assigneeId', 'unknown_user', 'No user has this id')`. */
-export const invalidField = (path: string, code: string, message: string): AppError => validationFailed([{ path, code, message }]);
+export const invalidField = (path: string, code: string, message: string): AppError =>
+  validationFailed([{ path, code, message }]);
 
 function validationError(err: RequestValidationError): AppError {
   return validationFailed([
@@ -81,8 +85,12 @@ export function toAppError(err: unknown): AppError {
   }
   // Any other error marked as the client's (a malformed %-escape in the path, an unreadable body).
   if (clientErrorStatus(err)) return new AppError('validation_failed', 'The request could not be read');
-  if (isDatabaseUnreachable(err)) return new AppError('unavailable', 'The database is unreachable', { headers: { 'Retry-After': '5' } });
-  if (isStatementTimeout(err)) return new AppError('unavailable', 'The database is too busy to answer in time', { headers: { 'Retry-After': '2' } });
+  if (isDatabaseUnreachable(err))
+    return new AppError('unavailable', 'The database is unreachable', { headers: { 'Retry-After': '5' } });
+  if (isStatementTimeout(err))
+    return new AppError('unavailable', 'The database is too busy to answer in time', {
+      headers: { 'Retry-After': '2' },
+    });
   return new AppError('internal', 'An unexpected error occurred');
 }
 
@@ -123,7 +131,11 @@ export function problemBody(error: AppError, instance: string, requestId: string
     ...(all && listed && listed.length < all.length ? { truncated: true as const } : {}),
   });
   let problem = body(errors);
-  while (problem.errors && problem.errors.length > 1 && Buffer.byteLength(JSON.stringify(problem)) > MAX_PROBLEM_BYTES) {
+  while (
+    problem.errors &&
+    problem.errors.length > 1 &&
+    Buffer.byteLength(JSON.stringify(problem)) > MAX_PROBLEM_BYTES
+  ) {
     problem = body(problem.errors.slice(0, -1));
   }
   return problem;
@@ -151,6 +163,10 @@ export function unmatchedRoute(allowedMethods: (path: string) => string[]): Requ
   return (req, _res, next) => {
     const allowed = allowedMethods(req.path);
     if (allowed.length === 0) return next(new AppError('not_found', `No route for ${req.path}`));
-    next(new AppError('method_not_allowed', `${req.method} is not allowed here`, { headers: { Allow: allowed.join(', ') } }));
+    next(
+      new AppError('method_not_allowed', `${req.method} is not allowed here`, {
+        headers: { Allow: allowed.join(', ') },
+      }),
+    );
   };
 }

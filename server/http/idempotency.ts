@@ -23,7 +23,10 @@ const StoredResponseSchema = z.object({ headers: z.record(z.string()), body: z.s
  * caller to key by; a personal access token's creation is not kept, as its answer holds the token.
  */
 export const isCreatingPost = (route: AppRoute): boolean =>
-  route.method === 'POST' && !isPublicRoute(route) && !isLoginOnly(route) && ('201' in route.responses || '202' in route.responses);
+  route.method === 'POST' &&
+  !isPublicRoute(route) &&
+  !isLoginOnly(route) &&
+  ('201' in route.responses || '202' in route.responses);
 
 // No body of the contract nests deeper; a deeper one is refused before it can exhaust the stack.
 const MAX_DEPTH = 32;
@@ -40,16 +43,26 @@ function canonical(value: unknown, depth = 0): string {
 }
 
 const fingerprintOf = (req: Request, content: unknown) =>
-  createHash('sha256').update(`${req.method} ${req.originalUrl}\n${canonical(content)}`).digest('hex');
+  createHash('sha256')
+    .update(`${req.method} ${req.originalUrl}\n${canonical(content)}`)
+    .digest('hex');
 
-type Claim = { kind: 'claimed' } | { kind: 'replay'; status: number; response: z.infer<typeof StoredResponseSchema> } | { kind: 'in_use' } | { kind: 'reused' };
+type Claim =
+  | { kind: 'claimed' }
+  | { kind: 'replay'; status: number; response: z.infer<typeof StoredResponseSchema> }
+  | { kind: 'in_use' }
+  | { kind: 'reused' };
 
 /** INSERT … ON CONFLICT DO NOTHING claims the key: of concurrent requests with one key, one runs. */
 async function claim(ctx: AppContext, userId: string, key: string, fingerprint: string): Promise<Claim> {
   const { prisma } = ctx.db;
   const now = new Date();
   await prisma.idempotencyKey.deleteMany({
-    where: { userId, key, OR: [{ expiresAt: { lt: now } }, { status: null, createdAt: { lt: new Date(now.getTime() - ABANDONED_MS) } }] },
+    where: {
+      userId,
+      key,
+      OR: [{ expiresAt: { lt: now } }, { status: null, createdAt: { lt: new Date(now.getTime() - ABANDONED_MS) } }],
+    },
   });
   const inserted = await prisma.$executeRaw`
     INSERT INTO idempotency_keys (user_id, key, fingerprint, created_at, expires_at)
@@ -108,11 +121,17 @@ function passesContract(route: AppRoute, req: Request): boolean {
 let answersToKeep = 0;
 /** Test only (TEST_CRASH_AT_KEPT_ANSWER): the process group dies as in a power cut, as the Nth answer is about to be kept. */
 function crashIfDue(ctx: AppContext): void {
-  if (ctx.config.crashAtKeptAnswer !== undefined && ++answersToKeep === ctx.config.crashAtKeptAnswer) process.kill(0, 'SIGKILL');
+  if (ctx.config.crashAtKeptAnswer !== undefined && ++answersToKeep === ctx.config.crashAtKeptAnswer)
+    process.kill(0, 'SIGKILL');
 }
 
 /** The statement that keeps an answer under the caller's key. */
-const keptAnswer = (userId: string, key: string, status: number, response: z.infer<typeof StoredResponseSchema>): KeptStatement => ({
+const keptAnswer = (
+  userId: string,
+  key: string,
+  status: number,
+  response: z.infer<typeof StoredResponseSchema>,
+): KeptStatement => ({
   text: 'UPDATE idempotency_keys SET status = $3, response = $4::jsonb WHERE user_id = $1::uuid AND key = $2',
   values: [userId, key, status, JSON.stringify(response)],
 });
@@ -137,13 +156,18 @@ function keepAnswer(ctx: AppContext, req: Request, res: Response, userId: string
     if (sent) return send(chunk);
     sent = true;
     const body = typeof chunk === 'string' ? chunk : Buffer.isBuffer(chunk) ? chunk.toString('utf8') : '';
-    const headers = Object.fromEntries(REPLAYED_HEADERS.flatMap((name) => (res.hasHeader(name) ? [[name, String(res.getHeader(name))]] : [])));
+    const headers = Object.fromEntries(
+      REPLAYED_HEADERS.flatMap((name) => (res.hasHeader(name) ? [[name, String(res.getHeader(name))]] : [])),
+    );
     const answer = res.statusCode < 500 ? keptAnswer(userId, key, res.statusCode, { headers, body }) : undefined;
     if (answer) crashIfDue(ctx);
     keeper.finish(answer).then(
       async (outcome) => {
         // No change held: the answer (a refusal, or nothing written) is kept on its own.
-        if (outcome === 'none' && answer) await ctx.db.sql.rows(answer.text, answer.values).catch((error: unknown) => ctx.logger.warn({ err: error }, 'could not record an idempotent answer'));
+        if (outcome === 'none' && answer)
+          await ctx.db.sql
+            .rows(answer.text, answer.values)
+            .catch((error: unknown) => ctx.logger.warn({ err: error }, 'could not record an idempotent answer'));
         if (outcome === 'rolled_back' || !answer) await releaseKey(ctx, userId, key);
         send(chunk);
       },
@@ -156,7 +180,10 @@ function keepAnswer(ctx: AppContext, req: Request, res: Response, userId: string
   };
   res.once('close', () => {
     if (sent) return;
-    void keeper.abandon().catch((error: unknown) => ctx.logger.warn({ err: error }, 'could not roll back an abandoned request')).then(() => releaseKey(ctx, userId, key));
+    void keeper
+      .abandon()
+      .catch((error: unknown) => ctx.logger.warn({ err: error }, 'could not roll back an abandoned request'))
+      .then(() => releaseKey(ctx, userId, key));
   });
   return keeper;
 }
@@ -182,7 +209,13 @@ export function idempotencyKeys(ctx: AppContext, upload?: { contentOf: (req: Req
     const multipart = 'contentType' in req.tsRestRoute && req.tsRestRoute.contentType === 'multipart/form-data';
     if (key === undefined || !isCreatingPost(req.tsRestRoute) || multipart !== (upload !== undefined)) return next();
     if (typeof key !== 'string' || !KEY.test(key)) {
-      return next(invalidField('header.idempotency-key', 'invalid_idempotency_key', 'Idempotency-Key takes 1 to 255 printable ASCII characters'));
+      return next(
+        invalidField(
+          'header.idempotency-key',
+          'invalid_idempotency_key',
+          'Idempotency-Key takes 1 to 255 printable ASCII characters',
+        ),
+      );
     }
     // As at Stripe, a request the contract refuses is not kept: its retry is validated again.
     if (!upload && !passesContract(req.tsRestRoute, req)) return next();
@@ -198,9 +231,20 @@ export function idempotencyKeys(ctx: AppContext, upload?: { contentOf: (req: Req
         case 'claimed':
           return keepingAnswers(keepAnswer(ctx, req, res, userId, key), next);
         case 'reused':
-          return next(new AppError('idempotency_key_reused', 'This Idempotency-Key was used with a different request: use a new key for a new request'));
+          return next(
+            new AppError(
+              'idempotency_key_reused',
+              'This Idempotency-Key was used with a different request: use a new key for a new request',
+            ),
+          );
         case 'in_use':
-          return next(new AppError('idempotency_key_in_use', 'A request with this Idempotency-Key is still running: retry after it finished', { headers: { 'Retry-After': '1' } }));
+          return next(
+            new AppError(
+              'idempotency_key_in_use',
+              'A request with this Idempotency-Key is still running: retry after it finished',
+              { headers: { 'Retry-After': '1' } },
+            ),
+          );
         case 'replay':
           for (const [name, value] of Object.entries(outcome.response.headers)) res.setHeader(name, value);
           res.setHeader('Idempotent-Replayed', 'true');

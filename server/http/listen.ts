@@ -17,9 +17,18 @@ export async function listen(server: Server, port: number, host: string): Promis
     await once(server, 'listening');
   } catch (error) {
     const code = error instanceof Error && 'code' in error ? error.code : undefined;
-    if (code === 'EADDRINUSE') throw new OperatorError(`Port ${port} on ${host} is in use: stop what listens there, or set PORT to another port.`);
-    if (code === 'EACCES') throw new OperatorError(`Port ${port} on ${host} needs privileges this process lacks: set PORT to 1024 or above.`);
-    if (code === 'EADDRNOTAVAIL') throw new OperatorError(`HOST ${host} is not an address of this machine: set HOST (0.0.0.0 for every interface).`);
+    if (code === 'EADDRINUSE')
+      throw new OperatorError(
+        `Port ${port} on ${host} is in use: stop what listens there, or set PORT to another port.`,
+      );
+    if (code === 'EACCES')
+      throw new OperatorError(
+        `Port ${port} on ${host} needs privileges this process lacks: set PORT to 1024 or above.`,
+      );
+    if (code === 'EADDRNOTAVAIL')
+      throw new OperatorError(
+        `HOST ${host} is not an address of this machine: set HOST (0.0.0.0 for every interface).`,
+      );
     throw error;
   }
   const address = server.address();

@@ -33,7 +33,8 @@ const sixteenRandomBytes = (): Uint8Array => {
 /** Echoes a well-formed incoming X-Request-Id, else makes one (a UUIDv7: ids sort by time in the logs). */
 export function requestId(req: Request, res: Response): string {
   const incoming = req.headers['x-request-id'];
-  const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : uuidv7({ random: sixteenRandomBytes() });
+  const id =
+    typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : uuidv7({ random: sixteenRandomBytes() });
   res.setHeader('X-Request-Id', id);
   return id;
 }
@@ -85,7 +86,13 @@ const unexpectedQueryRefusal: RouteRequest = (req) => {
   if (req.tsRestRoute.query) return undefined;
   const unexpected = Object.keys(req.query);
   if (unexpected.length === 0) return undefined;
-  return validationFailed(unexpected.map((name) => ({ path: `query.${name}`, code: 'unrecognized_keys', message: 'This operation takes no query parameters' })));
+  return validationFailed(
+    unexpected.map((name) => ({
+      path: `query.${name}`,
+      code: 'unrecognized_keys',
+      message: 'This operation takes no query parameters',
+    })),
+  );
 };
 
 const JSON_TYPES = ['application/json', 'application/merge-patch+json'];
@@ -98,12 +105,16 @@ const mediaTypeRefusal: RouteRequest = (req) => {
   const route = req.tsRestRoute;
   if (route.method === 'GET' || !hasBody(req)) return undefined;
   if (route.method !== 'DELETE' && route.contentType === 'multipart/form-data') {
-    return req.is('multipart/form-data') ? undefined : new AppError('unsupported_media_type', 'Send the file as multipart/form-data');
+    return req.is('multipart/form-data')
+      ? undefined
+      : new AppError('unsupported_media_type', 'Send the file as multipart/form-data');
   }
   if ('body' in route && isAppRouteNoBody(route.body)) return undefined;
   // JSON merge patch (RFC 7396) is the semantics of PATCH only.
   const accepted = route.method === 'PATCH' ? JSON_TYPES : ['application/json'];
-  return req.is(accepted) ? undefined : new AppError('unsupported_media_type', `Send the body as ${accepted.join(' or ')}`);
+  return req.is(accepted)
+    ? undefined
+    : new AppError('unsupported_media_type', `Send the body as ${accepted.join(' or ')}`);
 };
 
 /**
@@ -137,14 +148,16 @@ export const jsonBodies =
     // No body announced at all: nothing to check or parse (body-parser reads even a Content-Length: 0).
     if (req.headers['transfer-encoding'] === undefined && req.headers['content-length'] === undefined) return next();
     const charset = hasBody(req) && req.is(JSON_TYPES) ? declaredCharset(req) : undefined;
-    if (charset !== undefined && charset !== 'utf-8') return next(new AppError('unsupported_media_type', `JSON bodies must be UTF-8, not ${charset}`));
+    if (charset !== undefined && charset !== 'utf-8')
+      return next(new AppError('unsupported_media_type', `JSON bodies must be UTF-8, not ${charset}`));
     parse(req, res, next);
   };
 
 const SERVICE_PROBES = new Set(['/healthz', '/readyz', '/metrics']);
 
 /** The health probes and the metrics scrape: never rate limited, logged at debug (API.md, Service endpoints). */
-export const isServiceProbe = (req: { url?: string }): boolean => SERVICE_PROBES.has((req.url ?? '').split('?')[0] ?? '');
+export const isServiceProbe = (req: { url?: string }): boolean =>
+  SERVICE_PROBES.has((req.url ?? '').split('?')[0] ?? '');
 
 /**
  * A general request budget per user (or per address without a valid token), counted where the
@@ -170,7 +183,11 @@ export function rateLimit(limiter: RateLimiterAbstract): RequestHandler {
         if (!(rejection instanceof RateLimiterRes)) return next(rejection);
         setHeaders(res, rejection);
         const retryAfter = String(Math.max(1, Math.ceil(rejection.msBeforeNext / 1000)));
-        next(new AppError('rate_limited', `At most ${perMinute} requests a minute`, { headers: { 'Retry-After': retryAfter } }));
+        next(
+          new AppError('rate_limited', `At most ${perMinute} requests a minute`, {
+            headers: { 'Retry-After': retryAfter },
+          }),
+        );
       },
     );
   };

@@ -15,7 +15,11 @@ const CursorSchema = z.object({
 export type Cursor = z.infer<typeof CursorSchema>;
 
 export const invalidCursor = () =>
-  invalidField('query.cursor', 'invalid_cursor', 'Not a cursor this list issued: use nextCursor from the previous page of the same list');
+  invalidField(
+    'query.cursor',
+    'invalid_cursor',
+    'Not a cursor this list issued: use nextCursor from the previous page of the same list',
+  );
 
 const MAC_BYTES = 16;
 const LIST_CURSOR = 'list';
@@ -27,7 +31,8 @@ const LIST_CURSOR = 'list';
  * are signed alike, each kind under its own name, so one is never taken for the other.
  */
 export function cursorCodec(secret: Uint8Array) {
-  const mac = (kind: string, payload: string) => createHmac('sha256', secret).update(`${kind}\n${payload}`).digest().subarray(0, MAC_BYTES);
+  const mac = (kind: string, payload: string) =>
+    createHmac('sha256', secret).update(`${kind}\n${payload}`).digest().subarray(0, MAC_BYTES);
 
   /** `text` signed as a cursor of `kind`. */
   const seal = (kind: string, text: string): string => {

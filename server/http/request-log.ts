@@ -36,7 +36,8 @@ export function requestLog(logger: Logger): RequestHandler {
     // 'close' comes after 'finish', and alone when the client went away first.
     res.once('close', () => {
       const aborted = !res.writableFinished;
-      const err = res.err ?? (res.statusCode >= 500 ? new Error(`failed with status code ${res.statusCode}`) : undefined);
+      const err =
+        res.err ?? (res.statusCode >= 500 ? new Error(`failed with status code ${res.statusCode}`) : undefined);
       const level = levelOf(req.url, res.statusCode, err);
       if (!logger.isLevelEnabled(level)) return;
       const line = {

@@ -1,7 +1,14 @@
 import cluster from 'node:cluster';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { RateLimiterCluster, RateLimiterClusterMaster, RateLimiterMemory, RateLimiterPostgres, RateLimiterRedis, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import {
+  RateLimiterCluster,
+  RateLimiterClusterMaster,
+  RateLimiterMemory,
+  RateLimiterPostgres,
+  RateLimiterRedis,
+  type RateLimiterAbstract,
+} from 'rate-limiter-flexible';
 import type { Config } from '../config.js';
 import type { SqlSession } from '../db/sql.js';
 import { OperatorError } from '../operator-error.js';
@@ -33,10 +40,16 @@ async function connectedRedis(url: string, logger: Logger): Promise<Redis> {
   // Loaded only where Redis is configured.
   const { Redis } = await import('ioredis');
   // Fail fast while Redis is away (the memory insurance counts meanwhile) rather than queue requests.
-  const redis = new Redis(url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: REDIS_CONNECT_MS });
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    connectTimeout: REDIS_CONNECT_MS,
+  });
   let reachable = true;
   redis.on('error', (error: unknown) => {
-    if (reachable) logger.warn({ err: error }, 'Redis for the rate limit is unreachable; each instance counts on its own meanwhile');
+    if (reachable)
+      logger.warn({ err: error }, 'Redis for the rate limit is unreachable; each instance counts on its own meanwhile');
     reachable = false;
   });
   redis.on('ready', () => {
@@ -58,7 +71,11 @@ async function connectedRedis(url: string, logger: Logger): Promise<Redis> {
  * The general request rate limit the configuration asks for: none (0 a minute), per instance in
  * memory, or shared by every instance in PostgreSQL or Redis.
  */
-export async function openRequestLimiter(config: Pick<Config, 'rateLimitPerMinute' | 'rateLimitStore'>, sql: SqlSession, logger: Logger): Promise<RequestLimiter | undefined> {
+export async function openRequestLimiter(
+  config: Pick<Config, 'rateLimitPerMinute' | 'rateLimitStore'>,
+  sql: SqlSession,
+  logger: Logger,
+): Promise<RequestLimiter | undefined> {
   const points = config.rateLimitPerMinute;
   if (points === 0) return undefined;
   const common = { points, duration: WINDOW_SECONDS, keyPrefix: KEY_PREFIX };
@@ -66,11 +83,20 @@ export async function openRequestLimiter(config: Pick<Config, 'rateLimitPerMinut
   switch (store.kind) {
     case 'memory':
       // HTTP workers of one instance count together, in the main process's memory.
-      return { limiter: cluster.isWorker ? new RateLimiterCluster(common) : new RateLimiterMemory(common), close: () => Promise.resolve() };
+      return {
+        limiter: cluster.isWorker ? new RateLimiterCluster(common) : new RateLimiterMemory(common),
+        close: () => Promise.resolve(),
+      };
     case 'postgres':
       return {
         // The table comes from the migrations; expired rows are cleared by the limiter itself.
-        limiter: new RateLimiterPostgres({ ...common, storeClient: pgLikeClient(sql), storeType: 'client', tableName: 'request_rate_limits', tableCreated: true }),
+        limiter: new RateLimiterPostgres({
+          ...common,
+          storeClient: pgLikeClient(sql),
+          storeType: 'client',
+          tableName: 'request_rate_limits',
+          tableCreated: true,
+        }),
         close: () => Promise.resolve(),
       };
     case 'redis': {

@@ -11,7 +11,9 @@ const queryValue = (value: unknown): string => (Array.isArray(value) ? value.map
 /** The path, query string, headers and body of the REST request a call stands for. */
 function requestOf(tool: McpTool, args: Args, outer: Request) {
   const { ifMatch, idempotencyKey, ...fields } = args;
-  const path = tool.route.path.replace(/:(\w+)/g, (_whole, name: string) => encodeURIComponent(String(fields[name] ?? '')));
+  const path = tool.route.path.replace(/:(\w+)/g, (_whole, name: string) =>
+    encodeURIComponent(String(fields[name] ?? '')),
+  );
   const query = new URLSearchParams();
   const body: Args = {};
   for (const [name, value] of Object.entries(fields)) {
@@ -27,13 +29,18 @@ function requestOf(tool: McpTool, args: Args, outer: Request) {
   if (typeof idempotencyKey === 'string') headers['idempotency-key'] = idempotencyKey;
   if (tool.takesBody) headers['content-type'] = 'application/json';
   const search = query.toString();
-  return { path: search ? `${path}?${search}` : path, headers, body: tool.takesBody ? JSON.stringify(body) : undefined };
+  return {
+    path: search ? `${path}?${search}` : path,
+    headers,
+    body: tool.takesBody ? JSON.stringify(body) : undefined,
+  };
 }
 
 /** This server, as the socket the MCP request came in on reached it. */
 function ownOrigin(outer: Request): string {
   const { localAddress, localPort } = outer.socket;
-  if (localAddress === undefined || localPort === undefined) throw new Error('The MCP request has no local address to call back');
+  if (localAddress === undefined || localPort === undefined)
+    throw new Error('The MCP request has no local address to call back');
   const address = localAddress.replace(/^::ffff:(?=\d+\.)/, ''); // an IPv4 client of a dual-stack socket
   return `http://${address.includes(':') ? `[${address}]` : address}:${localPort}`;
 }
@@ -45,8 +52,12 @@ export async function dispatchToolCall(tool: McpTool, args: Args, outer: Request
   const text = await response.text();
   // The problem goes back as text only: the SDK's client checks structuredContent against the output schema even on errors.
   if (response.status >= 400) return { isError: true, content: [{ type: 'text', text }] };
-  if (!tool.definition.outputSchema || text === '') return { content: [{ type: 'text', text: text || `Done (${response.status})` }] };
+  if (!tool.definition.outputSchema || text === '')
+    return { content: [{ type: 'text', text: text || `Done (${response.status})` }] };
   const structured: unknown = JSON.parse(text);
-  const structuredContent = typeof structured === 'object' && structured !== null && !Array.isArray(structured) ? Object.fromEntries(Object.entries(structured)) : {};
+  const structuredContent =
+    typeof structured === 'object' && structured !== null && !Array.isArray(structured)
+      ? Object.fromEntries(Object.entries(structured))
+      : {};
   return { content: [{ type: 'text', text }], structuredContent };
 }

@@ -14,10 +14,15 @@ import { dispatchToolCall } from './dispatch.js';
 import { contractTools, type McpTool } from './tools.js';
 
 /** An access token from a login sees every tool; a personal access token those its scopes allow. */
-const visibleTo = (principal: Principal) => (tool: McpTool) => !principal.token || (tool.scope !== undefined && grantsScope(principal.token.scopes, tool.scope));
+const visibleTo = (principal: Principal) => (tool: McpTool) =>
+  !principal.token || (tool.scope !== undefined && grantsScope(principal.token.scopes, tool.scope));
 
 function noSuchTool(name: string, req: Request): CallToolResult {
-  const problem = problemBody(new AppError('not_found', `No tool named ${name} is available to this token`), req.path, String(req.id));
+  const problem = problemBody(
+    new AppError('not_found', `No tool named ${name} is available to this token`),
+    req.path,
+    String(req.id),
+  );
   return { isError: true, content: [{ type: 'text', text: JSON.stringify(problem) }] };
 }
 
@@ -41,7 +46,9 @@ export function mcpHandler(ctx: AppContext): RequestHandler {
 
     // Stateless: a server and a transport per request, as the SDK prescribes when there is no session.
     const server = new Server({ name: 'task-service', version }, { capabilities: { tools: { listChanged: false } } });
-    server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: [...tools.values()].filter(visible).map((tool) => tool.definition) }));
+    server.setRequestHandler(ListToolsRequestSchema, () => ({
+      tools: [...tools.values()].filter(visible).map((tool) => tool.definition),
+    }));
     server.setRequestHandler(CallToolRequestSchema, (request) => {
       const tool = tools.get(request.params.name);
       if (!tool || !visible(tool)) return noSuchTool(request.params.name, req);

@@ -12,8 +12,14 @@ export function serveMcp(app: Express, ctx: AppContext): void {
   let handler: Promise<RequestHandler> | undefined;
   app.post(MCP_PATH, async (req, res, next) => {
     handler ??= import('./handler.js').then(({ mcpHandler }) => mcpHandler(ctx));
-    await (await handler)(req, res, next);
+    await (
+      await handler
+    )(req, res, next);
   });
   // No MCP session, so no stream to open (GET) or session to end (DELETE).
-  app.all(MCP_PATH, (_req, _res, next) => next(new AppError('method_not_allowed', 'The MCP endpoint is stateless: only POST', { headers: { Allow: 'POST' } })));
+  app.all(MCP_PATH, (_req, _res, next) =>
+    next(
+      new AppError('method_not_allowed', 'The MCP endpoint is stateless: only POST', { headers: { Allow: 'POST' } }),
+    ),
+  );
 }

@@ -34,7 +34,10 @@ const VERBS: Record<string, string> = {
 /** `<resource>_<verb>` from the path's fixed segments: /tasks/:id/tags/:id + addToTask → `task_tags_add`. */
 export function toolName(path: string, key: string): string {
   const verb = VERBS[key] ?? key;
-  const words = path.split('/').filter((segment) => segment !== '' && !segment.startsWith(':')).map((segment) => segment.replace(/[^a-z]/gi, '').toLowerCase());
+  const words = path
+    .split('/')
+    .filter((segment) => segment !== '' && !segment.startsWith(':'))
+    .map((segment) => segment.replace(/[^a-z]/gi, '').toLowerCase());
   if (words.at(-1) === verb) words.pop();
   const resource = words.map((word, i) => (i < words.length - 1 ? word.replace(/s$/, '') : word)).join('_');
   return `${resource}_${verb}`;
@@ -49,12 +52,20 @@ type JsonObject = z.infer<typeof JsonObjectSchema>;
 /** The JSON Schema of a zod object as a caller writes it (defaults optional, transforms' input). */
 function jsonObjectOf(schema: unknown): JsonObject {
   if (!(schema instanceof z.ZodType)) return { properties: {}, required: [] };
-  const json = zodToJsonSchema(schema, { $refStrategy: 'none', effectStrategy: 'input', pipeStrategy: 'input', removeAdditionalStrategy: 'strict' });
+  const json = zodToJsonSchema(schema, {
+    $refStrategy: 'none',
+    effectStrategy: 'input',
+    pipeStrategy: 'input',
+    removeAdditionalStrategy: 'strict',
+  });
   return JsonObjectSchema.parse(json);
 }
 
 function outputSchemaOf(route: AppRoute): Tool['outputSchema'] {
-  const success = Object.keys(route.responses).map(Number).filter((status) => status >= 200 && status < 300).sort()[0];
+  const success = Object.keys(route.responses)
+    .map(Number)
+    .filter((status) => status >= 200 && status < 300)
+    .sort()[0];
   const declared = success === undefined ? undefined : route.responses[success];
   if (!(declared instanceof z.ZodObject)) return undefined;
   const { properties, required } = jsonObjectOf(declared);
@@ -87,12 +98,22 @@ function toolOf(route: AppRoute, key: string): McpTool {
   const query = jsonObjectOf(route.query);
   const takesBody = route.method !== 'GET' && 'body' in route && !isAppRouteNoBody(route.body);
   const body = takesBody && 'body' in route ? jsonObjectOf(route.body) : { properties: {}, required: [] };
-  const properties: Record<string, Record<string, unknown>> = { ...body.properties, ...query.properties, ...path.properties };
+  const properties: Record<string, Record<string, unknown>> = {
+    ...body.properties,
+    ...query.properties,
+    ...path.properties,
+  };
   const required = [...path.required, ...query.required, ...body.required];
   const ifMatch = headerDescription(route, 'if-match');
   if (ifMatch !== undefined) properties.ifMatch = { type: 'string', description: `Sent as If-Match: ${ifMatch}` };
   if (isCreatingPost(route)) {
-    properties.idempotencyKey = { type: 'string', minLength: 1, maxLength: 255, description: 'Sent as Idempotency-Key: the same call again with the same key returns the first answer instead of creating twice' };
+    properties.idempotencyKey = {
+      type: 'string',
+      minLength: 1,
+      maxLength: 255,
+      description:
+        'Sent as Idempotency-Key: the same call again with the same key returns the first answer instead of creating twice',
+    };
   }
   const outputSchema = outputSchemaOf(route);
   const name = toolName(route.path, key);

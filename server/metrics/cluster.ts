@@ -16,9 +16,18 @@ const COLLECT_TIMEOUT_MS = 5_000;
 
 const MetricsJsonSchema = z.array(z.object({ name: z.string() }).passthrough());
 const AskSchema = z.object({ type: z.literal(ASK), id: z.string() });
-const AnswerSchema = z.object({ type: z.literal(ANSWER), id: z.string(), text: z.string().optional(), error: z.string().optional() });
+const AnswerSchema = z.object({
+  type: z.literal(ANSWER),
+  id: z.string(),
+  text: z.string().optional(),
+  error: z.string().optional(),
+});
 const CollectSchema = z.object({ type: z.literal(COLLECT), id: z.string() });
-const CollectedSchema = z.object({ type: z.literal(COLLECTED), id: z.string(), registries: z.array(MetricsJsonSchema) });
+const CollectedSchema = z.object({
+  type: z.literal(COLLECTED),
+  id: z.string(),
+  registries: z.array(MetricsJsonSchema),
+});
 
 /** One registry's `getMetricsAsJSON()`, as it crosses the IPC channel. */
 type MetricsJson = object[];
@@ -29,7 +38,8 @@ function tell(worker: Worker, message: object): void {
   if (worker.isConnected()) worker.send(message, undefined, undefined, () => undefined);
 }
 
-const asJson = (registries: Registry[]): Promise<MetricsJson[]> => Promise.all(registries.map((registry) => registry.getMetricsAsJSON()));
+const asJson = (registries: Registry[]): Promise<MetricsJson[]> =>
+  Promise.all(registries.map((registry) => registry.getMetricsAsJSON()));
 
 /** The Prometheus text of several processes' registries, summed as prom-client's cluster support does. */
 async function aggregated(registries: MetricsJson[]): Promise<string> {
@@ -50,7 +60,9 @@ export function reportMetricsToMainProcess(registries: Registries): void {
   process.on('message', (message: unknown) => {
     const collect = CollectSchema.safeParse(message);
     if (collect.success) {
-      void asJson(workerRegistries?.() ?? []).then((json) => process.send?.({ type: COLLECTED, id: collect.data.id, registries: json }));
+      void asJson(workerRegistries?.() ?? []).then((json) =>
+        process.send?.({ type: COLLECTED, id: collect.data.id, registries: json }),
+      );
       return;
     }
     const answer = AnswerSchema.safeParse(message);
@@ -81,11 +93,16 @@ export function instanceMetricsFromMainProcess(): Promise<string> {
 /** Asks every live worker for its registries; rejects when one does not answer in time. */
 function collectFromWorkers(): Promise<MetricsJson[]> {
   const id = uuidv7();
-  const workers = Object.values(cluster.workers ?? {}).filter((worker): worker is Worker => worker?.isConnected() === true);
+  const workers = Object.values(cluster.workers ?? {}).filter(
+    (worker): worker is Worker => worker?.isConnected() === true,
+  );
   const answers = workers.map(
     (worker) =>
       new Promise<MetricsJson[]>((resolve, reject) => {
-        const timer = setTimeout(() => finish(new Error(`worker ${worker.process.pid} did not report its metrics in time`)), COLLECT_TIMEOUT_MS);
+        const timer = setTimeout(
+          () => finish(new Error(`worker ${worker.process.pid} did not report its metrics in time`)),
+          COLLECT_TIMEOUT_MS,
+        );
         const onMessage = (message: unknown) => {
           const collected = CollectedSchema.safeParse(message);
           if (collected.success && collected.data.id === id) finish(undefined, collected.data.registries);
@@ -118,7 +135,12 @@ export function aggregateMetricsForWorkers(own: Registries): void {
       .then(([mine, theirs]) => aggregated([...mine, ...theirs]))
       .then(
         (text) => tell(worker, { type: ANSWER, id: ask.data.id, text }),
-        (error: unknown) => tell(worker, { type: ANSWER, id: ask.data.id, error: error instanceof Error ? error.message : String(error) }),
+        (error: unknown) =>
+          tell(worker, {
+            type: ANSWER,
+            id: ask.data.id,
+            error: error instanceof Error ? error.message : String(error),
+          }),
       );
   });
 }

@@ -14,7 +14,9 @@ const digest = (value: string) => createHash('sha256').update(value).digest();
 
 /** Compares in constant time (over the digests, so lengths do not leak either). */
 const isScrapeToken = (authorization: string | undefined, token: string | undefined): boolean =>
-  token !== undefined && authorization !== undefined && timingSafeEqual(digest(authorization), digest(`Bearer ${token}`));
+  token !== undefined &&
+  authorization !== undefined &&
+  timingSafeEqual(digest(authorization), digest(`Bearer ${token}`));
 
 /**
  * /metrics is not public: it answers the static scrape token (METRICS_TOKEN) or an admin's access
@@ -40,5 +42,7 @@ export function serveMetrics(app: Express, ctx: AppContext, metrics: HttpMetrics
     res.send(cluster.isWorker ? await instanceMetricsFromMainProcess() : await Registry.merge(registries()).metrics());
   };
   app.get('/metrics', scrape);
-  app.all('/metrics', (_req, _res, next) => next(new AppError('method_not_allowed', 'Metrics are read with GET', { headers: { Allow: 'GET, HEAD' } })));
+  app.all('/metrics', (_req, _res, next) =>
+    next(new AppError('method_not_allowed', 'Metrics are read with GET', { headers: { Allow: 'GET, HEAD' } })),
+  );
 }

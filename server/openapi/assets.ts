@@ -19,8 +19,14 @@ export interface Asset {
 const swaggerUiDir = path.dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
 
 const SOURCES: Record<string, { type: string; read: () => Buffer }> = {
-  'swagger-ui.css': { type: 'text/css; charset=utf-8', read: () => readFileSync(path.join(swaggerUiDir, 'swagger-ui.css')) },
-  'swagger-ui-bundle.js': { type: 'text/javascript; charset=utf-8', read: () => readFileSync(path.join(swaggerUiDir, 'swagger-ui-bundle.js')) },
+  'swagger-ui.css': {
+    type: 'text/css; charset=utf-8',
+    read: () => readFileSync(path.join(swaggerUiDir, 'swagger-ui.css')),
+  },
+  'swagger-ui-bundle.js': {
+    type: 'text/javascript; charset=utf-8',
+    read: () => readFileSync(path.join(swaggerUiDir, 'swagger-ui-bundle.js')),
+  },
   'favicon-32x32.png': { type: 'image/png', read: () => readFileSync(path.join(swaggerUiDir, 'favicon-32x32.png')) },
   'reference.js': { type: 'text/javascript; charset=utf-8', read: () => Buffer.from(REFERENCE_SCRIPT) },
 };
@@ -31,7 +37,9 @@ function compressed(type: string, identity: Buffer): Asset {
   return {
     type,
     identity,
-    br: brotliCompressSync(identity, { params: { [constants.BROTLI_PARAM_QUALITY]: 9, [constants.BROTLI_PARAM_SIZE_HINT]: identity.length } }),
+    br: brotliCompressSync(identity, {
+      params: { [constants.BROTLI_PARAM_QUALITY]: 9, [constants.BROTLI_PARAM_SIZE_HINT]: identity.length },
+    }),
     gzip: gzipSync(identity, { level: 9 }),
   };
 }

@@ -18,13 +18,17 @@ export interface CodeSample {
 /** A word for a POSIX shell, in single quotes. */
 const quoted = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
 
-const isMultipart = (route: AppRoute) => route.method !== 'GET' && route.method !== 'DELETE' && route.contentType === 'multipart/form-data';
+const isMultipart = (route: AppRoute) =>
+  route.method !== 'GET' && route.method !== 'DELETE' && route.contentType === 'multipart/form-data';
 const hasJsonBody = (route: AppRoute) => 'body' in route && !isAppRouteNoBody(route.body) && !isMultipart(route);
 const pathParamNames = (route: AppRoute) => [...route.path.matchAll(/:(\w+)/g)].map((match) => match[1] ?? '');
-const examplePath = (route: AppRoute) => route.path.replace(/:(\w+)/g, (whole, name: string) => pathParamValues[name] ?? whole);
+const examplePath = (route: AppRoute) =>
+  route.path.replace(/:(\w+)/g, (whole, name: string) => pathParamValues[name] ?? whole);
 
 export function curlSample(route: AppRoute, examples: AnyOperationExamples): string {
-  const lines = [`curl${route.method === 'GET' ? '' : ` -X ${route.method}`} ${quoted(SAMPLE_BASE_URL + examplePath(route))}`];
+  const lines = [
+    `curl${route.method === 'GET' ? '' : ` -X ${route.method}`} ${quoted(SAMPLE_BASE_URL + examplePath(route))}`,
+  ];
   if (!isPublicRoute(route)) lines.push(`-H "Authorization: Bearer $TOKEN"`);
   if (isMultipart(route)) lines.push(`-F 'file=@report.pdf'`);
   else if (hasJsonBody(route) && examples.request !== undefined) {
@@ -40,13 +44,18 @@ function requiredHeaders(route: AppRoute): Record<string, string> {
   const schema = route.headers;
   if (!(schema instanceof z.ZodObject)) return {};
   const shape: Record<string, z.ZodTypeAny> = schema.shape;
-  return Object.fromEntries(Object.entries(shape).filter(([, value]) => !value.isOptional()).map(([name]) => [name, name === 'if-match' ? '"5"' : 'value']));
+  return Object.fromEntries(
+    Object.entries(shape)
+      .filter(([, value]) => !value.isOptional())
+      .map(([name]) => [name, name === 'if-match' ? '"5"' : 'value']),
+  );
 }
 
 export function clientSample(route: AppRoute, clientPath: string, examples: AnyOperationExamples): string {
   const args: string[] = [];
   const params = pathParamNames(route);
-  if (params.length > 0) args.push(`params: ${literal(Object.fromEntries(params.map((name) => [name, pathParamValues[name] ?? name])))}`);
+  if (params.length > 0)
+    args.push(`params: ${literal(Object.fromEntries(params.map((name) => [name, pathParamValues[name] ?? name])))}`);
   const headers = requiredHeaders(route);
   if (Object.keys(headers).length > 0) args.push(`headers: ${literal(headers)}`);
   if (isMultipart(route)) args.push(`body: { file: new Blob(['the bytes'], { type: 'text/plain' }) }`);
@@ -64,4 +73,6 @@ export function codeSamples(route: AppRoute, clientPath: string, examples: AnyOp
 
 /** The samples as the description's closing section, which the reference page renders. */
 export const samplesMarkdown = (samples: CodeSample[]): string =>
-  samples.map((sample) => `**${sample.label}**\n\n\`\`\`${sample.lang === 'Shell' ? 'sh' : 'ts'}\n${sample.source}\n\`\`\``).join('\n\n');
+  samples
+    .map((sample) => `**${sample.label}**\n\n\`\`\`${sample.lang === 'Shell' ? 'sh' : 'ts'}\n${sample.source}\n\`\`\``)
+    .join('\n\n');

@@ -1,13 +1,44 @@
 import { isAppRouteNoBody, isAppRouteOtherResponse, type AppRoute, type AppRouteResponse } from '@ts-rest/core';
 import { generateOpenApi } from '@ts-rest/open-api';
 import { z } from 'zod';
-import { contract, isLoginOnly, isPublicRoute, ProblemSchema, scopeOf, scopeDescriptions, SCOPES, TaskSchema, type Problem } from '@task-service/client';
+import {
+  contract,
+  isLoginOnly,
+  isPublicRoute,
+  ProblemSchema,
+  scopeOf,
+  scopeDescriptions,
+  SCOPES,
+  TaskSchema,
+  type Problem,
+} from '@task-service/client';
 import { packageVersion } from '../project-root.js';
 import { isCreatingPost } from '../http/idempotency.js';
 import { codeSamples, samplesMarkdown } from './code-samples.js';
-import { examplesByRoute, problemBody, problemExamples, type AnyOperationExamples, type ProblemExample } from './examples.js';
-import { headerRefs, headers, problemResponse, problemResponseRef, problemResponses, reasonPhrases, type HeaderName } from './responses.js';
-import { schemaOf, withAnyValueSchemas, withIntegerFormats, withNamedModels, type JsonSchema, type OpenApiDocument } from './schemas.js';
+import {
+  examplesByRoute,
+  problemBody,
+  problemExamples,
+  type AnyOperationExamples,
+  type ProblemExample,
+} from './examples.js';
+import {
+  headerRefs,
+  headers,
+  problemResponse,
+  problemResponseRef,
+  problemResponses,
+  reasonPhrases,
+  type HeaderName,
+} from './responses.js';
+import {
+  schemaOf,
+  withAnyValueSchemas,
+  withIntegerFormats,
+  withNamedModels,
+  type JsonSchema,
+  type OpenApiDocument,
+} from './schemas.js';
 
 type OperationMapper = NonNullable<NonNullable<Parameters<typeof generateOpenApi>[2]>['operationMapper']>;
 type Operation = Parameters<OperationMapper>[0];
@@ -34,18 +65,26 @@ const bearerAuth = {
 const tags = [
   { name: 'auth', description: 'Accounts and sessions: register, log in, refresh, log out' },
   { name: 'users', description: 'User accounts (self or admin)' },
-  { name: 'tasks', description: "Tasks the caller owns or is assigned to (admin: all)" },
+  { name: 'tasks', description: 'Tasks the caller owns or is assigned to (admin: all)' },
   { name: 'tags', description: "The caller's tags, and tags on tasks" },
   { name: 'attachments', description: 'Files attached to tasks' },
-  { name: 'webhooks', description: 'Signed deliveries of events to your URLs (Standard Webhooks), with a delivery log' },
-  { name: 'personalAccessTokens', description: 'Personal access tokens for scripts, integrations and agents, each limited to its scopes' },
+  {
+    name: 'webhooks',
+    description: 'Signed deliveries of events to your URLs (Standard Webhooks), with a delivery log',
+  },
+  {
+    name: 'personalAccessTokens',
+    description: 'Personal access tokens for scripts, integrations and agents, each limited to its scopes',
+  },
   { name: 'events', description: 'Every change as an event: the changes feed (delta sync) and the live stream (SSE)' },
   { name: 'service', description: 'Health, readiness and the keys that verify access tokens' },
   { name: 'docs', description: 'This document and its reference page' },
 ];
 
 /** `a,b,c` query values: a ZodPipeline from a string to an array, which the generator leaves blank. */
-function commaListOf(schema: z.ZodTypeAny | undefined): { item: z.ZodTypeAny; maxItems: number | undefined } | undefined {
+function commaListOf(
+  schema: z.ZodTypeAny | undefined,
+): { item: z.ZodTypeAny; maxItems: number | undefined } | undefined {
   let inner = schema;
   while (inner instanceof z.ZodOptional || inner instanceof z.ZodDefault) inner = inner._def.innerType;
   if (!(inner instanceof z.ZodPipeline)) return undefined;
@@ -57,7 +96,8 @@ function commaListOf(schema: z.ZodTypeAny | undefined): { item: z.ZodTypeAny; ma
 
 /** The generator puts a header's `.describe()` text in its schema, where the reference page does not show it. */
 function withDescriptionLifted(parameter: Parameter): Parameter {
-  if (!('in' in parameter) || parameter.description !== undefined || !parameter.schema || '$ref' in parameter.schema) return parameter;
+  if (!('in' in parameter) || parameter.description !== undefined || !parameter.schema || '$ref' in parameter.schema)
+    return parameter;
   const { description, ...schema } = parameter.schema;
   return description === undefined ? parameter : { ...parameter, description, schema };
 }
@@ -69,7 +109,9 @@ function describeParameter(generated: Parameter, route: AppRoute): Parameter {
   if (!list) return parameter;
   return {
     ...parameter,
-    description: [parameter.description, 'Several values: comma-separated, or the parameter repeated.'].filter(Boolean).join('. '),
+    description: [parameter.description, 'Several values: comma-separated, or the parameter repeated.']
+      .filter(Boolean)
+      .join('. '),
     style: 'form',
     explode: false,
     schema: { type: 'array', items: schemaOf(list.item, 'request'), maxItems: list.maxItems },
@@ -81,7 +123,8 @@ const GeneratedFormSchema = z.object({ properties: z.record(z.record(z.unknown()
 const fileSchema: JsonSchema = {
   type: 'string',
   format: 'binary',
-  description: 'The file: at most ATTACHMENT_MAX_BYTES (25 MiB by default, 413 beyond); its name and type are taken from the part',
+  description:
+    'The file: at most ATTACHMENT_MAX_BYTES (25 MiB by default, 413 beyond); its name and type are taken from the part',
 };
 
 function describeRequestBody(route: AppRoute, body: NonNullable<Operation['requestBody']>): Operation['requestBody'] {
@@ -89,15 +132,28 @@ function describeRequestBody(route: AppRoute, body: NonNullable<Operation['reque
   if ('contentType' in route && route.contentType === 'multipart/form-data') {
     const properties = GeneratedFormSchema.parse(body.content['multipart/form-data']?.schema).properties;
     // Parts the generator could not type (z.custom<Blob>) are the file parts.
-    const files = Object.entries(properties).filter(([, schema]) => !('type' in schema)).map(([name]) => name);
-    const form: JsonSchema = { type: 'object', required: files, additionalProperties: false, properties: { ...properties, ...Object.fromEntries(files.map((name) => [name, fileSchema])) } };
+    const files = Object.entries(properties)
+      .filter(([, schema]) => !('type' in schema))
+      .map(([name]) => name);
+    const form: JsonSchema = {
+      type: 'object',
+      required: files,
+      additionalProperties: false,
+      properties: { ...properties, ...Object.fromEntries(files.map((name) => [name, fileSchema])) },
+    };
     return { required: true, content: { 'multipart/form-data': { schema: form } } };
   }
   const generated = body.content['application/json'];
   if (!generated) return body;
   const json = { ...generated, example: examplesOf(route).request };
   // Express parses both as JSON; PATCH is a merge patch (RFC 7396).
-  return { required: true, content: route.method === 'PATCH' ? { 'application/json': json, 'application/merge-patch+json': json } : { 'application/json': json } };
+  return {
+    required: true,
+    content:
+      route.method === 'PATCH'
+        ? { 'application/json': json, 'application/merge-patch+json': json }
+        : { 'application/json': json },
+  };
 }
 
 function successHeaders(status: number, declared: AppRouteResponse): HeaderName[] {
@@ -115,12 +171,15 @@ function successHeaders(status: number, declared: AppRouteResponse): HeaderName[
   return names;
 }
 
-const GeneratedJsonResponseSchema = z.object({ content: z.object({ 'application/json': z.object({ schema: z.record(z.unknown()) }).passthrough() }) });
+const GeneratedJsonResponseSchema = z.object({
+  content: z.object({ 'application/json': z.object({ schema: z.record(z.unknown()) }).passthrough() }),
+});
 
 function contentOf(declared: AppRouteResponse, generated: unknown, examples: AnyOperationExamples, status: number) {
   if (isAppRouteNoBody(declared)) return {};
   if (isAppRouteOtherResponse(declared)) {
-    if (declared.contentType.startsWith('text/')) return { content: { [declared.contentType]: { schema: { type: 'string' }, example: examples.text?.[status] } } };
+    if (declared.contentType.startsWith('text/'))
+      return { content: { [declared.contentType]: { schema: { type: 'string' }, example: examples.text?.[status] } } };
     // The bytes of an attachment come with its own stored media type.
     return { content: { '*/*': { schema: { type: 'string', format: 'binary' } } } };
   }
@@ -142,7 +201,11 @@ function describeResponses(route: AppRoute, generated: Operation['responses']): 
     responses[code] =
       declared === ProblemSchema
         ? problemResponseRef(status)
-        : { description: reasonPhrases[status] ?? code, headers: headerRefs(successHeaders(status, declared)), ...contentOf(declared, generated[code], examples, status) };
+        : {
+            description: reasonPhrases[status] ?? code,
+            headers: headerRefs(successHeaders(status, declared)),
+            ...contentOf(declared, generated[code], examples, status),
+          };
   }
   // The rate limit and unexpected failures apply to every operation.
   for (const status of [429, 500]) responses[status] ??= problemResponseRef(status);
@@ -151,7 +214,8 @@ function describeResponses(route: AppRoute, generated: Operation['responses']): 
   if (isCreatingPost(route)) for (const status of [409, 422]) responses[status] ??= problemResponseRef(status);
   // The operation's own error examples replace the shared answer's, which show every code of the status.
   for (const [code, own] of Object.entries(examples.problems ?? {})) {
-    if (!responses[code]) throw new Error(`${route.method} ${route.path} has examples for ${code}, a status it does not answer`);
+    if (!responses[code])
+      throw new Error(`${route.method} ${route.path} has examples for ${code}, a status it does not answer`);
     responses[code] = problemResponse(Number(code), problemBodies(route, Number(code), own));
   }
   return responses;
@@ -185,7 +249,10 @@ function scopeExtension(route: AppRoute): { description?: string; 'x-scopes'?: s
 /** The operation's curl and typed-client examples: in its description, and as `x-codeSamples`. */
 function withCodeSamples(operation: Parameters<OperationMapper>[0], route: AppRoute) {
   const samples = codeSamples(route, String(operation.operationId), examplesOf(route));
-  return { description: [operation.description, samplesMarkdown(samples)].filter(Boolean).join('\n\n'), 'x-codeSamples': samples };
+  return {
+    description: [operation.description, samplesMarkdown(samples)].filter(Boolean).join('\n\n'),
+    'x-codeSamples': samples,
+  };
 }
 
 const describeScopedOperation: OperationMapper = (operation, route) => ({
@@ -201,12 +268,15 @@ const describeScopedOperation: OperationMapper = (operation, route) => ({
 });
 
 /** Each operation: its scope rule, then its code samples (which show the scoped description). */
-const describeOperation: OperationMapper = (operation, route) => describeScopedOperation({ ...operation, ...scopeExtension(route) }, route);
+const describeOperation: OperationMapper = (operation, route) =>
+  describeScopedOperation({ ...operation, ...scopeExtension(route) }, route);
 
 /** Shared error answers that every operation showing the status replaces with its own examples are left out. */
 function withoutUnusedResponses(document: OpenApiDocument): OpenApiDocument {
   const text = JSON.stringify(document.paths);
-  const responses = Object.entries(document.components?.responses ?? {}).filter(([name]) => text.includes(`"#/components/responses/${name}"`));
+  const responses = Object.entries(document.components?.responses ?? {}).filter(([name]) =>
+    text.includes(`"#/components/responses/${name}"`),
+  );
   return { ...document, components: { ...document.components, responses: Object.fromEntries(responses) } };
 }
 
@@ -222,7 +292,13 @@ export function buildOpenApiDocument(): OpenApiDocument {
         contact: { name: 'Task service maintainers', url: 'https://github.com/task-service/task-service/issues' },
       },
       // Relative: whichever deployment (production, staging or local) serves this document.
-      servers: [{ url: '/', description: 'The deployment serving this document: production, staging or local', 'x-internal': false }],
+      servers: [
+        {
+          url: '/',
+          description: 'The deployment serving this document: production, staging or local',
+          'x-internal': false,
+        },
+      ],
       tags,
       components: { securitySchemes: { bearerAuth }, headers, responses: problemResponses() },
     },

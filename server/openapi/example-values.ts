@@ -1,6 +1,18 @@
 // The objects the document's examples are made of: one small, consistent world (Ada's tasks and tags),
 // typed by the contract so that an example cannot show a field the service does not send.
-import type { Attachment, AuthResult, CreatedPersonalAccessToken, CreatedWebhook, Delivery, Event, PersonalAccessToken, Tag, Task, User, Webhook } from '@task-service/client';
+import type {
+  Attachment,
+  AuthResult,
+  CreatedPersonalAccessToken,
+  CreatedWebhook,
+  Delivery,
+  Event,
+  PersonalAccessToken,
+  Tag,
+  Task,
+  User,
+  Webhook,
+} from '@task-service/client';
 
 export const ids = {
   ada: '0193a5c0-3c1e-7a2b-8d4f-1e2a3b4c5d6e',
@@ -56,8 +68,20 @@ export const authResult: AuthResult = {
   expiresIn: 900,
 };
 
-export const tagUrgent: Tag = { id: ids.tagUrgent, ownerId: ids.ada, name: 'urgent', color: '#e5484d', createdAt: '2026-11-03T10:00:00.000Z' };
-export const tagWork: Tag = { id: ids.tagWork, ownerId: ids.ada, name: 'work', color: '#3e63dd', createdAt: '2026-11-03T10:00:05.250Z' };
+export const tagUrgent: Tag = {
+  id: ids.tagUrgent,
+  ownerId: ids.ada,
+  name: 'urgent',
+  color: '#e5484d',
+  createdAt: '2026-11-03T10:00:00.000Z',
+};
+export const tagWork: Tag = {
+  id: ids.tagWork,
+  ownerId: ids.ada,
+  name: 'work',
+  color: '#3e63dd',
+  createdAt: '2026-11-03T10:00:05.250Z',
+};
 
 export const task: Task = {
   id: ids.task,
@@ -101,7 +125,8 @@ export const attachment: Attachment = {
 };
 
 /** A list cursor as the service signs it (`<payload>.<HMAC>`): opaque to clients. */
-export const listCursor = 'eyJzIjoiLWNyZWF0ZWRBdCIsInYiOiIyMDI2LTExLTIwVDA4OjMwOjAwLjAwMFoiLCJpZCI6IjAxOTNhNWMyLTdkNGUtN2IzYS05YzFmLTJlNGQ2ZjhhMGIxYyJ9.7I_ddmbxBXf_p3r_N9YzRg';
+export const listCursor =
+  'eyJzIjoiLWNyZWF0ZWRBdCIsInYiOiIyMDI2LTExLTIwVDA4OjMwOjAwLjAwMFoiLCJpZCI6IjAxOTNhNWMyLTdkNGUtN2IzYS05YzFmLTJlNGQ2ZjhhMGIxYyJ9.7I_ddmbxBXf_p3r_N9YzRg';
 /** A changes-feed position: opaque to clients. */
 export const feedCursor = 'NzQ4MjEzLjM';
 
@@ -125,7 +150,10 @@ export const webhook: Webhook = {
   updatedAt: '2026-11-10T12:00:00.000Z',
 };
 
-export const createdWebhook: CreatedWebhook = { ...webhook, secret: 'whsec_i2YPPpYj4RmCtB5OgwUsitByCaeA6J3Kg76uU7o2nBI=' };
+export const createdWebhook: CreatedWebhook = {
+  ...webhook,
+  secret: 'whsec_i2YPPpYj4RmCtB5OgwUsitByCaeA6J3Kg76uU7o2nBI=',
+};
 
 export const failedDelivery: Delivery = {
   id: ids.delivery,

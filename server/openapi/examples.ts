@@ -2,7 +2,14 @@
 // OpenAPI document. Typed by the contract; test/openapi-examples.test.ts parses each with its schema.
 import { isAppRoute, type AppRoute, type AppRouter } from '@ts-rest/core';
 import { z } from 'zod';
-import { contract, problemCatalogue, ProblemCodeSchema, type Contract, type Problem, type ProblemCode } from '@task-service/client';
+import {
+  contract,
+  problemCatalogue,
+  ProblemCodeSchema,
+  type Contract,
+  type Problem,
+  type ProblemCode,
+} from '@task-service/client';
 import * as v from './example-values.js';
 import { referencePage } from './reference-page.js';
 
@@ -20,7 +27,11 @@ export interface ProblemExample {
 
 interface OperationExamples<R extends AppRoute> {
   /** Required for every JSON body (multipart uploads are described, not exemplified). */
-  request: R extends { contentType: 'multipart/form-data' } ? undefined : R extends { body: infer B extends z.ZodTypeAny } ? z.input<B> : undefined;
+  request: R extends { contentType: 'multipart/form-data' }
+    ? undefined
+    : R extends { body: infer B extends z.ZodTypeAny }
+      ? z.input<B>
+      : undefined;
   /** Required for every success answer with a JSON body. */
   responses: { [S in JsonSuccessStatuses<R>]: InputOf<R['responses'][S]> };
   /** Answers that are not JSON, as text (an event stream, a page). */
@@ -31,7 +42,9 @@ interface OperationExamples<R extends AppRoute> {
 
 type ContractExamples<T> = { [K in keyof T]: T[K] extends AppRoute ? OperationExamples<T[K]> : ContractExamples<T[K]> };
 
-const noSuchTask = { code: 'not_found', detail: 'No such task', path: '/tasks/{task_id}' } satisfies ProblemExample & { path: string };
+const noSuchTask = { code: 'not_found', detail: 'No such task', path: '/tasks/{task_id}' } satisfies ProblemExample & {
+  path: string;
+};
 const noSuchUser: ProblemExample = { code: 'not_found', detail: 'No such user' };
 const noSuchTag: ProblemExample = { code: 'not_found', detail: 'No such tag' };
 const noSuchAttachment: ProblemExample = { code: 'not_found', detail: 'No such attachment' };
@@ -39,10 +52,14 @@ const noSuchWebhook: ProblemExample = { code: 'not_found', detail: 'No such webh
 const taskChanged: ProblemExample = { code: 'precondition_failed', detail: 'The task is at version 5' };
 const emailTaken: ProblemExample = { code: 'email_taken', detail: 'An account with this email already exists' };
 const lastAdmin: ProblemExample = { code: 'last_admin', detail: 'The service must keep at least one admin' };
-const notAdmin = (what: string) => ({ code: 'forbidden', detail: `Only an admin may ${what}`, path: '/users' }) satisfies ProblemExample & { path: string };
+const notAdmin = (what: string) =>
+  ({ code: 'forbidden', detail: `Only an admin may ${what}`, path: '/users' }) satisfies ProblemExample & {
+    path: string;
+  };
 const cursorExpired: ProblemExample = {
   code: 'cursor_expired',
-  detail: 'Events after this position are past the retention and were deleted: do a full sync, then follow the feed from its new cursor',
+  detail:
+    'Events after this position are past the retention and were deleted: do a full sync, then follow the feed from its new cursor',
 };
 const quota = (name: string, limit: string, unit: string, variable: string): ProblemExample => ({
   code: 'quota_exceeded',
@@ -53,26 +70,62 @@ const taskPage = { items: [v.task], nextCursor: v.listCursor };
 
 /** An example of every problem code, with the path of a request that could get it: the shared error answers show these. */
 export const problemExamples: Record<ProblemCode, ProblemExample & { path: string }> = {
-  validation_failed: { code: 'validation_failed', detail: 'body.title: String must contain at least 1 character(s)', path: '/tasks' },
+  validation_failed: {
+    code: 'validation_failed',
+    detail: 'body.title: String must contain at least 1 character(s)',
+    path: '/tasks',
+  },
   malformed_json: { code: 'malformed_json', detail: 'The body is not valid JSON', path: '/tasks' },
-  unauthenticated: { code: 'unauthenticated', detail: 'The access token has expired; refresh the session (POST /auth/refresh) and retry', path: '/tasks' },
-  invalid_credentials: { code: 'invalid_credentials', detail: 'The email or the password is wrong', path: '/auth/login' },
+  unauthenticated: {
+    code: 'unauthenticated',
+    detail: 'The access token has expired; refresh the session (POST /auth/refresh) and retry',
+    path: '/tasks',
+  },
+  invalid_credentials: {
+    code: 'invalid_credentials',
+    detail: 'The email or the password is wrong',
+    path: '/auth/login',
+  },
   forbidden: notAdmin('list users'),
-  insufficient_scope: { code: 'insufficient_scope', detail: 'This personal access token lacks the scope "tasks:write" this operation needs', path: '/tasks' },
+  insufficient_scope: {
+    code: 'insufficient_scope',
+    detail: 'This personal access token lacks the scope "tasks:write" this operation needs',
+    path: '/tasks',
+  },
   not_found: noSuchTask,
   method_not_allowed: { code: 'method_not_allowed', detail: 'PUT is not allowed here', path: '/tags/{tag_id}' },
   email_taken: { ...emailTaken, path: '/auth/register' },
-  tag_name_taken: { code: 'tag_name_taken', detail: 'You already have a tag named "Urgent" (names ignore case)', path: '/tags' },
+  tag_name_taken: {
+    code: 'tag_name_taken',
+    detail: 'You already have a tag named "Urgent" (names ignore case)',
+    path: '/tags',
+  },
   last_admin: { ...lastAdmin, path: '/users/{user_id}' },
   conflict: { code: 'conflict', detail: 'A task holds at most 20 attachments', path: '/tasks/{task_id}/attachments' },
   quota_exceeded: { ...quota('tasks', '100000', 'tasks', 'USER_MAX_TASKS'), path: '/tasks' },
-  idempotency_key_in_use: { code: 'idempotency_key_in_use', detail: 'A request with this Idempotency-Key is still running: retry after it finished', path: '/tasks' },
+  idempotency_key_in_use: {
+    code: 'idempotency_key_in_use',
+    detail: 'A request with this Idempotency-Key is still running: retry after it finished',
+    path: '/tasks',
+  },
   cursor_expired: { ...cursorExpired, path: '/changes' },
   precondition_failed: { ...taskChanged, path: '/tasks/{task_id}' },
   payload_too_large: { code: 'payload_too_large', detail: 'JSON bodies are limited to 1 MiB', path: '/tasks' },
-  unsupported_media_type: { code: 'unsupported_media_type', detail: 'Send the body as application/json', path: '/tasks' },
-  range_not_satisfiable: { code: 'range_not_satisfiable', detail: 'The content is 184320 bytes long', path: '/attachments/{attach_id}/content' },
-  idempotency_key_reused: { code: 'idempotency_key_reused', detail: 'This Idempotency-Key was used with a different request: use a new key for a new request', path: '/tasks' },
+  unsupported_media_type: {
+    code: 'unsupported_media_type',
+    detail: 'Send the body as application/json',
+    path: '/tasks',
+  },
+  range_not_satisfiable: {
+    code: 'range_not_satisfiable',
+    detail: 'The content is 184320 bytes long',
+    path: '/attachments/{attach_id}/content',
+  },
+  idempotency_key_reused: {
+    code: 'idempotency_key_reused',
+    detail: 'This Idempotency-Key was used with a different request: use a new key for a new request',
+    path: '/tasks',
+  },
   rate_limited: { code: 'rate_limited', detail: 'At most 600 requests a minute', path: '/tasks' },
   internal: { code: 'internal', detail: 'An unexpected error occurred', path: '/tasks' },
   unavailable: { code: 'unavailable', detail: 'The database is unreachable', path: '/tasks' },
@@ -80,13 +133,28 @@ export const problemExamples: Record<ProblemCode, ProblemExample & { path: strin
 
 /** A request path with the example values in its parameters (`/tasks/{task_id}` or `/tasks/:task_id`). */
 export const examplePath = (path: string): string =>
-  path.replace(/\{(\w+)\}|:(\w+)/g, (whole, braced?: string, colon?: string) => v.pathParamValues[braced ?? colon ?? ''] ?? whole);
+  path.replace(
+    /\{(\w+)\}|:(\w+)/g,
+    (whole, braced?: string, colon?: string) => v.pathParamValues[braced ?? colon ?? ''] ?? whole,
+  );
 
 /** The whole problem body the service would send: title and status from the catalogue, `type` its page. */
 export function problemBody({ code, detail }: ProblemExample, path: string): Problem {
   const { title, status } = problemCatalogue[code];
-  const errors = code === 'validation_failed' ? [{ path: 'body.title', code: 'too_small', message: 'String must contain at least 1 character(s)' }] : undefined;
-  return { type: `/problems/${code}`, title, status, code, detail, instance: examplePath(path), requestId: v.requestId, ...(errors && { errors }) };
+  const errors =
+    code === 'validation_failed'
+      ? [{ path: 'body.title', code: 'too_small', message: 'String must contain at least 1 character(s)' }]
+      : undefined;
+  return {
+    type: `/problems/${code}`,
+    title,
+    status,
+    code,
+    detail,
+    instance: examplePath(path),
+    requestId: v.requestId,
+    ...(errors && { errors }),
+  };
 }
 
 export const examples: ContractExamples<Contract> = {
@@ -97,7 +165,13 @@ export const examples: ContractExamples<Contract> = {
       problems: {
         403: [{ code: 'forbidden', detail: 'Self-registration is disabled on this service' }],
         409: [emailTaken],
-        429: [{ code: 'rate_limited', detail: 'At most 20 registrations an hour from one address; try again in 38 minutes (at 2026-11-22T15:42:05.000Z)' }],
+        429: [
+          {
+            code: 'rate_limited',
+            detail:
+              'At most 20 registrations an hour from one address; try again in 38 minutes (at 2026-11-22T15:42:05.000Z)',
+          },
+        ],
       },
     },
     login: {
@@ -105,7 +179,13 @@ export const examples: ContractExamples<Contract> = {
       responses: { 200: v.authResult },
       problems: {
         401: [{ code: 'invalid_credentials', detail: 'The email or the password is wrong' }],
-        429: [{ code: 'rate_limited', detail: 'Too many failed logins for this account from your address; try again in 12 minutes (at 2026-11-22T15:16:05.000Z)' }],
+        429: [
+          {
+            code: 'rate_limited',
+            detail:
+              'Too many failed logins for this account from your address; try again in 12 minutes (at 2026-11-22T15:16:05.000Z)',
+          },
+        ],
       },
     },
     refresh: {
@@ -125,13 +205,22 @@ export const examples: ContractExamples<Contract> = {
     get: { request: undefined, responses: { 200: v.ada }, problems: { 404: [noSuchUser] } },
     listTasks: { request: undefined, responses: { 200: taskPage }, problems: { 404: [noSuchUser] } },
     create: {
-      request: { email: 'alan@example.com', password: 'a long and private passphrase', name: 'Alan Turing', role: 'user' },
-      responses: { 201: { ...v.ada, id: '0193a5c9-6a7b-7c8d-9e0f-1a2b3c4d5e6f', email: 'alan@example.com', name: 'Alan Turing' } },
+      request: {
+        email: 'alan@example.com',
+        password: 'a long and private passphrase',
+        name: 'Alan Turing',
+        role: 'user',
+      },
+      responses: {
+        201: { ...v.ada, id: '0193a5c9-6a7b-7c8d-9e0f-1a2b3c4d5e6f', email: 'alan@example.com', name: 'Alan Turing' },
+      },
       problems: { 403: [notAdmin('create users')], 409: [emailTaken] },
     },
     replace: {
       request: { email: 'ada.lovelace@example.com', name: 'Ada King' },
-      responses: { 200: { ...v.ada, email: 'ada.lovelace@example.com', name: 'Ada King', updatedAt: '2026-11-22T15:04:05.000Z' } },
+      responses: {
+        200: { ...v.ada, email: 'ada.lovelace@example.com', name: 'Ada King', updatedAt: '2026-11-22T15:04:05.000Z' },
+      },
       problems: { 403: [notAdmin('change a role')], 404: [noSuchUser], 409: [emailTaken, lastAdmin] },
     },
     update: {
@@ -169,13 +258,25 @@ export const examples: ContractExamples<Contract> = {
     },
     update: {
       request: { status: 'done' },
-      responses: { 200: { ...v.task, status: 'done', completedAt: '2026-11-23T10:12:45.318Z', version: 5, updatedAt: '2026-11-23T10:12:45.318Z' } },
+      responses: {
+        200: {
+          ...v.task,
+          status: 'done',
+          completedAt: '2026-11-23T10:12:45.318Z',
+          version: 5,
+          updatedAt: '2026-11-23T10:12:45.318Z',
+        },
+      },
       problems: { 404: [noSuchTask], 412: [taskChanged] },
     },
     remove: {
       request: undefined,
       responses: {},
-      problems: { 403: [{ code: 'forbidden', detail: 'Only the owner of a task or an admin may delete it' }], 404: [noSuchTask], 412: [taskChanged] },
+      problems: {
+        403: [{ code: 'forbidden', detail: 'Only the owner of a task or an admin may delete it' }],
+        404: [noSuchTask],
+        412: [taskChanged],
+      },
     },
   },
   tags: {
@@ -184,18 +285,38 @@ export const examples: ContractExamples<Contract> = {
     create: {
       request: { name: 'urgent', color: '#E5484D' },
       responses: { 201: v.tagUrgent },
-      problems: { 409: [{ code: 'tag_name_taken', detail: 'You already have a tag named "Urgent" (names ignore case)' }, quota('tags', '1000', 'tags', 'USER_MAX_TAGS')] },
+      problems: {
+        409: [
+          { code: 'tag_name_taken', detail: 'You already have a tag named "Urgent" (names ignore case)' },
+          quota('tags', '1000', 'tags', 'USER_MAX_TAGS'),
+        ],
+      },
     },
     update: {
       request: { name: 'blocker' },
       responses: { 200: { ...v.tagUrgent, name: 'blocker' } },
-      problems: { 404: [noSuchTag], 409: [{ code: 'tag_name_taken', detail: 'You already have a tag named "blocker" (names ignore case)' }] },
+      problems: {
+        404: [noSuchTag],
+        409: [{ code: 'tag_name_taken', detail: 'You already have a tag named "blocker" (names ignore case)' }],
+      },
     },
     remove: { request: undefined, responses: {}, problems: { 404: [noSuchTag] } },
-    listForTask: { request: undefined, responses: { 200: { items: [v.tagUrgent, v.tagWork] } }, problems: { 404: [noSuchTask] } },
+    listForTask: {
+      request: undefined,
+      responses: { 200: { items: [v.tagUrgent, v.tagWork] } },
+      problems: { 404: [noSuchTask] },
+    },
     // 409: only a retry racing the first request with its Idempotency-Key (added to every creating POST's 409).
-    addToTask: { request: undefined, responses: { 200: v.tagUrgent, 201: v.tagUrgent }, problems: { 404: [noSuchTag], 409: [] } },
-    removeFromTask: { request: undefined, responses: {}, problems: { 404: [{ code: 'not_found', detail: 'The tag is not on this task' }] } },
+    addToTask: {
+      request: undefined,
+      responses: { 200: v.tagUrgent, 201: v.tagUrgent },
+      problems: { 404: [noSuchTag], 409: [] },
+    },
+    removeFromTask: {
+      request: undefined,
+      responses: {},
+      problems: { 404: [{ code: 'not_found', detail: 'The tag is not on this task' }] },
+    },
   },
   attachments: {
     upload: {
@@ -203,7 +324,10 @@ export const examples: ContractExamples<Contract> = {
       responses: { 201: v.attachment },
       problems: {
         404: [noSuchTask],
-        409: [{ code: 'conflict', detail: 'A task holds at most 20 attachments' }, quota('storageBytes', '1073741824', 'bytes of attachments', 'USER_STORAGE_QUOTA_BYTES')],
+        409: [
+          { code: 'conflict', detail: 'A task holds at most 20 attachments' },
+          quota('storageBytes', '1073741824', 'bytes of attachments', 'USER_STORAGE_QUOTA_BYTES'),
+        ],
         413: [{ code: 'payload_too_large', detail: 'Attachments are limited to 26214400 bytes' }],
       },
     },
@@ -212,12 +336,20 @@ export const examples: ContractExamples<Contract> = {
     download: {
       request: undefined,
       responses: {},
-      problems: { 404: [noSuchAttachment], 416: [{ code: 'range_not_satisfiable', detail: 'The content is 184320 bytes long' }] },
+      problems: {
+        404: [noSuchAttachment],
+        416: [{ code: 'range_not_satisfiable', detail: 'The content is 184320 bytes long' }],
+      },
     },
     remove: {
       request: undefined,
       responses: {},
-      problems: { 403: [{ code: 'forbidden', detail: "Only the task's owner, the uploader or an admin may delete an attachment" }], 404: [noSuchAttachment] },
+      problems: {
+        403: [
+          { code: 'forbidden', detail: "Only the task's owner, the uploader or an admin may delete an attachment" },
+        ],
+        404: [noSuchAttachment],
+      },
     },
   },
   events: {
@@ -225,7 +357,16 @@ export const examples: ContractExamples<Contract> = {
       request: undefined,
       responses: {
         200: {
-          items: [v.taskUpdated, { id: '0193a5c5-9d0e-7f1a-8b2c-3d4e5f6a7b8c', type: 'tag.deleted', occurredAt: '2026-11-22T15:06:12.004Z', actorId: v.ids.ada, data: { tagId: v.ids.tagWork } }],
+          items: [
+            v.taskUpdated,
+            {
+              id: '0193a5c5-9d0e-7f1a-8b2c-3d4e5f6a7b8c',
+              type: 'tag.deleted',
+              occurredAt: '2026-11-22T15:06:12.004Z',
+              actorId: v.ids.ada,
+              data: { tagId: v.ids.tagWork },
+            },
+          ],
           nextCursor: v.feedCursor,
         },
       },
@@ -234,13 +375,19 @@ export const examples: ContractExamples<Contract> = {
     stream: {
       request: undefined,
       responses: {},
-      text: { 200: `: connected\n\nid: ${v.ids.event}\nevent: task.updated\ndata: ${JSON.stringify(v.taskUpdated)}\n\n: heartbeat\n\n` },
+      text: {
+        200: `: connected\n\nid: ${v.ids.event}\nevent: task.updated\ndata: ${JSON.stringify(v.taskUpdated)}\n\n: heartbeat\n\n`,
+      },
       problems: { 410: [cursorExpired] },
     },
   },
   webhooks: {
     create: {
-      request: { url: 'https://hooks.example.com/task-service', events: ['task.created', 'task.updated', 'task.deleted'], description: 'Sync tasks to the team board' },
+      request: {
+        url: 'https://hooks.example.com/task-service',
+        events: ['task.created', 'task.updated', 'task.deleted'],
+        description: 'Sync tasks to the team board',
+      },
       responses: { 201: v.createdWebhook },
       problems: { 409: [] },
     },
@@ -248,11 +395,22 @@ export const examples: ContractExamples<Contract> = {
     get: { request: undefined, responses: { 200: v.webhook }, problems: { 404: [noSuchWebhook] } },
     update: {
       request: { active: false },
-      responses: { 200: { ...v.webhook, active: false, disabledReason: 'switched off by its owner', updatedAt: '2026-11-22T15:30:00.000Z' } },
+      responses: {
+        200: {
+          ...v.webhook,
+          active: false,
+          disabledReason: 'switched off by its owner',
+          updatedAt: '2026-11-22T15:30:00.000Z',
+        },
+      },
       problems: { 404: [noSuchWebhook] },
     },
     remove: { request: undefined, responses: {}, problems: { 404: [noSuchWebhook] } },
-    deliveries: { request: undefined, responses: { 200: { items: [v.failedDelivery], nextCursor: null } }, problems: { 404: [noSuchWebhook] } },
+    deliveries: {
+      request: undefined,
+      responses: { 200: { items: [v.failedDelivery], nextCursor: null } },
+      problems: { 404: [noSuchWebhook] },
+    },
     retry: {
       request: undefined,
       responses: { 202: v.pendingRetry },
@@ -267,12 +425,26 @@ export const examples: ContractExamples<Contract> = {
       request: { name: 'Nightly report script', scopes: ['tasks:read', 'tags:read'], expiresInDays: 30 },
       responses: { 201: v.createdPersonalAccessToken },
       problems: {
-        403: [{ code: 'forbidden', detail: 'This operation needs an access token from a login, not a personal access token' }],
-        409: [{ code: 'quota_exceeded', detail: 'An account holds at most 50 live personal access tokens: revoke one first' }],
+        403: [
+          {
+            code: 'forbidden',
+            detail: 'This operation needs an access token from a login, not a personal access token',
+          },
+        ],
+        409: [
+          {
+            code: 'quota_exceeded',
+            detail: 'An account holds at most 50 live personal access tokens: revoke one first',
+          },
+        ],
       },
     },
     list: { request: undefined, responses: { 200: { items: [v.personalAccessToken] } } },
-    get: { request: undefined, responses: { 200: v.personalAccessToken }, problems: { 404: [{ code: 'not_found', detail: 'No such token' }] } },
+    get: {
+      request: undefined,
+      responses: { 200: v.personalAccessToken },
+      problems: { 404: [{ code: 'not_found', detail: 'No such token' }] },
+    },
     remove: { request: undefined, responses: {}, problems: { 404: [{ code: 'not_found', detail: 'No such token' }] } },
   },
   service: {
@@ -280,19 +452,64 @@ export const examples: ContractExamples<Contract> = {
     readyz: { request: undefined, responses: { 200: { status: 'ready', database: 'up', pendingMigrations: [] } } },
     jwks: {
       request: undefined,
-      responses: { 200: { keys: [{ kty: 'OKP', crv: 'Ed25519', x: 'lLdmVzxWHw1AJhjc6Q1-oJ1ZtM73ihc82DR5FOQ7gkk', kid: 'Jx3QH3fO5p0cSd4N2b1r0YkM2aJtQ6qvZkq8pO1n4wE', alg: 'EdDSA', use: 'sig' }] } },
+      responses: {
+        200: {
+          keys: [
+            {
+              kty: 'OKP',
+              crv: 'Ed25519',
+              x: 'lLdmVzxWHw1AJhjc6Q1-oJ1ZtM73ihc82DR5FOQ7gkk',
+              kid: 'Jx3QH3fO5p0cSd4N2b1r0YkM2aJtQ6qvZkq8pO1n4wE',
+              alg: 'EdDSA',
+              use: 'sig',
+            },
+          ],
+        },
+      },
     },
   },
   docs: {
-    openapi: { request: undefined, responses: { 200: { openapi: '3.0.2', info: { title: 'Task service', version: '0.1.0' }, paths: { '/healthz': { get: { operationId: 'service.healthz' } } } } } },
+    openapi: {
+      request: undefined,
+      responses: {
+        200: {
+          openapi: '3.0.2',
+          info: { title: 'Task service', version: '0.1.0' },
+          paths: { '/healthz': { get: { operationId: 'service.healthz' } } },
+        },
+      },
+    },
     reference: { request: undefined, responses: {}, text: { 200: referencePage('/docs/assets/3f9c2a1b7e4d') } },
     problems: {
       request: undefined,
-      responses: { 200: { items: [{ code: 'precondition_failed', status: 412, title: 'Precondition failed', meaning: 'If-Match did not match the current ETag: the task changed since you read it. Nothing was changed.', action: 'GET the task again (new ETag), reapply your change to what it is now, and send it with the new If-Match.' }] } },
+      responses: {
+        200: {
+          items: [
+            {
+              code: 'precondition_failed',
+              status: 412,
+              title: 'Precondition failed',
+              meaning:
+                'If-Match did not match the current ETag: the task changed since you read it. Nothing was changed.',
+              action:
+                'GET the task again (new ETag), reapply your change to what it is now, and send it with the new If-Match.',
+            },
+          ],
+        },
+      },
     },
     problem: {
       request: undefined,
-      responses: { 200: { code: 'precondition_failed', status: 412, title: 'Precondition failed', meaning: 'If-Match did not match the current ETag: the task changed since you read it. Nothing was changed.', action: 'GET the task again (new ETag), reapply your change to what it is now, and send it with the new If-Match.' } },
+      responses: {
+        200: {
+          code: 'precondition_failed',
+          status: 412,
+          title: 'Precondition failed',
+          meaning: 'If-Match did not match the current ETag: the task changed since you read it. Nothing was changed.',
+          action:
+            'GET the task again (new ETag), reapply your change to what it is now, and send it with the new If-Match.',
+        },
+      },
       problems: { 404: [{ code: 'not_found', detail: 'No problem code no_such_code' }] },
     },
   },
@@ -307,7 +524,11 @@ const AnyOperationExamplesSchema = z.object({
 });
 export type AnyOperationExamples = z.infer<typeof AnyOperationExamplesSchema>;
 
-function collect(router: AppRouter, tree: unknown, found: Map<AppRoute, AnyOperationExamples>): Map<AppRoute, AnyOperationExamples> {
+function collect(
+  router: AppRouter,
+  tree: unknown,
+  found: Map<AppRoute, AnyOperationExamples>,
+): Map<AppRoute, AnyOperationExamples> {
   for (const [key, entry] of Object.entries(router)) {
     const node: unknown = typeof tree === 'object' && tree !== null ? Reflect.get(tree, key) : undefined;
     if (isAppRoute(entry)) found.set(entry, AnyOperationExamplesSchema.parse(node));

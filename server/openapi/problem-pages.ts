@@ -4,14 +4,16 @@ import { problemCatalogue, problemPage, ProblemCodeSchema, type ProblemPage } fr
 // /problems and /problems/{code} for a browser (API.md, errors): the same catalogue as the JSON the
 // contract declares, as a page. Served before the contract's routes when the client prefers HTML.
 
-const CONTENT_SECURITY_POLICY = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; frame-ancestors 'none'";
+const CONTENT_SECURITY_POLICY =
+  "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; frame-ancestors 'none'";
 
 const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
 
 /** The catalogue's prose, escaped, with its `inline code` shown as code. */
 const prose = (text: string) => escapeHtml(text).replace(/`([^`]+)`/g, '<code>$1</code>');
 
-const STYLE = 'body{font:16px/1.5 system-ui,sans-serif;max-width:44rem;margin:2rem auto;padding:0 1rem;color:#1b1b1b}code{background:#f2f2f2;padding:0 .25em;border-radius:3px}dt{font-weight:600;margin-top:1rem}';
+const STYLE =
+  'body{font:16px/1.5 system-ui,sans-serif;max-width:44rem;margin:2rem auto;padding:0 1rem;color:#1b1b1b}code{background:#f2f2f2;padding:0 .25em;border-radius:3px}dt{font-weight:600;margin-top:1rem}';
 
 const page = (title: string, body: string) => `<!doctype html>
 <html lang="en">
@@ -45,7 +47,10 @@ function catalogueHtml(): string {
     const entry = problemCatalogue[code];
     return `<dt><a href="/problems/${code}">${code}</a> · HTTP ${entry.status}</dt>\n<dd>${prose(entry.meaning)}</dd>`;
   });
-  return page('Every problem', `<p><a href="/docs">API reference</a></p>\n<h1>Problems</h1>\n<p>Every error answer is an RFC 9457 problem whose <code>type</code> is one of these pages.</p>\n<dl>\n${entries.join('\n')}\n</dl>`);
+  return page(
+    'Every problem',
+    `<p><a href="/docs">API reference</a></p>\n<h1>Problems</h1>\n<p>Every error answer is an RFC 9457 problem whose <code>type</code> is one of these pages.</p>\n<dl>\n${entries.join('\n')}\n</dl>`,
+  );
 }
 
 /** Answers HTML when the client prefers it to JSON; otherwise the contract's JSON route answers. */
@@ -61,9 +66,15 @@ const inHtml =
   };
 
 export function serveProblemPages(app: Express): void {
-  app.get('/problems', inHtml(() => catalogueHtml()));
-  app.get('/problems/:code', inHtml((code) => {
-    const problem = code === undefined ? undefined : problemPage(code);
-    return problem && problemHtml(problem);
-  }));
+  app.get(
+    '/problems',
+    inHtml(() => catalogueHtml()),
+  );
+  app.get(
+    '/problems/:code',
+    inHtml((code) => {
+      const problem = code === undefined ? undefined : problemPage(code);
+      return problem && problemHtml(problem);
+    }),
+  );
 }

@@ -12,13 +12,17 @@ const ONE_YEAR_SECONDS = 365 * 24 * 3600;
 let loadedAssets: ReturnType<typeof loadDocsAssets> | undefined;
 const docsAssets = () => (loadedAssets ??= loadDocsAssets());
 
-const CONTENT_SECURITY_POLICY = "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
+const CONTENT_SECURITY_POLICY =
+  "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
 
 export function docsRouter() {
   return initServer().router(docsContract, {
     // Generated at the first request (the generator and the examples are loaded only then).
     openapi: async () => ({ status: 200, body: (await import('./document.js')).openApiDocument() }),
-    problems: async () => ({ status: 200, body: { items: ProblemCodeSchema.options.map((code) => ({ code, ...problemCatalogue[code] })) } }),
+    problems: async () => ({
+      status: 200,
+      body: { items: ProblemCodeSchema.options.map((code) => ({ code, ...problemCatalogue[code] })) },
+    }),
     problem: async ({ params }) => {
       const page = problemPage(params.code);
       if (!page) throw new AppError('not_found', `No problem code ${params.code}`);
@@ -34,7 +38,8 @@ export function docsRouter() {
 /** An asset of the current version, compressed as the client accepts, cacheable for a year. */
 const serveAsset: RequestHandler = (req, res, next) => {
   const { version, assets } = docsAssets();
-  const asset = req.params.version === version && typeof req.params.asset === 'string' ? assets.get(req.params.asset) : undefined;
+  const asset =
+    req.params.version === version && typeof req.params.asset === 'string' ? assets.get(req.params.asset) : undefined;
   if (!asset) return next(new AppError('not_found', `No such asset: ${req.path}`));
   const encoding = preferredEncoding(req.headers['accept-encoding']);
   res.setHeader('Cache-Control', `public, max-age=${ONE_YEAR_SECONDS}, immutable`);

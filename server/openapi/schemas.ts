@@ -39,14 +39,23 @@ const probeContract = initContract();
 const INT32 = { minimum: -(2 ** 31), maximum: 2 ** 31 - 1 };
 /** A JSON.parse reviver that gives integers the format their bounds allow (int64 when unbounded). */
 function withIntegerFormat(_key: string, value: unknown): unknown {
-  const integer = z.object({ type: z.literal('integer'), format: z.undefined(), minimum: z.number().optional(), maximum: z.number().optional() }).passthrough().safeParse(value);
+  const integer = z
+    .object({
+      type: z.literal('integer'),
+      format: z.undefined(),
+      minimum: z.number().optional(),
+      maximum: z.number().optional(),
+    })
+    .passthrough()
+    .safeParse(value);
   if (!integer.success) return value;
   const { minimum = -Infinity, maximum = Infinity } = integer.data;
   return { ...integer.data, format: minimum >= INT32.minimum && maximum <= INT32.maximum ? 'int32' : 'int64' };
 }
 
 /** The document with every integer's format set. */
-export const withIntegerFormats = (document: OpenApiDocument): OpenApiDocument => JSON.parse(JSON.stringify(document), withIntegerFormat);
+export const withIntegerFormats = (document: OpenApiDocument): OpenApiDocument =>
+  JSON.parse(JSON.stringify(document), withIntegerFormat);
 
 /**
  * The generator renders `z.unknown()` as `{ nullable: true }`, which OpenAPI 3.0.3 leaves meaningless
@@ -54,13 +63,19 @@ export const withIntegerFormats = (document: OpenApiDocument): OpenApiDocument =
  */
 const anyValue = (_key: string, value: unknown): unknown =>
   typeof value === 'object' && value !== null && JSON.stringify(value) === '{"nullable":true}' ? {} : value;
-export const withAnyValueSchemas = (document: OpenApiDocument): OpenApiDocument => JSON.parse(JSON.stringify(document), anyValue);
+export const withAnyValueSchemas = (document: OpenApiDocument): OpenApiDocument =>
+  JSON.parse(JSON.stringify(document), anyValue);
 
 /** The generator's own rendering of one zod schema: as a request body reads it, or as a response. */
 export function schemaOf(schema: z.ZodTypeAny, side: 'request' | 'response'): SchemaObject {
-  const router = probeContract.router({ probe: { method: 'POST', path: '/probe', body: schema, responses: { 200: schema } } });
+  const router = probeContract.router({
+    probe: { method: 'POST', path: '/probe', body: schema, responses: { 200: schema } },
+  });
   const operation = generateOpenApi(router, { info: { title: 'probe', version: '0' } }).paths['/probe'].post;
-  const media = side === 'request' ? operation.requestBody.content['application/json'] : operation.responses['200'].content['application/json'];
+  const media =
+    side === 'request'
+      ? operation.requestBody.content['application/json']
+      : operation.responses['200'].content['application/json'];
   return JSON.parse(JSON.stringify(media.schema), withIntegerFormat);
 }
 
@@ -100,7 +115,8 @@ const requestModels: Record<string, z.ZodTypeAny> = {
 };
 
 /** A schema's JSON without its own description: a field described where it is used is still a copy of its model. */
-const shapeOf = (value: object): string => JSON.stringify(Object.fromEntries(Object.entries(value).filter(([key]) => key !== 'description')));
+const shapeOf = (value: object): string =>
+  JSON.stringify(Object.fromEntries(Object.entries(value).filter(([key]) => key !== 'description')));
 const descriptionOf = (value: object): unknown => Object.entries(value).find(([key]) => key === 'description')?.[1];
 
 interface NamedModel {
@@ -114,7 +130,10 @@ interface NamedModel {
  * siblings of a $ref).
  */
 const referencing = (names: Map<string, NamedModel>) => (key: string, value: unknown) => {
-  const model = key !== '' && typeof value === 'object' && value !== null && !Array.isArray(value) ? names.get(shapeOf(value)) : undefined;
+  const model =
+    key !== '' && typeof value === 'object' && value !== null && !Array.isArray(value)
+      ? names.get(shapeOf(value))
+      : undefined;
   if (!model || typeof value !== 'object' || value === null) return value;
   const $ref = `#/components/schemas/${model.name}`;
   const description = descriptionOf(value);
@@ -133,5 +152,8 @@ export function withNamedModels(document: OpenApiDocument): OpenApiDocument {
   for (const [model, schema] of Object.entries(responseModels)) name(model, schemaOf(schema, 'response'));
   for (const [model, schema] of Object.entries(requestModels)) name(model, schemaOf(schema, 'request'));
   const referenced: OpenApiDocument = JSON.parse(JSON.stringify(document), referencing(names));
-  return { ...referenced, components: { ...referenced.components, schemas: { ...referenced.components?.schemas, ...schemas } } };
+  return {
+    ...referenced,
+    components: { ...referenced.components, schemas: { ...referenced.components?.schemas, ...schemas } },
+  };
 }

@@ -16,7 +16,11 @@ import { mainProcessRegistries } from '../metrics/instance.js';
 export { closeContext, startMaintenance };
 
 /** Opens (or starts) the database, migrates it and builds the main process's context (the admin among it). */
-export async function prepareDatabase(config: Config, logger: Logger, stops: StopSignals): Promise<{ db: Database; ctx: AppContext }> {
+export async function prepareDatabase(
+  config: Config,
+  logger: Logger,
+  stops: StopSignals,
+): Promise<{ db: Database; ctx: AppContext }> {
   const db = await openDatabase(config, { log: (message) => logger.info(message), signal: stops.signal });
   stops.onDeadline(() => db.stopNow?.());
   try {

@@ -58,7 +58,10 @@ export async function runMain(config: Config, logger: Logger, stops: StopSignals
     workers.databaseReady(prepared.db.url);
     const port = await stops.unlessStopped(workers.listening);
     stopMaintenance = side.startMaintenance(prepared.ctx);
-    logger.info({ port, workers: config.webConcurrency, database: prepared.db.kind, dataDir: config.dataDir }, listeningLine(config, port));
+    logger.info(
+      { port, workers: config.webConcurrency, database: prepared.db.kind, dataDir: config.dataDir },
+      listeningLine(config, port),
+    );
   } catch (error) {
     await stopWorkers();
     await stopMaintenance();
@@ -68,7 +71,9 @@ export async function runMain(config: Config, logger: Logger, stops: StopSignals
   const { ctx } = prepared;
   whenStopping(stops, (signal) => {
     logger.info({ signal }, 'shutting down');
-    void stopWorkers().then(() => closeAll(logger, stopMaintenance, ctx)).then(() => process.exit());
+    void stopWorkers()
+      .then(() => closeAll(logger, stopMaintenance, ctx))
+      .then(() => process.exit());
   });
 }
 
@@ -83,10 +88,16 @@ async function serveAlone(config: Config, logger: Logger, stops: StopSignals): P
     const { serve } = await loading;
     const serving = await stops.unlessStopped(serve(ctx));
     stopMaintenance = side.startMaintenance(ctx);
-    logger.info({ port: serving.port, database: db.kind, dataDir: config.dataDir }, listeningLine(config, serving.port));
+    logger.info(
+      { port: serving.port, database: db.kind, dataDir: config.dataDir },
+      listeningLine(config, serving.port),
+    );
     whenStopping(stops, (signal) => {
       logger.info({ signal }, 'shutting down');
-      void serving.close(stops.requestGraceMs()).then(() => closeAll(logger, stopMaintenance, ctx)).then(() => process.exit());
+      void serving
+        .close(stops.requestGraceMs())
+        .then(() => closeAll(logger, stopMaintenance, ctx))
+        .then(() => process.exit());
     });
   } catch (error) {
     await stopMaintenance();
@@ -95,7 +106,8 @@ async function serveAlone(config: Config, logger: Logger, stops: StopSignals): P
   }
 }
 
-const liveWorkers = () => Object.values(cluster.workers ?? {}).filter((worker): worker is Worker => worker !== undefined);
+const liveWorkers = () =>
+  Object.values(cluster.workers ?? {}).filter((worker): worker is Worker => worker !== undefined);
 
 /** Asks every worker to stop (each lets its requests finish) and waits until all have exited. */
 function stopWorkers(): Promise<void> {
@@ -139,7 +151,9 @@ function forkWorkers(config: Config, logger: Logger, stops: StopSignals): Starti
         if (failure.success) reason = failure.data.startupFailure;
       });
       worker.once('listening', (address) => resolve(address.port));
-      worker.once('exit', (code) => reject(reason ? new OperatorError(reason) : new Error(`a worker exited with code ${code} while starting`)));
+      worker.once('exit', (code) =>
+        reject(reason ? new OperatorError(reason) : new Error(`a worker exited with code ${code} while starting`)),
+      );
     });
   });
   const listening = Promise.all(starting).then((ports) => {

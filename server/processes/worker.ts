@@ -39,7 +39,11 @@ export async function runWorker(config: Config, logger: Logger, stops: StopSigna
     const ctx = await stops.unlessStopped(createContext({ ...config, admin: undefined }, db, logger));
     const serving = await stops.unlessStopped(serve(ctx));
     whenStopping(stops, () => {
-      void serving.close(stops.requestGraceMs()).then(() => closeContext(ctx)).then(() => db.close()).finally(() => process.exit());
+      void serving
+        .close(stops.requestGraceMs())
+        .then(() => closeContext(ctx))
+        .then(() => db.close())
+        .finally(() => process.exit());
     });
   } catch (error) {
     await db.close().catch(() => undefined);

@@ -8,7 +8,7 @@ import { Tally } from './tally.js';
 const PARTIAL_SUFFIX = '.partial';
 
 async function writeFully(handle: FileHandle, chunk: Buffer): Promise<void> {
-  for (let offset = 0; offset < chunk.length; ) {
+  for (let offset = 0; offset < chunk.length;) {
     const { bytesWritten } = await handle.write(chunk, offset);
     offset += bytesWritten;
   }

@@ -40,7 +40,8 @@ function reasonOf(error: unknown): string {
     if (status === 403 || status === 401) return 'access denied (check S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY)';
     return `${error.name}${status ? ` (HTTP ${status})` : ''}`;
   }
-  if (error instanceof Error) return error.name === 'TimeoutError' ? `no answer within ${START_CHECK_MS / 1000} s` : error.message || error.name;
+  if (error instanceof Error)
+    return error.name === 'TimeoutError' ? `no answer within ${START_CHECK_MS / 1000} s` : error.message || error.name;
   return String(error);
 }
 
@@ -94,7 +95,11 @@ export async function s3Storage(config: S3StorageConfig): Promise<AttachmentStor
     async open(key: string, range?: ByteRange): Promise<Readable | undefined> {
       try {
         const { Body } = await client.send(
-          new GetObjectCommand({ Bucket, Key: objectKey(key), Range: range ? `bytes=${range.start}-${range.end}` : undefined }),
+          new GetObjectCommand({
+            Bucket,
+            Key: objectKey(key),
+            Range: range ? `bytes=${range.start}-${range.end}` : undefined,
+          }),
         );
         if (!(Body instanceof Readable)) throw new Error('The S3 client answered without a readable body');
         return Body;
@@ -113,7 +118,8 @@ export async function s3Storage(config: S3StorageConfig): Promise<AttachmentStor
       for await (const page of paginateListObjectsV2({ client }, { Bucket, Prefix: PREFIX })) {
         for (const object of page.Contents ?? []) {
           const key = object.Key?.slice(PREFIX.length);
-          if (key !== undefined && STORAGE_KEY.test(key) && object.LastModified) yield { key, modifiedAt: object.LastModified };
+          if (key !== undefined && STORAGE_KEY.test(key) && object.LastModified)
+            yield { key, modifiedAt: object.LastModified };
         }
       }
     },

@@ -23,8 +23,18 @@ export const nameKeyOf = (name: string): string => name.toLowerCase();
 export const tagsByName: Prisma.TagOrderByWithRelationInput[] = [{ nameKey: 'asc' }, { name: 'asc' }, { id: 'asc' }];
 
 const PALETTE = [
-  '#e53935', '#d81b60', '#8e24aa', '#5e35b1', '#3949ab', '#1e88e5',
-  '#00897b', '#43a047', '#7cb342', '#fdd835', '#fb8c00', '#6d4c41',
+  '#e53935',
+  '#d81b60',
+  '#8e24aa',
+  '#5e35b1',
+  '#3949ab',
+  '#1e88e5',
+  '#00897b',
+  '#43a047',
+  '#7cb342',
+  '#fdd835',
+  '#fb8c00',
+  '#6d4c41',
 ];
 
 /** A colour for a tag created without one: the same name always gets the same colour. */

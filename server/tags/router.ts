@@ -8,9 +8,15 @@ import { addTagToTask, listTaskTags, removeTagFromTask } from './task-tags.js';
 
 export function tagsRouter(ctx: AppContext) {
   return initServer().router(tagsContract, {
-    list: async ({ query, req, res }) => ({ status: 200, body: await listTags(ctx, principalOf(req), query, { req, res }) }),
+    list: async ({ query, req, res }) => ({
+      status: 200,
+      body: await listTags(ctx, principalOf(req), query, { req, res }),
+    }),
 
-    get: async ({ params, req }) => ({ status: 200, body: serializeTag(await findVisibleTag(ctx, principalOf(req), params.tag_id)) }),
+    get: async ({ params, req }) => ({
+      status: 200,
+      body: serializeTag(await findVisibleTag(ctx, principalOf(req), params.tag_id)),
+    }),
 
     create: async ({ body, req, res }) => {
       const tag = await createTag(ctx, principalOf(req), body);
@@ -18,7 +24,10 @@ export function tagsRouter(ctx: AppContext) {
       return { status: 201, body: serializeTag(tag) };
     },
 
-    update: async ({ params, body, req }) => ({ status: 200, body: serializeTag(await changeTag(ctx, principalOf(req), params.tag_id, body)) }),
+    update: async ({ params, body, req }) => ({
+      status: 200,
+      body: serializeTag(await changeTag(ctx, principalOf(req), params.tag_id, body)),
+    }),
 
     remove: async ({ params, req }) => {
       await deleteTag(ctx, principalOf(req), params.tag_id);

@@ -10,10 +10,16 @@ import { defaultColorFor, nameKeyOf, tagFilters, tagVisibleTo } from './queries.
 import { serializeTag, type TagRow } from './serialize.js';
 import { insertTag, removeTag, updateTag } from './store.js';
 
-const tagNameTaken = (name: string) => new AppError('tag_name_taken', `You already have a tag named "${name}" (names ignore case)`);
+const tagNameTaken = (name: string) =>
+  new AppError('tag_name_taken', `You already have a tag named "${name}" (names ignore case)`);
 
 /** Oldest first. */
-export async function listTags(ctx: AppContext, principal: Principal, query: TagListQuery, http: ListExchange): Promise<Page<Tag>> {
+export async function listTags(
+  ctx: AppContext,
+  principal: Principal,
+  query: TagListQuery,
+  http: ListExchange,
+): Promise<Page<Tag>> {
   const rows = await ctx.db.prisma.tag.findMany({
     where: { AND: [tagVisibleTo(principal), ...tagFilters(query), ...createdAfter(ctx.cursors, query.cursor)] },
     orderBy: { id: 'asc' },
@@ -31,7 +37,11 @@ export async function findVisibleTag(ctx: AppContext, principal: Principal, tagI
 
 /** One round trip (store.ts), tried far from the quota's limit first, then with the user's row held exclusively. */
 export async function createTag(ctx: AppContext, principal: Principal, input: TagCreate): Promise<TagRow> {
-  const tag = { name: input.name, nameKey: nameKeyOf(input.name), color: (input.color ?? defaultColorFor(input.name)).toLowerCase() };
+  const tag = {
+    name: input.name,
+    nameKey: nameKeyOf(input.name),
+    color: (input.color ?? defaultColorFor(input.name)).toLowerCase(),
+  };
   const now = new Date();
   try {
     for (const claim of await quotaClaims(ctx, principal, 'tags')) {
@@ -49,7 +59,12 @@ export async function createTag(ctx: AppContext, principal: Principal, input: Ta
 }
 
 /** Renames and recolours under the tag's lock, writing only what was sent: concurrent changes all stay. */
-export async function changeTag(ctx: AppContext, principal: Principal, tagId: string, change: TagPatch): Promise<TagRow> {
+export async function changeTag(
+  ctx: AppContext,
+  principal: Principal,
+  tagId: string,
+  change: TagPatch,
+): Promise<TagRow> {
   const outcome = await updateTag(ctx, principal, tagId, {
     ...(change.name !== undefined && { name: change.name, nameKey: nameKeyOf(change.name) }),
     ...(change.color !== undefined && { color: change.color.toLowerCase() }),

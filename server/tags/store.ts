@@ -15,14 +15,16 @@ import { audience, iso, settleTaskEvents, taskEventStub, touchTaskOf, visibleTo 
 import type { TagRow } from './serialize.js';
 
 /** The columns of a TagRow, of the tag row `g`. */
-const tagColumns = (g: string) => `${g}.id, ${g}.owner_id AS "ownerId", ${g}.name, ${g}.name_key AS "nameKey", ${g}.color, ${g}.created_at AS "createdAt"`;
+const tagColumns = (g: string) =>
+  `${g}.id, ${g}.owner_id AS "ownerId", ${g}.name, ${g}.name_key AS "nameKey", ${g}.color, ${g}.created_at AS "createdAt"`;
 
 /** The contract's Tag of the row `g` as jsonb, for its events (serializeTag's shape). */
 const tagJson = (g: string) =>
   `jsonb_build_object('id', ${g}.id, 'ownerId', ${g}.owner_id, 'name', ${g}.name, 'color', ${g}.color, 'createdAt', ${iso(`${g}.created_at`)})`;
 
 /** The tag rule in SQL for the caller `me`: admins see every tag, others their own. */
-const tagVisibleTo = (principal: Principal, g: string, me: string) => (isAdmin(principal) ? 'true' : `${g}.owner_id = ${me}`);
+const tagVisibleTo = (principal: Principal, g: string, me: string) =>
+  isAdmin(principal) ? 'true' : `${g}.owner_id = ${me}`;
 
 /** Locks the tasks carrying the tag ($1), in id order, if the caller ($2) may see the tag. */
 const lockTasksOf = (principal: Principal, tagId: string): Statement => ({
@@ -45,7 +47,13 @@ export type TagCreateOutcome = { kind: 'created'; row: TagRow } | { kind: 'no_ro
  * for the claim (whose lock on the owner's row comes first). A name the owner has already fails
  * with a unique violation.
  */
-export async function insertTag(ctx: AppContext, principal: Principal, tag: NewTag, claim: QuotaClaim, now: Date): Promise<TagCreateOutcome> {
+export async function insertTag(
+  ctx: AppContext,
+  principal: Principal,
+  tag: NewTag,
+  claim: QuotaClaim,
+  now: Date,
+): Promise<TagCreateOutcome> {
   const eventId = uuidv7();
   const lock = claimLock(claim, principal.userId);
   const { room, limit } = claimBounds(claim, 1n);
@@ -81,7 +89,12 @@ export type TagChangeOutcome = { kind: 'not_found' } | { kind: 'changed' | 'unch
  * concurrent changes all stay): the tag, a new version of every task carrying it (they show its
  * name and colour), `tag.updated` and a `task.updated` for each, in one round trip.
  */
-export async function updateTag(ctx: AppContext, principal: Principal, tagId: string, change: { name?: string; nameKey?: string; color?: string }): Promise<TagChangeOutcome> {
+export async function updateTag(
+  ctx: AppContext,
+  principal: Principal,
+  tagId: string,
+  change: { name?: string; nameKey?: string; color?: string },
+): Promise<TagChangeOutcome> {
   const eventId = uuidv7();
   const results = await ctx.db.sql.pipeline([
     { text: 'SELECT 1 FROM tags WHERE id = $1 FOR NO KEY UPDATE', values: [tagId] },
@@ -116,7 +129,15 @@ export async function updateTag(ctx: AppContext, principal: Principal, tagId: st
         ),
         ${EVENT_WRITES}
         SELECT outcome FROM verdict`,
-      values: [tagId, principal.userId, change.name ?? null, change.nameKey ?? null, change.color ?? null, new Date(), eventId],
+      values: [
+        tagId,
+        principal.userId,
+        change.name ?? null,
+        change.nameKey ?? null,
+        change.color ?? null,
+        new Date(),
+        eventId,
+      ],
     },
     ...settleTaskEvents,
     { text: `SELECT ${tagColumns('g')} FROM tags g WHERE g.id = $1`, values: [tagId] },
@@ -172,7 +193,12 @@ export type LinkOutcome = { kind: 'no_task' } | { kind: 'no_tag' } | { kind: 'li
  * another user's tag) with the tag and the task locked: the link, the task's new version and its
  * `task.updated`, in one round trip. A link already there changes nothing.
  */
-export async function linkTag(ctx: AppContext, principal: Principal, taskId: string, tagId: string): Promise<LinkOutcome> {
+export async function linkTag(
+  ctx: AppContext,
+  principal: Principal,
+  taskId: string,
+  tagId: string,
+): Promise<LinkOutcome> {
   const now = new Date();
   const results = await ctx.db.sql.pipeline([
     { text: 'SELECT 1 FROM tags WHERE id = $1 FOR SHARE', values: [tagId] },
@@ -208,7 +234,12 @@ export async function linkTag(ctx: AppContext, principal: Principal, taskId: str
 export type UnlinkOutcome = 'no_task' | 'not_linked' | 'unlinked';
 
 /** Takes a tag off a task with the task locked: the task's new version and its `task.updated`, in one round trip. */
-export async function unlinkTag(ctx: AppContext, principal: Principal, taskId: string, tagId: string): Promise<UnlinkOutcome> {
+export async function unlinkTag(
+  ctx: AppContext,
+  principal: Principal,
+  taskId: string,
+  tagId: string,
+): Promise<UnlinkOutcome> {
   const results = await ctx.db.sql.pipeline([
     { text: 'SELECT 1 FROM tasks WHERE id = $1 FOR NO KEY UPDATE', values: [taskId] },
     { text: 'SAVEPOINT write' },

@@ -13,7 +13,12 @@ export async function listTaskTags(ctx: AppContext, principal: Principal, taskId
 }
 
 /** Links one of the task owner's tags to a task in one round trip (store.ts); `created` is false when it already was linked. */
-export async function addTagToTask(ctx: AppContext, principal: Principal, taskId: string, tagId: string): Promise<{ tag: TagRow; created: boolean }> {
+export async function addTagToTask(
+  ctx: AppContext,
+  principal: Principal,
+  taskId: string,
+  tagId: string,
+): Promise<{ tag: TagRow; created: boolean }> {
   const outcome = await linkTag(ctx, principal, taskId, tagId);
   if (outcome.kind === 'no_task') throw notFound('task');
   if (outcome.kind === 'no_tag') throw notFound('tag');
@@ -22,7 +27,12 @@ export async function addTagToTask(ctx: AppContext, principal: Principal, taskId
 }
 
 /** Takes a tag off a task in one round trip (store.ts); 404 when the task is not the caller's to see or does not carry it. */
-export async function removeTagFromTask(ctx: AppContext, principal: Principal, taskId: string, tagId: string): Promise<void> {
+export async function removeTagFromTask(
+  ctx: AppContext,
+  principal: Principal,
+  taskId: string,
+  tagId: string,
+): Promise<void> {
   const outcome = await unlinkTag(ctx, principal, taskId, tagId);
   if (outcome === 'no_task') throw notFound('task');
   if (outcome === 'not_linked') throw notFound('tag on this task');

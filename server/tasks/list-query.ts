@@ -59,7 +59,10 @@ const SORT_KEYS: Record<SortField, SortKey> = {
 
 export function sortOf(sort: TaskSort): { field: SortField; descending: boolean } {
   const descending = sort.startsWith('-');
-  return { field: z.enum(['createdAt', 'updatedAt', 'dueAt', 'priority', 'title']).parse(descending ? sort.slice(1) : sort), descending };
+  return {
+    field: z.enum(['createdAt', 'updatedAt', 'dueAt', 'priority', 'title']).parse(descending ? sort.slice(1) : sort),
+    descending,
+  };
 }
 
 /** The sort value of a task, as its cursor keeps it. */
@@ -78,7 +81,9 @@ function filterConditions(query: TaskListQuery): Prisma.Sql[] {
   if (query.status) conditions.push(Prisma.sql`t.status IN (${list(query.status, 'TaskStatus')})`);
   if (query.priority) conditions.push(Prisma.sql`t.priority IN (${list(query.priority, 'TaskPriority')})`);
   for (const tagId of query.tagId ?? []) {
-    conditions.push(Prisma.sql`EXISTS (SELECT 1 FROM task_tags tt WHERE tt.task_id = t.id AND tt.tag_id = ${tagId}::uuid)`);
+    conditions.push(
+      Prisma.sql`EXISTS (SELECT 1 FROM task_tags tt WHERE tt.task_id = t.id AND tt.tag_id = ${tagId}::uuid)`,
+    );
   }
   if (query.assigneeId) conditions.push(Prisma.sql`t.assignee_id = ${query.assigneeId}::uuid`);
   if (query.ownerId) conditions.push(Prisma.sql`t.owner_id = ${query.ownerId}::uuid`);
@@ -117,13 +122,20 @@ function branches(set: TaskSet): Branch[] {
       return [
         { conditions: [Prisma.sql`t.owner_id = ${set.userId}::uuid`], party: owner(set.userId) },
         // A user's assigned tasks are few beside the global index: the planner takes theirs unaided.
-        { conditions: [Prisma.sql`t.assignee_id = ${set.userId}::uuid`, Prisma.sql`t.owner_id <> ${set.userId}::uuid`] },
+        {
+          conditions: [Prisma.sql`t.assignee_id = ${set.userId}::uuid`, Prisma.sql`t.owner_id <> ${set.userId}::uuid`],
+        },
       ];
   }
 }
 
 /** The ids of one page of tasks, in order (`limit` rows; the caller asks one more to know of a next page). */
-export function taskPageQuery(set: TaskSet, query: TaskListQuery, cursor: Cursor | undefined, limit: number): Prisma.Sql {
+export function taskPageQuery(
+  set: TaskSet,
+  query: TaskListQuery,
+  cursor: Cursor | undefined,
+  limit: number,
+): Prisma.Sql {
   const { field, descending } = sortOf(query.sort);
   const key = SORT_KEYS[field];
   const direction = Prisma.raw(descending ? 'DESC' : 'ASC');

@@ -8,4 +8,6 @@ export function taskVisibleTo(principal: Principal): Prisma.TaskWhereInput {
 }
 
 /** One task by id, if the caller may see it. */
-export const visibleTask = (principal: Principal, taskId: string): Prisma.TaskWhereInput => ({ AND: [{ id: taskId }, taskVisibleTo(principal)] });
+export const visibleTask = (principal: Principal, taskId: string): Prisma.TaskWhereInput => ({
+  AND: [{ id: taskId }, taskVisibleTo(principal)],
+});

@@ -8,7 +8,10 @@ import { changeTask, createTask, deleteTask, findVisibleTask, listTasks, tasksVi
 
 export function tasksRouter(ctx: AppContext) {
   return initServer().router(tasksContract, {
-    list: async ({ query, req, res }) => ({ status: 200, body: await listTasks(ctx, tasksVisibleTo(principalOf(req)), query, { req, res }) }),
+    list: async ({ query, req, res }) => ({
+      status: 200,
+      body: await listTasks(ctx, tasksVisibleTo(principalOf(req)), query, { req, res }),
+    }),
 
     get: async ({ params, headers, req, res }) => {
       const task = await findVisibleTask(ctx, principalOf(req), params.task_id);

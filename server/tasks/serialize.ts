@@ -4,7 +4,10 @@ import { tagsByName } from '../tags/queries.js';
 
 /** What a task row must load to become a Task: its tags (by name) and its attachment count. */
 export const taskInclude = {
-  tags: { select: { tag: { select: { id: true, name: true, color: true } } }, orderBy: tagsByName.map((tag) => ({ tag })) },
+  tags: {
+    select: { tag: { select: { id: true, name: true, color: true } } },
+    orderBy: tagsByName.map((tag) => ({ tag })),
+  },
   _count: { select: { attachments: true } },
 } satisfies Prisma.TaskInclude;
 

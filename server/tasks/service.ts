@@ -14,7 +14,12 @@ import { insertTask, readTaskPage, readVisibleTask, removeTask, updateTask } fro
 import { serializeTask, type TaskRow } from './serialize.js';
 
 /** The tasks of `set` (the caller's visibility already decided) matching the query, one page. */
-export async function listTasks(ctx: AppContext, set: TaskSet, query: TaskListQuery, http: ListExchange): Promise<Page<Task>> {
+export async function listTasks(
+  ctx: AppContext,
+  set: TaskSet,
+  query: TaskListQuery,
+  http: ListExchange,
+): Promise<Page<Task>> {
   const cursor = ctx.cursors.decode(query.cursor, query.sort);
   const rows = await readTaskPage(ctx, taskPageQuery(set, query, cursor, query.limit + 1));
   return toPage(ctx.cursors, http, rows, query.limit, (row) => taskCursor(query.sort, row), serializeTask);
@@ -25,8 +30,15 @@ export const tasksVisibleTo = (principal: Principal): TaskSet =>
   isAdmin(principal) ? { kind: 'all' } : { kind: 'either', userId: principal.userId };
 
 /** The id and owner of a task the caller may see, or 404: for checks that need no more. */
-export async function findVisibleTaskRef(ctx: AppContext, principal: Principal, taskId: string): Promise<{ id: string; ownerId: string; version: number }> {
-  const row = await ctx.db.prisma.task.findFirst({ where: visibleTask(principal, taskId), select: { id: true, ownerId: true, version: true } });
+export async function findVisibleTaskRef(
+  ctx: AppContext,
+  principal: Principal,
+  taskId: string,
+): Promise<{ id: string; ownerId: string; version: number }> {
+  const row = await ctx.db.prisma.task.findFirst({
+    where: visibleTask(principal, taskId),
+    select: { id: true, ownerId: true, version: true },
+  });
   if (!row) throw notFound('task');
   return row;
 }
@@ -39,7 +51,8 @@ export async function findVisibleTask(ctx: AppContext, principal: Principal, tas
 }
 
 /** The assignee or a tag was deleted between the check and the write. */
-const referenceGone = () => invalidField('body', 'unknown_reference', 'A user or tag this task refers to no longer exists');
+const referenceGone = () =>
+  invalidField('body', 'unknown_reference', 'A user or tag this task refers to no longer exists');
 
 const staleVersion = (version: number) =>
   new AppError('precondition_failed', `The task is at version ${version}`, { headers: { ETag: entityTag(version) } });
@@ -47,7 +60,8 @@ const staleVersion = (version: number) =>
 /** A write that referred to a row that does not exist: the assignee (no such user), else one deleted meanwhile. */
 function missingReference(error: unknown): unknown {
   if (!isMissingRow(error)) return error;
-  if (violatedConstraint(error) === 'tasks_assignee_id_fkey') return invalidField('body.assigneeId', 'unknown_user', 'No user has this id');
+  if (violatedConstraint(error) === 'tasks_assignee_id_fkey')
+    return invalidField('body.assigneeId', 'unknown_user', 'No user has this id');
   return referenceGone();
 }
 
@@ -60,7 +74,8 @@ export async function createTask(ctx: AppContext, principal: Principal, input: T
   try {
     for (const claim of await quotaClaims(ctx, principal, 'tasks')) {
       const outcome = await insertTask(ctx, principal, input, claim, now, completion(input.status, now));
-      if (outcome.kind === 'unknown_tag') throw invalidField('body.tagIds', 'unknown_tag', 'Every tag must be one of your own tags');
+      if (outcome.kind === 'unknown_tag')
+        throw invalidField('body.tagIds', 'unknown_tag', 'Every tag must be one of your own tags');
       if (outcome.kind === 'created') {
         announceEvents(ctx);
         return outcome.row;
@@ -91,7 +106,10 @@ export async function changeTask(
     case 'not_found':
       throw notFound('task');
     case 'forbidden':
-      throw new AppError('forbidden', 'Only the owner of a task or an admin may change its assignee; the assignee may only set it to null');
+      throw new AppError(
+        'forbidden',
+        'Only the owner of a task or an admin may change its assignee; the assignee may only set it to null',
+      );
     case 'stale':
       throw staleVersion(outcome.version);
     case 'changed':
@@ -103,7 +121,12 @@ export async function changeTask(
 }
 
 /** Owner or admin. Of concurrent deletes one succeeds; the others find no task (404), whatever their If-Match. */
-export async function deleteTask(ctx: AppContext, principal: Principal, taskId: string, ifMatch: string | undefined): Promise<void> {
+export async function deleteTask(
+  ctx: AppContext,
+  principal: Principal,
+  taskId: string,
+  ifMatch: string | undefined,
+): Promise<void> {
   const outcome = await removeTask(ctx, principal, taskId, ifMatch);
   switch (outcome.kind) {
     case 'not_found':

@@ -42,7 +42,8 @@ export const audience = (t: string, former = 'NULL::uuid') =>
   `array_remove(ARRAY[${t}.owner_id, NULLIF(${t}.assignee_id, ${t}.owner_id), NULLIF(NULLIF(${former}, ${t}.owner_id), ${t}.assignee_id)], NULL)`;
 
 /** The visibility rule in SQL for the caller `me` (a uuid parameter); admins see every task. NULL where false: test with IS TRUE. */
-export const visibleTo = (principal: Principal, t: string, me: string) => (isAdmin(principal) ? 'true' : `(${t}.owner_id = ${me} OR ${t}.assignee_id = ${me})`);
+export const visibleTo = (principal: Principal, t: string, me: string) =>
+  isAdmin(principal) ? 'true' : `(${t}.owner_id = ${me} OR ${t}.assignee_id = ${me})`;
 
 /**
  * A page of tasks in one statement: `page` (list-query.ts) picks the ids in their order, and their
@@ -60,15 +61,25 @@ export function readTaskPage(ctx: AppContext, page: Statement): Promise<TaskRow[
 }
 
 /** The task, if the caller may see it: admins every task, others what they own or are assigned to. */
-export async function readVisibleTask(ctx: AppContext, principal: Principal, taskId: string): Promise<TaskRow | undefined> {
+export async function readVisibleTask(
+  ctx: AppContext,
+  principal: Principal,
+  taskId: string,
+): Promise<TaskRow | undefined> {
   const [row] = isAdmin(principal)
     ? await ctx.db.sql.rows<TaskRow>(`${TASK_ROW} WHERE t.id = $1`, [taskId])
-    : await ctx.db.sql.rows<TaskRow>(`${TASK_ROW} WHERE t.id = $1 AND (t.owner_id = $2 OR t.assignee_id = $2)`, [taskId, principal.userId]);
+    : await ctx.db.sql.rows<TaskRow>(`${TASK_ROW} WHERE t.id = $1 AND (t.owner_id = $2 OR t.assignee_id = $2)`, [
+        taskId,
+        principal.userId,
+      ]);
   return row;
 }
 
 /** The statements that place one event (id `eventId`), written by the statement before, and end its subtransaction. */
-const placeEvent = (eventId: string): Statement[] => [{ text: PLACE_EVENTS, values: [[eventId]] }, { text: 'RELEASE SAVEPOINT write' }];
+const placeEvent = (eventId: string): Statement[] => [
+  { text: PLACE_EVENTS, values: [[eventId]] },
+  { text: 'RELEASE SAVEPOINT write' },
+];
 
 /**
  * A `task.updated` event's data as written by the statement that changes the task's tags or
@@ -120,7 +131,14 @@ export type CreateOutcome = { kind: 'created'; row: TaskRow } | { kind: 'unknown
  * locks the owner's row (shared far from the limit, else exclusively) and the insert happens only
  * if the owner's holdings leave room and every tag is theirs.
  */
-export async function insertTask(ctx: AppContext, principal: Principal, input: TaskCreate, claim: QuotaClaim, now: Date, completedAt: Date | null): Promise<CreateOutcome> {
+export async function insertTask(
+  ctx: AppContext,
+  principal: Principal,
+  input: TaskCreate,
+  claim: QuotaClaim,
+  now: Date,
+  completedAt: Date | null,
+): Promise<CreateOutcome> {
   const id = uuidv7();
   const eventId = uuidv7();
   const tagIds = [...new Set(input.tagIds)];
@@ -128,7 +146,9 @@ export async function insertTask(ctx: AppContext, principal: Principal, input: T
     ...claimLock(claim, principal.userId),
     // The tags shared, as a link shares them: a rename or delete of one waits for this create, or
     // this create for it, so the task never carries (or its event names) a tag as it no longer is.
-    ...(tagIds.length === 0 ? [] : [{ text: 'SELECT 1 FROM tags WHERE id = ANY($1::uuid[]) ORDER BY id FOR SHARE', values: [tagIds] }]),
+    ...(tagIds.length === 0
+      ? []
+      : [{ text: 'SELECT 1 FROM tags WHERE id = ANY($1::uuid[]) ORDER BY id FOR SHARE', values: [tagIds] }]),
   ];
   const { room, limit } = claimBounds(claim, 1n);
   const results = await ctx.db.sql.pipeline([
@@ -145,7 +165,21 @@ export async function insertTask(ctx: AppContext, principal: Principal, input: T
         ),
         links AS (INSERT INTO task_tags (task_id, tag_id, created_at) SELECT task.id, tag_id, $10::timestamptz FROM task, unnest($11::uuid[]) AS tag_id)
         SELECT (SELECT count(*) FROM allowed)::int AS allowed, (SELECT count(*) FROM tags_ok)::int AS tags_ok`,
-      values: [id, principal.userId, input.assigneeId, input.title, input.description, input.status, input.priority, input.dueAt, completedAt, now, tagIds, room, limit],
+      values: [
+        id,
+        principal.userId,
+        input.assigneeId,
+        input.title,
+        input.description,
+        input.status,
+        input.priority,
+        input.dueAt,
+        completedAt,
+        now,
+        tagIds,
+        room,
+        limit,
+      ],
     },
     { text: 'SAVEPOINT write' },
     {
@@ -186,11 +220,19 @@ interface Verdict {
  * changes anything) on the row as it is then, the update, and its `task.updated` event, in one
  * round trip. Only the fields sent are written; `completedAt` follows the status.
  */
-export async function updateTask(ctx: AppContext, principal: Principal, taskId: string, ifMatch: string | undefined, change: TaskPatch, now: Date): Promise<ChangeOutcome> {
+export async function updateTask(
+  ctx: AppContext,
+  principal: Principal,
+  taskId: string,
+  ifMatch: string | undefined,
+  change: TaskPatch,
+  now: Date,
+): Promise<ChangeOutcome> {
   const eventId = uuidv7();
   const sent = (field: keyof TaskPatch) => `$3::jsonb ? '${field}'`;
   const value = (field: keyof TaskPatch) => `$3::jsonb ->> '${field}'`;
-  const next = (field: keyof TaskPatch, column: string, type: string) => `CASE WHEN ${sent(field)} THEN (${value(field)})::${type} ELSE cur.${column} END`;
+  const next = (field: keyof TaskPatch, column: string, type: string) =>
+    `CASE WHEN ${sent(field)} THEN (${value(field)})::${type} ELSE cur.${column} END`;
   const fields: [keyof TaskPatch, string, string][] = [
     ['title', 'title', 'text'],
     ['description', 'description', 'text'],
@@ -200,7 +242,9 @@ export async function updateTask(ctx: AppContext, principal: Principal, taskId: 
     ['dueAt', 'due_at', 'timestamptz(3)'],
   ];
   const reassigns = `(${sent('assigneeId')} AND (${value('assigneeId')})::uuid IS DISTINCT FROM cur.assignee_id)`;
-  const mayReassign = isAdmin(principal) ? 'true' : `(cur.owner_id = $2 OR (${value('assigneeId')} IS NULL AND cur.assignee_id = $2))`;
+  const mayReassign = isAdmin(principal)
+    ? 'true'
+    : `(cur.owner_id = $2 OR (${value('assigneeId')} IS NULL AND cur.assignee_id = $2))`;
   const results = await ctx.db.sql.pipeline([
     { text: 'SELECT 1 FROM tasks WHERE id = $1 FOR NO KEY UPDATE', values: [taskId] },
     { text: 'SAVEPOINT write' },
@@ -241,17 +285,27 @@ export async function updateTask(ctx: AppContext, principal: Principal, taskId: 
   const verdict = (results[2] as Verdict[] | undefined)?.[0];
   const row = rowOf(results[results.length - 1]);
   if (!verdict || !row || verdict.outcome === 'not_found') return { kind: 'not_found' };
-  if (verdict.outcome === 'forbidden' || verdict.outcome === 'stale') return verdict.outcome === 'stale' ? { kind: 'stale', version: verdict.version } : { kind: 'forbidden' };
+  if (verdict.outcome === 'forbidden' || verdict.outcome === 'stale')
+    return verdict.outcome === 'stale' ? { kind: 'stale', version: verdict.version } : { kind: 'forbidden' };
   return { kind: verdict.outcome === 'apply' ? 'changed' : 'unchanged', row };
 }
 
-export type DeleteOutcome = { kind: 'not_found' } | { kind: 'forbidden' } | { kind: 'stale'; version: number } | { kind: 'deleted'; storageKeys: string[] };
+export type DeleteOutcome =
+  | { kind: 'not_found' }
+  | { kind: 'forbidden' }
+  | { kind: 'stale'; version: number }
+  | { kind: 'deleted'; storageKeys: string[] };
 
 /**
  * Deletes the task (owner or admin) with its row locked against every other lock, so no upload or
  * link is made meanwhile: its attachments' storage keys are then all of them. Writes `task.deleted`.
  */
-export async function removeTask(ctx: AppContext, principal: Principal, taskId: string, ifMatch: string | undefined): Promise<DeleteOutcome> {
+export async function removeTask(
+  ctx: AppContext,
+  principal: Principal,
+  taskId: string,
+  ifMatch: string | undefined,
+): Promise<DeleteOutcome> {
   const eventId = uuidv7();
   const mayDelete = isAdmin(principal) ? 'true' : 'cur.owner_id = $2';
   const results = await ctx.db.sql.pipeline([

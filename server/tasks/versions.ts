@@ -7,6 +7,10 @@ import type { Prisma } from '../generated/prisma/client.js';
  * its ETag must change too.
  */
 export async function touchTasks(db: Prisma.TransactionClient, where: Prisma.TaskWhereInput): Promise<string[]> {
-  const touched = await db.task.updateManyAndReturn({ where, data: { version: { increment: 1 }, updatedAt: new Date() }, select: { id: true } });
+  const touched = await db.task.updateManyAndReturn({
+    where,
+    data: { version: { increment: 1 }, updatedAt: new Date() },
+    select: { id: true },
+  });
   return touched.map((task) => task.id);
 }

@@ -25,7 +25,10 @@ interface TokenRow {
  * owner's deletion, which deletes the row, is honoured at once by every instance), with the owner's
  * role as it is now: an administrator's only while the token has the `admin` scope.
  */
-export async function personalAccessTokenCaller(ctx: AppContext, token: string): Promise<{ principal: Principal } | { rejected: TokenRejection }> {
+export async function personalAccessTokenCaller(
+  ctx: AppContext,
+  token: string,
+): Promise<{ principal: Principal } | { rejected: TokenRejection }> {
   if (!isWellFormedToken(token)) return { rejected: 'token_malformed' };
   const [row] = await ctx.db.sql.rows<TokenRow>(
     `SELECT t.id, t.user_id, t.scopes, t.expires_at, t.last_used_at, u.role
@@ -45,7 +48,14 @@ export async function personalAccessTokenCaller(ctx: AppContext, token: string):
   }
   const scopes = scopesOf(row.scopes);
   const admin = role.data === 'admin' && scopes.includes('admin');
-  return { principal: { userId: row.user_id, sessionId: row.id, role: admin ? 'admin' : 'user', token: { id: row.id, scopes, ownerRole: role.data } } };
+  return {
+    principal: {
+      userId: row.user_id,
+      sessionId: row.id,
+      role: admin ? 'admin' : 'user',
+      token: { id: row.id, scopes, ownerRole: role.data },
+    },
+  };
 }
 
 /** The role each live token among `ids` acts with now (admin only with the `admin` scope), for long-lived streams. */
@@ -60,16 +70,20 @@ export async function liveTokenRoles(ctx: AppContext, ids: string[]): Promise<Ma
 /** 403 with RFC 6750 §3.1's challenge naming the scope the operation needs. */
 const insufficientScope = (scope: string) =>
   new AppError('insufficient_scope', `This personal access token lacks the scope "${scope}" this operation needs`, {
-    headers: { 'WWW-Authenticate': `Bearer error="insufficient_scope", scope="${scope}", error_description="The token lacks the scope ${scope}"` },
+    headers: {
+      'WWW-Authenticate': `Bearer error="insufficient_scope", scope="${scope}", error_description="The token lacks the scope ${scope}"`,
+    },
   });
 
 /** Why the caller may not call the operation with the credential it used, or undefined when it may. */
 export function scopeRefusal(principal: Principal, route: AppRoute): AppError | undefined {
   const token = principal.token;
   if (!token) return undefined; // an access token from a login carries every scope of its user
-  if (isLoginOnly(route)) return new AppError('forbidden', 'This operation needs an access token from a login, not a personal access token');
+  if (isLoginOnly(route))
+    return new AppError('forbidden', 'This operation needs an access token from a login, not a personal access token');
   const needed = scopeOf(route);
-  if (!needed) return new AppError('forbidden', 'This operation declares no scope, so no personal access token may call it');
+  if (!needed)
+    return new AppError('forbidden', 'This operation declares no scope, so no personal access token may call it');
   if (!grantsScope(token.scopes, needed)) return insufficientScope(needed);
   if (needed === 'admin' && token.ownerRole !== 'admin') {
     return new AppError('forbidden', "The token's admin scope works only while its owner is an administrator");

@@ -8,7 +8,9 @@ import { PERSONAL_ACCESS_TOKEN_PREFIX } from '@task-service/client';
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 const RANDOM_LENGTH = 43;
 const CHECKSUM_LENGTH = 6;
-const SHAPE = new RegExp(`^${PERSONAL_ACCESS_TOKEN_PREFIX}([0-9A-Za-z]{${RANDOM_LENGTH}})([0-9A-Za-z]{${CHECKSUM_LENGTH}})$`);
+const SHAPE = new RegExp(
+  `^${PERSONAL_ACCESS_TOKEN_PREFIX}([0-9A-Za-z]{${RANDOM_LENGTH}})([0-9A-Za-z]{${CHECKSUM_LENGTH}})$`,
+);
 
 function base62(value: bigint, length: number): string {
   let text = '';
@@ -21,7 +23,10 @@ const checksumOf = (random: string): string => base62(BigInt(crc32(random)), CHE
 /** A new token: shown to its owner once, stored only as its hash. */
 export function newPersonalAccessToken(): { token: string; prefix: string } {
   const random = base62(BigInt(`0x${randomBytes(32).toString('hex')}`), RANDOM_LENGTH);
-  return { token: `${PERSONAL_ACCESS_TOKEN_PREFIX}${random}${checksumOf(random)}`, prefix: `${PERSONAL_ACCESS_TOKEN_PREFIX}${random.slice(0, 4)}` };
+  return {
+    token: `${PERSONAL_ACCESS_TOKEN_PREFIX}${random}${checksumOf(random)}`,
+    prefix: `${PERSONAL_ACCESS_TOKEN_PREFIX}${random.slice(0, 4)}`,
+  };
 }
 
 /** Whether a bearer value claims to be a personal access token (then it is never checked as a JWT). */

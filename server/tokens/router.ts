@@ -13,9 +13,15 @@ export function personalAccessTokensRouter(ctx: AppContext) {
       return { status: 201, body: created };
     },
 
-    list: async ({ query, req }) => ({ status: 200, body: { items: await listTokens(ctx, principalOf(req), query.userId) } }),
+    list: async ({ query, req }) => ({
+      status: 200,
+      body: { items: await listTokens(ctx, principalOf(req), query.userId) },
+    }),
 
-    get: async ({ params, req }) => ({ status: 200, body: serializeToken(await findVisibleToken(ctx, principalOf(req), params.token_id)) }),
+    get: async ({ params, req }) => ({
+      status: 200,
+      body: serializeToken(await findVisibleToken(ctx, principalOf(req), params.token_id)),
+    }),
 
     remove: async ({ params, req }) => {
       await revokeToken(ctx, principalOf(req), params.token_id);

@@ -1,5 +1,11 @@
 import { v7 as uuidv7 } from 'uuid';
-import { MAX_LIVE_TOKENS, PersonalAccessTokenCreateSchema, type CreatedPersonalAccessToken, type PersonalAccessToken, type PersonalAccessTokenCreate } from '@task-service/client';
+import {
+  MAX_LIVE_TOKENS,
+  PersonalAccessTokenCreateSchema,
+  type CreatedPersonalAccessToken,
+  type PersonalAccessToken,
+  type PersonalAccessTokenCreate,
+} from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { inTransaction } from '../db/transactions.js';
 import type { PersonalAccessToken as TokenRow, Prisma } from '../generated/prisma/client.js';
@@ -16,9 +22,14 @@ const tokenVisibleTo = (principal: Principal, now: Date): Prisma.PersonalAccessT
   ...(isAdmin(principal) ? {} : { userId: principal.userId }),
 });
 
-export async function createToken(ctx: AppContext, principal: Principal, input: PersonalAccessTokenCreate): Promise<CreatedPersonalAccessToken> {
+export async function createToken(
+  ctx: AppContext,
+  principal: Principal,
+  input: PersonalAccessTokenCreate,
+): Promise<CreatedPersonalAccessToken> {
   const { name, scopes, expiresInDays } = PersonalAccessTokenCreateSchema.parse(input);
-  if (scopes.includes('admin') && !isAdmin(principal)) throw new AppError('forbidden', 'Only an administrator may grant the admin scope');
+  if (scopes.includes('admin') && !isAdmin(principal))
+    throw new AppError('forbidden', 'Only an administrator may grant the admin scope');
   const { token, prefix } = newPersonalAccessToken();
   const row = await inTransaction(ctx.db.prisma, async (tx) => {
     // The user's row lock makes the count and the insert one step for concurrent creations.
@@ -26,7 +37,10 @@ export async function createToken(ctx: AppContext, principal: Principal, input: 
     const now = new Date();
     const live = await tx.personalAccessToken.count({ where: { userId: principal.userId, expiresAt: { gt: now } } });
     if (live >= MAX_LIVE_TOKENS) {
-      throw new AppError('quota_exceeded', `An account holds at most ${MAX_LIVE_TOKENS} live personal access tokens: revoke one first`);
+      throw new AppError(
+        'quota_exceeded',
+        `An account holds at most ${MAX_LIVE_TOKENS} live personal access tokens: revoke one first`,
+      );
     }
     return tx.personalAccessToken.create({
       data: {
@@ -45,7 +59,11 @@ export async function createToken(ctx: AppContext, principal: Principal, input: 
 }
 
 /** The caller's live tokens, newest first; an administrator may ask for another user's. */
-export async function listTokens(ctx: AppContext, principal: Principal, userId: string | undefined): Promise<PersonalAccessToken[]> {
+export async function listTokens(
+  ctx: AppContext,
+  principal: Principal,
+  userId: string | undefined,
+): Promise<PersonalAccessToken[]> {
   if (userId !== undefined && userId !== principal.userId && !isAdmin(principal)) {
     throw new AppError('forbidden', "Only an administrator may list another user's tokens");
   }
@@ -58,7 +76,9 @@ export async function listTokens(ctx: AppContext, principal: Principal, userId: 
 
 /** A live token the caller may see, or 404. */
 export async function findVisibleToken(ctx: AppContext, principal: Principal, tokenId: string): Promise<TokenRow> {
-  const row = await ctx.db.prisma.personalAccessToken.findFirst({ where: { AND: [{ id: tokenId }, tokenVisibleTo(principal, new Date())] } });
+  const row = await ctx.db.prisma.personalAccessToken.findFirst({
+    where: { AND: [{ id: tokenId }, tokenVisibleTo(principal, new Date())] },
+  });
   if (!row) throw notFound('token');
   return row;
 }
@@ -71,6 +91,8 @@ export async function revokeToken(ctx: AppContext, principal: Principal, tokenId
 
 /** Deletes tokens expired over a day ago (housekeeping), so the table does not grow without bound. */
 export async function purgeExpiredTokens(ctx: AppContext, now = new Date()): Promise<number> {
-  const { count } = await ctx.db.prisma.personalAccessToken.deleteMany({ where: { expiresAt: { lt: new Date(now.getTime() - DAY_MS) } } });
+  const { count } = await ctx.db.prisma.personalAccessToken.deleteMany({
+    where: { expiresAt: { lt: new Date(now.getTime() - DAY_MS) } },
+  });
   return count;
 }

@@ -23,7 +23,17 @@ export async function createAccount(
   try {
     // A transaction, though of one statement: under an Idempotency-Key it commits with the answer.
     return await inTransaction(ctx.db.prisma, (tx) =>
-      tx.user.create({ data: { id: uuidv7(), email: input.email, name: input.name, role: input.role ?? 'user', passwordHash, createdAt: now, updatedAt: now } }),
+      tx.user.create({
+        data: {
+          id: uuidv7(),
+          email: input.email,
+          name: input.name,
+          role: input.role ?? 'user',
+          passwordHash,
+          createdAt: now,
+          updatedAt: now,
+        },
+      }),
     );
   } catch (error) {
     if (isUniqueViolation(error)) throw emailTaken();

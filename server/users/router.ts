@@ -9,9 +9,15 @@ import { deleteUser, findVisibleUser, listUsers, patchUser, replaceUser, require
 
 export function usersRouter(ctx: AppContext) {
   return initServer().router(usersContract, {
-    list: async ({ query, req, res }) => ({ status: 200, body: await listUsers(ctx, principalOf(req), query, { req, res }) }),
+    list: async ({ query, req, res }) => ({
+      status: 200,
+      body: await listUsers(ctx, principalOf(req), query, { req, res }),
+    }),
 
-    get: async ({ params, req }) => ({ status: 200, body: serializeUser(await findVisibleUser(ctx, principalOf(req), params.user_id)) }),
+    get: async ({ params, req }) => ({
+      status: 200,
+      body: serializeUser(await findVisibleUser(ctx, principalOf(req), params.user_id)),
+    }),
 
     listTasks: async ({ params, query, req, res }) => {
       const principal = principalOf(req);
@@ -28,9 +34,15 @@ export function usersRouter(ctx: AppContext) {
       return { status: 201, body: serializeUser(user) };
     },
 
-    replace: async ({ params, body, req }) => ({ status: 200, body: serializeUser(await replaceUser(ctx, principalOf(req), params.user_id, body)) }),
+    replace: async ({ params, body, req }) => ({
+      status: 200,
+      body: serializeUser(await replaceUser(ctx, principalOf(req), params.user_id, body)),
+    }),
 
-    update: async ({ params, body, req }) => ({ status: 200, body: serializeUser(await patchUser(ctx, principalOf(req), params.user_id, body, clientAddress(req))) }),
+    update: async ({ params, body, req }) => ({
+      status: 200,
+      body: serializeUser(await patchUser(ctx, principalOf(req), params.user_id, body, clientAddress(req))),
+    }),
 
     remove: async ({ params, req }) => {
       await deleteUser(ctx, principalOf(req), params.user_id);

@@ -5,7 +5,14 @@ import { passwordAccepted } from '../auth/credentials.js';
 import { revokeOtherSessions } from '../auth/sessions.js';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
-import { attachmentDeleted, recordTaskUpdates, taskDeleted, tagDeleted, userDeleted, userUpdated } from '../events/domain-events.js';
+import {
+  attachmentDeleted,
+  recordTaskUpdates,
+  taskDeleted,
+  tagDeleted,
+  userDeleted,
+  userUpdated,
+} from '../events/domain-events.js';
 import { recordEvent } from '../events/outbox.js';
 import type { Prisma, User as UserRow } from '../generated/prisma/client.js';
 import { AppError, invalidField, notFound } from '../http/errors.js';
@@ -17,7 +24,12 @@ import { userFilters } from './queries.js';
 import { serializeUser } from './serialize.js';
 
 /** Oldest first; admins only. */
-export async function listUsers(ctx: AppContext, principal: Principal, query: UserListQuery, http: ListExchange): Promise<Page<User>> {
+export async function listUsers(
+  ctx: AppContext,
+  principal: Principal,
+  query: UserListQuery,
+  http: ListExchange,
+): Promise<Page<User>> {
   requireAdmin(principal, 'list users');
   const rows = await ctx.db.prisma.user.findMany({
     where: { AND: [...userFilters(query), ...createdAfter(ctx.cursors, query.cursor)] },
@@ -81,7 +93,12 @@ const changesUser = (user: UserRow, change: ProfileChange): boolean =>
   change.passwordHash !== undefined;
 
 /** Applies the change to the user's row as it is once locked; a demotion of the last admin is 409. */
-async function applyProfileChange(ctx: AppContext, principal: Principal, userId: string, change: ProfileChange): Promise<UserRow> {
+async function applyProfileChange(
+  ctx: AppContext,
+  principal: Principal,
+  userId: string,
+  change: ProfileChange,
+): Promise<UserRow> {
   try {
     return await recordingEvents(ctx, async (tx) => {
       const user = await lockUser(tx, userId);
@@ -97,28 +114,52 @@ async function applyProfileChange(ctx: AppContext, principal: Principal, userId:
   }
 }
 
-export async function replaceUser(ctx: AppContext, principal: Principal, userId: string, body: UserReplace): Promise<UserRow> {
+export async function replaceUser(
+  ctx: AppContext,
+  principal: Principal,
+  userId: string,
+  body: UserReplace,
+): Promise<UserRow> {
   const user = await findVisibleUser(ctx, principal, userId);
   if (body.role !== undefined && !isAdmin(principal)) throw roleNotSettable();
-  return applyProfileChange(ctx, principal, user.id, { email: body.email, name: body.name, ...(body.role && { role: body.role }) });
+  return applyProfileChange(ctx, principal, user.id, {
+    email: body.email,
+    name: body.name,
+    ...(body.role && { role: body.role }),
+  });
 }
 
 const CURRENT_PASSWORD = 'body.currentPassword';
 
 /** Wrong guesses count against the account and address exactly as failed logins do. */
-async function proveCurrentPassword(ctx: AppContext, user: UserRow, currentPassword: string | undefined, address: string): Promise<void> {
-  if (currentPassword === undefined) throw invalidField(CURRENT_PASSWORD, 'required', 'Send currentPassword to change your own password');
+async function proveCurrentPassword(
+  ctx: AppContext,
+  user: UserRow,
+  currentPassword: string | undefined,
+  address: string,
+): Promise<void> {
+  if (currentPassword === undefined)
+    throw invalidField(CURRENT_PASSWORD, 'required', 'Send currentPassword to change your own password');
   if (!(await passwordAccepted(ctx, user, currentPassword, address))) {
     throw invalidField(CURRENT_PASSWORD, 'invalid_current_password', 'The current password is wrong');
   }
 }
 
 /** `address` is the client's, for throttling guesses of the current password as login does. */
-export async function patchUser(ctx: AppContext, principal: Principal, userId: string, body: UserPatch, address: string): Promise<UserRow> {
+export async function patchUser(
+  ctx: AppContext,
+  principal: Principal,
+  userId: string,
+  body: UserPatch,
+  address: string,
+): Promise<UserRow> {
   const user = await findVisibleUser(ctx, principal, userId);
   if (body.role !== undefined && !isAdmin(principal)) throw roleNotSettable();
   if (body.password !== undefined && principal.token) {
-    throw new AppError('forbidden', 'A personal access token may not change a password: use an access token from a login');
+    throw new AppError(
+      'forbidden',
+      'A personal access token may not change a password: use an access token from a login',
+    );
   }
   const change: ProfileChange = { email: body.email, name: body.name, role: body.role };
   if (body.password !== undefined) {
@@ -147,14 +188,20 @@ export async function deleteUser(ctx: AppContext, principal: Principal, userId: 
     const keys = await storageKeysOf(tx, { OR: [{ task: { ownerId: user.id } }, { uploadedBy: user.id }] });
     // Tombstones for what goes with the account, so that assignees and admins learn of it. The
     // user's row lock keeps new tasks, tags and uploads referencing it out until this commits.
-    const tasks = await tx.task.findMany({ where: { ownerId: user.id }, select: { id: true, ownerId: true, assigneeId: true } });
+    const tasks = await tx.task.findMany({
+      where: { ownerId: user.id },
+      select: { id: true, ownerId: true, assigneeId: true },
+    });
     const tags = await tx.tag.findMany({ where: { ownerId: user.id }, select: { id: true, ownerId: true } });
     const uploads = await tx.attachment.findMany({
       where: { uploadedBy: user.id, task: { ownerId: { not: user.id } } },
       select: { id: true, taskId: true, task: { select: { ownerId: true, assigneeId: true } } },
     });
     // Others' tasks lose this assignee or this uploader's attachments.
-    const touched = await touchTasks(tx, { ownerId: { not: user.id }, OR: [{ assigneeId: user.id }, { attachments: { some: { uploadedBy: user.id } } }] });
+    const touched = await touchTasks(tx, {
+      ownerId: { not: user.id },
+      OR: [{ assigneeId: user.id }, { attachments: { some: { uploadedBy: user.id } } }],
+    });
     await tx.user.delete({ where: { id: user.id } });
     await recordTaskUpdates(tx, principal.userId, touched, [
       userDeleted(user.id),

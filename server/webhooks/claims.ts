@@ -33,7 +33,13 @@ const increment = (counts: Map<string, number>, key: string) => counts.set(key, 
  * the fewest, so users who flood their own slots with dead receivers cannot refill them ahead of
  * another user's first event however old their backlog. Counts what it takes in `perHost`, `perUser`.
  */
-function pickFairly(candidates: Row[], free: number, perHost: Map<string, number>, perUser: Map<string, number>, maxPerUser: number): Row[] {
+function pickFairly(
+  candidates: Row[],
+  free: number,
+  perHost: Map<string, number>,
+  perUser: Map<string, number>,
+  maxPerUser: number,
+): Row[] {
   const queues = new Map<string, Row[]>();
   for (const row of candidates) {
     const queue = queues.get(row.owner_id);
@@ -70,7 +76,11 @@ function pickFairly(candidates: Row[], free: number, perHost: Map<string, number
  * a claim that runs out (the instance died) makes the attempt due again.
  * `blocked` tells whether due attempts were left waiting for a slot held elsewhere.
  */
-export async function claimFairly(ctx: AppContext, leaseId: string, free: number): Promise<{ claimed: Claimed[]; blocked: boolean }> {
+export async function claimFairly(
+  ctx: AppContext,
+  leaseId: string,
+  free: number,
+): Promise<{ claimed: Claimed[]; blocked: boolean }> {
   const { maxInFlightPerUser, timeoutMs } = ctx.config.webhooks;
   const leaseSeconds = Math.ceil(timeoutMs / 1000) + 60;
   return ctx.db.sql.transaction(async (tx) => {
@@ -103,7 +113,12 @@ export async function claimFairly(ctx: AppContext, leaseId: string, free: number
       increment(perUser, row.owner_id);
     }
     const picked = pickFairly(candidates, free, perHost, perUser, maxInFlightPerUser);
-    const blocked = candidates.some((row) => !picked.includes(row) && (count(perHost, hostKey(row.url)) >= MAX_IN_FLIGHT_PER_HOST || count(perUser, row.owner_id) >= maxInFlightPerUser));
+    const blocked = candidates.some(
+      (row) =>
+        !picked.includes(row) &&
+        (count(perHost, hostKey(row.url)) >= MAX_IN_FLIGHT_PER_HOST ||
+          count(perUser, row.owner_id) >= maxInFlightPerUser),
+    );
     if (picked.length === 0) return { claimed: [], blocked };
     const claimed = await tx.rows<{ id: string }>(
       `WITH mine AS (
@@ -118,6 +133,11 @@ export async function claimFairly(ctx: AppContext, leaseId: string, free: number
       [picked.map((row) => row.id), leaseId, leaseSeconds],
     );
     const taken = new Set(claimed.map((row) => row.id));
-    return { claimed: picked.filter((row) => taken.has(row.id)).map((row) => ({ id: row.id, webhookId: row.webhook_id, eventId: row.event_id })), blocked };
+    return {
+      claimed: picked
+        .filter((row) => taken.has(row.id))
+        .map((row) => ({ id: row.id, webhookId: row.webhook_id, eventId: row.event_id })),
+      blocked,
+    };
   });
 }

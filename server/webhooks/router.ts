@@ -3,7 +3,15 @@ import { webhooksContract } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { principalOf } from '../http/principal.js';
 import { serializeDelivery, serializeWebhook } from './serialize.js';
-import { createWebhook, deleteWebhook, findVisibleWebhook, listDeliveries, listWebhooks, retryDelivery, updateWebhook } from './service.js';
+import {
+  createWebhook,
+  deleteWebhook,
+  findVisibleWebhook,
+  listDeliveries,
+  listWebhooks,
+  retryDelivery,
+  updateWebhook,
+} from './service.js';
 
 export function webhooksRouter(ctx: AppContext) {
   return initServer().router(webhooksContract, {
@@ -12,9 +20,18 @@ export function webhooksRouter(ctx: AppContext) {
       res.setHeader('Location', `/webhooks/${webhook.id}`);
       return { status: 201, body: webhook };
     },
-    list: async ({ query, req, res }) => ({ status: 200, body: await listWebhooks(ctx, principalOf(req), query, { req, res }) }),
-    get: async ({ params, req }) => ({ status: 200, body: serializeWebhook(await findVisibleWebhook(ctx, principalOf(req), params.webhook_id)) }),
-    update: async ({ params, body, req }) => ({ status: 200, body: serializeWebhook(await updateWebhook(ctx, principalOf(req), params.webhook_id, body)) }),
+    list: async ({ query, req, res }) => ({
+      status: 200,
+      body: await listWebhooks(ctx, principalOf(req), query, { req, res }),
+    }),
+    get: async ({ params, req }) => ({
+      status: 200,
+      body: serializeWebhook(await findVisibleWebhook(ctx, principalOf(req), params.webhook_id)),
+    }),
+    update: async ({ params, body, req }) => ({
+      status: 200,
+      body: serializeWebhook(await updateWebhook(ctx, principalOf(req), params.webhook_id, body)),
+    }),
     remove: async ({ params, req }) => {
       await deleteWebhook(ctx, principalOf(req), params.webhook_id);
       return { status: 204, body: undefined };

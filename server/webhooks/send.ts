@@ -25,7 +25,8 @@ export interface SendOptions {
   signal: AbortSignal;
 }
 
-export const REFUSED_TARGET = 'the target resolves to an address webhooks may not reach (not global unicast, or this service itself)';
+export const REFUSED_TARGET =
+  'the target resolves to an address webhooks may not reach (not global unicast, or this service itself)';
 
 /** A `lookup` that answers only the addresses already resolved and checked: no second query that a rebinding name could answer differently. */
 function pinnedLookup(addresses: { address: string; family: number }[]): LookupFunction {
@@ -33,7 +34,8 @@ function pinnedLookup(addresses: { address: string; family: number }[]): LookupF
     const usable = addresses.filter((entry) => !options.family || entry.family === options.family);
     if (options.all) return callback(null, usable);
     const [first] = usable;
-    if (!first) return callback(Object.assign(new Error('no checked address of the asked family'), { code: 'ENOTFOUND' }), '', 0);
+    if (!first)
+      return callback(Object.assign(new Error('no checked address of the asked family'), { code: 'ENOTFOUND' }), '', 0);
     callback(null, first.address, first.family);
   };
 }
@@ -45,12 +47,18 @@ function pinnedLookup(addresses: { address: string; family: number }[]): LookupF
  * the socket goes to one of those addresses. One timer covers the whole exchange, the answer's body
  * included, so a receiver that trickles bytes cannot hold the socket.
  */
-export async function sendEvent(target: { url: string; secret: string }, event: Event, options: SendOptions): Promise<AttemptResult> {
+export async function sendEvent(
+  target: { url: string; secret: string },
+  event: Event,
+  options: SendOptions,
+): Promise<AttemptResult> {
   const started = performance.now();
   const result = (statusCode: number | null, error: string | null): AttemptResult => ({
     ok: error === null && statusCode !== null && statusCode >= 200 && statusCode < 300,
     statusCode,
-    error: error ?? (statusCode !== null && (statusCode < 200 || statusCode >= 300) ? `the receiver answered ${statusCode}` : null),
+    error:
+      error ??
+      (statusCode !== null && (statusCode < 200 || statusCode >= 300) ? `the receiver answered ${statusCode}` : null),
     durationMs: Math.round(performance.now() - started),
   });
   const seconds = `${options.timeoutMs / 1000} s`;
@@ -62,14 +70,30 @@ export async function sendEvent(target: { url: string; secret: string }, event: 
   try {
     if (options.signal.aborted) return result(null, 'the attempt was interrupted: the service stopped');
     const url = new URL(target.url);
-    const resolving = resolveTarget(url, options.network).catch((error: unknown) => (error instanceof Error ? error : new Error(String(error))));
-    const aborted = new Promise<'aborted'>((resolve) => exchange.signal.addEventListener('abort', () => resolve('aborted'), { once: true }));
+    const resolving = resolveTarget(url, options.network).catch((error: unknown) =>
+      error instanceof Error ? error : new Error(String(error)),
+    );
+    const aborted = new Promise<'aborted'>((resolve) =>
+      exchange.signal.addEventListener('abort', () => resolve('aborted'), { once: true }),
+    );
     const resolved = await Promise.race([resolving, aborted]);
     if (resolved === 'aborted') return result(null, abortReason());
-    if (resolved instanceof Error) return result(null, `the target's name did not resolve (${'code' in resolved ? String(resolved.code) : 'no answer'})`);
+    if (resolved instanceof Error)
+      return result(
+        null,
+        `the target's name did not resolve (${'code' in resolved ? String(resolved.code) : 'no answer'})`,
+      );
     if (!options.allowPrivateTargets && !resolved.allowed) return result(null, REFUSED_TARGET);
     if (resolved.addresses.length === 0) return result(null, "the target's name has no address");
-    return await post(url, signed(target.secret, event), pinnedLookup(resolved.addresses), options.network, exchange.signal, result, abortReason);
+    return await post(
+      url,
+      signed(target.secret, event),
+      pinnedLookup(resolved.addresses),
+      options.network,
+      exchange.signal,
+      result,
+      abortReason,
+    );
   } finally {
     clearTimeout(timer);
     options.signal.removeEventListener('abort', onStop);
@@ -114,22 +138,26 @@ function post(
       resolve(result(status, error));
     };
     const client = secure ? https : http;
-    const req = client.request(url, {
-      method: 'POST',
-      headers: request.headers,
-      lookup,
-      // No agent: one socket per attempt, to the checked address, closed when the attempt ends.
-      createConnection: () => network.connect({ hostname: hostOf(url), port, secure, lookup }),
-    }, (res) => {
-      status = res.statusCode ?? null;
-      let read = 0;
-      res.on('data', (chunk: Buffer) => {
-        read += chunk.length;
-        if (read >= MAX_ANSWER_BYTES) settle(null); // enough: the rest is dropped
-      });
-      res.on('end', () => settle(null));
-      res.on('close', () => settle(signal.aborted ? abortReason() : 'the answer was cut off'));
-    });
+    const req = client.request(
+      url,
+      {
+        method: 'POST',
+        headers: request.headers,
+        lookup,
+        // No agent: one socket per attempt, to the checked address, closed when the attempt ends.
+        createConnection: () => network.connect({ hostname: hostOf(url), port, secure, lookup }),
+      },
+      (res) => {
+        status = res.statusCode ?? null;
+        let read = 0;
+        res.on('data', (chunk: Buffer) => {
+          read += chunk.length;
+          if (read >= MAX_ANSWER_BYTES) settle(null); // enough: the rest is dropped
+        });
+        res.on('end', () => settle(null));
+        res.on('close', () => settle(signal.aborted ? abortReason() : 'the answer was cut off'));
+      },
+    );
     const onAbort = () => settle(abortReason());
     if (signal.aborted) return onAbort();
     signal.addEventListener('abort', onAbort, { once: true });

@@ -15,7 +15,8 @@ import { serializeDelivery, serializeWebhook, type DeliveryRow, type WebhookRow 
 import { resolveTarget } from './targets.js';
 
 /** Admins see every webhook, others their own. */
-const webhookVisibleTo = (principal: Principal): Prisma.WebhookWhereInput => (isAdmin(principal) ? {} : { ownerId: principal.userId });
+const webhookVisibleTo = (principal: Principal): Prisma.WebhookWhereInput =>
+  isAdmin(principal) ? {} : { ownerId: principal.userId };
 
 /** A signing secret as Standard Webhooks writes it: `whsec_` + base64 of 32 random bytes. */
 const newSecret = () => `whsec_${randomBytes(32).toString('base64')}`;
@@ -38,18 +39,36 @@ async function assertAllowedTarget(ctx: AppContext, url: string): Promise<void> 
   }
 }
 
-export async function createWebhook(ctx: AppContext, principal: Principal, input: WebhookCreate): Promise<Webhook & { secret: string }> {
+export async function createWebhook(
+  ctx: AppContext,
+  principal: Principal,
+  input: WebhookCreate,
+): Promise<Webhook & { secret: string }> {
   await assertAllowedTarget(ctx, input.url);
   const now = new Date();
   const row = await withinQuota(ctx, principal, 'webhooks', (tx) =>
     tx.webhook.create({
-      data: { id: uuidv7(), ownerId: principal.userId, url: input.url, events: input.events, description: input.description, secret: newSecret(), createdAt: now, updatedAt: now },
+      data: {
+        id: uuidv7(),
+        ownerId: principal.userId,
+        url: input.url,
+        events: input.events,
+        description: input.description,
+        secret: newSecret(),
+        createdAt: now,
+        updatedAt: now,
+      },
     }),
   );
   return { ...serializeWebhook(row), secret: row.secret };
 }
 
-export async function listWebhooks(ctx: AppContext, principal: Principal, query: WebhookListQuery, http: ListExchange): Promise<Page<Webhook>> {
+export async function listWebhooks(
+  ctx: AppContext,
+  principal: Principal,
+  query: WebhookListQuery,
+  http: ListExchange,
+): Promise<Page<Webhook>> {
   const rows = await ctx.db.prisma.webhook.findMany({
     where: { AND: [webhookVisibleTo(principal), ...createdAfter(ctx.cursors, query.cursor)] },
     orderBy: { id: 'asc' },
@@ -59,13 +78,24 @@ export async function listWebhooks(ctx: AppContext, principal: Principal, query:
 }
 
 /** A webhook the caller may see, or 404. */
-export async function findVisibleWebhook(ctx: AppContext, principal: Principal, webhookId: string): Promise<WebhookRow> {
-  const row = await ctx.db.prisma.webhook.findFirst({ where: { AND: [{ id: webhookId }, webhookVisibleTo(principal)] } });
+export async function findVisibleWebhook(
+  ctx: AppContext,
+  principal: Principal,
+  webhookId: string,
+): Promise<WebhookRow> {
+  const row = await ctx.db.prisma.webhook.findFirst({
+    where: { AND: [{ id: webhookId }, webhookVisibleTo(principal)] },
+  });
   if (!row) throw notFound('webhook');
   return row;
 }
 
-export async function updateWebhook(ctx: AppContext, principal: Principal, webhookId: string, change: WebhookPatch): Promise<WebhookRow> {
+export async function updateWebhook(
+  ctx: AppContext,
+  principal: Principal,
+  webhookId: string,
+  change: WebhookPatch,
+): Promise<WebhookRow> {
   const webhook = await findVisibleWebhook(ctx, principal, webhookId);
   if (change.url !== undefined) await assertAllowedTarget(ctx, change.url);
   const { count } = await ctx.db.prisma.webhook.updateMany({
@@ -91,7 +121,13 @@ export async function deleteWebhook(ctx: AppContext, principal: Principal, webho
 }
 
 /** Newest first: ids are UUIDv7, so descending id order is newest first. */
-export async function listDeliveries(ctx: AppContext, principal: Principal, webhookId: string, query: WebhookListQuery, http: ListExchange): Promise<Page<Delivery>> {
+export async function listDeliveries(
+  ctx: AppContext,
+  principal: Principal,
+  webhookId: string,
+  query: WebhookListQuery,
+  http: ListExchange,
+): Promise<Page<Delivery>> {
   const webhook = await findVisibleWebhook(ctx, principal, webhookId);
   const before = createdAfter(ctx.cursors, query.cursor).map(({ id }) => ({ id: { lt: id.gt } }));
   const rows = await ctx.db.prisma.webhookDelivery.findMany({
@@ -108,24 +144,43 @@ export async function listDeliveries(ctx: AppContext, principal: Principal, webh
  * pending the next attempt number is scheduled. While an attempt of the event is in flight or
  * already due, the answer is 409, so concurrent retries make one attempt between them.
  */
-export async function retryDelivery(ctx: AppContext, principal: Principal, webhookId: string, deliveryId: string): Promise<DeliveryRow> {
+export async function retryDelivery(
+  ctx: AppContext,
+  principal: Principal,
+  webhookId: string,
+  deliveryId: string,
+): Promise<DeliveryRow> {
   const webhook = await findVisibleWebhook(ctx, principal, webhookId);
-  if (!webhook.active) throw new AppError('conflict', 'The webhook is switched off: switch it on (PATCH active: true) first');
+  if (!webhook.active)
+    throw new AppError('conflict', 'The webhook is switched off: switch it on (PATCH active: true) first');
   const delivery = await ctx.db.prisma.webhookDelivery.findFirst({ where: { id: deliveryId, webhookId: webhook.id } });
   if (!delivery) throw notFound('delivery');
   // Announced once committed: that wakes the delivery workers.
   return recordingEvents(ctx, async (tx) => {
     await lockAttemptsOf(tx, webhook.id, delivery.eventId);
-    const attempts = await tx.webhookDelivery.findMany({ where: { webhookId: webhook.id, eventId: delivery.eventId }, orderBy: { attempt: 'desc' } });
+    const attempts = await tx.webhookDelivery.findMany({
+      where: { webhookId: webhook.id, eventId: delivery.eventId },
+      orderBy: { attempt: 'desc' },
+    });
     const now = new Date();
     const open = attempts.find((a) => a.state === 'pending' || a.state === 'delivering');
     if (open && (open.state === 'delivering' || (open.nextAttemptAt ?? now) <= now)) {
-      throw new AppError('conflict', `Attempt ${open.attempt} of this event is already ${open.state === 'delivering' ? 'in flight' : 'due'}: its outcome will be in the log`);
+      throw new AppError(
+        'conflict',
+        `Attempt ${open.attempt} of this event is already ${open.state === 'delivering' ? 'in flight' : 'due'}: its outcome will be in the log`,
+      );
     }
     const retry = open
       ? await tx.webhookDelivery.update({ where: { id: open.id }, data: { nextAttemptAt: now } })
       : await tx.webhookDelivery.create({
-          data: { id: uuidv7(), webhookId: webhook.id, eventId: delivery.eventId, eventType: delivery.eventType, attempt: (attempts[0]?.attempt ?? 0) + 1, nextAttemptAt: now },
+          data: {
+            id: uuidv7(),
+            webhookId: webhook.id,
+            eventId: delivery.eventId,
+            eventType: delivery.eventType,
+            attempt: (attempts[0]?.attempt ?? 0) + 1,
+            nextAttemptAt: now,
+          },
         });
     return retry;
   });

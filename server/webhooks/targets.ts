@@ -41,7 +41,11 @@ function isGlobalUnicast(address: Address): boolean {
   return address.range() === 'unicast' && address.match(GLOBAL_UNICAST_V6);
 }
 
-const normalized = (address: Address) => (address instanceof ipaddr.IPv6 && address.isIPv4MappedAddress() ? address.toIPv4Address() : address).toNormalizedString();
+const normalized = (address: Address) =>
+  (address instanceof ipaddr.IPv6 && address.isIPv4MappedAddress()
+    ? address.toIPv4Address()
+    : address
+  ).toNormalizedString();
 
 /**
  * An address in any spelling, or undefined. An IPv6 address with a dotted tail goes through the URL
@@ -49,7 +53,10 @@ const normalized = (address: Address) => (address instanceof ipaddr.IPv6 && addr
  */
 function parseAddress(spelled: string): Address | undefined {
   const address = spelled.replace(/%.*$/, ''); // a zone id (fe80::1%eth0) changes nothing here
-  const canonical = address.includes(':') && address.includes('.') && URL.canParse(`http://[${address}]/`) ? new URL(`http://[${address}]/`).hostname.slice(1, -1) : address;
+  const canonical =
+    address.includes(':') && address.includes('.') && URL.canParse(`http://[${address}]/`)
+      ? new URL(`http://[${address}]/`).hostname.slice(1, -1)
+      : address;
   return ipaddr.isValid(canonical) ? ipaddr.parse(canonical) : undefined;
 }
 
@@ -61,10 +68,12 @@ export function isAllowedAddress(address: string, own: ReadonlySet<string>): boo
 
 /** Addresses in the form `isAllowedAddress` compares the service's own with. */
 export function normalizedAddresses(addresses: Iterable<string>): Set<string> {
-  return new Set([...addresses].flatMap((address) => {
-    const parsed = parseAddress(address);
-    return parsed ? [normalized(parsed)] : [];
-  }));
+  return new Set(
+    [...addresses].flatMap((address) => {
+      const parsed = parseAddress(address);
+      return parsed ? [normalized(parsed)] : [];
+    }),
+  );
 }
 
 /** The host of a URL without IPv6 brackets: the URL parser already reads 0x7f.1 and 2130706433 as 127.0.0.1. */
@@ -88,8 +97,12 @@ const NEVER_RESOLVES = /(^|\.)invalid\.?$/;
 export async function resolveTarget(url: URL, network: WebhookNetwork): Promise<ResolvedTarget> {
   const host = hostOf(url);
   const family = isIP(host);
-  if (!family && NEVER_RESOLVES.test(host)) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
+  if (!family && NEVER_RESOLVES.test(host))
+    throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
   const addresses = family ? [{ address: host, family }] : await network.resolve(host);
   const own = network.ownAddresses();
-  return { addresses, allowed: addresses.length > 0 && addresses.every((entry) => isAllowedAddress(entry.address, own)) };
+  return {
+    addresses,
+    allowed: addresses.length > 0 && addresses.every((entry) => isAllowedAddress(entry.address, own)),
+  };
 }

@@ -18,7 +18,13 @@ const BLOCKED_POLL_MS = 500;
 const jittered = (seconds: number) => seconds * 1000 * (0.8 + Math.random() * 0.4);
 
 /** Records an attempt's outcome; a failure schedules the next attempt or switches the webhook off. */
-async function finish(ctx: AppContext, claimed: Claimed, leaseId: string, result: AttemptResult, retry: boolean): Promise<void> {
+async function finish(
+  ctx: AppContext,
+  claimed: Claimed,
+  leaseId: string,
+  result: AttemptResult,
+  retry: boolean,
+): Promise<void> {
   const schedule = ctx.config.webhooks.retryScheduleSeconds;
   await inTransaction(ctx.db.prisma, async (tx) => {
     // First the event's attempts (as a manual retry takes it), so that numbers are given out one at a time.
@@ -27,7 +33,15 @@ async function finish(ctx: AppContext, claimed: Claimed, leaseId: string, result
     if (!delivery || delivery.leaseId !== leaseId || delivery.state !== 'delivering') return; // another instance took it over
     await tx.webhookDelivery.update({
       where: { id: delivery.id },
-      data: { state: result.ok ? 'succeeded' : 'failed', statusCode: result.statusCode, error: result.error, durationMs: result.durationMs, nextAttemptAt: null, leaseId: null, leaseUntil: null },
+      data: {
+        state: result.ok ? 'succeeded' : 'failed',
+        statusCode: result.statusCode,
+        error: result.error,
+        durationMs: result.durationMs,
+        nextAttemptAt: null,
+        leaseId: null,
+        leaseUntil: null,
+      },
     });
     if (!retry) return;
     const [webhook] = await tx.$queryRaw<{ failing_since: Date | null; active: boolean }[]>`
@@ -35,21 +49,29 @@ async function finish(ctx: AppContext, claimed: Claimed, leaseId: string, result
     if (!webhook) return;
     const now = new Date();
     if (result.ok) {
-      if (webhook.failing_since) await tx.webhook.update({ where: { id: delivery.webhookId }, data: { failingSince: null } });
+      if (webhook.failing_since)
+        await tx.webhook.update({ where: { id: delivery.webhookId }, data: { failingSince: null } });
       return;
     }
     const failingSince = webhook.failing_since ?? now;
     if (now.getTime() - failingSince.getTime() >= SWITCH_OFF_AFTER_MS) {
       await tx.webhook.update({
         where: { id: delivery.webhookId },
-        data: { active: false, disabledReason: `every delivery failed for 3 days (since ${failingSince.toISOString()}); the last: ${result.error ?? 'failed'}`, updatedAt: now },
+        data: {
+          active: false,
+          disabledReason: `every delivery failed for 3 days (since ${failingSince.toISOString()}); the last: ${result.error ?? 'failed'}`,
+          updatedAt: now,
+        },
       });
       return;
     }
     if (!webhook.failing_since) await tx.webhook.update({ where: { id: delivery.webhookId }, data: { failingSince } });
     const delay = schedule[delivery.attempt - 1];
     if (delay === undefined || !webhook.active) return; // the schedule is spent: the log keeps the failure
-    const attempts = await tx.webhookDelivery.findMany({ where: { webhookId: delivery.webhookId, eventId: delivery.eventId }, select: { attempt: true, state: true } });
+    const attempts = await tx.webhookDelivery.findMany({
+      where: { webhookId: delivery.webhookId, eventId: delivery.eventId },
+      select: { attempt: true, state: true },
+    });
     if (attempts.some((a) => a.state === 'pending' || a.state === 'delivering')) return; // one attempt at a time per event
     await tx.webhookDelivery.create({
       data: {
@@ -65,12 +87,21 @@ async function finish(ctx: AppContext, claimed: Claimed, leaseId: string, result
 }
 
 async function attempt(ctx: AppContext, claimed: Claimed, leaseId: string, signal: AbortSignal): Promise<void> {
-  const delivery = await ctx.db.prisma.webhookDelivery.findUnique({ where: { id: claimed.id }, include: { webhook: { include: { owner: { select: { role: true } } } }, event: true } });
+  const delivery = await ctx.db.prisma.webhookDelivery.findUnique({
+    where: { id: claimed.id },
+    include: { webhook: { include: { owner: { select: { role: true } } } }, event: true },
+  });
   if (!delivery) return;
   const metrics = eventMetrics(ctx);
   const failed = (result: AttemptResult) =>
     ctx.logger.warn(
-      { webhookId: delivery.webhookId, deliveryId: delivery.id, attempt: delivery.attempt, reason: result.error, statusCode: result.statusCode },
+      {
+        webhookId: delivery.webhookId,
+        deliveryId: delivery.id,
+        attempt: delivery.attempt,
+        reason: result.error,
+        statusCode: result.statusCode,
+      },
       'webhook delivery attempt failed',
     );
   if (!delivery.webhook.active) {
@@ -83,10 +114,16 @@ async function attempt(ctx: AppContext, claimed: Claimed, leaseId: string, signa
   // The owner's role now, as the live stream decides it per event.
   const owner = { userId: delivery.webhook.ownerId, admin: delivery.webhook.owner.role === 'admin' };
   const event = eventSeenBy(owner, { event: eventFromRow(delivery.event), audience: delivery.event.audience });
-  const result = await sendEvent(delivery.webhook, event, { network: webhookNetwork(ctx), allowPrivateTargets, timeoutMs, signal });
+  const result = await sendEvent(delivery.webhook, event, {
+    network: webhookNetwork(ctx),
+    allowPrivateTargets,
+    timeoutMs,
+    signal,
+  });
   metrics.deliveryAttempts.inc({ outcome: result.ok ? 'succeeded' : 'failed' });
   metrics.deliveryDuration.observe(result.durationMs / 1000);
-  if (result.ok && delivery.attempt === 1) metrics.deliveryLag.observe((Date.now() - delivery.event.occurredAt.getTime()) / 1000);
+  if (result.ok && delivery.attempt === 1)
+    metrics.deliveryLag.observe((Date.now() - delivery.event.occurredAt.getTime()) / 1000);
   if (!result.ok) failed(result);
   await finish(ctx, claimed, leaseId, result, true);
 }
@@ -123,7 +160,12 @@ export function startDeliveryWorker(ctx: AppContext): () => Promise<void> {
 
   const start = (claimed: Claimed, leaseId: string) => {
     const run: Promise<void> = attempt(ctx, claimed, leaseId, stopping.signal)
-      .catch((error: unknown) => ctx.logger.warn({ err: error, deliveryId: claimed.id }, 'webhook delivery attempt could not be recorded; another instance takes it over when its claim runs out'))
+      .catch((error: unknown) =>
+        ctx.logger.warn(
+          { err: error, deliveryId: claimed.id },
+          'webhook delivery attempt could not be recorded; another instance takes it over when its claim runs out',
+        ),
+      )
       .finally(() => {
         running.delete(run);
         rouse();

@@ -34,14 +34,22 @@ async function register(url: string): Promise<string> {
   const res = await fetch(`${url}/auth/register`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ email: `faults-${Date.now()}-${Math.random()}@example.test`, password: 'correct horse battery', name: 'Faults' }),
+    body: JSON.stringify({
+      email: `faults-${Date.now()}-${Math.random()}@example.test`,
+      password: 'correct horse battery',
+      name: 'Faults',
+    }),
   });
   expect(res.status).toBe(201);
   return `Bearer ${AuthResultSchema.parse(await res.json()).accessToken}`;
 }
 
 const createTask = (url: string, auth: string, title: string) =>
-  fetch(`${url}/tasks`, { method: 'POST', headers: { authorization: auth, 'content-type': 'application/json' }, body: JSON.stringify({ title }) });
+  fetch(`${url}/tasks`, {
+    method: 'POST',
+    headers: { authorization: auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ title }),
+  });
 
 describe('kill -9 during a write load', () => {
   it('keeps every write it acknowledged with a 201', async () => {
@@ -74,7 +82,9 @@ describe('kill -9 during a write load', () => {
       const res = await fetch(`${second.url}/tasks/${id}`, { headers: { authorization: auth } });
       if (res.status !== 200) missing.push(id);
     }
-    console.log(`kill -9: ${acknowledged.length} writes acknowledged before the kill, ${missing.length} missing after the restart`);
+    console.log(
+      `kill -9: ${acknowledged.length} writes acknowledged before the kill, ${missing.length} missing after the restart`,
+    );
     expect(missing).toEqual([]);
   }, 120_000);
 });
@@ -127,7 +137,9 @@ describe.skipIf(process.env.TEST_DB !== 'postgres')('the database stopped mid-lo
     const during = await Promise.all(
       Array.from({ length: 20 }, async (_, i) => {
         const begun = Date.now();
-        const res = await (i % 2 ? createTask(service.url, auth, 'during') : fetch(`${service.url}/tasks`, { headers: { authorization: auth } }));
+        const res = await (i % 2
+          ? createTask(service.url, auth, 'during')
+          : fetch(`${service.url}/tasks`, { headers: { authorization: auth } }));
         return { res, body: await res.text(), ms: Date.now() - begun };
       }),
     );
@@ -150,7 +162,9 @@ describe.skipIf(process.env.TEST_DB !== 'postgres')('the database stopped mid-lo
     }
     expect(status).toBe(201);
     expect(service.child.exitCode).toBeNull();
-    console.log(`database stopped: ${during.length} requests answered 503 in at most ${Math.max(...during.map((d) => d.ms))} ms; recovered after it returned`);
+    console.log(
+      `database stopped: ${during.length} requests answered 503 in at most ${Math.max(...during.map((d) => d.ms))} ms; recovered after it returned`,
+    );
     await relay.cut();
   }, 120_000);
 });
@@ -165,13 +179,21 @@ describe('SIGTERM during slow requests and uploads', () => {
     // Two uploads whose bodies arrive over ~2 s, and a JSON create that trickles in.
     const boundary = 'x-boundary';
     const file = Buffer.alloc(200_000, 1);
-    const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="slow.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`);
+    const head = Buffer.from(
+      `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="slow.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`,
+    );
     const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
     const multipart = Buffer.concat([head, file, tail]);
     const slowRequest = (pathname: string, type: string, body: Buffer) =>
       new Promise<number>((resolve, reject) => {
         const req = http.request(
-          { host: '127.0.0.1', port, path: pathname, method: 'POST', headers: { authorization: auth, 'content-type': type, 'content-length': body.length } },
+          {
+            host: '127.0.0.1',
+            port,
+            path: pathname,
+            method: 'POST',
+            headers: { authorization: auth, 'content-type': type, 'content-length': body.length },
+          },
           (res) => {
             res.resume();
             res.on('end', () => resolve(res.statusCode ?? 0));

@@ -16,7 +16,8 @@ const run = promisify(execFile);
 const root = path.resolve(import.meta.dirname, '../..');
 const require = createRequire(import.meta.url);
 const tsc = require.resolve('typescript/bin/tsc');
-const npm = (args: string[], cwd: string) => run('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'], { cwd, maxBuffer: 64 << 20 });
+const npm = (args: string[], cwd: string) =>
+  run('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'], { cwd, maxBuffer: 64 << 20 });
 
 export const CONSUMERS = ['ours', 'openapi-fetch'] as const;
 export type Consumer = (typeof CONSUMERS)[number];
@@ -37,19 +38,37 @@ const compilerOptions = {
 /** `npm pack`s the client into `work` and installs it with openapi-fetch into a fresh project there. */
 export async function consumerProject(work: string): Promise<string> {
   const { stdout: packed } = await npm(['pack', '--workspace', 'contract', '--pack-destination', work, '--json'], root);
-  const [{ filename }] = z.tuple([z.object({ filename: z.string() })]).parse(JSON.parse(packed.slice(packed.indexOf('['))));
+  const [{ filename }] = z
+    .tuple([z.object({ filename: z.string() })])
+    .parse(JSON.parse(packed.slice(packed.indexOf('['))));
   const project = path.join(work, 'consumer');
   await mkdir(path.join(project, 'src'), { recursive: true });
-  await writeFile(path.join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
+  await writeFile(
+    path.join(project, 'package.json'),
+    JSON.stringify({ name: 'consumer', private: true, type: 'module' }),
+  );
   const openapiFetch = z.object({ version: z.string() }).parse(require('openapi-fetch/package.json')).version;
   await npm(['install', '--prefer-offline', path.join(work, filename), `openapi-fetch@${openapiFetch}`], project);
   // openapi-typescript's types from our own document (fields with defaults optional in requests).
   const document = path.join(project, 'openapi.json');
   await writeFile(document, JSON.stringify(buildOpenApiDocument()));
-  const openapiTypescript = path.join(path.dirname(require.resolve('openapi-typescript/package.json')), 'bin', 'cli.js');
-  await run(process.execPath, [openapiTypescript, document, '--default-non-nullable=false', '-o', path.join(project, 'src', 'schema.d.ts')]);
+  const openapiTypescript = path.join(
+    path.dirname(require.resolve('openapi-typescript/package.json')),
+    'bin',
+    'cli.js',
+  );
+  await run(process.execPath, [
+    openapiTypescript,
+    document,
+    '--default-non-nullable=false',
+    '-o',
+    path.join(project, 'src', 'schema.d.ts'),
+  ]);
   for (const consumer of CONSUMERS) {
-    await copyFile(path.join(import.meta.dirname, 'consumers', `${consumer}.ts`), path.join(project, 'src', `${consumer}.ts`));
+    await copyFile(
+      path.join(import.meta.dirname, 'consumers', `${consumer}.ts`),
+      path.join(project, 'src', `${consumer}.ts`),
+    );
     const files = consumer === 'ours' ? ['src/ours.ts'] : ['src/openapi-fetch.ts', 'src/schema.d.ts'];
     await writeFile(path.join(project, `tsconfig.${consumer}.json`), JSON.stringify({ compilerOptions, files }));
   }
@@ -66,7 +85,9 @@ export interface CheckCost {
 
 /** `tsc --noEmit --extendedDiagnostics` of one consumer program; throws with tsc's output on a type error. */
 export async function typeCheck(project: string, consumer: Consumer): Promise<CheckCost> {
-  const { stdout } = await run(process.execPath, [tsc, '-p', `tsconfig.${consumer}.json`, '--extendedDiagnostics'], { cwd: project }).catch((error: unknown) => {
+  const { stdout } = await run(process.execPath, [tsc, '-p', `tsconfig.${consumer}.json`, '--extendedDiagnostics'], {
+    cwd: project,
+  }).catch((error: unknown) => {
     const output = z.object({ stdout: z.string() }).safeParse(error);
     throw new Error(`tsc failed for the ${consumer} consumer:\n${output.success ? output.data.stdout : String(error)}`);
   });
@@ -117,9 +138,11 @@ export async function declarationBytes(project: string): Promise<number> {
   const dir = path.join(project, 'node_modules', '@task-service', 'client');
   let total = 0;
   for (const entry of await readdir(dir, { recursive: true })) {
-    if (/\.d\.[cm]?ts$/.test(entry) && !entry.startsWith('node_modules')) total += (await stat(path.join(dir, entry))).size;
+    if (/\.d\.[cm]?ts$/.test(entry) && !entry.startsWith('node_modules'))
+      total += (await stat(path.join(dir, entry))).size;
   }
   return total;
 }
 
-export const readConsumer = (consumer: Consumer) => readFile(path.join(import.meta.dirname, 'consumers', `${consumer}.ts`), 'utf8');
+export const readConsumer = (consumer: Consumer) =>
+  readFile(path.join(import.meta.dirname, 'consumers', `${consumer}.ts`), 'utf8');

@@ -90,7 +90,9 @@ export async function prepareTemplates(): Promise<void> {
   process.env.TEST_RUN_ID ??= `${process.pid}`;
   const dir = await serverReachableTempDir('task-service-test-pg-');
   // Test databases are thrown away: durability off makes cloning and committing cheap.
-  const server = await startEmbeddedPostgres(dir, { settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' } });
+  const server = await startEmbeddedPostgres(dir, {
+    settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' },
+  });
   embedded = { server, dir };
   process.env.TEST_EMBEDDED_URL = server.url;
   await createTemplate(server.url);
@@ -100,7 +102,9 @@ export async function prepareTemplates(): Promise<void> {
 /** After the run: the templates and the embedded server go. */
 export async function removeTemplates(): Promise<void> {
   if (process.env.TEST_DATABASE_URL) {
-    await onServer(process.env.TEST_DATABASE_URL, (admin) => admin.query(`DROP DATABASE IF EXISTS ${templateName()} WITH (FORCE)`));
+    await onServer(process.env.TEST_DATABASE_URL, (admin) =>
+      admin.query(`DROP DATABASE IF EXISTS ${templateName()} WITH (FORCE)`),
+    );
   }
   if (embedded) {
     await embedded.server.stop();
@@ -122,7 +126,8 @@ async function scratchDatabase(prefix: string, template?: string): Promise<{ url
   await onServer(server, (admin) => admin.query(`CREATE DATABASE ${name}${template ? ` TEMPLATE ${template}` : ''}`));
   return {
     url: serviceUrl(name),
-    drop: () => onServer(server, (admin) => admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => undefined),
+    drop: () =>
+      onServer(server, (admin) => admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => undefined),
   };
 }
 

@@ -30,7 +30,10 @@ export async function listen(service: TestService): Promise<ListeningService> {
  * One service listening on a real socket for the whole test file (or the describe block it is called
  * in): started before its first test and stopped after its last. `const served = listeningForFile();` then `served.service`, `served.baseUrl`.
  */
-export function listeningForFile(env: Record<string, string> = {}): { readonly service: TestService; readonly baseUrl: string } {
+export function listeningForFile(env: Record<string, string> = {}): {
+  readonly service: TestService;
+  readonly baseUrl: string;
+} {
   let service: TestService | undefined;
   let listening: ListeningService | undefined;
   beforeAll(async () => {

@@ -18,7 +18,13 @@ const CREDENTIALS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' };
 /** A real S3-compatible server (s3rver) on loopback, with an empty bucket, in a directory of its own. */
 export async function startObjectStore(): Promise<TestObjectStore> {
   const directory = await mkdtemp(path.join(tmpdir(), 's3rver-'));
-  const server = new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory, configureBuckets: [{ name: BUCKET, configs: [] }] });
+  const server = new S3rver({
+    address: '127.0.0.1',
+    port: 0,
+    silent: true,
+    directory,
+    configureBuckets: [{ name: BUCKET, configs: [] }],
+  });
   const { port } = await server.run();
   const endpoint = `http://127.0.0.1:${port}`;
   return {
@@ -31,7 +37,14 @@ export async function startObjectStore(): Promise<TestObjectStore> {
       S3_ACCESS_KEY_ID: CREDENTIALS.accessKeyId,
       S3_SECRET_ACCESS_KEY: CREDENTIALS.secretAccessKey,
     },
-    config: { kind: 's3', bucket: BUCKET, region: 'us-east-1', endpoint, forcePathStyle: true, credentials: CREDENTIALS },
+    config: {
+      kind: 's3',
+      bucket: BUCKET,
+      region: 'us-east-1',
+      endpoint,
+      forcePathStyle: true,
+      credentials: CREDENTIALS,
+    },
     close: async () => {
       await server.close();
       await rm(directory, { recursive: true, force: true });

@@ -28,9 +28,14 @@ const queryOf = (url: URL) => [...url.searchParams].filter(([name]) => name !== 
  * Link and nextCursor agree, that Link keeps the path and the query, and that only the last page
  * is short. Returns the items page by page.
  */
-export async function walkPages<T>(service: TestService, auth: string, firstPath: string, schema: z.ZodType<Page<T>, z.ZodTypeDef, unknown>): Promise<T[][]> {
+export async function walkPages<T>(
+  service: TestService,
+  auth: string,
+  firstPath: string,
+  schema: z.ZodType<Page<T>, z.ZodTypeDef, unknown>,
+): Promise<T[][]> {
   const pages: T[][] = [];
-  for (let path: string | undefined = firstPath; path !== undefined; ) {
+  for (let path: string | undefined = firstPath; path !== undefined;) {
     const res = await service.http.get(path).set('Authorization', auth).expect(200);
     const page = schema.parse(res.body);
     pages.push(page.items);

@@ -25,7 +25,11 @@ export function expectProblem(
   expect(res.status).toBe(status);
   expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
   const problem = ProblemSchema.strict().parse(res.body);
-  expect(Object.keys(problem).filter((k) => k !== 'errors' && k !== 'truncated').sort()).toEqual(PROBLEM_KEYS);
+  expect(
+    Object.keys(problem)
+      .filter((k) => k !== 'errors' && k !== 'truncated')
+      .sort(),
+  ).toEqual(PROBLEM_KEYS);
   expect(problem).toMatchObject({ type: `/problems/${code}`, status, code });
   if (instance !== undefined) expect(problem.instance).toBe(instance);
   expect(problem.title.length).toBeGreaterThan(0);

@@ -33,7 +33,7 @@ export async function descendants(pid: number): Promise<number[]> {
     if (child && parent) children.set(parent, [...(children.get(parent) ?? []), child]);
   }
   const found: number[] = [];
-  for (let queue = [pid]; queue.length; ) {
+  for (let queue = [pid]; queue.length;) {
     const next = children.get(queue.shift() ?? 0) ?? [];
     found.push(...next);
     queue.push(...next);
@@ -76,7 +76,14 @@ export function npmStart(env: Record<string, string>): NpmStart {
   }
   const exited = once(child, 'exit');
   const tree = new Set<number>([pid]);
-  const watch = setInterval(() => void descendants(pid).then((pids) => pids.forEach((p) => tree.add(p)), () => undefined), 100);
+  const watch = setInterval(
+    () =>
+      void descendants(pid).then(
+        (pids) => pids.forEach((p) => tree.add(p)),
+        () => undefined,
+      ),
+    100,
+  );
   void exited.finally(() => clearInterval(watch));
   return {
     child,

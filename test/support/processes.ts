@@ -9,12 +9,24 @@ export const ROOT = path.resolve(import.meta.dirname, '..', '..');
 const run = promisify(execFile);
 
 function environment(dataDir: string, env: Record<string, string>): NodeJS.ProcessEnv {
-  return { ...process.env, DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', DATABASE_URL: '', LOG_LEVEL: 'info', ...env };
+  return {
+    ...process.env,
+    DATA_DIR: dataDir,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    DATABASE_URL: '',
+    LOG_LEVEL: 'info',
+    ...env,
+  };
 }
 
 /** `node dist/server/main.js` on `dataDir` (the embedded database unless `env` says otherwise). */
 export function spawnService(dataDir: string, env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, ['dist/server/main.js'], { cwd: ROOT, env: environment(dataDir, env), stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['dist/server/main.js'], {
+    cwd: ROOT,
+    env: environment(dataDir, env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   // 'close' comes after the output streams end, so stderr is complete by then.
@@ -25,7 +37,10 @@ export function spawnService(dataDir: string, env: Record<string, string> = {}) 
 export type SpawnedService = ReturnType<typeof spawnService>;
 
 /** Spawns the service and waits until it says where it listens. */
-export function startProcess(dataDir: string, env: Record<string, string> = {}): Promise<SpawnedService & { url: string }> {
+export function startProcess(
+  dataDir: string,
+  env: Record<string, string> = {},
+): Promise<SpawnedService & { url: string }> {
   const spawned = spawnService(dataDir, env);
   return new Promise((resolve, reject) => {
     createInterface({ input: spawned.child.stdout }).on('line', (line) => {
@@ -38,5 +53,8 @@ export function startProcess(dataDir: string, env: Record<string, string> = {}):
 
 /** Runs one of the built CLI commands (`migrate`, `create-admin`) to completion. */
 export function runCli(command: string, args: string[], dataDir: string, env: Record<string, string> = {}) {
-  return run(process.execPath, [`dist/server/cli/${command}.js`, ...args], { cwd: ROOT, env: environment(dataDir, env) });
+  return run(process.execPath, [`dist/server/cli/${command}.js`, ...args], {
+    cwd: ROOT,
+    env: environment(dataDir, env),
+  });
 }

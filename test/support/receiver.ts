@@ -47,7 +47,14 @@ export async function startReceiver(): Promise<Receiver> {
           return false;
         }
       })();
-      log.push({ path, headers: req.headers, body, event: EventSchema.parse(JSON.parse(body)), verified, at: Date.now() });
+      log.push({
+        path,
+        headers: req.headers,
+        body,
+        event: EventSchema.parse(JSON.parse(body)),
+        verified,
+        at: Date.now(),
+      });
       const nth = log.filter((r) => r.path === path).length;
       res.statusCode = (answers.get(path) ?? (() => 204))(nth);
       res.end();

@@ -19,12 +19,23 @@ export interface ServiceProcess {
  * once it says where it listens. `env` is added to this process's environment. `ownGroup`: in a
  * process group of its own (as a terminal gives it), so that killGroup reaches all of it.
  */
-export function startServiceProcess(env: Record<string, string>, { ownGroup = false }: { ownGroup?: boolean } = {}): Promise<ServiceProcess> {
+export function startServiceProcess(
+  env: Record<string, string>,
+  { ownGroup = false }: { ownGroup?: boolean } = {},
+): Promise<ServiceProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
     cwd: ROOT,
     detached: ownGroup,
     // One process by default: a signal or a kill reaches the process that serves, and its memory is the service's.
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', RATE_LIMIT_PER_MINUTE: '0', WEB_CONCURRENCY: '1', ...env },
+    env: {
+      ...process.env,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'info',
+      RATE_LIMIT_PER_MINUTE: '0',
+      WEB_CONCURRENCY: '1',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';

@@ -67,7 +67,8 @@ export function openSse(baseUrl: string, headers: Record<string, string>): Promi
         status: res.statusCode ?? 0,
         headers: res.headers,
         frames,
-        events: () => frames.filter((f) => f.data !== undefined).map((f) => EventSchema.parse(JSON.parse(f.data ?? ''))),
+        events: () =>
+          frames.filter((f) => f.data !== undefined).map((f) => EventSchema.parse(JSON.parse(f.data ?? ''))),
         until: (predicate, timeoutMs = 20_000) =>
           new Promise((resolveWait, rejectWait) => {
             const check = () => {

@@ -7,7 +7,11 @@ type Caller = Pick<TestUser, 'auth'>;
 
 /** Creates a task over HTTP; `body` adds to (or replaces) a default title. */
 export async function createTask(service: TestService, user: Caller, body: Partial<TaskCreate> = {}): Promise<Task> {
-  const res = await service.http.post('/tasks').set('Authorization', user.auth).send({ title: 'A task', ...body }).expect(201);
+  const res = await service.http
+    .post('/tasks')
+    .set('Authorization', user.auth)
+    .send({ title: 'A task', ...body })
+    .expect(201);
   return TaskSchema.parse(res.body);
 }
 

@@ -12,7 +12,10 @@ export interface TestUser extends AuthResult {
 export const uniqueEmail = (prefix = 'user') => `${prefix}-${randomUUID().slice(0, 8)}@example.test`;
 
 /** Registers a user over HTTP, the way a client would. */
-export async function registerUser(service: TestService, options: { email?: string; name?: string; password?: string } = {}): Promise<TestUser> {
+export async function registerUser(
+  service: TestService,
+  options: { email?: string; name?: string; password?: string } = {},
+): Promise<TestUser> {
   const email = options.email ?? uniqueEmail();
   const password = options.password ?? 'correct horse battery';
   const res = await service.http
@@ -24,10 +27,15 @@ export async function registerUser(service: TestService, options: { email?: stri
 }
 
 /** POST /auth/login as a client sends it, for tests that look at the answer themselves. */
-export const loginRequest = (service: TestService, email: string, password: string) => service.http.post('/auth/login').send({ email, password });
+export const loginRequest = (service: TestService, email: string, password: string) =>
+  service.http.post('/auth/login').send({ email, password });
 
 /** Logs in (200 expected) and returns the new session with its Authorization header value. */
-export async function login(service: TestService, email: string, password: string): Promise<AuthResult & { auth: string }> {
+export async function login(
+  service: TestService,
+  email: string,
+  password: string,
+): Promise<AuthResult & { auth: string }> {
   const result = AuthResultSchema.parse((await loginRequest(service, email, password).expect(200)).body);
   return { ...result, auth: `Bearer ${result.accessToken}` };
 }

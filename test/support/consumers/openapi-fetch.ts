@@ -29,17 +29,25 @@ export async function run(baseUrl: string, email: string, password: string): Pro
   if (!created.data) throw new Error(created.error.title);
   const task: Task = created.data;
 
-  const listed = await client.GET('/tasks', { params: { query: { status: ['todo', 'in_progress'], priority: ['high', 'urgent'], sort: '-updatedAt', limit: 10 } } });
+  const listed = await client.GET('/tasks', {
+    params: { query: { status: ['todo', 'in_progress'], priority: ['high', 'urgent'], sort: '-updatedAt', limit: 10 } },
+  });
   if (listed.data) for (const item of listed.data.items) log.push(`${item.title} (${item.priority})`);
 
   const etag = `"${task.version}"`;
-  const patched = await client.PATCH('/tasks/{task_id}', { params: { path: { task_id: task.id }, header: { 'if-match': etag } }, body: { status: 'done' } });
+  const patched = await client.PATCH('/tasks/{task_id}', {
+    params: { path: { task_id: task.id }, header: { 'if-match': etag } },
+    body: { status: 'done' },
+  });
   if (!patched.data) throw new Error(`patch failed with ${patched.response.status}`);
   same<typeof patched.data, Task>();
   log.push(`done at ${patched.data.completedAt ?? 'never'}`);
 
   // The same If-Match again: the task has moved on, so 412.
-  const stale = await client.PATCH('/tasks/{task_id}', { params: { path: { task_id: task.id }, header: { 'if-match': etag } }, body: { title: 'Too late' } });
+  const stale = await client.PATCH('/tasks/{task_id}', {
+    params: { path: { task_id: task.id }, header: { 'if-match': etag } },
+    body: { title: 'Too late' },
+  });
   if (stale.response.status === 412 && stale.error) {
     same<typeof stale.error, Problem>();
     log.push(`412 ${stale.error.code}`);
@@ -49,11 +57,15 @@ export async function run(baseUrl: string, email: string, password: string): Pro
     if (stale.error.code === 'precondition_failed') log.push(`stale: ${stale.error.detail}`);
   }
 
-  const missing = await client.GET('/tasks/{task_id}', { params: { path: { task_id: '00000000-0000-7000-8000-000000000000' } } });
+  const missing = await client.GET('/tasks/{task_id}', {
+    params: { path: { task_id: '00000000-0000-7000-8000-000000000000' } },
+  });
   if (missing.error) log.push(`${missing.response.status} ${missing.error.code} ${missing.error.requestId}`);
   else if (missing.data) same<typeof missing.data, Task>();
 
-  const removed = await client.DELETE('/tasks/{task_id}', { params: { path: { task_id: '00000000-0000-7000-8000-000000000000' } } });
+  const removed = await client.DELETE('/tasks/{task_id}', {
+    params: { path: { task_id: '00000000-0000-7000-8000-000000000000' } },
+  });
   if (removed.error) {
     same<typeof removed.error, Problem>();
     log.push(`refused ${removed.error.code}`);
@@ -64,7 +76,9 @@ export async function run(baseUrl: string, email: string, password: string): Pro
   let items = 0;
   let cursor: string | undefined;
   do {
-    const page = await client.GET('/tasks', { params: { query: { limit: 2, sort: 'title', ...(cursor ? { cursor } : {}) } } });
+    const page = await client.GET('/tasks', {
+      params: { query: { limit: 2, sort: 'title', ...(cursor ? { cursor } : {}) } },
+    });
     if (!page.data) throw new Error(page.error.detail);
     pages += 1;
     items += page.data.items.length;

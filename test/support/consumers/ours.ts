@@ -1,7 +1,15 @@
 // The consumer program for the typed client: what a browser app does with it. Compiled (strict,
 // skipLibCheck: false) and bundled by test/client-weight.test.ts and `npm run bench -- --client`;
 // openapi-fetch.ts is the same program for openapi-fetch. Type-level assertions: `same<A, B>()`.
-import { createClient, isProblem, ok, ProblemError, type Problem, type ProblemCode, type Task } from '@task-service/client';
+import {
+  createClient,
+  isProblem,
+  ok,
+  ProblemError,
+  type Problem,
+  type ProblemCode,
+  type Task,
+} from '@task-service/client';
 
 type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
 const same = <A, B>(..._proof: Same<A, B> extends true ? [] : [never]): void => undefined;
@@ -18,17 +26,27 @@ export async function run(baseUrl: string, email: string, password: string): Pro
   if (isProblem(created)) throw new Error(created.body.title);
   const task: Task = (await ok(created)).body;
 
-  const listed = await client.tasks.list({ query: { status: ['todo', 'in_progress'], priority: ['high', 'urgent'], sort: '-updatedAt', limit: 10 } });
+  const listed = await client.tasks.list({
+    query: { status: ['todo', 'in_progress'], priority: ['high', 'urgent'], sort: '-updatedAt', limit: 10 },
+  });
   if (listed.status === 200) for (const item of listed.body.items) log.push(`${item.title} (${item.priority})`);
 
   const etag = `"${task.version}"`;
-  const patched = await client.tasks.update({ params: { task_id: task.id }, headers: { 'if-match': etag }, body: { status: 'done' } });
+  const patched = await client.tasks.update({
+    params: { task_id: task.id },
+    headers: { 'if-match': etag },
+    body: { status: 'done' },
+  });
   if (patched.status !== 200) throw new Error(`patch failed with ${patched.status}`);
   same<typeof patched.body, Task>();
   log.push(`done at ${patched.body.completedAt ?? 'never'}`);
 
   // The same If-Match again: the task has moved on, so 412.
-  const stale = await client.tasks.update({ params: { task_id: task.id }, headers: { 'if-match': etag }, body: { title: 'Too late' } });
+  const stale = await client.tasks.update({
+    params: { task_id: task.id },
+    headers: { 'if-match': etag },
+    body: { title: 'Too late' },
+  });
   if (stale.status === 412) {
     same<typeof stale.body, Problem>();
     log.push(`412 ${stale.body.code}`);
