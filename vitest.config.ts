@@ -11,6 +11,11 @@ const POOLER_FILES = ['instances', 'event-stream', 'migrations', 'pooler'].map((
 // `npm run test:stress`: process faults, sustained load and heavier fuzzing (test/stress, FUZZ_RUNS).
 const stress = process.env.TEST_STRESS === '1';
 
+// What every test file and every service it starts runs with: password hashing at a test-only cost
+// (0.5 ms a hash instead of 16; the configuration refuses it outside NODE_ENV=test). A test that
+// needs the real cost sets it.
+const testEnv = { ARGON2_MEMORY_KIB: '64', ARGON2_TIME_COST: '1' };
+
 const include = stress ? ['test/stress/**/*.test.ts', 'test/fuzz.test.ts'] : ['test/**/*.test.ts'];
 
 // `@task-service/client` (contract/) from its sources, as tsc checks it, not from its build.
@@ -25,18 +30,21 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // Most files wait (on child processes, servers, timers) far more than they compute: several run
+    // at once even on two cores.
+    poolOptions: { forks: { maxForks: Number(process.env.TEST_MAX_WORKERS ?? 6) } },
     exclude: [...configDefaults.exclude, ...(stress ? [] : ['test/stress/**'])],
     // Each project names its files: a project's `include` would be added to the root's, not replace it.
     projects: [
-      { extends: true, test: { name: 'embedded', include, env: { TEST_DB: 'embedded' } } },
+      { extends: true, test: { name: 'embedded', include, env: { ...testEnv, TEST_DB: 'embedded' } } },
       ...(postgres
-        ? [{ extends: true as const, test: { name: 'postgres', include, env: { TEST_DB: 'postgres' } } }]
+        ? [{ extends: true as const, test: { name: 'postgres', include, env: { ...testEnv, TEST_DB: 'postgres' } } }]
         : []),
       ...(pooler && !stress
         ? [
             {
               extends: true as const,
-              test: { name: 'pgbouncer', include: POOLER_FILES, env: { TEST_DB: 'pgbouncer' } },
+              test: { name: 'pgbouncer', include: POOLER_FILES, env: { ...testEnv, TEST_DB: 'pgbouncer' } },
             },
           ]
         : []),

@@ -8,6 +8,10 @@ import { EmailSchema, PasswordSchema, PersonNameSchema } from '@task-service/cli
 const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 const positiveInt = z.coerce.number().int().positive();
 
+/** argon2id at OWASP's minimum parameters (m=19456 KiB, t=2, p=1): the lowest cost a service may run with. */
+const MIN_ARGON2_MEMORY_KIB = 19456;
+const MIN_ARGON2_TIME_COST = 2;
+
 // Every setting, parsed once at start-up; a bad value stops the start with a clear message.
 const EnvSchema = z
   .object({
@@ -95,8 +99,10 @@ const EnvSchema = z
     LOGIN_THROTTLE_WINDOW_SECONDS: positiveInt.default(900),
     REGISTRATIONS_PER_ADDRESS_PER_HOUR: z.coerce.number().int().min(0).default(20),
     REFRESH_REUSE_GRACE_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
-    ARGON2_MEMORY_KIB: z.coerce.number().int().min(19456).default(19456),
-    ARGON2_TIME_COST: z.coerce.number().int().min(2).default(2),
+    // OWASP's minimum is the floor (checked below); only the test suite (NODE_ENV=test) may go lower.
+    ARGON2_MEMORY_KIB: z.coerce.number().int().min(8).default(MIN_ARGON2_MEMORY_KIB),
+    ARGON2_TIME_COST: z.coerce.number().int().min(1).default(MIN_ARGON2_TIME_COST),
+    NODE_ENV: z.string().optional(),
     PASSWORD_HASH_CONCURRENCY: positiveInt.max(64).optional(),
     ATTACHMENT_MAX_BYTES: positiveInt.default(25 * 1024 * 1024),
     ATTACHMENTS_MAX_PER_TASK: positiveInt.default(100),
@@ -140,6 +146,11 @@ const EnvSchema = z
     WEBHOOK_ALLOW_PRIVATE_TARGETS: bool.default('false'),
     /** The whole exchange of one attempt (connect, request, answer and its body); 10 s per API.md. */
     WEBHOOK_TIMEOUT_MS: positiveInt.max(600_000).default(10_000),
+    /**
+     * How long past its timeout an attempt's lease outlives an instance that died mid-attempt before
+     * another instance takes the attempt over (a live instance finishes or fails it well before).
+     */
+    WEBHOOK_LEASE_GRACE_SECONDS: positiveInt.max(3600).default(60),
     /** Attempts one instance has in flight at once (each holds one outbound socket). */
     WEBHOOK_MAX_IN_FLIGHT: positiveInt.max(10_000).default(32),
     /** Attempts in flight for one user's webhooks across all instances, so one user never takes every slot. */
@@ -153,6 +164,15 @@ const EnvSchema = z
       .regex(/^[\x21-\x7e]+$/, 'METRICS_TOKEN must be printable ASCII without spaces')
       .optional(),
   })
+  .refine(
+    (env) =>
+      env.NODE_ENV === 'test' ||
+      (env.ARGON2_MEMORY_KIB >= MIN_ARGON2_MEMORY_KIB && env.ARGON2_TIME_COST >= MIN_ARGON2_TIME_COST),
+    {
+      message: `ARGON2_MEMORY_KIB must be at least ${MIN_ARGON2_MEMORY_KIB} and ARGON2_TIME_COST at least ${MIN_ARGON2_TIME_COST} (OWASP's minimum for argon2id; lower costs are for the test suite only)`,
+      path: ['ARGON2_MEMORY_KIB'],
+    },
+  )
   .refine((env) => env.HTTP_HEADERS_TIMEOUT_MS <= env.HTTP_REQUEST_TIMEOUT_MS, {
     message: 'HTTP_HEADERS_TIMEOUT_MS must not exceed HTTP_REQUEST_TIMEOUT_MS',
     path: ['HTTP_HEADERS_TIMEOUT_MS'],
@@ -264,6 +284,8 @@ export interface WebhookConfig {
   allowPrivateTargets: boolean;
   /** One attempt's whole exchange, the answer's body included. */
   timeoutMs: number;
+  /** How long a lease outlasts its attempt's timeout, for an instance that died mid-attempt. */
+  leaseGraceSeconds: number;
   /** Attempts in flight on this instance; for one user across instances. */
   maxInFlight: number;
   maxInFlightPerUser: number;
@@ -409,6 +431,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       retryScheduleSeconds: e.WEBHOOK_RETRY_SCHEDULE,
       allowPrivateTargets: e.WEBHOOK_ALLOW_PRIVATE_TARGETS,
       timeoutMs: e.WEBHOOK_TIMEOUT_MS,
+      leaseGraceSeconds: e.WEBHOOK_LEASE_GRACE_SECONDS,
       maxInFlight: e.WEBHOOK_MAX_IN_FLIGHT,
       maxInFlightPerUser: e.WEBHOOK_MAX_IN_FLIGHT_PER_USER,
     },

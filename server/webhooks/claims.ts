@@ -81,8 +81,8 @@ export async function claimFairly(
   leaseId: string,
   free: number,
 ): Promise<{ claimed: Claimed[]; blocked: boolean }> {
-  const { maxInFlightPerUser, timeoutMs } = ctx.config.webhooks;
-  const leaseSeconds = Math.ceil(timeoutMs / 1000) + 60;
+  const { maxInFlightPerUser, timeoutMs, leaseGraceSeconds } = ctx.config.webhooks;
+  const leaseSeconds = Math.ceil(timeoutMs / 1000) + leaseGraceSeconds;
   return ctx.db.sql.transaction(async (tx) => {
     await tx.rows(`SELECT pg_advisory_xact_lock(hashtextextended('webhook delivery claims', 0))`);
     const inFlight = await tx.rows<Pick<Row, 'owner_id' | 'url'>>(`
