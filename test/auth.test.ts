@@ -711,3 +711,25 @@ describe('a deleted user', () => {
     expectProblem(await loginRequest(service, user.email, user.password), 401, 'invalid_credentials');
   });
 });
+
+describe('the password hashing cost', () => {
+  it("is at least OWASP's minimum for argon2id; the test suite's lower cost is refused outside NODE_ENV=test", async () => {
+    const production = loadConfig({});
+    expect(production.argon2).toMatchObject({ memoryCost: 19456, timeCost: 2 });
+    const cheap = { ARGON2_MEMORY_KIB: '64', ARGON2_TIME_COST: '1' };
+    expect(() => loadConfig(cheap)).toThrow(/ARGON2_MEMORY_KIB must be at least 19456 and ARGON2_TIME_COST at least 2/);
+    expect(() => loadConfig({ ...cheap, NODE_ENV: 'production' })).toThrow(/ARGON2_MEMORY_KIB/);
+    expect(() => loadConfig({ ARGON2_TIME_COST: '1' })).toThrow(/ARGON2_TIME_COST at least 2/);
+    expect(loadConfig({ ...cheap, NODE_ENV: 'test' }).argon2).toMatchObject({ memoryCost: 64, timeCost: 1 });
+    // A password hashed by the service states its cost, so a login proves which one ran.
+    const res = await service.http
+      .post('/auth/register')
+      .send({ email: uniqueEmail(), password: PASSWORD, name: 'Cost' })
+      .expect(201);
+    const row = await service.ctx.db.sql.rows<{ password_hash: string }>(
+      'SELECT password_hash FROM users WHERE id = $1',
+      [res.body.user.id],
+    );
+    expect(row[0]?.password_hash).toMatch(/^\$argon2id\$v=19\$m=64,t=1,p=1\$/);
+  });
+});

@@ -30,6 +30,10 @@ export async function startService(env: Record<string, string> = {}, logger?: Lo
     RATE_LIMIT_PER_MINUTE: '0',
     REGISTRATIONS_PER_ADDRESS_PER_HOUR: '0',
     VALIDATE_RESPONSES: 'true',
+    // The run's test-only hashing cost (vitest.config.ts), as the processes a test spawns inherit it.
+    NODE_ENV: 'test',
+    ...(process.env.ARGON2_MEMORY_KIB && { ARGON2_MEMORY_KIB: process.env.ARGON2_MEMORY_KIB }),
+    ...(process.env.ARGON2_TIME_COST && { ARGON2_TIME_COST: process.env.ARGON2_TIME_COST }),
     ...env,
   });
   const database = await freshDatabase();
