@@ -1,4 +1,4 @@
-import { configDefaults, defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
 
 // The suite runs against the embedded PostgreSQL always, and against another PostgreSQL server too
 // when TEST_DATABASE_URL names one (CI runs Debian's PostgreSQL 15 there; see .ci/run).
@@ -6,7 +6,8 @@ const postgres = process.env.TEST_DATABASE_URL;
 // Project "pgbouncer" (CI): what a transaction pooler could break, with the service reaching
 // TEST_DATABASE_URL's server through TEST_POOLER_URL (a PgBouncer in transaction mode, see .ci/run).
 const pooler = postgres ? process.env.TEST_POOLER_URL : undefined;
-// (changes and webhooks are left out until their timing-heavy tests pass there reliably: see issue 21's report.)
+// The files whose subject a pooler changes. The changes feed and webhooks poll the same way with or
+// without one, and their timing-heavy tests run on the two other servers.
 const POOLER_FILES = ['instances', 'event-stream', 'migrations', 'pooler'].map((name) => `test/${name}.test.ts`);
 // `npm run test:stress`: process faults, sustained load and heavier fuzzing (test/stress, FUZZ_RUNS).
 const stress = process.env.TEST_STRESS === '1';
@@ -16,12 +17,34 @@ const stress = process.env.TEST_STRESS === '1';
 // needs the real cost sets it.
 const testEnv = { ARGON2_MEMORY_KIB: '64', ARGON2_TIME_COST: '1' };
 
+// Files that keep a core busy for most of their run (compiling, bundling, packing, fuzzing, loads of
+// parallel writes): at most two of them at once, in a pool of their own, beside the files that mostly
+// wait (on child processes, servers, timers), which run several at a time even on two cores.
+const CPU_FILES = ['build', 'client-weight', 'code-samples', 'fuzz', 'package', 'races', 'verify', 'write-faults'].map(
+  (name) => `test/${name}.test.ts`,
+);
+const maxWaiting = Number(process.env.TEST_MAX_WORKERS ?? 6);
+
 const include = stress ? ['test/stress/**/*.test.ts', 'test/fuzz.test.ts'] : ['test/**/*.test.ts'];
 
 // `@task-service/client` (contract/) from its sources, as tsc checks it, not from its build.
 // Then Vite's server conditions, without "module": that one hands node the bundler-only builds of
 // some packages (the AWS SDK's dist-es, with extensionless imports).
 const sourceConditions = ['@task-service/source', 'node', 'development|production'];
+
+/** A database's projects: its waiting files in the forks pool and (`cpu`) its CPU files in the threads pool. */
+function projectsOn(name: string, files: string[], cpu: boolean): TestProjectInlineConfiguration[] {
+  const env = { ...testEnv, TEST_DB: name };
+  const exclude = [...configDefaults.exclude, ...excluded, ...(cpu ? CPU_FILES : [])];
+  return [
+    { extends: true, test: { name, include: files, exclude, env } },
+    ...(cpu
+      ? [{ extends: true as const, test: { name: `${name} (cpu)`, include: CPU_FILES, pool: 'threads' as const, env } }]
+      : []),
+  ];
+}
+
+const excluded = stress ? [] : ['test/stress/**'];
 
 export default defineConfig({
   ssr: { resolve: { conditions: sourceConditions } },
@@ -30,24 +53,16 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
-    // Most files wait (on child processes, servers, timers) far more than they compute: several run
-    // at once even on two cores.
-    poolOptions: { forks: { maxForks: Number(process.env.TEST_MAX_WORKERS ?? 6) } },
-    exclude: [...configDefaults.exclude, ...(stress ? [] : ['test/stress/**'])],
+    poolOptions: {
+      forks: { maxForks: maxWaiting, minForks: 1 },
+      threads: { maxThreads: 2, minThreads: 1 },
+    },
+    exclude: [...configDefaults.exclude, ...excluded],
     // Each project names its files: a project's `include` would be added to the root's, not replace it.
     projects: [
-      { extends: true, test: { name: 'embedded', include, env: { ...testEnv, TEST_DB: 'embedded' } } },
-      ...(postgres
-        ? [{ extends: true as const, test: { name: 'postgres', include, env: { ...testEnv, TEST_DB: 'postgres' } } }]
-        : []),
-      ...(pooler && !stress
-        ? [
-            {
-              extends: true as const,
-              test: { name: 'pgbouncer', include: POOLER_FILES, env: { ...testEnv, TEST_DB: 'pgbouncer' } },
-            },
-          ]
-        : []),
+      ...projectsOn('embedded', include, !stress),
+      ...(postgres ? projectsOn('postgres', include, !stress) : []),
+      ...(pooler && !stress ? projectsOn('pgbouncer', POOLER_FILES, false) : []),
     ],
   },
 });

@@ -1,3 +1,4 @@
+import type { SqlSession } from '../server/db/sql.js';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../server/config.js';
@@ -7,7 +8,14 @@ import { startService } from './support/app.js';
 
 const silent = pino({ level: 'silent' });
 /** The memory and Redis stores never touch the database. */
-const noSql = { exec: () => Promise.resolve(), rows: () => Promise.resolve([]) };
+// These tests never reach the database: a session that answers nothing.
+const noSql: SqlSession = {
+  exec: () => Promise.resolve(),
+  rows: () => Promise.resolve([]),
+  all: () => Promise.resolve([]),
+  first: () => Promise.resolve(undefined),
+  write: () => Promise.resolve(0),
+};
 
 describe('RATE_LIMIT_STORE', () => {
   it('defaults to memory and names what it lacks', () => {

@@ -1,5 +1,6 @@
 import { announceEvents } from '../events/signal.js';
 import type { AppContext } from '../context.js';
+import { tables } from '../db/query.js';
 import { exclusiveClaim, quotaExceeded } from '../quotas.js';
 import { AppError, notFound } from '../http/errors.js';
 import type { Principal } from '../http/principal.js';
@@ -7,7 +8,7 @@ import { taskVisibleTo } from '../tasks/queries.js';
 import { findVisibleTaskRef } from '../tasks/service.js';
 import { contentTypeOf } from './content-type.js';
 import { sanitizeFilename } from './filenames.js';
-import type { AttachmentRow } from './serialize.js';
+import { attachmentColumns, type AttachmentRow } from './serialize.js';
 import { admission, insertAttachment, removeAttachment, type UploadVerdict } from './store.js';
 import type { StoredObject } from '../storage/storage.js';
 import { discardStoredBytes } from '../storage/stored-bytes.js';
@@ -25,7 +26,14 @@ export async function findVisibleAttachment(
   principal: Principal,
   attachmentId: string,
 ): Promise<AttachmentRow> {
-  const row = await ctx.db.prisma.attachment.findFirst({ where: { id: attachmentId, task: taskVisibleTo(principal) } });
+  const row = await ctx.db.sql.first(
+    tables
+      .selectFrom('attachments')
+      .innerJoin('tasks', 'tasks.id', 'attachments.task_id')
+      .select(attachmentColumns)
+      .where('attachments.id', '=', attachmentId)
+      .where(taskVisibleTo(principal)),
+  );
   if (!row) throw notFound('attachment');
   return row;
 }
@@ -33,7 +41,14 @@ export async function findVisibleAttachment(
 /** Oldest first; a task holds at most maxPerTask attachments, so the list needs no pages. */
 export async function listAttachments(ctx: AppContext, principal: Principal, taskId: string): Promise<AttachmentRow[]> {
   await findVisibleTaskRef(ctx, principal, taskId);
-  return ctx.db.prisma.attachment.findMany({ where: { taskId }, orderBy: [{ createdAt: 'asc' }, { id: 'asc' }] });
+  return ctx.db.sql.all(
+    tables
+      .selectFrom('attachments')
+      .select(attachmentColumns)
+      .where('attachments.task_id', '=', taskId)
+      .orderBy('attachments.created_at')
+      .orderBy('attachments.id'),
+  );
 }
 
 /** The answer to an upload that failed its checks; `detail` of a full task names the limit. */

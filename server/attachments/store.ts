@@ -20,9 +20,6 @@ const ATTACHMENT_ROW = `
     a.storage_key AS "storageKey", a.uploaded_by AS "uploadedBy", a.created_at AS "createdAt"
   FROM attachments a`;
 
-/** pg reads a bigint as text; the row's size is a bigint. */
-type AttachmentRowRead = Omit<AttachmentRow, 'size'> & { size: string };
-
 /**
  * The upload's checks in order, the first that fails deciding, as SQL on the task ($1) for the
  * caller ($2): the task is visible, it holds fewer than `$3` attachments, and the caller's storage
@@ -119,11 +116,11 @@ export async function insertAttachment(
     { text: `${ATTACHMENT_ROW} WHERE a.id = $1`, values: [id] },
   ]);
   const [verdict] = rowsOf<{ outcome: UploadVerdict }>(results[lock.length + 2]);
-  const [row] = rowsOf<AttachmentRowRead>(results[results.length - 1]);
+  const [row] = rowsOf<AttachmentRow>(results[results.length - 1]);
   if (!verdict) return { kind: 'no_task' };
   if (verdict.outcome !== 'admitted') return { kind: verdict.outcome };
   if (!row) return { kind: 'no_task' };
-  return { kind: 'created', row: { ...row, size: BigInt(row.size) } };
+  return { kind: 'created', row };
 }
 
 export type RemoveOutcome = { kind: 'not_found' } | { kind: 'forbidden' } | { kind: 'deleted'; storageKey: string };

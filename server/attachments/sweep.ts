@@ -1,4 +1,5 @@
 import type { AppContext } from '../context.js';
+import { tables } from '../db/query.js';
 
 /** Older than this, a partial write or an object without a row is abandoned, not in flight. */
 export const ORPHAN_GRACE_MS = 15 * 60_000;
@@ -20,11 +21,10 @@ export async function sweepOrphans(ctx: AppContext, now = new Date()): Promise<S
   const staleWrites = await storage.removeStaleWrites(cutoff);
   let orphans = 0;
   const removeUnreferenced = async (keys: string[]) => {
-    const rows = await ctx.db.prisma.attachment.findMany({
-      where: { storageKey: { in: keys } },
-      select: { storageKey: true },
-    });
-    const referenced = new Set(rows.map((row) => row.storageKey));
+    const rows = await ctx.db.sql.all(
+      tables.selectFrom('attachments').select('storage_key').where('storage_key', 'in', keys),
+    );
+    const referenced = new Set(rows.map((row) => row.storage_key));
     for (const key of keys) {
       if (referenced.has(key)) continue;
       await storage.remove(key);

@@ -1,25 +1,36 @@
+import type { Compilable } from 'kysely';
 import type pg from 'pg';
 import { answerKeeper, type AnswerKeeper, type OpenTransaction } from './answer-keeper.js';
 import { isTransactionConflict } from './errors.js';
+import { statementOf, type Statement } from './query.js';
 import { beginBounded, toError } from './statement-timeout.js';
 
-/** Plain SQL beside Prisma: migrations, health checks, and the hot reads that must not pay for ORM query compilation. */
+export type { Statement };
+
+/** Where statements run: the pool (each its own transaction), or one open transaction. */
 export interface SqlSession {
   /** Runs one or more statements without parameters (simple query protocol). */
   exec(sql: string): Promise<void>;
   rows<T>(sql: string, params?: unknown[]): Promise<T[]>;
+  /** The rows of a built query (query.ts), typed as it selects them. */
+  all<O>(built: Compilable<O>): Promise<O[]>;
+  /** The first row of a built query, if any. */
+  first<O>(built: Compilable<O>): Promise<O | undefined>;
+  /** Runs a built write; answers how many rows it wrote. */
+  write(built: Compilable<unknown>): Promise<number>;
 }
 
 /** A pipelined statement's rows, typed as its SQL selects them (pg hands rows over untyped). */
 export const rowsOf = <T>(rows: unknown[] | undefined): T[] => (rows ?? []) as T[];
 
-/** One statement of a pipelined transaction, with its parameters. */
-export interface Statement {
-  text: string;
-  values?: unknown[];
-}
-
 export interface SqlDatabase extends SqlSession {
+  /**
+   * Runs `work` in one interactive transaction: rows it locks (`SELECT … FOR UPDATE`) stay locked
+   * until it commits, so a read-modify-write decides on what it then writes. `work` must only touch
+   * the database through `tx`: it runs again when PostgreSQL aborts it for a deadlock or a
+   * serialization failure. Under an Idempotency-Key it does not commit: the answer keeper commits
+   * it with the answer.
+   */
   transaction<T>(work: (tx: SqlSession) => Promise<T>): Promise<T>;
   /**
    * Runs `statements` in one transaction sent at once (pg's pipeline mode): one round trip, and
@@ -73,11 +84,17 @@ function preparing(): Query {
 const unnamed: Query = ({ text, values }) => ({ text, values });
 
 function pgSession(client: pg.Pool | pg.PoolClient, query: Query): SqlSession {
+  // pg hands rows over as `any`: a built query's rows are what its select says (the types
+  // generated from the models), and a hand-written statement's what its caller names.
+  const run = (statement: Statement) => client.query(query(statement));
   return {
     exec: async (sql) => {
       await client.query(sql);
     },
-    rows: async <T>(text: string, values: unknown[] = []) => (await client.query(query({ text, values }))).rows as T[],
+    rows: async <T>(text: string, values: unknown[] = []): Promise<T[]> => (await run({ text, values })).rows,
+    all: async <O>(built: Compilable<O>): Promise<O[]> => (await run(statementOf(built))).rows,
+    first: async <O>(built: Compilable<O>): Promise<O | undefined> => (await run(statementOf(built))).rows[0],
+    write: async (built) => (await run(statementOf(built))).rowCount ?? 0,
   };
 }
 
@@ -95,17 +112,14 @@ export function pgSql(pool: pg.Pool, { statementTimeoutMs, direct = false }: Sql
   return {
     ...pgSession(pool, query),
     transaction: async (work) => {
-      const client = await pool.connect();
-      try {
-        await client.query(begin);
-        const result = await work(pgSession(client, query));
-        await client.query('COMMIT');
-        return result;
-      } catch (error) {
-        await client.query('ROLLBACK').catch(() => undefined);
-        throw error;
-      } finally {
-        client.release();
+      const keeper = answerKeeper();
+      await keeper?.beforeWrite();
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await transactionOnce(pool, begin, query, work, keeper);
+        } catch (error) {
+          if (attempt >= CONFLICT_ATTEMPTS || !isTransactionConflict(error)) throw error;
+        }
       }
     },
     pipeline: async (statements, { durable = true } = {}) => {
@@ -128,6 +142,51 @@ export function pgSql(pool: pg.Pool, { statementTimeoutMs, direct = false }: Sql
 }
 
 const CONFLICT_ATTEMPTS = 5;
+
+async function transactionOnce<T>(
+  pool: pg.Pool,
+  begin: string,
+  query: Query,
+  work: (tx: SqlSession) => Promise<T>,
+  keeper: AnswerKeeper | undefined,
+): Promise<T> {
+  const client = await pool.connect();
+  let result: T;
+  try {
+    await client.query(begin);
+    result = await work(pgSession(client, query));
+  } catch (error) {
+    // A failed ROLLBACK means a lost connection, which the pool must not hand out again.
+    const rolledBack = await client.query('ROLLBACK').then(
+      () => undefined,
+      (reason: unknown) => toError(reason),
+    );
+    client.release(rolledBack);
+    throw error;
+  }
+  if (!keeper) {
+    await endOn(client, [client.query('COMMIT')]);
+    return result;
+  }
+  await keeper.keep(openOn(client));
+  return result;
+}
+
+/** Ends a transaction on `client` with `steps` (its last ones), then hands the connection back. */
+async function endOn(client: pg.PoolClient, steps: Promise<unknown>[]): Promise<void> {
+  const ended = await Promise.allSettled(steps);
+  const last = ended[ended.length - 1];
+  client.release(last?.status === 'rejected' ? toError(last.reason) : undefined);
+  const refused = ended.find((step): step is PromiseRejectedResult => step.status === 'rejected');
+  if (refused) throw refused.reason;
+}
+
+/** The transaction open on `client`, for the answer keeper to commit with the answer or roll back. */
+const openOn = (client: pg.PoolClient): OpenTransaction => ({
+  // A failed `last` aborts the transaction: the COMMIT then answers ROLLBACK, and `endOn` throws `last`'s error.
+  commit: (last) => endOn(client, [...(last ? [client.query(last.text, last.values)] : []), client.query('COMMIT')]),
+  rollback: () => endOn(client, [client.query('ROLLBACK')]),
+});
 
 async function pipelineOnce(pool: pg.Pool, begin: string, statements: pg.QueryConfig[]): Promise<unknown[][]> {
   const client = await pool.connect();
@@ -164,23 +223,11 @@ async function pipelineKept(
     client.release(toError(opened.reason));
     throw opened.reason;
   }
-  const end = async (steps: Promise<unknown>[]) => {
-    const ended = await Promise.allSettled(steps);
-    const last = ended[ended.length - 1];
-    client.release(last?.status === 'rejected' ? toError(last.reason) : undefined);
-    const refused = ended.find((step): step is PromiseRejectedResult => step.status === 'rejected');
-    if (refused) throw refused.reason;
-  };
-  const rollback = () => end([client.query('ROLLBACK')]);
+  const open = openOn(client);
   if (failed) {
-    await rollback().catch(() => undefined);
+    await open.rollback().catch(() => undefined);
     throw firstCause(settled.slice(1), failed.reason);
   }
-  const open: OpenTransaction = {
-    // A failed `last` aborts the transaction: the COMMIT then answers ROLLBACK, and `end` throws `last`'s error.
-    commit: (last) => end([...(last ? [client.query(last.text, last.values)] : []), client.query('COMMIT')]),
-    rollback,
-  };
   await keeper.keep(open);
   return settled.slice(1).map((step) => (step.status === 'fulfilled' ? step.value.rows : []));
 }

@@ -114,8 +114,12 @@ export function toPage<Row, T>(
 const CREATION_ORDER = 'id';
 export const creationCursor = (row: { id: string }): Cursor => ({ s: CREATION_ORDER, v: null, id: row.id });
 
-/** The keyset condition for the page after `cursor` in creation order (none for page 1). */
+/** The id after which the page `cursor` names starts, in creation order (undefined: page 1). */
+export const createdAfterId = (cursors: CursorCodec, cursor: string | undefined): string | undefined =>
+  cursors.decode(cursor, CREATION_ORDER)?.id;
+
+/** createdAfterId as a Prisma condition, for the lists still read through Prisma. */
 export function createdAfter(cursors: CursorCodec, cursor: string | undefined): { id: { gt: string } }[] {
-  const decoded = cursors.decode(cursor, CREATION_ORDER);
-  return decoded ? [{ id: { gt: decoded.id } }] : [];
+  const after = createdAfterId(cursors, cursor);
+  return after ? [{ id: { gt: after } }] : [];
 }

@@ -1,25 +1,34 @@
 import { createHash } from 'node:crypto';
 import type { TagListQuery } from '@task-service/client';
-import { containsText } from '../db/search.js';
+import type { ExpressionBuilder, SelectQueryBuilder } from 'kysely';
+import type { DB } from '../db/query.js';
+import { containsPattern } from '../db/search.js';
 import type { Prisma } from '../generated/prisma/client.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 
 /** Admins see every tag, others only their own. */
-export function tagVisibleTo(principal: Principal): Prisma.TagWhereInput {
-  return isAdmin(principal) ? {} : { ownerId: principal.userId };
+export const tagVisibleTo = (principal: Principal) => (eb: ExpressionBuilder<DB, 'tags'>) =>
+  isAdmin(principal) ? eb.lit(true) : eb('tags.owner_id', '=', principal.userId);
+
+/** The filters of GET /tags. */
+export function filterTags<O>(
+  tags: SelectQueryBuilder<DB, 'tags', O>,
+  query: TagListQuery,
+): SelectQueryBuilder<DB, 'tags', O> {
+  let filtered = tags;
+  if (query.ownerId) filtered = filtered.where('tags.owner_id', '=', query.ownerId);
+  if (query.q) filtered = filtered.where('tags.name', 'ilike', containsPattern(query.q));
+  return filtered;
 }
 
-export function tagFilters(query: TagListQuery): Prisma.TagWhereInput[] {
-  const where: Prisma.TagWhereInput[] = [];
-  if (query.ownerId) where.push({ ownerId: query.ownerId });
-  if (query.q) where.push({ name: containsText(query.q) });
-  return where;
-}
+/** Tags by name ignoring case, ties broken by id: for tag lists and for a task's `tags`. */
+export const byName = <O>(tags: SelectQueryBuilder<DB, 'tags', O>): SelectQueryBuilder<DB, 'tags', O> =>
+  tags.orderBy('tags.name_key').orderBy('tags.name').orderBy('tags.id');
 
 /** The key that makes tag names unique per owner regardless of case. */
 export const nameKeyOf = (name: string): string => name.toLowerCase();
 
-/** Tags by name ignoring case, ties broken by id: for tag lists and for a task's `tags`. */
+/** byName's order, for the tasks still read through Prisma. */
 export const tagsByName: Prisma.TagOrderByWithRelationInput[] = [{ nameKey: 'asc' }, { name: 'asc' }, { id: 'asc' }];
 
 const PALETTE = [

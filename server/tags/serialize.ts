@@ -1,7 +1,18 @@
 import type { Tag } from '@task-service/client';
-import type { Tag as TagRow } from '../generated/prisma/client.js';
+import type { Selection } from 'kysely';
+import type { DB } from '../db/query.js';
 
-export type { TagRow };
+/** The columns a Tag is made of, for every query that reads tags to show them. */
+export const tagColumns = [
+  'tags.id',
+  'tags.owner_id as ownerId',
+  'tags.name',
+  'tags.name_key as nameKey',
+  'tags.color',
+  'tags.created_at as createdAt',
+] as const;
+
+export type TagRow = Selection<DB, 'tags', (typeof tagColumns)[number]>;
 
 export function serializeTag(row: TagRow): Tag {
   return {

@@ -1,13 +1,14 @@
 import type { Tag, TagCreate, TagListQuery, TagPatch } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
+import { tables } from '../db/query.js';
 import { announceEvents } from '../events/signal.js';
 import { quotaClaims, quotaExceeded } from '../quotas.js';
 import { AppError, notFound } from '../http/errors.js';
-import { createdAfter, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
+import { createdAfterId, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
 import type { Principal } from '../http/principal.js';
-import { defaultColorFor, nameKeyOf, tagFilters, tagVisibleTo } from './queries.js';
-import { serializeTag, type TagRow } from './serialize.js';
+import { defaultColorFor, filterTags, nameKeyOf, tagVisibleTo } from './queries.js';
+import { serializeTag, tagColumns, type TagRow } from './serialize.js';
 import { insertTag, removeTag, updateTag } from './store.js';
 
 const tagNameTaken = (name: string) =>
@@ -20,17 +21,21 @@ export async function listTags(
   query: TagListQuery,
   http: ListExchange,
 ): Promise<Page<Tag>> {
-  const rows = await ctx.db.prisma.tag.findMany({
-    where: { AND: [tagVisibleTo(principal), ...tagFilters(query), ...createdAfter(ctx.cursors, query.cursor)] },
-    orderBy: { id: 'asc' },
-    take: query.limit + 1,
-  });
+  const after = createdAfterId(ctx.cursors, query.cursor);
+  const visible = tables.selectFrom('tags').select(tagColumns).where(tagVisibleTo(principal));
+  const rows = await ctx.db.sql.all(
+    filterTags(after ? visible.where('tags.id', '>', after) : visible, query)
+      .orderBy('tags.id')
+      .limit(query.limit + 1),
+  );
   return toPage(ctx.cursors, http, rows, query.limit, creationCursor, serializeTag);
 }
 
 /** A tag the caller may see (their own; any for an admin), or 404. */
 export async function findVisibleTag(ctx: AppContext, principal: Principal, tagId: string): Promise<TagRow> {
-  const row = await ctx.db.prisma.tag.findFirst({ where: { AND: [{ id: tagId }, tagVisibleTo(principal)] } });
+  const row = await ctx.db.sql.first(
+    tables.selectFrom('tags').select(tagColumns).where('tags.id', '=', tagId).where(tagVisibleTo(principal)),
+  );
   if (!row) throw notFound('tag');
   return row;
 }

@@ -1,15 +1,24 @@
 import type { AppContext } from '../context.js';
+import { tables } from '../db/query.js';
 import { announceEvents } from '../events/signal.js';
 import { notFound } from '../http/errors.js';
 import type { Principal } from '../http/principal.js';
 import { findVisibleTaskRef } from '../tasks/service.js';
-import { tagsByName } from './queries.js';
-import type { TagRow } from './serialize.js';
+import { byName } from './queries.js';
+import { tagColumns, type TagRow } from './serialize.js';
 import { linkTag, unlinkTag } from './store.js';
 
 export async function listTaskTags(ctx: AppContext, principal: Principal, taskId: string): Promise<TagRow[]> {
   const task = await findVisibleTaskRef(ctx, principal, taskId);
-  return ctx.db.prisma.tag.findMany({ where: { tasks: { some: { taskId: task.id } } }, orderBy: tagsByName });
+  return ctx.db.sql.all(
+    byName(
+      tables
+        .selectFrom('tags')
+        .innerJoin('task_tags', 'task_tags.tag_id', 'tags.id')
+        .select(tagColumns)
+        .where('task_tags.task_id', '=', task.id),
+    ),
+  );
 }
 
 /** Links one of the task owner's tags to a task in one round trip (store.ts); `created` is false when it already was linked. */

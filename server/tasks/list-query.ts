@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { TimestampInputSchema } from '@task-service/client';
 import { TaskPrioritySchema, type TaskListQuery, type TaskSort } from '@task-service/client';
+import { containsPattern } from '../db/search.js';
 import { Prisma } from '../generated/prisma/client.js';
 import { invalidCursor, type Cursor } from '../http/pagination.js';
 
@@ -71,7 +72,6 @@ export function taskCursor(sort: TaskSort, row: Record<SortField, Date | string 
   return { s: sort, v: value instanceof Date ? value.toISOString() : value, id: row.id };
 }
 
-const escapeLike = (text: string) => `%${text.replace(/[\\%_]/g, '\\$&')}%`;
 const list = (values: readonly string[], type: string) =>
   Prisma.join(values.map((value) => Prisma.sql`${value}::${Prisma.raw(`"${type}"`)}`));
 
@@ -91,7 +91,7 @@ function filterConditions(query: TaskListQuery): Prisma.Sql[] {
   if (query.dueBefore) conditions.push(Prisma.sql`t.due_at < ${query.dueBefore}::timestamptz`);
   if (query.updatedSince) conditions.push(Prisma.sql`t.updated_at >= ${query.updatedSince}::timestamptz`);
   if (query.q) {
-    const pattern = escapeLike(query.q);
+    const pattern = containsPattern(query.q);
     conditions.push(Prisma.sql`(t.title ILIKE ${pattern} OR t.description ILIKE ${pattern})`);
   }
   return conditions;

@@ -9,7 +9,8 @@ import { entityTag } from '../http/etags.js';
 import { toPage, type ListExchange, type Page } from '../http/pagination.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { taskCursor, taskPageQuery, type TaskSet } from './list-query.js';
-import { visibleTask } from './queries.js';
+import { taskVisibleTo } from './queries.js';
+import { tables } from '../db/query.js';
 import { insertTask, readTaskPage, readVisibleTask, removeTask, updateTask } from './store.js';
 import { serializeTask, type TaskRow } from './serialize.js';
 
@@ -35,10 +36,13 @@ export async function findVisibleTaskRef(
   principal: Principal,
   taskId: string,
 ): Promise<{ id: string; ownerId: string; version: number }> {
-  const row = await ctx.db.prisma.task.findFirst({
-    where: visibleTask(principal, taskId),
-    select: { id: true, ownerId: true, version: true },
-  });
+  const row = await ctx.db.sql.first(
+    tables
+      .selectFrom('tasks')
+      .select(['tasks.id', 'tasks.owner_id as ownerId', 'tasks.version'])
+      .where('tasks.id', '=', taskId)
+      .where(taskVisibleTo(principal)),
+  );
   if (!row) throw notFound('task');
   return row;
 }
