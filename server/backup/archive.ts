@@ -42,7 +42,7 @@ const unique = <T>(items: T[], key: (item: T) => string) => new Set(items.map(ke
 export const ManifestSchema = z.object({
   format: z.literal(FORMAT),
   formatVersion: z.literal(FORMAT_VERSION),
-  createdAt: z.string().max(64),
+  createdAt: z.string().datetime(),
   serviceVersion: z.string().max(100),
   postgresVersion: z.string().max(200),
   /** The schema's migration level: the migrations applied to the dumped database, in order. */

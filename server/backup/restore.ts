@@ -232,10 +232,16 @@ export async function restoreService(
       marked = mark !== undefined;
       if (!mark) {
         await assertEmptyTarget(db.url, storage, stop);
+        const table = quoteIdent(RESTORE_MARKER_TABLE);
+        await session.query('BEGIN');
         await session.query(
-          `CREATE TABLE ${quoteIdent(RESTORE_MARKER_TABLE)} (archive text NOT NULL, created_at text NOT NULL, state text NOT NULL);
-           INSERT INTO ${quoteIdent(RESTORE_MARKER_TABLE)} VALUES ('${archive.manifestSha256}', '${new Date(manifest.createdAt).toISOString()}', 'loading')`,
+          `CREATE TABLE ${table} (archive text NOT NULL, created_at text NOT NULL, state text NOT NULL)`,
         );
+        await session.query(`INSERT INTO ${table} VALUES ($1, $2, 'loading')`, [
+          archive.manifestSha256,
+          manifest.createdAt,
+        ]);
+        await session.query('COMMIT');
         marked = true;
         log(`loading ${archive.name} into the target (if this stops midway, run the same restore again to finish it)`);
       } else if (mark.archive !== archive.manifestSha256) {
