@@ -1,15 +1,32 @@
-import { createHash, randomBytes } from 'node:crypto';
-import { rm, writeFile } from 'node:fs/promises';
-import { gunzipSync, gzipSync } from 'node:zlib';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import {
+  chmod,
+  chown,
+  mkdir,
+  mkdtemp,
+  readdir,
+  readFile,
+  readlink,
+  rename,
+  rm,
+  stat,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { pipeline } from 'node:stream/promises';
+import { createGunzip, createGzip, gunzipSync, gzipSync } from 'node:zlib';
 import path from 'node:path';
 import pg from 'pg';
+import tar from 'tar-stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { AuthResultSchema } from '../contract/auth.js';
 import { startEmbeddedPostgres } from '../server/db/embedded-postgres.js';
 import { emptyDatabase, serverReachableTempDir } from './support/databases.js';
 import { startObjectStore, type TestObjectStore } from './support/object-store.js';
-import { runCli, startProcess, type SpawnedService } from './support/processes.js';
+import { runCli, spawnCli, spawnService, startProcess, type SpawnedService } from './support/processes.js';
 
 // `npm run dump` / `npm run restore` as an operator runs them (the built CLI), around a service
 // process populated through its API. The embedded default runs once per run; DATABASE_URL runs on
@@ -259,6 +276,88 @@ async function stop(service: SpawnedService): Promise<void> {
   expect(await service.exited).toBe(0);
 }
 
+const failure = (promise: Promise<unknown>) =>
+  promise.then(
+    () => ({ code: 0, stderr: '' }),
+    (error: unknown) => z.object({ code: z.number(), stderr: z.string() }).parse(error),
+  );
+
+/** A command's stderr ends with its one-line failure, every line its own (no stack trace). */
+function expectOneLineFailure(command: string, stderr: string, message: RegExp): void {
+  const lines = stderr.trim().split('\n');
+  for (const line of lines) expect.soft(line, stderr).toMatch(new RegExp(`^${command}: `));
+  expect.soft(lines.at(-1), stderr).toMatch(message);
+}
+
+/** Whether the embedded PostgreSQL of `dataDir` runs (its postmaster.pid names a live process). */
+async function postgresRuns(dataDir: string): Promise<boolean> {
+  const pid = Number(
+    (await readFile(path.join(dataDir, 'postgres', 'postmaster.pid'), 'utf8').catch(() => '')).split('\n')[0],
+  );
+  if (!(pid > 0)) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A directory of the caller's, only theirs (mode 0700), for archives. */
+const archiveDir = () => mkdtemp(path.join(tmpdir(), 'task-service-archives-'));
+
+interface Entry {
+  name: string;
+  data: Buffer;
+}
+
+async function entriesOf(file: string): Promise<Entry[]> {
+  const extract = tar.extract();
+  const reading = pipeline(createReadStream(file), createGunzip(), extract);
+  const entries: Entry[] = [];
+  for await (const entry of extract) {
+    const chunks: Buffer[] = [];
+    for await (const chunk of entry) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk)));
+    entries.push({ name: entry.header.name, data: Buffer.concat(chunks) });
+  }
+  await reading;
+  return entries;
+}
+
+async function writeArchive(file: string, entries: Entry[]): Promise<void> {
+  const pack = tar.pack();
+  const writing = pipeline(pack, createGzip(), createWriteStream(file));
+  for (const { name, data } of entries) pack.entry({ name, size: data.length, mode: 0o600 }, data);
+  pack.finalize();
+  await writing;
+}
+
+/** The archive's entries with its manifest changed by `edit`. */
+function withManifest(entries: Entry[], edit: (manifest: Record<string, unknown>) => string): Entry[] {
+  return entries.map((entry) =>
+    entry.name === 'manifest.json'
+      ? { name: entry.name, data: Buffer.from(edit(Json.parse(JSON.parse(entry.data.toString('utf8'))))) }
+      : entry,
+  );
+}
+
+/** Nothing in the target: no table, no sequence, no function of the schema, no stored object. */
+async function expectEmptyTarget(place: Place): Promise<void> {
+  const { url, release } = await place.database();
+  const db = new pg.Client({ connectionString: url });
+  await db.connect();
+  try {
+    const { rows } = await db.query<{ name: string }>(
+      `SELECT relname AS name FROM pg_class WHERE relnamespace = current_schema()::regnamespace`,
+    );
+    expect.soft(rows.map((r) => r.name)).toEqual([]);
+  } finally {
+    await db.end();
+    await release();
+  }
+  expect.soft(await readdir(path.join(place.dataDir, 'attachments', 'objects')).catch(() => [])).toEqual([]);
+}
+
 /** The whole round trip: populate `source`, dump it while it serves, restore into `target`, compare, keep working. */
 async function roundTrip(source: Place, target: Place, archive: string): Promise<void> {
   const running = await startProcess(source.dataDir, serviceEnv(source));
@@ -316,6 +415,143 @@ describe.runIf(project === 'embedded')('dump and restore on the embedded default
     const target = await embeddedPlace('task-service-restore-');
     made.push(source.dataDir, target.dataDir);
     await roundTrip(source, target, path.join(source.dataDir, 'backup.tar.gz'));
+  }, 300_000);
+});
+
+describe.runIf(project === 'embedded')('dump and restore stopped midway, on the embedded default', () => {
+  // A service populated (with one large attachment, so that writing the archive takes a moment), then
+  // stopped: each command starts the embedded server itself, and must stop it again whatever happens.
+  let source: Place;
+  let archive: string;
+  let archives: string;
+  const made: string[] = [];
+  beforeAll(async () => {
+    source = await embeddedPlace('task-service-dump-');
+    archives = await archiveDir();
+    made.push(source.dataDir, archives);
+    const running = await startProcess(source.dataDir, serviceEnv(source));
+    try {
+      const { tokens } = await populate(running.url);
+      const asAlice = client(running.url, tokens.alice);
+      const task = await ok(asAlice('POST', '/tasks', { title: 'Large file' }), 201);
+      const form = new FormData();
+      form.append('file', new Blob([randomBytes(24 * 1024 * 1024)]), 'large.bin');
+      await ok(asAlice('POST', `/tasks/${String(task.id)}/attachments`, form), 201);
+    } finally {
+      await stop(running);
+    }
+    archive = path.join(archives, 'good.tar.gz');
+    await runCli('dump', [archive], source.dataDir, source.env);
+  }, 180_000);
+  afterAll(() => Promise.all(made.map((dir) => rm(dir, { recursive: true, force: true }))));
+
+  /** Nothing of a failed dump anywhere: no file in the archives' directory but the good one, no server running. */
+  async function expectNothingLeft(): Promise<void> {
+    expect(await readdir(archives)).toEqual(['good.tar.gz']);
+    expect(
+      (await readdir(source.dataDir)).filter((name) => name.startsWith('.dump-') || name.includes('partial')),
+    ).toEqual([]);
+    expect(await postgresRuns(source.dataDir)).toBe(false);
+  }
+
+  it('a missing or a damaged attachment: one line naming it, exit 1, no partial file, no plaintext copy, no server left running', async () => {
+    const objects = path.join(source.dataDir, 'attachments', 'objects');
+    let notes: string | undefined;
+    for (const name of await readdir(objects))
+      if ((await readFile(path.join(objects, name), 'utf8').catch(() => '')) === 'plain notes\n') notes = name;
+    if (!notes) throw new Error('the notes attachment is not in storage');
+    const file = path.join(objects, notes);
+    const out = path.join(archives, 'failed.tar.gz');
+
+    await rename(file, `${file}.away`);
+    try {
+      const missing = await failure(runCli('dump', [out], source.dataDir, source.env));
+      expect(missing.code).toBe(1);
+      expectOneLineFailure(
+        'dump',
+        missing.stderr,
+        new RegExp(`^dump: The bytes of attachment ${notes} are missing from storage`),
+      );
+      await expectNothingLeft();
+    } finally {
+      await rename(`${file}.away`, file);
+    }
+
+    await writeFile(file, 'Plain notes\n');
+    try {
+      const damaged = await failure(runCli('dump', [out], source.dataDir, source.env));
+      expect(damaged.code).toBe(1);
+      expectOneLineFailure(
+        'dump',
+        damaged.stderr,
+        new RegExp(`^dump: The stored bytes of attachment ${notes} do not match`),
+      );
+      await expectNothingLeft();
+    } finally {
+      await writeFile(file, 'plain notes\n');
+    }
+  }, 120_000);
+
+  it('SIGTERM or SIGINT while it writes: exit 1 in one line, no partial file, no server left running', async () => {
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      const dump = spawnCli('dump', [path.join(archives, 'stopped.tar.gz')], source.dataDir, source.env, (line) => {
+        if (/^dump: read /.test(line)) dump.child.kill(signal);
+      });
+      expect(await dump.exited, dump.stderr()).toBe(1);
+      expectOneLineFailure('dump', dump.stderr(), new RegExp(`^dump: stopped by ${signal}: no archive was written$`));
+      await expectNothingLeft();
+    }
+  }, 120_000);
+
+  /**
+   * A restore of `file` into a new data directory, stopped by `signal` at the stderr line `at`:
+   * exit 1 in one line, no server left, and a target that `npm start` refuses in one line until
+   * the next restore has finished it.
+   */
+  async function interruptedRestore(file: string, signal: 'SIGTERM' | 'SIGINT', at: RegExp): Promise<void> {
+    const target = await embeddedPlace('task-service-restore-');
+    made.push(target.dataDir);
+    const restore = spawnCli('restore', [file], target.dataDir, target.env, (line) => {
+      if (at.test(line)) restore.child.kill(signal);
+    });
+    expect(await restore.exited, restore.stderr()).toBe(1);
+    expectOneLineFailure(
+      'restore',
+      restore.stderr(),
+      new RegExp(`^restore: stopped by ${signal}: the restore is unfinished; run it again to finish it$`),
+    );
+    expect(await postgresRuns(target.dataDir)).toBe(false);
+
+    const service = spawnService(target.dataDir, serviceEnv(target));
+    expect(await service.exited, service.stderr()).toBe(1);
+    expect(service.stderr().trim()).toMatch(
+      /^task-service: The database holds an unfinished restore: run `npm run restore -- FILE` again with the same archive to finish it$/,
+    );
+    expect(await postgresRuns(target.dataDir)).toBe(false);
+
+    const again = await runCli('restore', [file], target.dataDir, target.env);
+    expect(again.stdout).toMatch(/^restored .*, 3 attachments$/m);
+    expect(await dbView(target)).toEqual(await dbView(source));
+    const restarted = await startProcess(target.dataDir, serviceEnv(target));
+    await stop(restarted);
+  }
+
+  it('SIGTERM while it moves the transaction counter on: the target is refused by the service, and the next restore finishes it', async () => {
+    // Two million transaction ids to spend: seconds, so the signal comes while it runs.
+    const entries = withManifest(await entriesOf(archive), (m) =>
+      JSON.stringify({ ...m, nextTransactionId: String(BigInt(String(m.nextTransactionId)) + 2_000_000n) }, null, 2),
+    );
+    const far = path.join(archives, 'far.tar.gz');
+    await writeArchive(far, entries);
+    try {
+      await interruptedRestore(far, 'SIGTERM', /^restore: advancing transaction ids/);
+    } finally {
+      await rm(far, { force: true });
+    }
+  }, 300_000);
+
+  it('SIGINT while it loads: the target is refused by the service, and the next restore finishes it', async () => {
+    await interruptedRestore(archive, 'SIGINT', /^restore: loading /);
   }, 300_000);
 });
 
@@ -389,12 +625,6 @@ describe('dump and restore with DATABASE_URL', () => {
       await runCli('dump', [archive], source.dataDir, source.env);
     }, 120_000);
 
-    const failure = (promise: Promise<unknown>) =>
-      promise.then(
-        () => ({ code: 0, stderr: '' }),
-        (error: unknown) => z.object({ code: z.number(), stderr: z.string() }).parse(error),
-      );
-
     it('a target that holds data, in one line, changing nothing', async () => {
       const before = await dbView(source);
       const { code, stderr } = await failure(runCli('restore', [archive], source.dataDir, source.env));
@@ -435,5 +665,135 @@ describe('dump and restore with DATABASE_URL', () => {
       expect(good.stdout).toMatch(/^restored /m);
       expect(await dbView(target)).toEqual(await dbView(source));
     }, 120_000);
+
+    it('an archive name that exists, a symlink, or a directory someone else may write: nothing written there; a new archive is mode 0600', async () => {
+      const dir = await archiveDir();
+      try {
+        // A file "another user" made at the name, for everyone to write.
+        const planted = path.join(dir, 'planted.tar.gz');
+        await writeFile(planted, 'theirs');
+        await chmod(planted, 0o666);
+        if (process.getuid?.() === 0) await chown(planted, 65534, 65534);
+        const overPlanted = await failure(runCli('dump', [planted], source.dataDir, source.env));
+        expect(overPlanted.code).toBe(1);
+        expectOneLineFailure('dump', overPlanted.stderr, /^dump: .*planted\.tar\.gz exists already: .*$/);
+        expect(await readFile(planted, 'utf8')).toBe('theirs');
+
+        // A symlink at the name, to a file elsewhere.
+        const elsewhere = path.join(dir, 'elsewhere');
+        await writeFile(elsewhere, 'keep');
+        const link = path.join(dir, 'link.tar.gz');
+        await symlink(elsewhere, link);
+        const overLink = await failure(runCli('dump', [link], source.dataDir, source.env));
+        expect(overLink.code).toBe(1);
+        expectOneLineFailure('dump', overLink.stderr, /^dump: .*link\.tar\.gz exists already: .*$/);
+        expect(await readlink(link)).toBe(elsewhere);
+        expect(await readFile(elsewhere, 'utf8')).toBe('keep');
+
+        // A directory that others may write (where they could plant names), and one of another user.
+        const open = path.join(dir, 'open');
+        await mkdir(open);
+        await chmod(open, 0o777);
+        const intoOpen = await failure(runCli('dump', [path.join(open, 'a.tar.gz')], source.dataDir, source.env));
+        expect(intoOpen.code).toBe(1);
+        expectOneLineFailure('dump', intoOpen.stderr, /^dump: .*open is writable by other users: .*$/);
+        expect(await readdir(open)).toEqual([]);
+        if (process.getuid?.() === 0) {
+          const theirs = path.join(dir, 'theirs');
+          await mkdir(theirs, { mode: 0o755 });
+          await chown(theirs, 65534, 65534);
+          const intoTheirs = await failure(runCli('dump', [path.join(theirs, 'a.tar.gz')], source.dataDir, source.env));
+          expect(intoTheirs.code).toBe(1);
+          expectOneLineFailure('dump', intoTheirs.stderr, /^dump: .*theirs belongs to another user: .*$/);
+          expect(await readdir(theirs)).toEqual([]);
+        }
+
+        const fresh = path.join(dir, 'fresh.tar.gz');
+        await runCli('dump', [fresh], source.dataDir, source.env);
+        expect((await stat(fresh)).mode & 0o777).toBe(0o600);
+        expect((await readdir(dir)).sort()).toEqual(
+          [
+            'elsewhere',
+            'fresh.tar.gz',
+            'link.tar.gz',
+            'open',
+            'planted.tar.gz',
+            ...(process.getuid?.() === 0 ? ['theirs'] : []),
+          ].sort(),
+        );
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    }, 120_000);
+
+    it('a crafted archive (a duplicate or unexpected entry, an unlisted one, values out of range, a large manifest) before writing anything', async () => {
+      const entries = await entriesOf(archive);
+      const users = entries.find((e) => e.name === 'tables/users.copy');
+      if (!users) throw new Error('no users table in the archive');
+      // The same accounts under new ids and emails, ahead of the genuine entry that the manifest describes.
+      const impostors = users.data
+        .toString('utf8')
+        .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, () => randomUUID())
+        .replace(/@example\.test/g, '@impostor.test');
+      const usersAt = entries.indexOf(users);
+      const beforeManifest = (entry: Entry) => [...entries.slice(0, -1), entry, ...entries.slice(-1)];
+      const pretty = (manifest: Record<string, unknown>) => JSON.stringify(manifest, null, 2);
+      const crafted: [string, Entry[], RegExp][] = [
+        [
+          'duplicate',
+          [...entries.slice(0, usersAt), { name: users.name, data: Buffer.from(impostors) }, ...entries.slice(usersAt)],
+          /^restore: The archive holds tables\/users\.copy twice: it is damaged or crafted$/,
+        ],
+        [
+          'unexpected',
+          beforeManifest({ name: 'extra.txt', data: Buffer.from('hello') }),
+          /^restore: The archive holds an unexpected entry extra\.txt: it is damaged or crafted$/,
+        ],
+        [
+          'unlisted',
+          beforeManifest({ name: `attachments/${randomUUID()}`, data: Buffer.from('unlisted') }),
+          /^restore: The archive holds attachments\/[0-9a-f-]{36}, which its manifest does not list: it is damaged or crafted$/,
+        ],
+        [
+          'size',
+          withManifest(entries, (m) => {
+            const [first, ...rest] = z.array(Json).parse(m.attachments);
+            return pretty({ ...m, attachments: [{ ...first, size: 2 ** 60 }, ...rest] });
+          }),
+          /^restore: The archive's manifest is out of range: attachments\.0\.size .*$/,
+        ],
+        [
+          'count',
+          withManifest(entries, (m) => {
+            const [first, ...rest] = z.array(Json).parse(m.tables);
+            return pretty({ ...m, tables: [{ ...first, rows: 10 ** 12 }, ...rest] });
+          }),
+          /^restore: The archive's manifest is out of range: tables\.0\.rows .*$/,
+        ],
+        [
+          'large-manifest',
+          withManifest(entries, (m) => `${pretty(m)}${' '.repeat(32 * 1024 * 1024)}`),
+          /^restore: The archive's manifest is larger than its entries need \(\d+ bytes\): it is damaged or crafted$/,
+        ],
+        [
+          'transaction-ids',
+          withManifest(entries, (m) => pretty({ ...m, nextTransactionId: '1099511627776' })),
+          /^restore: The archive's manifest is out of range: nextTransactionId .*$/,
+        ],
+      ];
+      let target = await place('task-service-restore-');
+      for (const [name, craftedEntries, message] of crafted) {
+        target = await place('task-service-restore-');
+        const file = path.join(source.dataDir, `${name}.tar.gz`);
+        await writeArchive(file, craftedEntries);
+        const { code, stderr } = await failure(runCli('restore', [file], target.dataDir, target.env));
+        expect.soft(code, name).toBe(1);
+        expectOneLineFailure('restore', stderr, message);
+        await expectEmptyTarget(target);
+      }
+      const good = await runCli('restore', [archive], target.dataDir, target.env);
+      expect(good.stdout).toMatch(/^restored /m);
+      expect(await dbView(target)).toEqual(await dbView(source));
+    }, 180_000);
   });
 });

@@ -1,9 +1,12 @@
 import type pg from 'pg';
+import { RESTORE_MARKER_TABLE } from './restore-marker.js';
 
 /** The migration history: not dumped as rows, a restore replays the migrations instead. */
 export const MIGRATIONS_TABLE = '_migrations';
 /** Kept by triggers from other tables' rows: not dumped, a restore counts it afresh (recount_user_holdings). */
 const DERIVED_TABLES = ['user_holdings'];
+/** Not the service's data: tables that say how far a restore got. */
+const BOOKKEEPING_TABLES = [MIGRATIONS_TABLE, RESTORE_MARKER_TABLE];
 
 export interface TableShape {
   name: string;
@@ -24,7 +27,7 @@ export async function serviceTables(client: pg.ClientBase): Promise<TableShape[]
        FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
       WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' AND NOT c.relispartition AND c.relname <> ALL($1::text[])
       GROUP BY c.relname ORDER BY c.relname`,
-    [[MIGRATIONS_TABLE, ...DERIVED_TABLES]],
+    [[...BOOKKEEPING_TABLES, ...DERIVED_TABLES]],
   );
   const { rows: references } = await client.query<{ child: string; parent: string }>(
     `SELECT c.relname AS child, p.relname AS parent

@@ -1,10 +1,8 @@
 import { createHash } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdtemp, readFile, rename, rm, stat } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { Readable, Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import pg from 'pg';
+import { Readable } from 'node:stream';
+import type pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
 import { PROJECT_ROOT } from '../project-root.js';
 import type { AttachmentStorage } from '../storage/storage.js';
@@ -18,9 +16,11 @@ import {
   tableEntry,
   type Manifest,
 } from './archive.js';
-import { MIGRATIONS_TABLE, quoteIdent, sequenceStates, serviceTables } from './catalog.js';
-
-const NEWLINE = 0x0a;
+import { createArchiveFile } from './archive-file.js';
+import { MIGRATIONS_TABLE, quoteIdent, sequenceStates, serviceTables, type TableShape } from './catalog.js';
+import { digestOf } from './entries.js';
+import { RESTORE_MARKER_TABLE, UnfinishedRestoreError } from './restore-marker.js';
+import { BackupStopped, connect, disconnect, stoppedBy } from './stopping.js';
 
 export async function serviceVersion(): Promise<string> {
   const text = await readFile(path.join(PROJECT_ROOT, 'package.json'), 'utf8');
@@ -28,86 +28,72 @@ export async function serviceVersion(): Promise<string> {
   return typeof version === 'string' ? version : 'unknown';
 }
 
-type TableDump = Manifest['tables'][number] & { spool: string };
+type Table = Manifest['tables'][number];
 
-/** One table's rows, in COPY text format, into a file; COPY ends every row with a newline (one inside a value is escaped). */
-async function spoolTable(
-  client: pg.Client,
-  table: { name: string; columns: string[] },
-  spool: string,
-): Promise<TableDump> {
-  const columns = table.columns.map(quoteIdent).join(', ');
-  const hash = createHash('sha256');
-  let rows = 0;
-  const count = new Transform({
-    transform(chunk: Buffer, _encoding, done) {
-      hash.update(chunk);
-      for (let i = chunk.indexOf(NEWLINE); i !== -1; i = chunk.indexOf(NEWLINE, i + 1)) rows++;
-      done(null, chunk);
-    },
-  });
-  await pipeline(
-    client.query(copyTo(`COPY ${quoteIdent(table.name)} (${columns}) TO STDOUT`)),
-    count,
-    createWriteStream(spool, { mode: 0o600 }),
-  );
-  return {
-    name: table.name,
-    columns: table.columns,
-    rows,
-    bytes: (await stat(spool)).size,
-    sha256: hash.digest('hex'),
-    spool,
-  };
+const copyOut = (client: pg.Client, table: TableShape) =>
+  client.query(copyTo(`COPY ${quoteIdent(table.name)} (${table.columns.map(quoteIdent).join(', ')}) TO STDOUT`));
+
+/**
+ * One table's rows, in COPY text format, into the archive. An entry's size comes before its bytes,
+ * and nothing of the rows may be kept outside the archive: the table is read twice in the same
+ * snapshot, first only counted, then written; both readings must agree.
+ */
+async function addTable(archive: ArchiveWriter, client: pg.Client, table: TableShape): Promise<Table> {
+  const counted = await digestOf(copyOut(client, table));
+  const sha256 = await archive.add(tableEntry(table.name), counted.bytes, copyOut(client, table));
+  if (sha256 !== counted.sha256)
+    throw new BackupError(`Table ${table.name} read differently twice in one snapshot: run the dump again`);
+  return { name: table.name, columns: table.columns, rows: counted.rows, bytes: counted.bytes, sha256 };
 }
 
-interface Snapshot {
-  manifest: Omit<Manifest, 'tables' | 'createdAt'>;
-  tables: TableDump[];
-}
-
-/** Every table, the sequences and the attachments' list, read in one snapshot of the database. */
-async function readSnapshot(url: string, spoolDir: string): Promise<Snapshot> {
-  const client = new pg.Client({ connectionString: url, application_name: 'task-service dump' });
-  await client.connect();
+/** Every table, then the sequences and the attachments' list, read in one snapshot of the database. */
+async function addSnapshot(
+  archive: ArchiveWriter,
+  url: string,
+  stop: AbortSignal | undefined,
+): Promise<Omit<Manifest, 'createdAt'>> {
+  const client = await connect(url, stop);
   try {
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
     await client.query('SET LOCAL statement_timeout = 0');
+    // Both readings of a table must see its rows in the same order: no scan joining another midway.
+    await client.query('SET LOCAL synchronize_seqscans = off');
     const { rows: history } = await client.query<{ exists: boolean }>(`SELECT to_regclass($1) IS NOT NULL AS exists`, [
       quoteIdent(MIGRATIONS_TABLE),
     ]);
     if (!history[0]?.exists)
       throw new BackupError('The database has no schema of this service yet: there is nothing to dump');
+    const { rows: marked } = await client.query<{ exists: boolean }>(`SELECT to_regclass($1) IS NOT NULL AS exists`, [
+      quoteIdent(RESTORE_MARKER_TABLE),
+    ]);
+    if (marked[0]?.exists) throw new UnfinishedRestoreError();
     const { rows: migrations } = await client.query<{ name: string }>(
       `SELECT name FROM ${quoteIdent(MIGRATIONS_TABLE)} ORDER BY name`,
     );
     const { rows: meta } = await client.query<{ next: string; version: string }>(
       `SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS next, current_setting('server_version') AS version`,
     );
-    const tables: TableDump[] = [];
-    for (const [index, table] of (await serviceTables(client)).entries()) {
-      tables.push(await spoolTable(client, table, path.join(spoolDir, `${index}.copy`)));
-    }
+    const tables: Table[] = [];
+    for (const table of await serviceTables(client)) tables.push(await addTable(archive, client, table));
     const sequences = await sequenceStates(client);
     const { rows: attachments } = await client.query<{ key: string; size: string; sha256: string }>(
-      'SELECT storage_key AS key, size::text AS size, sha256 FROM attachments ORDER BY storage_key',
+      // In the order of their entries, which a restore checks: by key, byte by byte.
+      'SELECT storage_key AS key, size::text AS size, sha256 FROM attachments ORDER BY storage_key COLLATE "C"',
     );
     await client.query('COMMIT');
     return {
-      manifest: {
-        format: FORMAT,
-        formatVersion: FORMAT_VERSION,
-        serviceVersion: await serviceVersion(),
-        postgresVersion: meta[0]?.version ?? 'unknown',
-        migrations: migrations.map((m) => m.name),
-        nextTransactionId: meta[0]?.next ?? '0',
-        sequences,
-        attachments: attachments.map((a) => ({ key: a.key, size: Number(a.size), sha256: a.sha256 })),
-      },
+      format: FORMAT,
+      formatVersion: FORMAT_VERSION,
+      serviceVersion: await serviceVersion(),
+      postgresVersion: meta[0]?.version ?? 'unknown',
+      migrations: migrations.map((m) => m.name),
+      nextTransactionId: meta[0]?.next ?? '0',
       tables,
+      sequences,
+      attachments: attachments.map((a) => ({ key: a.key, size: Number(a.size), sha256: a.sha256 })),
     };
   } finally {
-    await client.end();
+    await disconnect(client);
   }
 }
 
@@ -143,49 +129,55 @@ export interface DumpResult {
   manifest: Manifest;
 }
 
+export interface DumpOptions {
+  log?: (message: string) => void;
+  /** A stop signal: the dump ends at once, leaving nothing. */
+  stop?: AbortSignal;
+  /** Called with what removes the unfinished file synchronously, for a process forced to exit. */
+  onUnfinished?: (discardNow: () => void) => void;
+}
+
 /**
  * Writes `file`: every table of the database in one consistent snapshot (taken while the service
  * runs and writes), then every attachment's bytes, checked against their recorded sha256, then the
- * manifest. The file appears only when complete.
+ * manifest. The archive holds secrets: it is written only into a directory of the caller's alone,
+ * under a name created exclusively (mode 0600), nothing of it is ever written elsewhere, and it
+ * appears under its name only when complete; whatever fails, nothing of it is left.
  */
 export async function dumpService(
   url: string,
   storage: AttachmentStorage,
   file: string,
-  log: (message: string) => void = () => undefined,
+  { log = () => undefined, stop, onUnfinished }: DumpOptions = {},
 ): Promise<DumpResult> {
-  const target = path.resolve(file);
-  const partial = `${target}.partial-${process.pid}`;
-  const spoolDir = await mkdtemp(path.join(path.dirname(target), '.dump-'));
+  if (stop?.aborted) throw new BackupStopped(`stopped by ${stoppedBy(stop)}: no archive was written`);
+  const out = await createArchiveFile(file);
+  onUnfinished?.(out.discardNow);
+  const archive = new ArchiveWriter(out.handle);
+  const abort = () => archive.abort();
+  stop?.addEventListener('abort', abort, { once: true });
   try {
-    const snapshot = await readSnapshot(url, spoolDir);
+    const snapshot = await addSnapshot(archive, url, stop);
     log(
       `read ${snapshot.tables.length} tables (${snapshot.tables.reduce((n, t) => n + t.rows, 0)} rows) in one snapshot`,
     );
-    const archive = new ArchiveWriter(partial);
-    try {
-      for (const table of snapshot.tables)
-        await archive.add(tableEntry(table.name), table.bytes, createReadStream(table.spool));
-      for (const attachment of snapshot.manifest.attachments) {
-        await archive.add(attachmentEntry(attachment.key), attachment.size, storedBytes(storage, attachment));
-      }
-      log(`copied ${snapshot.manifest.attachments.length} attachments`);
-      const manifest: Manifest = {
-        ...snapshot.manifest,
-        createdAt: new Date().toISOString(),
-        tables: snapshot.tables.map(({ spool: _spool, ...table }) => table),
-      };
-      const text = Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`);
-      await archive.add(MANIFEST_ENTRY, text.length, Readable.from([text]));
-      await archive.close();
-      await rename(partial, target);
-      return { file: target, manifest };
-    } catch (error) {
-      archive.abort();
-      throw error;
+    for (const attachment of snapshot.attachments) {
+      await archive.add(attachmentEntry(attachment.key), attachment.size, storedBytes(storage, attachment));
     }
+    log(`copied ${snapshot.attachments.length} attachments`);
+    const manifest: Manifest = { ...snapshot, createdAt: new Date().toISOString() };
+    const text = Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`);
+    await archive.add(MANIFEST_ENTRY, text.length, Readable.from([text]));
+    await archive.close();
+    if (stop?.aborted) throw new BackupStopped(`stopped by ${stoppedBy(stop)}`);
+    await out.publish();
+    return { file: path.resolve(file), manifest };
+  } catch (error) {
+    archive.abort();
+    if (stop?.aborted) throw new BackupStopped(`stopped by ${stoppedBy(stop)}: no archive was written`);
+    throw error;
   } finally {
-    await rm(partial, { force: true });
-    await rm(spoolDir, { recursive: true, force: true });
+    stop?.removeEventListener('abort', abort);
+    await out.discard();
   }
 }

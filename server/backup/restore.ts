@@ -1,80 +1,60 @@
 import { createHash } from 'node:crypto';
+import { access, constants } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import pg from 'pg';
+import type pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import type { Database } from '../db/database.js';
 import { migrate, readMigrations, type Migration } from '../db/migrate.js';
-import type { AttachmentStorage } from '../storage/storage.js';
-import {
-  attachmentEntry,
-  BackupError,
-  MANIFEST_ENTRY,
-  parseManifest,
-  readArchive,
-  tableEntry,
-  type Manifest,
-} from './archive.js';
+import { ObjectTooLargeError, type AttachmentStorage } from '../storage/storage.js';
+import { BackupError, readArchive, type Manifest } from './archive.js';
 import { quoteIdent, serviceTables, tablesWithRows } from './catalog.js';
+import { checkArchive, checkAttachment, checkTable, ExpectedEntries, type CheckedArchive } from './entries.js';
+import { RESTORE_MARKER_TABLE } from './restore-marker.js';
+import { BackupStopped, connect, disconnect, stoppedBy } from './stopping.js';
 import { advanceTransactionIds } from './transaction-ids.js';
 
 type Log = (message: string) => void;
 
-async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url, application_name: 'task-service restore' });
-  await client.connect();
+async function withClient<T>(url: string, stop: AbortSignal | undefined, work: (client: pg.Client) => Promise<T>) {
+  const client = await connect(url, stop);
   try {
     return await work(client);
   } finally {
-    await client.end();
+    await disconnect(client);
   }
 }
 
-/** Refuses a database or storage that holds anything: a restore never merges into data. */
-async function assertEmptyTarget(url: string, storage: AttachmentStorage): Promise<void> {
-  const filled = await withClient(url, tablesWithRows);
+/** An archive read through and checked against its manifest, before anything of a target is touched. */
+export interface OpenedArchive extends CheckedArchive {
+  name: string;
+}
+
+export async function openArchive(name: string, stop?: AbortSignal): Promise<OpenedArchive> {
+  await access(name, constants.R_OK).catch((error: unknown) => {
+    const code = error instanceof Error && 'code' in error ? String(error.code) : String(error);
+    throw new BackupError(`Cannot read ${name}: ${code}`);
+  });
+  return { ...(await checkArchive(name, stop)), name };
+}
+
+async function assertEmptyDatabase(url: string, stop: AbortSignal | undefined): Promise<void> {
+  const filled = await withClient(url, stop, tablesWithRows);
   if (filled.length > 0) {
     throw new BackupError(
       `The target database already holds data (rows in ${filled.slice(0, 3).join(', ')}${filled.length > 3 ? ', …' : ''}): restore into an empty one (a new DATA_DIR, or a new database for DATABASE_URL)`,
     );
   }
+}
+
+/** Refuses a database or storage that holds anything: a restore never merges into data. */
+async function assertEmptyTarget(url: string, storage: AttachmentStorage, stop: AbortSignal | undefined) {
+  await assertEmptyDatabase(url, stop);
   for await (const entry of storage.list()) {
     throw new BackupError(
       `The target attachment storage already holds objects (${entry.key}, …): restore into empty storage (a new DATA_DIR, or an empty bucket)`,
     );
   }
-}
-
-/** Reads the whole archive once and checks every entry against the manifest's sizes and sha256. */
-async function verifyArchive(file: string): Promise<Manifest> {
-  const seen = new Map<string, { bytes: number; sha256: string }>();
-  let manifestText: string | undefined;
-  await readArchive(file, async (name, _size, content) => {
-    const hash = createHash('sha256');
-    const chunks: Buffer[] = [];
-    let bytes = 0;
-    for await (const chunk of content) {
-      hash.update(chunk);
-      bytes += chunk.length;
-      if (name === MANIFEST_ENTRY) chunks.push(chunk);
-    }
-    if (name === MANIFEST_ENTRY) manifestText = Buffer.concat(chunks).toString('utf8');
-    else seen.set(name, { bytes, sha256: hash.digest('hex') });
-  });
-  if (manifestText === undefined)
-    throw new BackupError(`${file} has no manifest: it is cut short, or not a backup of this service`);
-  const manifest = parseManifest(manifestText);
-  const check = (entry: string, what: string, expected: { bytes: number; sha256: string }) => {
-    const found = seen.get(entry);
-    if (!found) throw new BackupError(`The archive lacks ${what}: it is damaged`);
-    if (found.bytes !== expected.bytes || found.sha256 !== expected.sha256) {
-      throw new BackupError(`${what} in the archive do not match their sha256 in the manifest: the archive is damaged`);
-    }
-  };
-  for (const table of manifest.tables) check(tableEntry(table.name), `The rows of table ${table.name}`, table);
-  for (const a of manifest.attachments)
-    check(attachmentEntry(a.key), `The bytes of attachment ${a.key}`, { bytes: a.size, sha256: a.sha256 });
-  return manifest;
 }
 
 /** The migrations that make the archive's schema: all known to this version, else it is newer than this code. */
@@ -103,49 +83,77 @@ async function assertSameShape(client: pg.Client, manifest: Manifest): Promise<v
   }
 }
 
+/** A tally of the bytes passing through, for checking an entry as it is loaded. */
+function tallied(content: AsyncIterable<Buffer>) {
+  const hash = createHash('sha256');
+  let bytes = 0;
+  let rows = 0;
+  async function* pass(): AsyncIterable<Buffer> {
+    for await (const chunk of content) {
+      hash.update(chunk);
+      bytes += chunk.length;
+      for (let i = chunk.indexOf(0x0a); i !== -1; i = chunk.indexOf(0x0a, i + 1)) rows++;
+      yield chunk;
+    }
+  }
+  return { bytes: pass(), digest: () => ({ bytes, rows, sha256: hash.digest('hex') }) };
+}
+
 /**
- * Loads the rows and the attachments in one database transaction; attachments go to storage
- * under new keys (the storage names its objects) and the rows are pointed at them. Any failure
- * rolls the transaction back and removes the objects written, leaving the target as it was.
+ * Loads the rows and the attachments in one database transaction, which also marks the restore
+ * as loaded; every entry is checked again as it is loaded (the file is read a second time).
+ * Attachments go to storage under new keys (the storage names its objects) and the rows are
+ * pointed at them. Any failure rolls the transaction back and removes the objects written.
  */
-async function load(url: string, storage: AttachmentStorage, file: string, manifest: Manifest): Promise<void> {
-  const tables = new Map(manifest.tables.map((t) => [tableEntry(t.name), t]));
-  const attachments = new Map(manifest.attachments.map((a) => [attachmentEntry(a.key), a]));
+async function load(
+  url: string,
+  storage: AttachmentStorage,
+  archive: OpenedArchive,
+  stop: AbortSignal | undefined,
+): Promise<void> {
+  const { manifest } = archive;
   const storedAs = new Map<string, string>();
-  await withClient(url, async (client) => {
+  await withClient(url, stop, async (client) => {
     await client.query('BEGIN');
     try {
       await client.query('SET LOCAL statement_timeout = 0');
       await assertSameShape(client, manifest);
-      const loaded = new Set<string>();
-      await readArchive(file, async (name, _size, content) => {
-        const table = tables.get(name);
-        if (table) {
-          const copy = client.query(
-            copyFrom(`COPY ${quoteIdent(table.name)} (${table.columns.map(quoteIdent).join(', ')}) FROM STDIN`),
-          );
-          await pipeline(Readable.from(content), copy);
-          if (copy.rowCount !== table.rows)
-            throw new BackupError(
-              `Table ${table.name} loaded ${copy.rowCount} rows where the manifest says ${table.rows}: the archive is damaged`,
+      const expected = new ExpectedEntries(manifest);
+      // Read again, and checked again: the file may have changed since it was checked.
+      await readArchive(
+        archive.name,
+        async (header, content) => {
+          const entry = expected.next(header);
+          const tally = tallied(content);
+          if (entry.kind === 'table') {
+            const { table } = entry;
+            const copy = client.query(
+              copyFrom(`COPY ${quoteIdent(table.name)} (${table.columns.map(quoteIdent).join(', ')}) FROM STDIN`),
             );
-          loaded.add(name);
-          return;
-        }
-        const attachment = attachments.get(name);
-        if (attachment) {
-          const stored = await storage.write(Readable.from(content), { maxBytes: attachment.size });
-          storedAs.set(attachment.key, stored.key);
-          if (stored.size !== attachment.size || stored.sha256 !== attachment.sha256) {
-            throw new BackupError(
-              `The bytes of attachment ${attachment.key} do not match their sha256 in the manifest: the archive is damaged`,
+            await pipeline(Readable.from(tally.bytes), copy);
+            checkTable(table, tally.digest());
+          } else if (entry.kind === 'attachment') {
+            const { attachment } = entry;
+            const stored = await storage
+              .write(Readable.from(tally.bytes), { maxBytes: attachment.size })
+              .catch((error: unknown) => {
+                if (error instanceof ObjectTooLargeError) return undefined;
+                throw error;
+              });
+            if (stored) storedAs.set(attachment.key, stored.key);
+            checkAttachment(
+              attachment,
+              stored ? { bytes: stored.size, sha256: stored.sha256 } : { bytes: -1, sha256: '' },
             );
+          } else {
+            for await (const chunk of tally.bytes) void chunk;
+            if (tally.digest().sha256 !== archive.manifestSha256)
+              throw new BackupError(`${archive.name} changed while it was restored: restore it again`);
           }
-          loaded.add(name);
-        }
-      });
-      const absent = [...tables.keys(), ...attachments.keys()].find((entry) => !loaded.has(entry));
-      if (absent) throw new BackupError(`The archive lacks ${absent}: it is damaged`);
+        },
+        stop,
+      );
+      expected.finish();
       // The holdings triggers counted the loaded rows on top of the loaded holdings: count afresh.
       await client.query('SELECT recount_user_holdings()');
       const renamed = await client.query(
@@ -161,6 +169,7 @@ async function load(url: string, storage: AttachmentStorage, file: string, manif
           sequence.isCalled,
         ]);
       }
+      await client.query(`UPDATE ${quoteIdent(RESTORE_MARKER_TABLE)} SET state = 'loaded'`);
       await client.query('COMMIT');
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);
@@ -170,29 +179,103 @@ async function load(url: string, storage: AttachmentStorage, file: string, manif
   });
 }
 
+interface Mark {
+  archive: string;
+  createdAt: string;
+  state: 'loading' | 'loaded';
+}
+
+async function readMark(client: pg.Client): Promise<Mark | undefined> {
+  const { rows } = await client.query<{ marked: boolean }>('SELECT to_regclass($1) IS NOT NULL AS marked', [
+    quoteIdent(RESTORE_MARKER_TABLE),
+  ]);
+  if (!rows[0]?.marked) return undefined;
+  const mark = await client.query<{ archive: string; created_at: string; state: string }>(
+    `SELECT archive, created_at, state FROM ${quoteIdent(RESTORE_MARKER_TABLE)}`,
+  );
+  const row = mark.rows[0];
+  return {
+    archive: row?.archive ?? '',
+    createdAt: row?.created_at ?? '?',
+    state: row?.state === 'loaded' ? 'loaded' : 'loading',
+  };
+}
+
+// Any constant: the session-level advisory lock a restore holds on its target for its whole run.
+const RESTORE_LOCK_KEY = 7_231_004_120;
+
 /**
- * Restores an archive of dumpService into an empty database and attachment storage: checks every
- * checksum first, migrates the schema to the archive's level, loads everything in one
- * transaction, applies the migrations this version adds, and moves the transaction counter past
- * the archive's so the event log continues where it was.
+ * Restores an archive of dumpService (checked by openArchive) into an empty database and
+ * attachment storage: marks the target, migrates the schema to the archive's level, loads
+ * everything in one transaction, applies the migrations this version adds, moves the transaction
+ * counter past the archive's so the event log continues where it was, and unmarks the target.
+ * Cut short at any point, it leaves the mark: run again with the same archive, it finishes
+ * (loading again what did not commit), and the service refuses to start meanwhile.
  */
 export async function restoreService(
   db: Database,
   storage: AttachmentStorage,
-  file: string,
-  log: Log = () => undefined,
+  archive: OpenedArchive,
+  { log = () => undefined, stop }: { log?: Log; stop?: AbortSignal } = {},
 ): Promise<Manifest> {
-  await assertEmptyTarget(db.url, storage);
-  const manifest = await verifyArchive(file);
-  log(
-    `the archive (made ${manifest.createdAt} by version ${manifest.serviceVersion}) is intact: ${manifest.tables.length} tables, ${manifest.attachments.length} attachments`,
-  );
+  const { manifest } = archive;
   const known = await readMigrations();
-  await migrate(db.sql, migrationsOfArchive(manifest, known));
-  await load(db.url, storage, file, manifest);
-  log(`loaded ${manifest.tables.reduce((n, t) => n + t.rows, 0)} rows and ${manifest.attachments.length} attachments`);
-  const upgraded = await migrate(db.sql, known);
-  if (upgraded.length > 0) log(`applied the migrations of this version: ${upgraded.join(', ')}`);
-  await advanceTransactionIds(db.url, BigInt(manifest.nextTransactionId), log);
-  return manifest;
+  const atArchiveLevel = migrationsOfArchive(manifest, known);
+  let marked = false;
+  try {
+    return await withClient(db.url, stop, async (session) => {
+      const { rows } = await session.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [
+        RESTORE_LOCK_KEY,
+      ]);
+      if (!rows[0]?.locked) throw new BackupError('Another restore is running into this database: let it finish');
+      const mark = await readMark(session);
+      marked = mark !== undefined;
+      if (!mark) {
+        await assertEmptyTarget(db.url, storage, stop);
+        const table = quoteIdent(RESTORE_MARKER_TABLE);
+        await session.query('BEGIN');
+        await session.query(
+          `CREATE TABLE ${table} (archive text NOT NULL, created_at text NOT NULL, state text NOT NULL)`,
+        );
+        await session.query(`INSERT INTO ${table} VALUES ($1, $2, 'loading')`, [
+          archive.manifestSha256,
+          manifest.createdAt,
+        ]);
+        await session.query('COMMIT');
+        marked = true;
+        log(`loading ${archive.name} into the target (if this stops midway, run the same restore again to finish it)`);
+      } else if (mark.archive !== archive.manifestSha256) {
+        throw new BackupError(
+          `The target holds an unfinished restore of another archive (made ${mark.createdAt}): finish it with that archive, or restore into a new target`,
+        );
+      } else {
+        log(`finishing the unfinished restore of ${archive.name} (${mark.state})`);
+      }
+      if (mark?.state !== 'loaded') {
+        if (mark) {
+          // What an interrupted load left in storage: nothing of it committed, and the storage was empty before.
+          await assertEmptyDatabase(db.url, stop);
+          for await (const entry of storage.list()) await storage.remove(entry.key);
+          await storage.removeStaleWrites(new Date());
+        }
+        await migrate(db.sql, atArchiveLevel);
+        await load(db.url, storage, archive, stop);
+        log(
+          `loaded ${manifest.tables.reduce((n, t) => n + t.rows, 0)} rows and ${manifest.attachments.length} attachments`,
+        );
+      }
+      const upgraded = await migrate(db.sql, known);
+      if (upgraded.length > 0) log(`applied the migrations of this version: ${upgraded.join(', ')}`);
+      await advanceTransactionIds(db.url, BigInt(manifest.nextTransactionId), log, stop);
+      if (stop?.aborted) throw new BackupStopped(`stopped by ${stoppedBy(stop)}`);
+      await session.query(`DROP TABLE ${quoteIdent(RESTORE_MARKER_TABLE)}`);
+      return manifest;
+    });
+  } catch (error) {
+    if (stop?.aborted)
+      throw new BackupStopped(
+        `stopped by ${stoppedBy(stop)}: ${marked ? 'the restore is unfinished; run it again to finish it' : 'nothing was written'}`,
+      );
+    throw error;
+  }
 }

@@ -1,6 +1,7 @@
 // `npm run create-admin -- <email> [name]`: creates (or promotes) an administrator. The password is
 // read from ADMIN_PASSWORD or, when unset, from standard input (a terminal does not echo it), so it
 // never lands in shell history or on the screen. Works while the service runs (on its database).
+import { assertNoUnfinishedRestore } from '../backup/restore-marker.js';
 import { EmailSchema, PasswordSchema } from '@task-service/client';
 import { passwordHasher } from '../auth/passwords.js';
 import { loadConfig } from '../config.js';
@@ -28,6 +29,7 @@ runCommand('create-admin', async () => {
   // Only what accounts need: no signing key or attachment storage is created by this command.
   const accounts = { db, passwords: passwordHasher(config.argon2) };
   try {
+    await assertNoUnfinishedRestore(db.sql);
     await migrate(db.sql);
     const admin = await ensureAdmin(
       accounts,

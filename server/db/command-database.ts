@@ -4,18 +4,20 @@ import { runningServerUrl, startEmbeddedPostgres } from './embedded-postgres.js'
 export interface CommandDatabaseOptions {
   /** The command needs the service stopped (it holds the data directory for its whole run). */
   exclusive: boolean;
+  /** A stop signal: an embedded server being started for the command is stopped again. */
+  signal?: AbortSignal;
 }
 
 /**
  * The configured database for a command (create-admin, migrate, dump, restore) run beside the service. DATABASE_URL's
  * server as it is; on the embedded default, the server the running service started (reached over
  * its socket with the password in DATA_DIR, and left running), or else one started for the command
- * and stopped when it closes. `exclusive` holds the data directory like the service does, so the
+ * and stopped when it closes (or by stopNow). `exclusive` holds the data directory like the service does, so the
  * command refuses to run while the service uses it, and the service refuses to start meanwhile.
  */
 export async function openDatabaseForCommand(
   config: DatabaseConfig,
-  { exclusive }: CommandDatabaseOptions,
+  { exclusive, signal }: CommandDatabaseOptions,
 ): Promise<Database> {
   if (config.databaseUrl) return openDatabase(config);
   if (!exclusive) {
@@ -23,7 +25,7 @@ export async function openDatabaseForCommand(
     const running = await runningServerUrl(config.dataDir);
     if (running) return openPostgres(running, { poolSize: 2, kind: 'embedded', directUrl: running });
   }
-  const server = await startEmbeddedPostgres(config.dataDir);
+  const server = await startEmbeddedPostgres(config.dataDir, signal ? { signal } : {});
   const release = async (unlock?: () => Promise<void>) => {
     await unlock?.();
     if (!server.adopted) await server.stop();
@@ -36,10 +38,12 @@ export async function openDatabaseForCommand(
       throw error;
     });
   }
-  return openPostgres(server.url, {
+  const db = openPostgres(server.url, {
     poolSize: 2,
     kind: 'embedded',
     directUrl: server.url,
     onClose: () => release(unlock),
   });
+  // A command forced to exit stops the server it started, never one it found running.
+  return server.adopted ? db : { ...db, stopNow: server.stopNow };
 }

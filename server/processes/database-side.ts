@@ -1,6 +1,7 @@
 // The main process's work beside serving HTTP: the database, its migrations, the context that
 // housekeeping runs with, and what it keeps for its workers. Loaded once the workers are forked.
 import type { Logger } from 'pino';
+import { assertNoUnfinishedRestore } from '../backup/restore-marker.js';
 import { closeContext, createContext } from '../bootstrap.js';
 import type { Config } from '../config.js';
 import type { AppContext } from '../context.js';
@@ -25,6 +26,8 @@ export async function prepareDatabase(
   stops.onDeadline(() => db.stopNow?.());
   try {
     stops.throwIfStopping();
+    // A restore cut short left rows missing and the event log unreadable: never serve that.
+    await stops.unlessStopped(assertNoUnfinishedRestore(db.sql));
     const applied = await stops.unlessStopped(onDirectConnection(db, (sql) => migrate(sql)));
     logger.info({ database: db.kind, applied }, applied.length ? 'migrations applied' : 'database schema is current');
     return { db, ctx: await stops.unlessStopped(createContext(config, db, logger)) };

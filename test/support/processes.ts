@@ -58,3 +58,24 @@ export function runCli(command: string, args: string[], dataDir: string, env: Re
     env: environment(dataDir, env),
   });
 }
+
+/** One of the built CLI commands in a process of its own, to signal it midway; `lines` sees its stderr line by line. */
+export function spawnCli(
+  command: string,
+  args: string[],
+  dataDir: string,
+  env: Record<string, string> = {},
+  lines: (line: string) => void = () => undefined,
+) {
+  const child = spawn(process.execPath, [`dist/server/cli/${command}.js`, ...args], {
+    cwd: ROOT,
+    env: environment(dataDir, env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  createInterface({ input: child.stderr }).on('line', lines);
+  child.stdout.resume();
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+  return { child, exited, stderr: () => stderr };
+}
