@@ -18,7 +18,7 @@ export const SCOPES = [
 export const ScopeSchema = z
   .enum(SCOPES)
   .describe(
-    '`tasks:*` (tasks, their tag links and attachments), `tags:*`, `webhooks:*`, `events:read` (changes feed and live stream), `account:*` (own profile, not the password), `admin`; `write` implies `read`',
+    '`tasks:*` (tasks, their tag links and attachments), `tags:*`, `webhooks:*`, `events:read` (changes feed and live stream), `account:*` (own profile, not the password, the email or deleting the account), `admin`; `write` implies `read`',
   );
 export type Scope = z.infer<typeof ScopeSchema>;
 
@@ -32,7 +32,8 @@ export const scopeDescriptions: Record<Scope, string> = {
   'webhooks:write': 'Create, change, delete webhooks and retry deliveries (implies webhooks:read)',
   'events:read': 'Read the changes feed (/changes) and the live stream (/events)',
   'account:read': 'Read your own profile',
-  'account:write': 'Change your own profile, not the password (implies account:read)',
+  'account:write':
+    'Change your own profile, not the password or the email, and not delete the account: those need a login (implies account:read)',
   admin: "An administrator's powers (only an administrator may grant it; it works only while the owner is one)",
 };
 
