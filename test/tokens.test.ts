@@ -467,7 +467,7 @@ describe('the live stream with a token', () => {
 
   it('stays open across heartbeats while the token lives, delivers events, and ends when the token is revoked', async () => {
     const owner = await registerUser(served.service);
-    const pat = await createPersonalToken(served.service, owner, ['events:read']);
+    const pat = await createPersonalToken(served.service, owner, ['events:read', 'tasks:read']);
     const sse = await openSse(served.baseUrl, { Authorization: pat.auth });
     try {
       expect(sse.status).toBe(200);
@@ -482,6 +482,27 @@ describe('the live stream with a token', () => {
       expect(sse.events()[0]?.type).toBe('task.created');
       await served.service.http.delete(`/tokens/${pat.id}`).set('Authorization', owner.auth).expect(204);
       await sse.ended;
+    } finally {
+      sse.close();
+    }
+  });
+
+  it('delivers only the events the other scopes of the token let it read', async () => {
+    const owner = await registerUser(served.service);
+    const pat = await createPersonalToken(served.service, owner, ['events:read', 'tags:read']);
+    const sse = await openSse(served.baseUrl, { Authorization: pat.auth });
+    try {
+      expect(sse.status).toBe(200);
+      await served.service.http.post('/tasks').set('Authorization', owner.auth).send({ title: 'hidden' }).expect(201);
+      await served.service.http
+        .patch(`/users/${owner.user.id}`)
+        .set('Authorization', owner.auth)
+        .send({ name: 'Hidden' })
+        .expect(200);
+      await served.service.http.post('/tags').set('Authorization', owner.auth).send({ name: 'seen' }).expect(201);
+      // Events come in log order: the task's and the account's would have come before the tag's.
+      await sse.until((frames) => eventCount(frames) >= 1, 5_000);
+      expect(sse.events().map((event) => event.type)).toEqual(['tag.created']);
     } finally {
       sse.close();
     }
