@@ -11,8 +11,8 @@ type Args = Record<string, unknown>;
 
 const queryValue = (value: unknown): string => (Array.isArray(value) ? value.map(String).join(',') : String(value));
 
-/** A path segment that URL resolution would not take as it is (`.`, `..` and their %-escapes). */
-const DOT_SEGMENT = /^(\.|%2e){1,2}$/i;
+/** A path segment URL resolution would not take as it is (encodeURIComponent leaves dots alone). */
+const DOT_SEGMENT = /^\.{1,2}$/;
 /** What a header value may hold (fetch throws on CR, LF and NUL; RFC 9110 §5.5 visible ASCII). */
 const HEADER_VALUE = /^[\t\x20-\x7e]*$/;
 

@@ -71,7 +71,7 @@ export async function createWebhook(
         url: input.url,
         events: input.events,
         description: input.description,
-        // It delivers what the credential that made it could read, no more (events.ts's rule for tokens).
+        // It delivers what the credential that made it could read, no more, as /changes shows a token.
         scopes: [...scopesOfCaller(principal)],
         secret: newSecret(),
         createdAt: now,
