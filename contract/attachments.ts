@@ -44,12 +44,18 @@ export const attachmentsContract = c.router(
       pathParams: TaskAttachmentsParams,
       contentType: 'multipart/form-data',
       body: z.object({ file: z.custom<Blob>() }),
-      responses: { 201: AttachmentSchema, 404: ProblemSchema, 409: ProblemSchema, 413: ProblemSchema },
+      responses: {
+        201: AttachmentSchema,
+        404: ProblemSchema,
+        409: ProblemSchema,
+        413: ProblemSchema,
+        507: ProblemSchema,
+      },
       summary: 'Upload a file (multipart/form-data, exactly one part, a file named "file")',
       description:
         'Anyone who can see the task may upload. The size limit is ATTACHMENT_MAX_BYTES (413, at once when Content-Length ' +
         'already exceeds it) and a task holds at most ATTACHMENTS_MAX_PER_TASK attachments (409 conflict). ' +
-        'The bytes are durable before the 201 is sent. Location names the new attachment.',
+        'The bytes are durable before the 201 is sent. Location names the new attachment. A full disk is 507 `storage_full` (nothing is kept).',
     },
     listForTask: {
       method: 'GET',

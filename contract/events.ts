@@ -89,7 +89,8 @@ export const eventsContract = c.router(
         'Returns the events visible to the caller in commit order, oldest first, starting after `cursor` ' +
         '(or at the oldest retained event). Deletions appear as `*.deleted` events (tombstones). A transaction ' +
         'that commits late is never skipped: the feed stops before the oldest transaction still running. ' +
-        '`nextCursor` is always present; an empty page means up to date. A cursor older than the event ' +
+        '`nextCursor` is always present; an empty page means up to date. A personal access token sees only the events ' +
+        'its other scopes read: `task.*` and `attachment.*` with `tasks:read`, `tag.*` with `tags:read`, `user.*` with `account:read`. A cursor older than the event ' +
         'retention (`EVENT_RETENTION_DAYS`) is 410 `cursor_expired`: do a full sync.',
     },
     stream: {
@@ -104,7 +105,8 @@ export const eventsContract = c.router(
         'Answers `text/event-stream` at once with the events the caller may see that commit after the ' +
         'stream opened: `id:` the event id, `event:` its type, `data:` the whole Event as JSON. A comment ' +
         'line every 15 s keeps proxies open. Send `Last-Event-ID` to resume after that event with nothing ' +
-        'missed (410 `cursor_expired` when it is no longer retained, 400 when it is not one you received). The stream ends when the session ends.',
+        'missed (410 `cursor_expired` when it is no longer retained, 400 when it is not one you received). The stream ends when the session ends. ' +
+        'A personal access token receives only the events its other scopes read, as on `GET /changes`.',
     },
   },
   { commonResponses: commonErrors },

@@ -24,4 +24,5 @@ export const PROBLEM_CODES = [
   'rate_limited',
   'internal',
   'unavailable',
+  'storage_full',
 ] as const;

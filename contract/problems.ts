@@ -167,6 +167,13 @@ export const problemCatalogue: Record<ProblemCode, Entry> = {
     meaning: 'The database cannot be reached at the moment.',
     action: 'Wait the seconds in Retry-After and retry.',
   },
+  storage_full: {
+    status: 507,
+    title: 'Insufficient storage',
+    meaning:
+      "The service's attachment storage is full: the upload was not kept (nothing of it is stored). The request was not at fault.",
+    action: 'Retry later, once the operators have made room; report the requestId to them if it persists.',
+  },
 };
 
 /** The catalogue entry of `code`, if it is one. */

@@ -18,7 +18,7 @@ export const SCOPES = [
 export const ScopeSchema = z
   .enum(SCOPES)
   .describe(
-    '`tasks:*` (tasks, their tag links and attachments), `tags:*`, `webhooks:*`, `events:read` (changes feed and live stream), `account:*` (own profile, not the password), `admin`; `write` implies `read`',
+    '`tasks:*` (tasks, their tag links and attachments), `tags:*`, `webhooks:*`, `events:read` (changes feed and live stream, showing the events of what the other scopes read), `account:*` (own profile, not the password, the email or deleting the account), `admin`; `write` implies `read`',
   );
 export type Scope = z.infer<typeof ScopeSchema>;
 
@@ -30,11 +30,33 @@ export const scopeDescriptions: Record<Scope, string> = {
   'tags:write': 'Create, rename, recolour and delete tags (implies tags:read)',
   'webhooks:read': 'Read webhooks and their delivery logs',
   'webhooks:write': 'Create, change, delete webhooks and retry deliveries (implies webhooks:read)',
-  'events:read': 'Read the changes feed (/changes) and the live stream (/events)',
+  'events:read':
+    'Read the changes feed (/changes) and the live stream (/events): the events of what the other scopes of the token read (task and attachment events with tasks:read, tag events with tags:read, account events with account:read)',
   'account:read': 'Read your own profile',
-  'account:write': 'Change your own profile, not the password (implies account:read)',
+  'account:write':
+    'Change your own profile, not the password or the email, and not delete the account: those need a login (implies account:read)',
   admin: "An administrator's powers (only an administrator may grant it; it works only while the owner is one)",
 };
+
+/**
+ * The scope that lets a token read what an event of `type` carries, which it needs besides
+ * `events:read` (or, for a webhook, besides `webhooks:*`) to receive the event: `task.*` and
+ * `attachment.*` need `tasks:read`, `tag.*` `tags:read`, `user.*` `account:read`. Undefined for a
+ * type no scope reads (none is received by a token).
+ */
+export function scopeToReadEvent(type: string): Scope | undefined {
+  switch (type.slice(0, type.indexOf('.'))) {
+    case 'task':
+    case 'attachment':
+      return 'tasks:read';
+    case 'tag':
+      return 'tags:read';
+    case 'user':
+      return 'account:read';
+    default:
+      return undefined;
+  }
+}
 
 /** Route metadata: the scope a personal access token needs for the operation. */
 export const needs = (scope: Scope) => ({ scope });

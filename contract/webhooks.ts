@@ -149,7 +149,8 @@ export const webhooksContract = c.router(
         'Deliveries follow the Standard Webhooks specification: a POST of the Event as JSON with `webhook-id` (the event id), ' +
         '`webhook-timestamp` and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body` with the secret). ' +
         'A 2xx within 10 s is success; otherwise the attempt is retried with exponential backoff (WEBHOOK_RETRY_SCHEDULE, ' +
-        '±20% jitter). After 3 days of failures the webhook is switched off. A webhook receives only events its owner may see. ' +
+        '±20% jitter). After 3 days of failures the webhook is switched off. A webhook receives only events its owner may see, ' +
+        'and of those only what the scopes of the personal access token that created it read (`task.*` and `attachment.*` need `tasks:read`, `tag.*` `tags:read`, `user.*` `account:read`; a login: all). ' +
         'A URL whose host is, or resolves to, an address that is not global unicast, or the service itself, is 400 on `body.url` (checked again before every delivery). ' +
         'A name that does not resolve is accepted; one under `.invalid` (RFC 6761) is never looked up, so its attempts fail at once without any traffic. ' +
         'Each user holds at most USER_MAX_WEBHOOKS webhooks (409 `quota_exceeded`; admins exempt).',
@@ -183,7 +184,8 @@ export const webhooksContract = c.router(
       responses: { 200: WebhookSchema, 404: ProblemSchema },
       summary: 'Change a webhook, or switch it off or on',
       description:
-        'Merge-patch of `url`, `events`, `description` and `active`. A new `url` is checked against the SSRF guard again; switching a webhook back on clears its `disabledReason`.',
+        'Merge-patch of `url`, `events`, `description` and `active`. A new `url` is checked against the SSRF guard again; switching a webhook back on clears its `disabledReason`. ' +
+        'A personal access token that changes `url` or `events` narrows the event scopes of the webhook to its own.',
     },
     remove: {
       method: 'DELETE',

@@ -45,6 +45,10 @@ const EnvSchema = z
     HTTP_HEADERS_TIMEOUT_MS: positiveInt.default(10_000),
     HTTP_REQUEST_TIMEOUT_MS: positiveInt.default(120_000),
     HTTP_KEEP_ALIVE_TIMEOUT_MS: positiveInt.default(5_000),
+    /** How long an answer may wait for a client that reads none of it (a stalled download) before it is cut. */
+    HTTP_RESPONSE_IDLE_TIMEOUT_MS: positiveInt.default(60_000),
+    /** Connections one client address may hold at once (counted over the instance's HTTP workers). */
+    MAX_CONNECTIONS_PER_ADDRESS: positiveInt.max(1_000_000).default(256),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     TRUST_PROXY: z
       .string()
@@ -240,6 +244,8 @@ export interface Config {
   databaseStatementTimeoutMs: number;
   /** How long a connection may stay silent, how long headers and a whole request may take. */
   httpTimeouts: HttpTimeouts;
+  /** Connections one client address (the TCP peer: a proxy in front counts as one) may hold at once. */
+  maxConnectionsPerAddress: number;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   trustProxy: boolean | number | string;
   /** Browser origins allowed to call the API (CORS); empty: none, `*`: any. */
@@ -296,6 +302,8 @@ export interface HttpTimeouts {
   headersMs: number;
   requestMs: number;
   keepAliveMs: number;
+  /** An answer that makes no progress because the client reads nothing is cut after this long (at least idleMs). */
+  responseIdleMs: number;
 }
 
 export class ConfigError extends OperatorError {}
@@ -374,7 +382,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       headersMs: e.HTTP_HEADERS_TIMEOUT_MS,
       requestMs: e.HTTP_REQUEST_TIMEOUT_MS,
       keepAliveMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+      responseIdleMs: e.HTTP_RESPONSE_IDLE_TIMEOUT_MS,
     },
+    maxConnectionsPerAddress: e.MAX_CONNECTIONS_PER_ADDRESS,
     logLevel: e.LOG_LEVEL,
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
     corsOrigins: e.CORS_ORIGINS,

@@ -6,6 +6,7 @@ import type { AppContext } from './context.js';
 import { streamHub } from './events/streams.js';
 import { AppError, problemBody } from './http/errors.js';
 import { listen } from './http/listen.js';
+import { capConnectionsPerAddress } from './http/connection-cap.js';
 import { applyConnectionTimeouts } from './http/timeouts.js';
 
 export interface Serving {
@@ -45,10 +46,16 @@ function answerUnparsableRequests(server: Server): void {
   });
 }
 
-/** The service's HTTP server, with its connection timeouts and its answer to unparsable requests. */
+/**
+ * The service's HTTP server, with its connection timeouts, its cap on connections per client
+ * address and its answer to unparsable requests.
+ */
 export function createHttpServer(ctx: AppContext): Server {
   const server = createServer(buildApp(ctx));
   applyConnectionTimeouts(server, ctx.config.httpTimeouts);
+  // Each HTTP worker holds its share: the main process hands connections out in turn.
+  const { maxConnectionsPerAddress, webConcurrency } = ctx.config;
+  capConnectionsPerAddress(server, Math.ceil(maxConnectionsPerAddress / webConcurrency), ctx.logger);
   answerUnparsableRequests(server);
   return server;
 }

@@ -20,6 +20,26 @@ import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 import { expectProblem } from './support/problems.js';
 import { createTask, getTask } from './support/tasks.js';
 
+// A full disk, on demand: a partial attachment file opened while `fullDisk.on` fails its writes
+// with ENOSPC, as the filesystem does when it has no room left.
+const fullDisk = vi.hoisted(() => ({ on: false }));
+vi.mock('node:fs/promises', async (importOriginal) => {
+  const fs = await importOriginal<typeof import('node:fs/promises')>();
+  const open: typeof fs.open = async (file, flags, mode) => {
+    const handle = await fs.open(file, flags, mode);
+    if (fullDisk.on && String(file).endsWith('.partial')) {
+      const noSpace = Object.assign(new Error('ENOSPC: no space left on device, write'), {
+        code: 'ENOSPC',
+        errno: -28,
+        syscall: 'write',
+      });
+      vi.spyOn(handle, 'write').mockRejectedValue(noSpace);
+    }
+    return handle;
+  };
+  return { ...fs, default: { ...fs, open }, open };
+});
+
 const MAX_BYTES = 2 * 1024 * 1024;
 const MAX_PER_TASK = 8;
 const AttachmentListSchema = listOf(AttachmentSchema);
@@ -541,6 +561,28 @@ describe('rejected uploads leave nothing behind', () => {
     );
     expect((await storedObjects()).filter((key) => !keys.has(key))).toEqual([]);
   });
+
+  it.skipIf(backend !== 'fs')(
+    'answers 507 storage_full when the disk is full, logged at error, and keeps nothing',
+    async () => {
+      const task = await createTask(service, alice);
+      const errors = vi.spyOn(service.ctx.logger, 'error');
+      fullDisk.on = true;
+      try {
+        const res = await post(alice, task.id).attach('file', randomBytes(256 * 1024), {
+          filename: 'no-room.bin',
+          contentType: 'application/octet-stream',
+        });
+        expectProblem(res, 507, 'storage_full');
+        expect(JSON.stringify(res.body)).not.toMatch(/ENOSPC|attachments\//);
+      } finally {
+        fullDisk.on = false;
+      }
+      expect(errors.mock.calls.some((call) => /full/.test(call.map(String).join(' ')))).toBe(true);
+      errors.mockRestore();
+      await expectNothingStored(task.id);
+    },
+  );
 
   it('answers 400 when there is no part named "file", or more than one part', async () => {
     const task = await createTask(service, alice);

@@ -7,6 +7,7 @@ import { UserSchema } from '../contract/users.js';
 import { purgeExpiredEvents } from '../server/events/log.js';
 import { recordEvent } from '../server/events/outbox.js';
 import { startService, type TestService } from './support/app.js';
+import { createPersonalToken } from './support/personal-tokens.js';
 import { feedSettled, ofType, readAllChanges } from './support/events.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { createTask } from './support/tasks.js';
@@ -331,6 +332,25 @@ describe('GET /changes', () => {
       'task.updated',
       'tag.created',
     ]);
+  });
+
+  it('shows a personal access token only the events its other scopes let it read', async () => {
+    const owner = await registerUser(service);
+    const task = await createTask(service, owner, { title: 'Secret plans' });
+    await service.http.post('/tags').set('Authorization', owner.auth).send({ name: 'secret' }).expect(201);
+    await service.http.patch(`/users/${owner.user.id}`).set('Authorization', owner.auth).send({ name: 'Renamed' });
+    await service.http.delete(`/tasks/${task.id}`).set('Authorization', owner.auth).expect(204);
+    const typesSeenWith = async (scopes: Parameters<typeof createPersonalToken>[2], limit?: number) => {
+      const pat = await createPersonalToken(service, owner, scopes);
+      return (await readAllChanges(service, pat, undefined, limit)).events.map((event) => event.type);
+    };
+    const everything = (await readAllChanges(service, owner)).events.map((event) => event.type);
+    expect(everything).toEqual(['task.created', 'tag.created', 'user.updated', 'task.deleted']);
+    expect(await typesSeenWith(['events:read'])).toEqual([]);
+    expect(await typesSeenWith(['events:read', 'tasks:read'])).toEqual(['task.created', 'task.deleted']);
+    // A page of one still reaches the one event past those the token may not read.
+    expect(await typesSeenWith(['events:read', 'tags:write'], 1)).toEqual(['tag.created']);
+    expect(await typesSeenWith(['events:read', 'account:read'])).toEqual(['user.updated']);
   });
 
   it('answers 410 cursor_expired once the retention purge deleted events after the cursor', async () => {

@@ -3,14 +3,19 @@
 import { once } from 'node:events';
 import type { Server } from 'node:http';
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { AttachmentSchema } from '../contract/attachments.js';
 import { ProblemSchema } from '../contract/common.js';
 import { buildApp } from '../server/app.js';
+import { loadConfig } from '../server/config.js';
 import { applyConnectionTimeouts } from '../server/http/timeouts.js';
+import { createHttpServer } from '../server/serve.js';
 import { startService, type TestService } from './support/app.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
 import { listeningForFile } from './support/listening.js';
 import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/service-process.js';
+import { createTask } from './support/tasks.js';
+import { registerUser, type TestUser } from './support/users.js';
 
 const IDLE_MS = 400;
 
@@ -97,6 +102,103 @@ describe('connection timeouts on the listening service', () => {
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(answer).toMatch(/^HTTP\/1\.1 200/);
     socket.destroy();
+  });
+});
+
+describe('a response the client stops reading', () => {
+  const RESPONSE_IDLE_MS = 1500;
+  // Larger than every buffer between the two ends on loopback, so a client that reads nothing stalls the download.
+  const SIZE = 24 * 1024 * 1024;
+  let service: TestService;
+  let server: Server;
+  let port: number;
+  let owner: TestUser;
+  let attachmentId: string;
+  beforeAll(async () => {
+    service = await startService({
+      HTTP_IDLE_TIMEOUT_MS: String(IDLE_MS),
+      HTTP_RESPONSE_IDLE_TIMEOUT_MS: String(RESPONSE_IDLE_MS),
+      ATTACHMENT_MAX_BYTES: String(SIZE),
+    });
+    server = createHttpServer(service.ctx);
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    port = portOf(server);
+    owner = await registerUser(service);
+    const task = await createTask(service, owner);
+    const uploaded = await service.http
+      .post(`/tasks/${task.id}/attachments`)
+      .set('Authorization', owner.auth)
+      .attach('file', Buffer.alloc(SIZE, 7), { filename: 'big.bin', contentType: 'application/octet-stream' })
+      .expect(201);
+    attachmentId = AttachmentSchema.parse(uploaded.body).id;
+  }, 60_000);
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+    await service.close();
+  });
+
+  /** Asks for the download, reads nothing for `pauseMs`, then reads to the end: how many body bytes came. */
+  async function downloadPausing(pauseMs: number): Promise<number> {
+    const socket = net.connect(port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    await once(socket, 'connect');
+    socket.pause();
+    socket.write(
+      `GET /attachments/${attachmentId}/content HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: ${owner.auth}\r\n\r\n`,
+    );
+    await new Promise((resolve) => setTimeout(resolve, pauseMs));
+    let received = 0;
+    socket.on('data', (chunk: Buffer) => (received += chunk.length));
+    socket.resume();
+    await Promise.race([once(socket, 'close'), new Promise((resolve) => setTimeout(resolve, 10_000))]);
+    socket.destroy();
+    return received;
+  }
+
+  it('cuts a download to a client that reads nothing for HTTP_RESPONSE_IDLE_TIMEOUT_MS, and lets its socket go', async () => {
+    const received = await downloadPausing(RESPONSE_IDLE_MS + 2 * IDLE_MS + 500);
+    expect(received).toBeGreaterThan(0);
+    expect(received).toBeLessThan(SIZE);
+    const open = await new Promise<number>((resolve, reject) =>
+      server.getConnections((error, count) => (error ? reject(error) : resolve(count))),
+    );
+    expect(open).toBe(0);
+  });
+
+  it('lets a client that pauses for less than that (longer than the idle time) read the whole download', async () => {
+    const received = await downloadPausing(RESPONSE_IDLE_MS - 2 * IDLE_MS);
+    expect(received).toBeGreaterThan(SIZE);
+  });
+});
+
+describe('connections per client address', () => {
+  const served = listeningForFile({ MAX_CONNECTIONS_PER_ADDRESS: '5' });
+
+  it('takes MAX_CONNECTIONS_PER_ADDRESS and HTTP_RESPONSE_IDLE_TIMEOUT_MS as positive integers (defaults 256 and 60 s)', () => {
+    const defaults = loadConfig({});
+    expect(defaults.maxConnectionsPerAddress).toBe(256);
+    expect(defaults.httpTimeouts.responseIdleMs).toBe(60_000);
+    for (const bad of [{ MAX_CONNECTIONS_PER_ADDRESS: '0' }, { HTTP_RESPONSE_IDLE_TIMEOUT_MS: 'soon' }]) {
+      expect(() => loadConfig(bad)).toThrow(new RegExp(`^Invalid configuration: ${Object.keys(bad)[0]}`));
+    }
+  });
+
+  it('holds at most MAX_CONNECTIONS_PER_ADDRESS connections of one address; one closing makes room', async () => {
+    const port = Number(new URL(served.baseUrl).port);
+    const held = await Promise.all(Array.from({ length: 5 }, () => connect(port)));
+    const refused = await connect(port);
+    expect(await closedWithin(refused, 1000)).toBe(true);
+    expect((await Promise.all(held.map((s) => closedWithin(s, 200)))).filter(Boolean)).toEqual([]);
+    held[0]?.destroy();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const next = await connect(port);
+    let answer = '';
+    next.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+    next.write('GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n');
+    await vi.waitFor(() => expect(answer).toMatch(/^HTTP\/1\.1 200/), { timeout: 2000 });
+    for (const socket of [...held, next]) socket.destroy();
   });
 });
 

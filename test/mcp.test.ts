@@ -1,13 +1,14 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
-import { ProblemSchema, TaskSchema, type Scope } from '../contract/index.js';
+import { ProblemSchema, TagSchema, TaskSchema, type Scope } from '../contract/index.js';
 import { readAllChanges } from './support/events.js';
+import { createTask } from './support/tasks.js';
 import { listeningForFile } from './support/listening.js';
 import { createPersonalToken } from './support/personal-tokens.js';
 import { expectProblem } from './support/problems.js';
-import { registerUser, type TestUser } from './support/users.js';
+import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 
 const served = listeningForFile({ CORS_ORIGINS: 'https://app.example.test' });
 let ada: TestUser;
@@ -75,7 +76,7 @@ describe('the MCP endpoint', () => {
         'tags_list',
         'webhooks_create',
         'changes_list',
-        'users_list',
+        'users_get',
         'auth_me_get',
       ]),
     );
@@ -100,6 +101,92 @@ describe('the MCP endpoint', () => {
     for (const [scopes, expected] of sets) {
       const pat = await createPersonalToken(served.service, ada, scopes);
       expect(await toolNames(await connect(pat.auth)), scopes.join(' ')).toEqual(expected);
+    }
+  });
+
+  it('tools/list shows admin-only tools only to an administrator acting as one; calling one is an error result', async () => {
+    const adminOnly = ['users_create', 'users_list'];
+    const plain = await toolNames(await connect(ada.auth));
+    expect(plain.filter((name) => adminOnly.includes(name))).toEqual([]);
+    const admin = await registerAdmin(served.service);
+    expect(await toolNames(await connect(admin.auth))).toEqual(expect.arrayContaining(adminOnly));
+    // An administrator's token acts as one only with the admin scope.
+    const withoutAdmin = await createPersonalToken(served.service, admin, ['tasks:read']);
+    expect(await toolNames(await connect(withoutAdmin.auth))).not.toContain('users_list');
+    const withAdmin = await createPersonalToken(served.service, admin, ['admin']);
+    expect(await toolNames(await connect(withAdmin.auth))).toEqual(adminOnly);
+    const refused = await (await connect(ada.auth)).callTool({ name: 'users_list', arguments: {} });
+    expect(problemOf(refused)).toMatchObject({ code: 'not_found' });
+  });
+
+  it('path arguments are validated and encoded: `..` never reaches another operation', async () => {
+    const client = await connect(ada.auth);
+    const task = await createTask(served.service, ada, { title: 'Keep me' });
+    const tag = TagSchema.parse(
+      (await served.service.http.post('/tags').set('Authorization', ada.auth).send({ name: 'keep' }).expect(201)).body,
+    );
+    await served.service.http.post(`/tasks/${task.id}/tags/${tag.id}`).set('Authorization', ada.auth).expect(201);
+    for (const tagId of ['..', `../../tags/${tag.id}`, '.', `${tag.id}/..`, `${tag.id}?x=1`]) {
+      const result = await client.callTool({
+        name: 'task_tags_remove',
+        arguments: { task_id: task.id, tag_id: tagId },
+      });
+      const problem = problemOf(result);
+      expect(problem, tagId).toMatchObject({ status: 400, code: 'validation_failed' });
+      expect(problem.errors?.map((issue) => issue.path)).toEqual(['path.tag_id']);
+    }
+    const taskIds = ['..', `../tags/${tag.id}`];
+    for (const taskId of taskIds) {
+      const result = await client.callTool({ name: 'tasks_delete', arguments: { task_id: taskId } });
+      expect(problemOf(result), taskId).toMatchObject({ status: 400, code: 'validation_failed' });
+    }
+    const kept = await served.service.http.get(`/tasks/${task.id}`).set('Authorization', ada.auth).expect(200);
+    expect(TaskSchema.parse(kept.body).tags.map((t) => t.id)).toEqual([tag.id]);
+    await served.service.http.get(`/tags/${tag.id}`).set('Authorization', ada.auth).expect(200);
+  });
+
+  it('an error result never carries the text of an internal exception: a header fetch would refuse is a validation error', async () => {
+    const client = await connect(ada.auth);
+    const task = await createTask(served.service, ada, { title: 'Headers' });
+    const result = await client.callTool({
+      name: 'tasks_update',
+      arguments: { task_id: task.id, ifMatch: '"1"\r\nX-Injected: yes', status: 'done' },
+    });
+    const text = TextContentSchema.parse(result).content[0]!.text;
+    expect(result.isError).toBe(true);
+    expect(text).not.toMatch(/Headers|invalid header|TypeError|fetch|at .*\.js/i);
+    const problem = problemOf(result);
+    expect(problem).toMatchObject({ status: 400, code: 'validation_failed' });
+    expect(problem.errors?.map((issue) => issue.path)).toEqual(['header.if-match']);
+    expect(problem.requestId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(
+      TaskSchema.parse((await served.service.http.get(`/tasks/${task.id}`).set('Authorization', ada.auth)).body).status,
+    ).toBe('todo');
+  });
+
+  it('a call that fails inside the service is the generic internal problem with its request id, not the exception', async () => {
+    const client = await connect(ada.auth);
+    const realFetch = globalThis.fetch;
+    // The service's own call to its REST operation fails as a lost connection would; the client's calls to /mcp go through.
+    const spy = vi
+      .spyOn(globalThis, 'fetch')
+      .mockImplementation((input, init) =>
+        String(input instanceof Request ? input.url : input).endsWith('/mcp')
+          ? realFetch(input, init)
+          : Promise.reject(new Error('connect ECONNREFUSED 10.9.8.7:5432 (/srv/secret/path)')),
+      );
+    try {
+      const result = await client.callTool({ name: 'tasks_list', arguments: {} });
+      const text = TextContentSchema.parse(result).content[0]!.text;
+      expect(text).not.toMatch(/ECONNREFUSED|10\.9\.8\.7|secret/);
+      expect(problemOf(result)).toMatchObject({
+        status: 500,
+        code: 'internal',
+        detail: 'An unexpected error occurred',
+      });
+      expect(problemOf(result).requestId).toMatch(/^[0-9a-f-]{36}$/);
+    } finally {
+      spy.mockRestore();
     }
   });
 

@@ -190,6 +190,78 @@ describe('managing tokens', () => {
       .expect(200);
   });
 
+  it('a personal access token cannot change the email or delete the account (403 forbidden), only the rest of the profile', async () => {
+    const owner = await registerUser(service);
+    const pat = await createPersonalToken(service, owner, ['account:write']);
+    const newEmail = `taken-over-${owner.email}`;
+    const patched = await service.http
+      .patch(`/users/${owner.user.id}`)
+      .set('Authorization', pat.auth)
+      .send({ email: newEmail });
+    expect(expectProblem(patched, 403, 'forbidden').detail).toMatch(/email/);
+    const replaced = await service.http
+      .put(`/users/${owner.user.id}`)
+      .set('Authorization', pat.auth)
+      .send({ email: newEmail, name: 'Renamed' });
+    expect(expectProblem(replaced, 403, 'forbidden').detail).toMatch(/email/);
+    const deleted = await service.http.delete(`/users/${owner.user.id}`).set('Authorization', pat.auth);
+    expect(expectProblem(deleted, 403, 'forbidden').detail).toMatch(/delete/);
+    // Nothing changed: the owner still logs in with the old email, and the name is theirs to change by token.
+    await service.http.post('/auth/login').send({ email: owner.email, password: owner.password }).expect(200);
+    const same = await service.http
+      .put(`/users/${owner.user.id}`)
+      .set('Authorization', pat.auth)
+      .send({ email: owner.email.toUpperCase(), name: 'Renamed by token' })
+      .expect(200);
+    expect(same.body).toMatchObject({ email: owner.email, name: 'Renamed by token' });
+    // An administrator's token may not do it to someone else either: those need a login.
+    const adminPat = await createPersonalToken(service, admin, ['admin', 'account:write']);
+    expectProblem(
+      await service.http.patch(`/users/${owner.user.id}`).set('Authorization', adminPat.auth).send({ email: newEmail }),
+      403,
+      'forbidden',
+    );
+    expectProblem(
+      await service.http.delete(`/users/${owner.user.id}`).set('Authorization', adminPat.auth),
+      403,
+      'forbidden',
+    );
+    await service.http.get(`/users/${owner.user.id}`).set('Authorization', admin.auth).expect(200);
+  });
+
+  it("an admin setting a user's password revokes that user's tokens; changing your own keeps them", async () => {
+    const owner = await registerUser(service);
+    const pat = await createPersonalToken(service, owner, ['account:read']);
+    const otherSession = await service.http
+      .post('/auth/login')
+      .send({ email: owner.email, password: owner.password })
+      .expect(200);
+    await service.http
+      .patch(`/users/${owner.user.id}`)
+      .set('Authorization', owner.auth)
+      .send({ password: 'my own new password', currentPassword: owner.password })
+      .expect(200);
+    // Their own change ends their other sessions, not their tokens.
+    await service.http.get('/auth/me').set('Authorization', pat.auth).expect(200);
+    expectProblem(
+      await service.http
+        .get('/auth/me')
+        .set('Authorization', `Bearer ${(otherSession.body as { accessToken: string }).accessToken}`),
+      401,
+      'unauthenticated',
+    );
+    await service.http
+      .patch(`/users/${owner.user.id}`)
+      .set('Authorization', admin.auth)
+      .send({ password: 'set by the administrator' })
+      .expect(200);
+    expect(
+      expectProblem(await service.http.get('/auth/me').set('Authorization', pat.auth), 401, 'unauthenticated').detail,
+    ).toMatch(/revoked or unknown/);
+    const list = await service.http.get('/tokens').query({ userId: owner.user.id }).set('Authorization', admin.auth);
+    expect((list.body as { items: unknown[] }).items).toEqual([]);
+  });
+
   it('at most 50 live tokens a user: the 51st is 409 quota_exceeded', async () => {
     const user = await registerUser(service);
     for (let i = 0; i < 50; i++) await createPersonalToken(service, user, ['tasks:read'], `token ${i}`);
@@ -395,7 +467,7 @@ describe('the live stream with a token', () => {
 
   it('stays open across heartbeats while the token lives, delivers events, and ends when the token is revoked', async () => {
     const owner = await registerUser(served.service);
-    const pat = await createPersonalToken(served.service, owner, ['events:read']);
+    const pat = await createPersonalToken(served.service, owner, ['events:read', 'tasks:read']);
     const sse = await openSse(served.baseUrl, { Authorization: pat.auth });
     try {
       expect(sse.status).toBe(200);
@@ -410,6 +482,27 @@ describe('the live stream with a token', () => {
       expect(sse.events()[0]?.type).toBe('task.created');
       await served.service.http.delete(`/tokens/${pat.id}`).set('Authorization', owner.auth).expect(204);
       await sse.ended;
+    } finally {
+      sse.close();
+    }
+  });
+
+  it('delivers only the events the other scopes of the token let it read', async () => {
+    const owner = await registerUser(served.service);
+    const pat = await createPersonalToken(served.service, owner, ['events:read', 'tags:read']);
+    const sse = await openSse(served.baseUrl, { Authorization: pat.auth });
+    try {
+      expect(sse.status).toBe(200);
+      await served.service.http.post('/tasks').set('Authorization', owner.auth).send({ title: 'hidden' }).expect(201);
+      await served.service.http
+        .patch(`/users/${owner.user.id}`)
+        .set('Authorization', owner.auth)
+        .send({ name: 'Hidden' })
+        .expect(200);
+      await served.service.http.post('/tags').set('Authorization', owner.auth).send({ name: 'seen' }).expect(201);
+      // Events come in log order: the task's and the account's would have come before the tag's.
+      await sse.until((frames) => eventCount(frames) >= 1, 5_000);
+      expect(sse.events().map((event) => event.type)).toEqual(['tag.created']);
     } finally {
       sse.close();
     }

@@ -22,6 +22,7 @@ import { startService, type TestService } from './support/app.js';
 import { readAllChanges } from './support/events.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { startReceiver, type Receiver } from './support/receiver.js';
+import { createPersonalToken } from './support/personal-tokens.js';
 import { createTask } from './support/tasks.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 
@@ -193,6 +194,39 @@ describe('deliveries', () => {
     expect(bobSaw[0]).toBe(shared.id);
     expect(bobSaw).not.toContain(privateTask.id);
     expect(receiver.received(admins.path).every((r) => r.event.type === 'task.created')).toBe(true);
+  });
+
+  it('sends only the events the scopes of the credential that made it, or last pointed it elsewhere, may read', async () => {
+    const owner = await registerUser(service);
+    const pat = await createPersonalToken(service, owner, ['webhooks:write', 'tags:read']);
+    const path = `/hook-${++pathCount}`;
+    const created = await service.http
+      .post('/webhooks')
+      .set('Authorization', pat.auth)
+      .send({ url: receiver.url(path), events: ['*'] })
+      .expect(201);
+    const byToken = { ...CreatedWebhookSchema.parse(created.body), path };
+    receiver.expect(path, byToken.secret);
+    const byLogin = await hook(owner);
+    await createTask(service, owner, { title: 'not for the token' });
+    await service.http.post('/tags').set('Authorization', owner.auth).send({ name: 'for the token' }).expect(201);
+    await expect.poll(() => receiver.received(byLogin.path).length).toBe(2);
+    await expect.poll(() => receiver.received(byToken.path).length).toBe(1);
+    expect(receiver.received(byToken.path)[0]?.event.type).toBe('tag.created');
+    expect((await deliveries(owner, byToken.id)).map((d) => d.eventType)).toEqual(['tag.created']);
+
+    // A token without tasks:read pointing the login's webhook at another receiver gets no task through it.
+    const moved = `/hook-${++pathCount}`;
+    receiver.expect(moved, byLogin.secret);
+    await service.http
+      .patch(`/webhooks/${byLogin.id}`)
+      .set('Authorization', pat.auth)
+      .send({ url: receiver.url(moved) })
+      .expect(200);
+    await createTask(service, owner, { title: 'still not for the token' });
+    await service.http.post('/tags').set('Authorization', owner.auth).send({ name: 'marker' }).expect(201);
+    await expect.poll(() => receiver.received(moved).length).toBe(1);
+    expect(receiver.received(moved)[0]?.event.type).toBe('tag.created');
   });
 
   it('retries by hand (202) and refuses while the webhook is switched off (409)', async () => {

@@ -5,7 +5,7 @@ import type { AppContext } from '../context.js';
 import { AppError, invalidField, issuesOf, validationFailed } from '../http/errors.js';
 import { idempotencyKeys } from '../http/idempotency.js';
 import { principalOf } from '../http/principal.js';
-import { ObjectTooLargeError } from '../storage/storage.js';
+import { ObjectTooLargeError, StorageFullError } from '../storage/storage.js';
 import { admitUpload, type ReceivedFile } from './service.js';
 
 /** Room for the multipart envelope (boundaries, part headers) around a file of the maximum size. */
@@ -58,6 +58,14 @@ function attachmentStorageEngine(ctx: AppContext): multer.StorageEngine {
           if (error instanceof ObjectTooLargeError) {
             discardRestOf(req);
             return done(tooLarge(maxBytes));
+          }
+          // Not the client's fault, and the operators must hear of it.
+          if (error instanceof StorageFullError) {
+            ctx.logger.error({ err: error }, 'the attachment storage is full: an upload was refused');
+            discardRestOf(req);
+            return done(
+              new AppError('storage_full', 'The attachment storage is full: nothing was stored; retry later'),
+            );
           }
           // The part's own stream failing means the request failed; anything else is the storage's fault.
           if (file.stream.errored) return done(error);

@@ -1,4 +1,4 @@
-import { EventSchema, type Event } from '@task-service/client';
+import { EVENT_TYPES, EventSchema, grantsScope, scopeToReadEvent, type Event, type Scope } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { Prisma } from '../generated/prisma/client.js';
 import { isAdmin, type Principal } from '../http/principal.js';
@@ -17,12 +17,30 @@ export const START: Position = { txid: 0n, seq: 0n };
 export const isAfter = (a: Position, b: Position): boolean => a.txid > b.txid || (a.txid === b.txid && a.seq > b.seq);
 export const later = (a: Position, b: Position): Position => (isAfter(a, b) ? a : b);
 
-/** Who reads: admins see every event, others those naming them in the audience. */
+/**
+ * Who reads: admins see every event, others those naming them in the audience. A reader with
+ * `scopes` (a personal access token, a webhook) sees only the events those scopes may read.
+ */
 export interface Reader {
   userId: string;
   admin: boolean;
+  scopes?: readonly Scope[];
 }
-export const readerOf = (principal: Principal): Reader => ({ userId: principal.userId, admin: isAdmin(principal) });
+export const readerOf = (principal: Principal): Reader => ({
+  userId: principal.userId,
+  admin: isAdmin(principal),
+  ...(principal.token && { scopes: principal.token.scopes }),
+});
+
+/** Whether the reader's scopes let it read what an event of `type` carries. */
+export function readsEventType(reader: Pick<Reader, 'scopes'>, type: string): boolean {
+  if (!reader.scopes) return true;
+  const needed = scopeToReadEvent(type);
+  return needed !== undefined && grantsScope(reader.scopes, needed);
+}
+
+/** The event types a reader with scopes may read, for the log's queries. */
+const readableTypes = (reader: Reader): string[] => EVENT_TYPES.filter((type) => readsEventType(reader, type));
 
 export interface LoggedEvent {
   event: Event;
@@ -90,13 +108,15 @@ export interface LogPage {
 export async function readLog(ctx: AppContext, after: Position, limit: number, reader?: Reader): Promise<LogPage> {
   const visibility =
     !reader || reader.admin ? Prisma.empty : Prisma.sql`AND e.audience @> ARRAY[${reader.userId}::uuid]`;
+  // Filtered here, not after: a page of events the reader may not read would end its reading early.
+  const readable = reader?.scopes ? Prisma.sql`AND e.type = ANY(${readableTypes(reader)}::text[])` : Prisma.empty;
   const rows = await ctx.db.prisma.$queryRaw<(EventRow & { horizon: bigint })[]>`
     WITH h AS (SELECT (pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS horizon)
     SELECT h.horizon, e.id::text AS id, e.type, e.occurred_at, e.actor_id::text AS actor_id, e.data,
            e.audience::text[] AS audience, e.txid, e.seq
     FROM h LEFT JOIN LATERAL (
       SELECT * FROM events e
-      WHERE (e.txid, e.seq) > (${after.txid}, ${after.seq}) AND e.txid < h.horizon ${visibility}
+      WHERE (e.txid, e.seq) > (${after.txid}, ${after.seq}) AND e.txid < h.horizon ${visibility} ${readable}
       ORDER BY e.txid, e.seq
       LIMIT ${limit}
     ) e ON true`;
@@ -109,10 +129,12 @@ export async function readLog(ctx: AppContext, after: Position, limit: number, r
 
 /** The position of an event `reader` may see, by id; undefined when it is not (or no longer) in the log, or not theirs. */
 export async function positionSeenBy(ctx: AppContext, reader: Reader, eventId: string): Promise<Position | undefined> {
-  const rows = await ctx.db.prisma.$queryRaw<(Position & { audience: string[] })[]>`
-    SELECT txid, seq, audience::text[] AS audience FROM events WHERE id = ${eventId}::uuid`;
+  const rows = await ctx.db.prisma.$queryRaw<(Position & { audience: string[]; type: string })[]>`
+    SELECT txid, seq, audience::text[] AS audience, type FROM events WHERE id = ${eventId}::uuid`;
   const row = rows[0];
-  return row && visibleTo(reader, row.audience) ? { txid: row.txid, seq: row.seq } : undefined;
+  return row && visibleTo(reader, row.audience) && readsEventType(reader, row.type)
+    ? { txid: row.txid, seq: row.seq }
+    : undefined;
 }
 
 /** The current horizon as a position: where a reader that wants only what commits from now on starts. */

@@ -1,5 +1,5 @@
 import { v7 as uuidv7 } from 'uuid';
-import type { Event } from '@task-service/client';
+import { EVENT_TYPES, grantsScope, SCOPES, scopeToReadEvent, type Event } from '@task-service/client';
 import { Prisma } from '../generated/prisma/client.js';
 
 /** The PostgreSQL channel that wakes live streams and webhook workers on every instance. */
@@ -9,9 +9,19 @@ export const EVENTS_CHANNEL = 'task_service_events';
 export const UUIDV7_SQL = `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing substring(int8send(floor(extract(epoch from clock_timestamp()) * 1000)::bigint) from 3) from 1 for 6), 52, 1), 53, 1), 'hex')::uuid`;
 
 /**
+ * Per event type, the scopes any one of which lets a webhook receive it (scopeToReadEvent): a
+ * VALUES list made of constants only.
+ */
+const READING_SCOPES = EVENT_TYPES.map((type) => {
+  const needed = scopeToReadEvent(type);
+  const granting = SCOPES.filter((scope) => needed !== undefined && grantsScope([scope], needed));
+  return `('${type}', ARRAY[${granting.map((scope) => `'${scope}'`).join(', ')}]::text[])`;
+}).join(', ');
+
+/**
  * The CTEs that write the events of a CTE named `new_events` (id uuid, type text, data jsonb,
  * audience uuid[], actor_id uuid, n: their order), with a first delivery attempt, due now, for each
- * webhook whose owner may see the event. Plain SQL without parameters, so that Prisma's queries and
+ * webhook whose owner may see the event and whose scopes may read it. Plain SQL without parameters, so that Prisma's queries and
  * the pipelined writes (server/tasks/store.ts) write events the one way.
  */
 export const EVENT_WRITES = `
@@ -26,6 +36,7 @@ export const EVENT_WRITES = `
       FROM inserted i
       JOIN webhooks w ON w.active AND (i.type = ANY(w.events) OR '*' = ANY(w.events))
       JOIN users u ON u.id = w.owner_id
+      JOIN (VALUES ${READING_SCOPES}) AS reading(type, scopes) ON reading.type = i.type AND w.scopes && reading.scopes
       WHERE u.role = 'admin' OR w.owner_id = ANY(i.audience)
     )`;
 

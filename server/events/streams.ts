@@ -9,6 +9,7 @@ import {
   isAfter,
   later,
   readLog,
+  readsEventType,
   visibleTo,
   type LoggedEvent,
   type Position,
@@ -118,7 +119,7 @@ class StreamHub {
   private send(stream: Stream, logged: LoggedEvent): void {
     if (!isAfter(logged.position, stream.position)) return;
     stream.position = logged.position;
-    if (!visibleTo(stream.reader, logged.audience)) return;
+    if (!visibleTo(stream.reader, logged.audience) || !readsEventType(stream.reader, logged.event.type)) return;
     stream.out.write(frame(eventSeenBy(stream.reader, logged)));
     eventMetrics(this.ctx).streamEventsSent.inc();
     if (stream.out.writableLength > MAX_BUFFERED_BYTES) this.close(stream);

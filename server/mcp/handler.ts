@@ -7,24 +7,23 @@ import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } fr
 import { grantsScope } from '@task-service/client';
 import { notAuthenticated } from '../auth/sessions.js';
 import type { AppContext } from '../context.js';
-import { AppError, problemBody } from '../http/errors.js';
-import type { Principal } from '../http/principal.js';
+import { AppError, toAppError } from '../http/errors.js';
+import { isAdmin, type Principal } from '../http/principal.js';
 import { packageVersion } from '../project-root.js';
-import { dispatchToolCall } from './dispatch.js';
+import { dispatchToolCall, problemResult } from './dispatch.js';
 import { contractTools, type McpTool } from './tools.js';
 
-/** An access token from a login sees every tool; a personal access token those its scopes allow. */
-const visibleTo = (principal: Principal) => (tool: McpTool) =>
-  !principal.token || (tool.scope !== undefined && grantsScope(principal.token.scopes, tool.scope));
+/**
+ * The tools the caller may use: an administrator's only to one acting as an administrator (a
+ * token's owner with the admin scope); every other tool to a login, and to a token with its scope.
+ */
+const visibleTo = (principal: Principal) => (tool: McpTool) => {
+  if (tool.scope === 'admin' && !isAdmin(principal)) return false;
+  return !principal.token || (tool.scope !== undefined && grantsScope(principal.token.scopes, tool.scope));
+};
 
-function noSuchTool(name: string, req: Request): CallToolResult {
-  const problem = problemBody(
-    new AppError('not_found', `No tool named ${name} is available to this token`),
-    req.path,
-    String(req.id),
-  );
-  return { isError: true, content: [{ type: 'text', text: JSON.stringify(problem) }] };
-}
+const noSuchTool = (name: string, req: Request): CallToolResult =>
+  problemResult(new AppError('not_found', `No tool named ${name} is available to this token`), req);
 
 /** A browser page on another site must not reach the endpoint through the user's network (the spec's DNS-rebinding rule). */
 function assertAllowedOrigin(req: Request, corsOrigins: string[]): void {
@@ -52,7 +51,12 @@ export function mcpHandler(ctx: AppContext): RequestHandler {
     server.setRequestHandler(CallToolRequestSchema, (request) => {
       const tool = tools.get(request.params.name);
       if (!tool || !visible(tool)) return noSuchTool(request.params.name, req);
-      return dispatchToolCall(tool, request.params.arguments ?? {}, req);
+      return dispatchToolCall(tool, request.params.arguments ?? {}, req).catch((error: unknown) => {
+        // The SDK would answer an exception with its message; the caller gets the generic problem
+        // with the request id, the log the exception.
+        ctx.logger.error({ err: error, requestId: req.id, tool: tool.definition.name }, 'an MCP tool call failed');
+        return problemResult(toAppError(error), req);
+      });
     });
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     res.on('close', () => {

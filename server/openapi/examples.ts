@@ -129,6 +129,11 @@ export const problemExamples: Record<ProblemCode, ProblemExample & { path: strin
   rate_limited: { code: 'rate_limited', detail: 'At most 600 requests a minute', path: '/tasks' },
   internal: { code: 'internal', detail: 'An unexpected error occurred', path: '/tasks' },
   unavailable: { code: 'unavailable', detail: 'The database is unreachable', path: '/tasks' },
+  storage_full: {
+    code: 'storage_full',
+    detail: 'The attachment storage is full: nothing was stored; retry later',
+    path: '/tasks/{task_id}/attachments',
+  },
 };
 
 /** A request path with the example values in its parameters (`/tasks/{task_id}` or `/tasks/:task_id`). */
@@ -329,6 +334,7 @@ export const examples: ContractExamples<Contract> = {
           quota('storageBytes', '1073741824', 'bytes of attachments', 'USER_STORAGE_QUOTA_BYTES'),
         ],
         413: [{ code: 'payload_too_large', detail: 'Attachments are limited to 26214400 bytes' }],
+        507: [{ code: 'storage_full', detail: 'The attachment storage is full: nothing was stored; retry later' }],
       },
     },
     listForTask: { request: undefined, responses: { 200: { items: [v.attachment] } }, problems: { 404: [noSuchTask] } },

@@ -103,6 +103,10 @@ const problems: Record<number, { name: string; description: string }> = {
     name: 'Unavailable',
     description: 'The database is unreachable (`unavailable`); retry after `Retry-After` seconds',
   },
+  507: {
+    name: 'InsufficientStorage',
+    description: "The service's attachment storage is full (`storage_full`); nothing was stored",
+  },
 };
 
 const problemOf = (status: number) => {

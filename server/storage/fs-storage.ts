@@ -2,10 +2,21 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, open, opendir, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { STORAGE_KEY, type AttachmentStorage, type ByteRange, type StoredEntry, type StoredObject } from './storage.js';
+import {
+  STORAGE_KEY,
+  StorageFullError,
+  type AttachmentStorage,
+  type ByteRange,
+  type StoredEntry,
+  type StoredObject,
+} from './storage.js';
 import { Tally } from './tally.js';
 
 const PARTIAL_SUFFIX = '.partial';
+
+/** What the filesystem says when it has no room: no space left on the device, or the disk quota reached. */
+const isNoSpace = (error: unknown): boolean =>
+  error instanceof Error && 'code' in error && (error.code === 'ENOSPC' || error.code === 'EDQUOT');
 
 async function writeFully(handle: FileHandle, chunk: Buffer): Promise<void> {
   for (let offset = 0; offset < chunk.length;) {
@@ -52,7 +63,11 @@ export async function fileSystemStorage(root: string): Promise<AttachmentStorage
       const tally = new Tally(maxBytes);
       let closed = false;
       try {
-        for await (const data of source) await writeFully(handle, tally.add(data));
+        // A failed write leaves the source as it is: destroying it would report the storage's failure
+        // as the request's own (an upload refused as a malformed body, not a full disk).
+        for await (const data of source.iterator({ destroyOnReturn: false })) {
+          await writeFully(handle, tally.add(data));
+        }
         await handle.sync();
         closed = true;
         await handle.close();
@@ -62,7 +77,7 @@ export async function fileSystemStorage(root: string): Promise<AttachmentStorage
       } catch (error) {
         if (!closed) await handle.close().catch(() => undefined);
         await rm(partial, { force: true });
-        throw error;
+        throw isNoSpace(error) ? new StorageFullError({ cause: error }) : error;
       }
     },
 

@@ -27,13 +27,20 @@ export class ObjectTooLargeError extends Error {
   }
 }
 
+/** The storage has no room left (a full disk or quota); nothing of the write was kept. */
+export class StorageFullError extends Error {
+  constructor(options?: { cause: unknown }) {
+    super('The attachment storage is full', options);
+  }
+}
+
 /**
  * Where attachment bytes live (a directory, an S3 bucket). A write is all or nothing: it resolves
  * only once the bytes are durable, and leaves nothing behind when it fails. Keys are made by the
  * storage and are UUIDs.
  */
 export interface AttachmentStorage {
-  /** Streams `source` into storage; rejects with ObjectTooLargeError beyond `maxBytes`. */
+  /** Streams `source` into storage; rejects with ObjectTooLargeError beyond `maxBytes`, StorageFullError when there is no room. */
   write(source: Readable, options: { maxBytes: number }): Promise<StoredObject>;
   /** The object's bytes, or a part of them; undefined when the object does not exist (deleted meanwhile). */
   open(key: string, range?: ByteRange): Promise<Readable | undefined>;

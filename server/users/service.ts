@@ -92,19 +92,34 @@ const changesUser = (user: UserRow, change: ProfileChange): boolean =>
   (change.role !== undefined && change.role !== user.role) ||
   change.passwordHash !== undefined;
 
-/** Applies the change to the user's row as it is once locked; a demotion of the last admin is 409. */
+/**
+ * A personal access token may change a profile, never what signs in to it: the password, the email
+ * (whoever holds the email can take the account over), or the account's existence. Those need a login.
+ */
+const needsLogin = (what: string) =>
+  new AppError('forbidden', `A personal access token may not ${what}: use an access token from a login`);
+
+/**
+ * Applies the change to the user's row as it is once locked; a demotion of the last admin is 409.
+ * `revokeTokens` deletes the user's personal access tokens in the same transaction.
+ */
 async function applyProfileChange(
   ctx: AppContext,
   principal: Principal,
   userId: string,
   change: ProfileChange,
+  { revokeTokens = false } = {},
 ): Promise<UserRow> {
   try {
     return await recordingEvents(ctx, async (tx) => {
       const user = await lockUser(tx, userId);
+      // Decided on the locked row, so a token's write never puts back an email a login just changed.
+      if (principal.token && change.email !== undefined && change.email !== user.email)
+        throw needsLogin('change the email');
       if (!changesUser(user, change)) return user;
       if (user.role === 'admin' && change.role === 'user') await assertAnotherAdminRemains(tx, user.id);
       const updated = await tx.user.update({ where: { id: user.id }, data: { ...change, updatedAt: new Date() } });
+      if (revokeTokens) await tx.personalAccessToken.deleteMany({ where: { userId: user.id } });
       await recordEvent(tx, principal.userId, userUpdated(updated));
       return updated;
     });
@@ -155,22 +170,22 @@ export async function patchUser(
 ): Promise<UserRow> {
   const user = await findVisibleUser(ctx, principal, userId);
   if (body.role !== undefined && !isAdmin(principal)) throw roleNotSettable();
-  if (body.password !== undefined && principal.token) {
-    throw new AppError(
-      'forbidden',
-      'A personal access token may not change a password: use an access token from a login',
-    );
-  }
+  if (body.password !== undefined && principal.token) throw needsLogin('change a password');
   const change: ProfileChange = { email: body.email, name: body.name, role: body.role };
+  const ownPassword = user.id === principal.userId;
   if (body.password !== undefined) {
     // Users changing their own password prove they know the current one; admins resetting
     // someone else's do not.
-    if (user.id === principal.userId) await proveCurrentPassword(ctx, user, body.currentPassword, address);
+    if (ownPassword) await proveCurrentPassword(ctx, user, body.currentPassword, address);
     change.passwordHash = await ctx.passwords.hash(body.password);
   }
-  const updated = await applyProfileChange(ctx, principal, user.id, change);
+  // Someone else setting the password takes the account back from whoever held it, tokens included;
+  // users changing their own keep their tokens (scripts go on working), as on GitHub.
+  const updated = await applyProfileChange(ctx, principal, user.id, change, {
+    revokeTokens: body.password !== undefined && !ownPassword,
+  });
   if (body.password !== undefined) {
-    await revokeOtherSessions(ctx, user.id, user.id === principal.userId ? principal.sessionId : undefined);
+    await revokeOtherSessions(ctx, user.id, ownPassword ? principal.sessionId : undefined);
   }
   return updated;
 }
@@ -181,6 +196,7 @@ export async function patchUser(
  */
 export async function deleteUser(ctx: AppContext, principal: Principal, userId: string): Promise<void> {
   await findVisibleUser(ctx, principal, userId);
+  if (principal.token) throw needsLogin('delete an account');
   const storageKeys = await recordingEvents(ctx, async (tx) => {
     const user = await lockUser(tx, userId);
     if (user.role === 'admin') await assertAnotherAdminRemains(tx, user.id);

@@ -1,7 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { recordingEvents } from '../events/signal.js';
 import { v7 as uuidv7 } from 'uuid';
-import type { Delivery, Webhook, WebhookCreate, WebhookListQuery, WebhookPatch } from '@task-service/client';
+import {
+  grantsScope,
+  SCOPES,
+  type Delivery,
+  type Scope,
+  type Webhook,
+  type WebhookCreate,
+  type WebhookListQuery,
+  type WebhookPatch,
+} from '@task-service/client';
 import type { AppContext } from '../context.js';
 import type { Prisma } from '../generated/prisma/client.js';
 import { AppError, invalidField, notFound } from '../http/errors.js';
@@ -13,10 +22,18 @@ import { lockAttemptsOf } from './attempts.js';
 import { webhookNetwork } from './network.js';
 import { serializeDelivery, serializeWebhook, type DeliveryRow, type WebhookRow } from './serialize.js';
 import { resolveTarget } from './targets.js';
+import { scopesOf } from '../tokens/serialize.js';
 
 /** Admins see every webhook, others their own. */
 const webhookVisibleTo = (principal: Principal): Prisma.WebhookWhereInput =>
   isAdmin(principal) ? {} : { ownerId: principal.userId };
+
+/** What the caller's credential may do: a personal access token's scopes, or every scope for a login. */
+const scopesOfCaller = (principal: Principal): readonly Scope[] => principal.token?.scopes ?? SCOPES;
+
+/** The scopes both sets grant, written out (`tasks:write` granting `tasks:read` lists both). */
+const commonScopes = (a: readonly Scope[], b: readonly Scope[]): Scope[] =>
+  SCOPES.filter((scope) => grantsScope(a, scope) && grantsScope(b, scope));
 
 /** A signing secret as Standard Webhooks writes it: `whsec_` + base64 of 32 random bytes. */
 const newSecret = () => `whsec_${randomBytes(32).toString('base64')}`;
@@ -54,6 +71,8 @@ export async function createWebhook(
         url: input.url,
         events: input.events,
         description: input.description,
+        // It delivers what the credential that made it could read, no more, as /changes shows a token.
+        scopes: [...scopesOfCaller(principal)],
         secret: newSecret(),
         createdAt: now,
         updatedAt: now,
@@ -104,6 +123,12 @@ export async function updateWebhook(
       ...(change.url !== undefined && { url: change.url }),
       ...(change.events !== undefined && { events: change.events }),
       ...(change.description !== undefined && { description: change.description }),
+      // A token that points the webhook elsewhere, or at more events, must not receive through it
+      // what it could not read itself.
+      ...(principal.token &&
+        (change.url !== undefined || change.events !== undefined) && {
+          scopes: commonScopes(scopesOf(webhook.scopes), principal.token.scopes),
+        }),
       // Switching on forgets the failures; switching off is the owner's own reason.
       ...(change.active === true && { active: true, disabledReason: null, failingSince: null }),
       ...(change.active === false && { active: false, disabledReason: 'switched off by its owner' }),
