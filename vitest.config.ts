@@ -6,7 +6,7 @@ const postgres = process.env.TEST_DATABASE_URL;
 // Project "pgbouncer" (CI): what a transaction pooler could break, with the service reaching
 // TEST_DATABASE_URL's server through TEST_POOLER_URL (a PgBouncer in transaction mode, see .ci/run).
 const pooler = postgres ? process.env.TEST_POOLER_URL : undefined;
-// (changes and webhooks are left out until their timing-heavy tests pass there reliably: see issue 21's report.)
+// (changes and webhooks are left out until their timing-heavy tests pass there reliably.)
 const POOLER_FILES = ['instances', 'event-stream', 'migrations', 'pooler'].map((name) => `test/${name}.test.ts`);
 // `npm run test:stress`: process faults, sustained load and heavier fuzzing (test/stress, FUZZ_RUNS).
 const stress = process.env.TEST_STRESS === '1';

@@ -129,7 +129,7 @@ describe('GET /openapi.json', () => {
         isPublicRoute(route) ? [] : [{ bearerAuth: [] }],
       );
     }
-    // API.md's public operations, /problems/{code} included.
+    // The public operations (docs/api-guide.md), /problems/{code} included.
     const publicPaths = operations
       .filter(({ route }) => isPublicRoute(route))
       .map(({ route }) => `${route.method} ${route.path}`);

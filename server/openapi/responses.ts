@@ -46,7 +46,7 @@ export type HeaderName = keyof typeof headers;
 export const headerRefs = (names: HeaderName[]) =>
   Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${name}` }]));
 
-/** The error answers of API.md's table, by status; each lists the problem codes it may carry. */
+/** The error answers (docs/api-guide.md, errors), by status; each lists the problem codes it may carry. */
 const problems: Record<number, { name: string; description: string }> = {
   400: {
     name: 'BadRequest',
