@@ -5,7 +5,7 @@
 // - the `sh project` block of docs/client.md makes a TypeScript project exactly as it says, with the
 //   client packed from this checkout, and every `ts` block is compiled there with its tsc and run;
 // - every relative link and anchor resolves.
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
 import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/service-process.js';
+import { bash, CURL_STATUS_PRELUDE } from './support/shell.js';
 
 const run = promisify(execFile);
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -65,39 +66,7 @@ const shellBlocks = (flag?: string) =>
   );
 const where = (block: Block) => `${block.file}:${block.line}`;
 
-// Each curl's status goes to standard error on a line of its own, so a sample is judged by what the
-// service answered, not only by its exit status. No `set -e`: the samples run as a user's shell runs them.
-const PRELUDE = `
-curl() { command curl --write-out '%{stderr}HTTP-STATUS %{http_code}\\n' "$@"; }
-`;
-
-interface ShellRun {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  statuses: number[];
-}
-
-function bash(script: string, cwd: string, env: Record<string, string> = {}, timeoutMs = 60_000): Promise<ShellRun> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('bash', ['-c', script], {
-      cwd,
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.once('error', reject);
-    child.once('close', (code) => {
-      clearTimeout(timer);
-      const statuses = [...stderr.matchAll(/^HTTP-STATUS (\d+)$/gm)].map((match) => Number(match[1]));
-      resolve({ code, stdout, stderr, statuses });
-    });
-  });
-}
+const PRELUDE = CURL_STATUS_PRELUDE;
 
 beforeAll(async () => {
   const files = await markdownFiles();

@@ -117,8 +117,9 @@ const isClientError = (status: number) => status >= 400 && status < 500;
 
 /** An error answer with its headers and one example per body (named by its code). */
 export function problemResponse(status: number, bodies: Problem[]) {
-  const names: HeaderName[] = ['X-Request-Id'];
-  if (isClientError(status)) names.push('RateLimit', 'RateLimit-Policy');
+  // X-Request-Id and RateLimit-Policy are on every answer, described once in the introduction.
+  const names: HeaderName[] = [];
+  if (isClientError(status)) names.push('RateLimit');
   if (status === 401 || status === 403) names.push('WWW-Authenticate');
   if (status === 429 || status === 503) names.push('Retry-After');
   if (status === 412) names.push('ETag');
