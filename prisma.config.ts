@@ -6,6 +6,10 @@
 import { defineConfig } from 'prisma/config';
 import { PrismaPg } from '@prisma/adapter-pg';
 
+// Every run of the CLI in this project (npm install's `prisma generate`, @prisma/client's own
+// install step, `prisma migrate diff`) leaves Prisma's update-check host alone.
+process.env.CHECKPOINT_DISABLE ??= '1';
+
 export default defineConfig({
   schema: 'prisma/schema.prisma',
   experimental: { adapter: true },

@@ -1,4 +1,4 @@
-// The targets of issue 19: each workload's req/s as a share of its bare baseline's (the stack
+// The targets (docs/benchmarks.md): each workload's req/s as a share of its bare baseline's (the stack
 // baseline doing the same work; argon2 verifications for login), and the service's memory.
 export const TARGETS = {
   create: 0.5,

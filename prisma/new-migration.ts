@@ -34,7 +34,8 @@ try {
       'prisma/schema.prisma',
       '--script',
     ],
-    { encoding: 'utf8', env: { ...process.env, PRISMA_DIFF_DATABASE_URL: server.url } },
+    // CHECKPOINT_DISABLE: Prisma's CLI never calls its update-check host.
+    { encoding: 'utf8', env: { ...process.env, PRISMA_DIFF_DATABASE_URL: server.url, CHECKPOINT_DISABLE: '1' } },
   );
 } finally {
   await server.stop();

@@ -148,7 +148,7 @@ const EnvSchema = z
           .max(20),
       ),
     WEBHOOK_ALLOW_PRIVATE_TARGETS: bool.default('false'),
-    /** The whole exchange of one attempt (connect, request, answer and its body); 10 s per API.md. */
+    /** The whole exchange of one attempt (connect, request, answer and its body); 10 s by default (docs/configuration.md). */
     WEBHOOK_TIMEOUT_MS: positiveInt.max(600_000).default(10_000),
     /**
      * How long past its timeout an attempt's lease outlives an instance that died mid-attempt before
@@ -365,7 +365,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   const e = parsed.data;
   // One process by default: it serves HTTP beside the database's own processes on the same cores,
-  // at a third of the memory of a main process with a worker per core (issue 19).
+  // at a third of the memory of a main process with a worker per core (docs/benchmarks.md).
   const webConcurrency = e.WEB_CONCURRENCY ?? 1;
   return {
     port: e.PORT,

@@ -5,7 +5,7 @@ export class StartAborted extends Error {
   }
 }
 
-/** From the stop signal to the end of the whole process tree (API.md: within 10 s). */
+/** From the stop signal to the end of the whole process tree (within 10 s: docs/operations.md, signals). */
 export const STOP_WITHIN_MS = 10_000;
 /** What is kept back for closing the database (and stopping the embedded server) after requests. */
 const CLOSING_MARGIN_MS = 2_500;

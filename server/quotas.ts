@@ -6,7 +6,7 @@ import { Prisma } from './generated/prisma/client.js';
 import { AppError } from './http/errors.js';
 import { isAdmin, type Principal } from './http/principal.js';
 
-/** What one user may hold (API.md "Limits"), each under its configuration variable. */
+/** What one user may hold (docs/api-guide.md, limits), each under its configuration variable. */
 export type Quota = keyof Config['quotas'];
 
 interface QuotaRule {

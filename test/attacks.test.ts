@@ -1,4 +1,4 @@
-// The weaknesses a black-box attack found (issue 9), each attacked the way it was found.
+// The weaknesses a black-box attack found, each attacked the way it was found.
 import { Writable } from 'node:stream';
 import { exportPKCS8, generateKeyPair } from 'jose';
 import pg from 'pg';

@@ -278,7 +278,7 @@ describe('login throttling', () => {
     });
   });
 
-  it('answers every successful login with a device token naming the account (issue 18)', async () => {
+  it('answers every successful login with a device token naming the account', async () => {
     const user = await registerUser(service);
     const first = await loginRequest(service, user.email, user.password).expect(200);
     const deviceToken = z.string().min(20).parse(first.body.deviceToken);
@@ -293,7 +293,7 @@ describe('login throttling', () => {
     expect(others.body.deviceToken).not.toBe(deviceToken);
   });
 
-  it("lets the owner's known device log in while strangers hold the account ceiling; a device has its own budget (issue 18)", async () => {
+  it("lets the owner's known device log in while strangers hold the account ceiling; a device has its own budget", async () => {
     await withThrottle(
       { LOGIN_MAX_FAILURES_PER_ACCOUNT_ADDRESS: '2', LOGIN_MAX_FAILURES_PER_ACCOUNT: '6' },
       async (throttled) => {

@@ -1,4 +1,4 @@
-// Builds (issue 20): `npm run build` (run by `npm start`, `migrate`, `create-admin`) is incremental
+// Builds: `npm run build` (run by `npm start`, `migrate`, `create-admin`) is incremental
 // and never deletes a file a running service may load.
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';

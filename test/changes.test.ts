@@ -211,7 +211,7 @@ describe('GET /changes', () => {
     expectProblem(await service.http.get('/changes'), 401, 'unauthenticated');
   });
 
-  it('signs its cursors: a forged, altered or out-of-range cursor is 400, never 200 or 5xx (issue 18)', async () => {
+  it('signs its cursors: a forged, altered or out-of-range cursor is 400, never 200 or 5xx', async () => {
     const issued = await endOfFeed(alice);
     const flipped = `${issued.slice(0, -1)}${issued.endsWith('A') ? 'B' : 'A'}`;
     const forged = [
@@ -238,7 +238,7 @@ describe('GET /changes', () => {
     await service.http.get('/changes').query({ cursor: issued }).set('Authorization', alice.auth).expect(200);
   });
 
-  it("names the actor only to that user, an admin, or the task's owner or assignee (issue 18)", async () => {
+  it("names the actor only to that user, an admin, or the task's owner or assignee", async () => {
     const cursor = await endOfFeed(admin);
     const task = await createTask(service, alice, { title: 'actor', assigneeId: bob.user.id });
     await service.http

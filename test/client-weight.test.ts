@@ -14,7 +14,7 @@ import {
 import { listeningForFile } from './support/listening.js';
 import { uniqueEmail } from './support/users.js';
 
-// What the client costs the people who use it, held to issue 17's targets beside openapi-fetch: the
+// What the client costs the people who use it, held to its targets beside openapi-fetch (docs/client.md): the
 // same consumer program (test/support/consumers/) written for each, in a fresh strict project where
 // the packed client is installed. Sizes and type-level assertions here; timings in
 // `npm run bench -- --client` (a shared CPU makes them too noisy to assert).

@@ -1,7 +1,7 @@
 // On a pool that reaches PostgreSQL directly, plain SQL is prepared (parsed and planned once per
 // connection) and the statement timeout is the session's, so a statement runs without a transaction
-// around it; through a transaction-mode pooler neither (API.md, Running behind a connection pooler).
-// Issue 19: a login's statements cost the server a third less prepared.
+// around it; through a transaction-mode pooler neither (docs/operations.md, connection pooler).
+// A login's statements cost the server a third less prepared.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgres, type Database } from '../server/db/database.js';
 import { freshDatabase, throughPooler, TEST_STATEMENT_TIMEOUT_MS, type TestDatabase } from './support/databases.js';

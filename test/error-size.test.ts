@@ -1,4 +1,4 @@
-// Issue 18, finding 3: an error answer stays small whatever the input. At most 20 issues (then
+// An error answer stays small whatever the input. At most 20 issues (then
 // `truncated`), at most 16 KiB, every request array and string bounded in the contract and the
 // bound checked before the items, and nothing of it kept under an Idempotency-Key.
 import { isAppRoute, type AppRoute, type AppRouter } from '@ts-rest/core';

@@ -1,4 +1,4 @@
-// Issue 18, live stream: caps per user and per instance, a stream ends with its token, role and
+// The live stream's limits: caps per user and per instance, a stream ends with its token, role and
 // actor decided per event, and a Last-Event-ID that tells nothing about others' events.
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// Faults quick enough for every run (issue 9); the process-level ones are in test/stress.
+// Faults quick enough for every run; the process-level ones are in test/stress.
 import { readdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// Contract fuzzing (issue 9): requests generated from the contract's own zod schemas, valid and
+// Contract fuzzing: requests generated from the contract's own zod schemas, valid and
 // mutated, against every operation. Invariants: no 5xx; every error is problem+json with a
 // documented code; a refused request changes nothing; every success matches the contract.
 // FUZZ_RUNS sets the cases per operation (npm run test:stress runs many more).
@@ -128,7 +128,7 @@ const weirdValue: fc.Arbitrary<unknown> = fc.oneof(
   fc.double(),
   fc.array(fc.string(), { maxLength: 60 }),
   fc.anything({ maxDepth: 4 }),
-  // Issue 18: arrays far past any maximum (the bound is checked before the items), device tokens.
+  // Arrays far past any maximum (the bound is checked before the items), device tokens.
   fc.integer({ min: 51, max: 20_000 }).map((n) => Array.from({ length: n }, (_, i) => (i % 2 ? 'x' : { bad: i }))),
   fc.constantFrom('x'.repeat(600), `${'a'.repeat(43)}.${'b'.repeat(22)}`),
 );
@@ -420,7 +420,7 @@ let cases = 0;
 function checkAnswer(route: AppRoute, res: Answer): void {
   expect(res.status, (res.text ?? '').slice(0, 500)).toBeLessThan(500);
   if (res.status >= 400) {
-    // Issue 18: an error answer stays small whatever the input.
+    // An error answer stays small whatever the input.
     expect(Buffer.byteLength(res.text ?? '')).toBeLessThanOrEqual(16 * 1024);
     expect(((res.body as { errors?: unknown[] }).errors ?? []).length).toBeLessThanOrEqual(20);
     expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);

@@ -343,7 +343,7 @@ describe('CORS', () => {
     expect(other.headers['access-control-allow-origin']).toBeUndefined();
   });
 
-  it('allows every request header API.md names and exposes every answer header it names (found in issue 18)', async () => {
+  it('allows the request headers a browser client sends and exposes the answer headers it reads (CORS)', async () => {
     const requested = [
       'Authorization',
       'Content-Type',

@@ -100,7 +100,7 @@ describe('Idempotency-Key', () => {
     expect(await tasksTitled('expiring')).toBe(2);
   });
 
-  it('frees a key whose request died before committing after 60 s, never 24 hours (issue 18)', async () => {
+  it('frees a key whose request died before committing after 60 s, never 24 hours', async () => {
     const key = freshKey();
     // What a process killed mid-request leaves behind: the claim, with no answer.
     const claimed = async (ageMs: number) => {
@@ -126,7 +126,7 @@ describe('Idempotency-Key', () => {
     expect(await tasksTitled('after a crash')).toBe(1);
   });
 
-  it('keeps at most IDEMPOTENCY_MAX_KEYS_PER_USER answers a caller, the oldest expiring first (issue 18)', async () => {
+  it('keeps at most IDEMPOTENCY_MAX_KEYS_PER_USER answers a caller, the oldest expiring first', async () => {
     const capped = await startService({ IDEMPOTENCY_MAX_KEYS_PER_USER: '3' });
     try {
       const carol = await registerUser(capped);

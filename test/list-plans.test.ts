@@ -142,7 +142,7 @@ describe('the indexes on tasks', () => {
   });
 
   // Every index is written by every insert and by each update of its columns: one that no query
-  // uses only slows the writes down (issue 19). Runs last, after every plan above. The trigram
+  // uses only slows the writes down. Runs last, after every plan above. The trigram
   // indexes serve `q`, proven in search-index.test.ts (their plan needs its data to be chosen).
   it('every index on tasks is used by a plan above', async () => {
     const indexes = await database.db.sql.rows<{ indexname: string }>(

@@ -28,7 +28,8 @@ async function sqlFromSchema(databaseUrl: string): Promise<string> {
     {
       cwd: path.resolve(import.meta.dirname, '..'),
       maxBuffer: 10 * 1024 * 1024,
-      env: { ...process.env, PRISMA_DIFF_DATABASE_URL: databaseUrl },
+      // CHECKPOINT_DISABLE: Prisma's CLI never calls its update-check host.
+      env: { ...process.env, PRISMA_DIFF_DATABASE_URL: databaseUrl, CHECKPOINT_DISABLE: '1' },
     },
   );
   return stdout;

@@ -129,7 +129,7 @@ describe('GET /openapi.json', () => {
         isPublicRoute(route) ? [] : [{ bearerAuth: [] }],
       );
     }
-    // API.md's public operations, /problems/{code} included.
+    // The public operations (docs/api-guide.md), /problems/{code} included.
     const publicPaths = operations
       .filter(({ route }) => isPublicRoute(route))
       .map(({ route }) => `${route.method} ${route.path}`);
@@ -205,7 +205,23 @@ describe('GET /openapi.json', () => {
   it('is what `npm run openapi` writes', async () => {
     const target = path.join(workDir, 'written', 'openapi.json');
     await promisify(execFile)(process.execPath, ['--import', 'tsx', 'server/openapi/write.ts', target], { cwd: ROOT });
-    expect(JSON.parse(await readFile(target, 'utf8'))).toEqual(served);
+    // Written for http://localhost:3000, as served to a request that reached the service there.
+    const local = await service.http.get('/openapi.json').set('Host', 'localhost:3000').expect(200);
+    expect(JSON.parse(await readFile(target, 'utf8'))).toEqual(local.body);
+  });
+
+  it('names in its samples the URL each request reached, and only a well-formed one', async () => {
+    const text = (host: string) =>
+      service.http
+        .get('/openapi.json')
+        .set('Host', host)
+        .expect(200)
+        .then((res) => res.text);
+    expect(await text('tasks.example.com')).toContain('"curl -X POST \\"http://tasks.example.com/tasks\\"');
+    expect(await text('[::1]:8080')).toContain("baseUrl: 'http://[::1]:8080'");
+    const odd = await text("evil.example'$(reboot)");
+    expect(odd).not.toContain('reboot');
+    expect(odd).toContain('http://localhost:3000/tasks');
   });
 });
 

@@ -1,4 +1,4 @@
-// Database outages (issue 20): every request answers 503 `unavailable` with Retry-After (never 500),
+// Database outages: every request answers 503 `unavailable` with Retry-After (never 500),
 // /readyz 503, and the service serves again by itself; the embedded server is restarted by the
 // service. On the embedded PostgreSQL and on a disposable Debian PostgreSQL server of this test's own.
 import { execFile } from 'node:child_process';

@@ -1,4 +1,4 @@
-// Per-user quotas (issue 9, weakness 2: one account stored 300 MiB in 10 s). Attacked with parallel
+// Per-user quotas (found by an attack: one account stored 300 MiB in 10 s). Attacked with parallel
 // requests, so a quota that a race could pass would show here.
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';

@@ -1,4 +1,4 @@
-// `q` is served by trigram indexes (issue 9, weakness 3: a search was a scan of every task).
+// `q` is served by trigram indexes (found by an attack: a search was a scan of every task).
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TaskListQuerySchema } from '../contract/tasks.js';

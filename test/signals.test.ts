@@ -1,4 +1,4 @@
-// Stop signals at any moment (issue 20): SIGTERM/SIGINT sent to `npm start`'s process or to its
+// Stop signals at any moment: SIGTERM/SIGINT sent to `npm start`'s process or to its
 // process group stop the whole tree, the embedded PostgreSQL included, within 10 s; start-up too.
 import { randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';

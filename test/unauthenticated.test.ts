@@ -4,7 +4,7 @@ import { expectProblem } from './support/problems.js';
 import { expiredAccessToken, mintAccessToken } from './support/tokens.js';
 import { registerUser } from './support/users.js';
 
-// API.md: a 401's detail says which of missing token, expired token or ended session it is, and
+// A 401's detail says which of missing token, expired token or ended session it is, and
 // a refused token gets RFC 6750's `error="invalid_token"` challenge with an error_description.
 let service: TestService;
 beforeAll(async () => {

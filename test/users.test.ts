@@ -431,7 +431,7 @@ describe('users', () => {
         .send({ email: alice.email, name: 'Wannabe', role: 'admin' });
       expectProblem(selfPromote, 400, 'validation_failed');
       expect(errorPaths(selfPromote.body)).toEqual(['body.role']);
-      // role is server-owned for non-admins (API.md): refused even when it restates the current one.
+      // role is server-owned for non-admins: refused even when it restates the current one.
       const same = await service.http
         .put(`/users/${alice.user.id}`)
         .set('Authorization', alice.auth)

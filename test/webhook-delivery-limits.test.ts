@@ -1,4 +1,4 @@
-// Webhook deliveries under hostile receivers (issue 18, findings 2 and 5): one timer covers the
+// Webhook deliveries under hostile receivers: one timer covers the
 // whole exchange, the answer's body included; slow receivers cannot pin sockets or exhaust file
 // descriptors; one user's dead receivers never delay another user's deliveries; manual retries
 // make one attempt at a time; every failed attempt is logged. All receivers are on loopback

@@ -1,4 +1,4 @@
-// Webhook SSRF (issue 18, finding 1): a target is allowed only when every address it has is global
+// Webhook SSRF: a target is allowed only when every address it has is global
 // unicast and not the service's own, in any spelling, checked when it is registered and again
 // before each delivery connects. Every name resolves through a stub and every connection goes
 // through a stub connector that only ever reaches the loopback receiver: nothing here leaves

@@ -1,4 +1,4 @@
-// Issue 19, item 8: writes under kill -9. Writers on 16 connections (creates under Idempotency-Key,
+// Writes under kill -9. Writers on 16 connections (creates under Idempotency-Key,
 // patches and deletes under If-Match, tag links) while the service's process group is killed twice:
 // once by itself at the moment an answer is about to be kept (TEST_CRASH_AT_KEPT_ANSWER, the one
 // window a kill from outside hits only by luck), once by the test mid-run. Each time it starts

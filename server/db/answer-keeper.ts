@@ -1,4 +1,4 @@
-// A change and the kept answer that reports it commit together (API.md, Idempotency keys): for a
+// A change and the kept answer that reports it commit together (docs/api-guide.md, idempotency): for a
 // request under an Idempotency-Key, the write paths (SqlDatabase.pipeline, inTransaction) leave
 // their transaction open once its work is done and hand it here; the idempotency middleware then
 // writes the answer in it and commits before the answer goes out. A crash leaves both or neither.

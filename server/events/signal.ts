@@ -110,7 +110,7 @@ export const eventSignal = perInstance((ctx) => new EventSignal(ctx));
 /**
  * Tells every reader of every instance that events committed: called after the commit, never by a
  * NOTIFY inside the writing transaction, where it would take a cluster-wide lock at commit and
- * serialise every writer (STACK.md). Coalesced: one NOTIFY in flight per process, and one more
+ * serialise every writer. Coalesced: one NOTIFY in flight per process, and one more
  * after it for whatever committed meanwhile. A process killed between a commit and its
  * announcement leaves the others to their safety poll.
  */

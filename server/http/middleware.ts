@@ -155,7 +155,7 @@ export const jsonBodies =
 
 const SERVICE_PROBES = new Set(['/healthz', '/readyz', '/metrics']);
 
-/** The health probes and the metrics scrape: never rate limited, logged at debug (API.md, Service endpoints). */
+/** The health probes and the metrics scrape: never rate limited, logged at debug (docs/operations.md). */
 export const isServiceProbe = (req: { url?: string }): boolean =>
   SERVICE_PROBES.has((req.url ?? '').split('?')[0] ?? '');
 

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { brotliCompressSync, constants, gzipSync } from 'node:zlib';
-import { REFERENCE_SCRIPT } from './reference-page.js';
+import { REFERENCE_SCRIPT, REFERENCE_STYLES } from './reference-page.js';
 
 export interface Asset {
   type: string;
@@ -29,6 +29,7 @@ const SOURCES: Record<string, { type: string; read: () => Buffer }> = {
   },
   'favicon-32x32.png': { type: 'image/png', read: () => readFileSync(path.join(swaggerUiDir, 'favicon-32x32.png')) },
   'reference.js': { type: 'text/javascript; charset=utf-8', read: () => Buffer.from(REFERENCE_SCRIPT) },
+  'reference.css': { type: 'text/css; charset=utf-8', read: () => Buffer.from(REFERENCE_STYLES) },
 };
 
 function compressed(type: string, identity: Buffer): Asset {

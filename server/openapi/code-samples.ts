@@ -1,6 +1,8 @@
 // A `curl` command line and a typed-client call for every operation, made from the contract and
-// its examples (./examples.ts), shown on /docs. test/code-samples.test.ts runs the command lines'
-// requests against a service and type-checks the client calls, so they stay true.
+// its examples (./examples.ts), shown on /docs. test/code-samples.test.ts runs every command line
+// against a service, in order, with the ids of objects it created, and type-checks the client calls,
+// so they stay true. Samples are written for SAMPLE_BASE_URL; the document served to a request names
+// the URL that request reached instead (see ./document.ts).
 import { isAppRouteNoBody, type AppRoute } from '@ts-rest/core';
 import { isPublicRoute } from '@task-service/client';
 import { z } from 'zod';
@@ -8,6 +10,17 @@ import type { AnyOperationExamples } from './examples.js';
 import { pathParamValues } from './example-values.js';
 
 export const SAMPLE_BASE_URL = 'http://localhost:3000';
+
+/** The shell variable a curl sample reads each path parameter from: an id from an earlier answer. */
+export const SAMPLE_VARIABLES: Record<string, string> = {
+  user_id: 'USER_ID',
+  task_id: 'TASK_ID',
+  tag_id: 'TAG_ID',
+  attach_id: 'ATTACHMENT_ID',
+  webhook_id: 'WEBHOOK_ID',
+  delivery_id: 'DELIVERY_ID',
+  token_id: 'TOKEN_ID',
+};
 
 export interface CodeSample {
   lang: 'Shell' | 'TypeScript';
@@ -22,13 +35,15 @@ const isMultipart = (route: AppRoute) =>
   route.method !== 'GET' && route.method !== 'DELETE' && route.contentType === 'multipart/form-data';
 const hasJsonBody = (route: AppRoute) => 'body' in route && !isAppRouteNoBody(route.body) && !isMultipart(route);
 const pathParamNames = (route: AppRoute) => [...route.path.matchAll(/:(\w+)/g)].map((match) => match[1] ?? '');
-const examplePath = (route: AppRoute) =>
-  route.path.replace(/:(\w+)/g, (whole, name: string) => pathParamValues[name] ?? whole);
+
+/** The path with `$TASK_ID`-style variables for ids, in double quotes so the shell expands them. */
+const shellPath = (route: AppRoute) =>
+  route.path.replace(/:(\w+)/g, (whole, name: string) =>
+    SAMPLE_VARIABLES[name] ? `$${SAMPLE_VARIABLES[name]}` : (pathParamValues[name] ?? whole),
+  );
 
 export function curlSample(route: AppRoute, examples: AnyOperationExamples): string {
-  const lines = [
-    `curl${route.method === 'GET' ? '' : ` -X ${route.method}`} ${quoted(SAMPLE_BASE_URL + examplePath(route))}`,
-  ];
+  const lines = [`curl${route.method === 'GET' ? '' : ` -X ${route.method}`} "${SAMPLE_BASE_URL}${shellPath(route)}"`];
   if (!isPublicRoute(route)) lines.push(`-H "Authorization: Bearer $TOKEN"`);
   if (isMultipart(route)) lines.push(`-F 'file=@report.pdf'`);
   else if (hasJsonBody(route) && examples.request !== undefined) {

@@ -3,6 +3,8 @@ import { generateOpenApi } from '@ts-rest/open-api';
 import { z } from 'zod';
 import {
   contract,
+  OpenApiDocumentSchema,
+  type OpenApiDocument as ServedDocument,
   isLoginOnly,
   isPublicRoute,
   ProblemSchema,
@@ -14,7 +16,7 @@ import {
 } from '@task-service/client';
 import { packageVersion } from '../project-root.js';
 import { isCreatingPost } from '../http/idempotency.js';
-import { codeSamples, samplesMarkdown } from './code-samples.js';
+import { codeSamples, SAMPLE_BASE_URL, SAMPLE_VARIABLES, samplesMarkdown } from './code-samples.js';
 import {
   examplesByRoute,
   problemBody,
@@ -51,6 +53,12 @@ const INTRODUCTION = [
   '## Pagination\n\nLists answer `{ items, nextCursor }` and a `Link: <…>; rel="next"` header. Pass `nextCursor` back as `cursor` with the same filters and `sort` until it is `null`. `limit` is 1-100 (default 20). Cursors are opaque keyset positions: pages neither skip nor repeat items when others insert or delete meanwhile. Filters with several values take a comma list (`status=todo,in_progress`) or the parameter repeated.',
   '## ETags and concurrent changes\n\nA task carries `version` and `ETag: "<version>"`. Send `If-Match: "<version>"` with `PUT`, `PATCH` and `DELETE`: when someone changed the task since you read it, the answer is 412 `precondition_failed` and nothing changes; read it again, reapply your change and retry. `GET` with `If-None-Match` answers 304 when your copy is current.',
   '## Attachments\n\nUpload with `POST /tasks/{task_id}/attachments` as `multipart/form-data` with one file part named `file` (at most ATTACHMENT_MAX_BYTES, 413 beyond). Download the bytes from `GET /attachments/{attach_id}/content`: `Range: bytes=…` answers 206, and its ETag is the SHA-256 of the bytes.',
+  '## Headers on every answer\n\nEvery answer carries `X-Request-Id` (it echoes a well-formed incoming one, 1-128 of `A-Z a-z 0-9 . _ : -`, else it is a new UUIDv7: quote it when reporting a problem). Where the general request rate limit applies, answers carry `RateLimit` (what is left, e.g. `"default";r=599;t=60`) and `RateLimit-Policy` (the budget, e.g. `"default";q=600;w=60`). Each operation lists only the headers particular to its answers.',
+  `## The samples\n\nEach operation shows a \`curl\` command and a typed-client call for the service serving this page. The commands read the access token from \`$TOKEN\` and ids from shell variables named after them (${Object.values(
+    SAMPLE_VARIABLES,
+  )
+    .map((name) => `\`$${name}\``)
+    .join(', ')}): set them from earlier answers, e.g. \`TASK_ID=<the id POST /tasks answered>\`.`,
   '## Errors\n\nEvery 4xx and 5xx answer is RFC 9457 problem details (`application/problem+json`) with a stable `code`; `type` is `/problems/<code>`, a page saying what the code means and what to do (the whole catalogue: [/problems](/problems)). Validation errors list every issue in `errors`. 429 and 503 carry `Retry-After`: wait that long, then retry calls that are safe to repeat.',
 ].join('\n\n');
 
@@ -157,8 +165,9 @@ function describeRequestBody(route: AppRoute, body: NonNullable<Operation['reque
 }
 
 function successHeaders(status: number, declared: AppRouteResponse): HeaderName[] {
-  const names: HeaderName[] = ['X-Request-Id'];
-  if (status < 300) names.push('RateLimit', 'RateLimit-Policy');
+  // X-Request-Id and RateLimit-Policy are on every answer, described once in the introduction.
+  const names: HeaderName[] = [];
+  if (status < 300) names.push('RateLimit');
   if (status === 201) names.push('Location');
   if (status === 201 || status === 202) names.push('Idempotent-Replayed');
   if (declared === TaskSchema || status === 304) names.push('ETag');
@@ -271,13 +280,27 @@ const describeScopedOperation: OperationMapper = (operation, route) => ({
 const describeOperation: OperationMapper = (operation, route) =>
   describeScopedOperation({ ...operation, ...scopeExtension(route) }, route);
 
-/** Shared error answers that every operation showing the status replaces with its own examples are left out. */
+/**
+ * Shared error answers that every operation showing the status replaces with its own examples are
+ * left out, and so are the headers no answer lists (those on every answer, described once).
+ */
 function withoutUnusedResponses(document: OpenApiDocument): OpenApiDocument {
-  const text = JSON.stringify(document.paths);
+  const paths = JSON.stringify(document.paths);
   const responses = Object.entries(document.components?.responses ?? {}).filter(([name]) =>
-    text.includes(`"#/components/responses/${name}"`),
+    paths.includes(`"#/components/responses/${name}"`),
   );
-  return { ...document, components: { ...document.components, responses: Object.fromEntries(responses) } };
+  const used = paths + JSON.stringify(responses);
+  const headers = Object.entries(document.components?.headers ?? {}).filter(([name]) =>
+    used.includes(`"#/components/headers/${name}"`),
+  );
+  return {
+    ...document,
+    components: {
+      ...document.components,
+      responses: Object.fromEntries(responses),
+      headers: Object.fromEntries(headers),
+    },
+  };
 }
 
 /** The OpenAPI 3 document of the contract, with what the generator leaves out filled in. */
@@ -310,3 +333,25 @@ export function buildOpenApiDocument(): OpenApiDocument {
 let built: OpenApiDocument | undefined;
 /** Built once: it depends only on the contract and the package version. */
 export const openApiDocument = (): OpenApiDocument => (built ??= buildOpenApiDocument());
+
+// The document as served at other URLs, a few kept: one deployment is reached under few names.
+const MAX_ORIGINS = 8;
+const byOrigin = new Map<string, ServedDocument>();
+
+/**
+ * The document whose samples name `origin` (`https://tasks.example.com`, `http://127.0.0.1:3000`),
+ * the URL a reader reached this service at, instead of SAMPLE_BASE_URL (undefined: SAMPLE_BASE_URL).
+ * `origin` must be a checked scheme, host and port (see ./router.ts): it goes into shell commands and
+ * JSON as it is.
+ */
+export function openApiDocumentFor(origin: string | undefined): ServedDocument {
+  if (origin === undefined || origin === SAMPLE_BASE_URL) return openApiDocument();
+  let document = byOrigin.get(origin);
+  if (!document) {
+    const text = JSON.stringify(openApiDocument()).replaceAll(SAMPLE_BASE_URL, origin);
+    document = OpenApiDocumentSchema.parse(JSON.parse(text));
+    if (byOrigin.size >= MAX_ORIGINS) byOrigin.delete(byOrigin.keys().next().value ?? '');
+    byOrigin.set(origin, document);
+  }
+  return document;
+}

@@ -107,7 +107,7 @@ export const newTask: Task = {
   ...task,
   assigneeId: null,
   status: 'todo',
-  tags: [{ id: ids.tagWork, name: 'work', color: '#3e63dd' }],
+  tags: [],
   attachmentCount: 0,
   version: 1,
   updatedAt: task.createdAt,

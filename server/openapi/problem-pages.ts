@@ -1,7 +1,7 @@
 import type { Express, RequestHandler } from 'express';
 import { problemCatalogue, problemPage, ProblemCodeSchema, type ProblemPage } from '@task-service/client';
 
-// /problems and /problems/{code} for a browser (API.md, errors): the same catalogue as the JSON the
+// /problems and /problems/{code} for a browser (docs/api-guide.md, errors): the same catalogue as the JSON the
 // contract declares, as a page. Served before the contract's routes when the client prefers HTML.
 
 const CONTENT_SECURITY_POLICY =

@@ -46,7 +46,7 @@ export type HeaderName = keyof typeof headers;
 export const headerRefs = (names: HeaderName[]) =>
   Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${name}` }]));
 
-/** The error answers of API.md's table, by status; each lists the problem codes it may carry. */
+/** The error answers (docs/api-guide.md, errors), by status; each lists the problem codes it may carry. */
 const problems: Record<number, { name: string; description: string }> = {
   400: {
     name: 'BadRequest',
@@ -121,8 +121,9 @@ const isClientError = (status: number) => status >= 400 && status < 500;
 
 /** An error answer with its headers and one example per body (named by its code). */
 export function problemResponse(status: number, bodies: Problem[]) {
-  const names: HeaderName[] = ['X-Request-Id'];
-  if (isClientError(status)) names.push('RateLimit', 'RateLimit-Policy');
+  // X-Request-Id and RateLimit-Policy are on every answer, described once in the introduction.
+  const names: HeaderName[] = [];
+  if (isClientError(status)) names.push('RateLimit');
   if (status === 401 || status === 403) names.push('WWW-Authenticate');
   if (status === 429 || status === 503) names.push('Retry-After');
   if (status === 412) names.push('ETag');

@@ -1,4 +1,4 @@
-import type { Express, RequestHandler } from 'express';
+import type { Express, Request, RequestHandler } from 'express';
 import { initServer } from '@ts-rest/express';
 import { ProblemCodeSchema } from '@task-service/client';
 import { docsContract } from '@task-service/client';
@@ -15,10 +15,23 @@ const docsAssets = () => (loadedAssets ??= loadDocsAssets());
 const CONTENT_SECURITY_POLICY =
   "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
 
+// A scheme, a host name or an IP address, and a port: nothing a shell or JSON would read as more.
+const ORIGIN = /^https?:\/\/(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
+
+/** The URL a request reached the service at (its Host, and its scheme as `trust proxy` allows), if well-formed. */
+function originOf(req: Request): string | undefined {
+  const origin = `${req.protocol}://${req.get('host') ?? ''}`;
+  return ORIGIN.test(origin) ? origin : undefined;
+}
+
 export function docsRouter() {
   return initServer().router(docsContract, {
     // Generated at the first request (the generator and the examples are loaded only then).
-    openapi: async () => ({ status: 200, body: (await import('./document.js')).openApiDocument() }),
+    // The samples in it name the URL this request reached, so they work when copied.
+    openapi: async ({ req }) => ({
+      status: 200,
+      body: (await import('./document.js')).openApiDocumentFor(originOf(req)),
+    }),
     problems: async () => ({
       status: 200,
       body: { items: ProblemCodeSchema.options.map((code) => ({ code, ...problemCatalogue[code] })) },

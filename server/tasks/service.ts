@@ -94,7 +94,7 @@ export async function createTask(ctx: AppContext, principal: Principal, input: T
 /**
  * Applies a change to a visible task with its row locked, so concurrent changes apply one after the
  * other and none is lost; only If-Match can refuse one (412). Only the fields sent are written.
- * API.md: only the owner or an admin reassigns a task; its assignee may only hand it back (null).
+ * Only the owner or an admin reassigns a task; its assignee may only hand it back (null).
  */
 export async function changeTask(
   ctx: AppContext,

@@ -1,4 +1,4 @@
-// The tasks' SQL, reads and writes, in one place (issue 19). Reads are one statement; each write is
+// The tasks' SQL, reads and writes, in one place. Reads are one statement; each write is
 // one pipelined transaction (SqlDatabase.pipeline): one round trip, its locks held only while the
 // server runs it, the checks decided in SQL on the rows as they are once locked.
 //

@@ -1,4 +1,4 @@
-// The token format of API.md, as GitHub's: `tsk_pat_` + 32 random bytes in base62 (43 characters,
+// The personal access token format, as GitHub's: `tsk_pat_` + 32 random bytes in base62 (43 characters,
 // zero-padded) + the CRC32 of those 43 characters in base62 (6 characters, zero-padded). Secret
 // scanners recognise the prefix; the checksum rejects a typo without a database look-up.
 import { createHash, randomBytes } from 'node:crypto';

@@ -51,7 +51,7 @@ export function requireAdmin(principal: Principal, what: string): void {
   if (!isAdmin(principal)) throw new AppError('forbidden', `Only an admin may ${what}`);
 }
 
-// API.md: role is a server-owned field for non-admins, rejected (400), never bound.
+// role is a server-owned field for non-admins, rejected (400), never bound.
 const roleNotSettable = () => invalidField('body.role', 'admin_only', 'Only an admin may set role');
 
 const lastAdmin = () => new AppError('last_admin', 'The service must keep at least one admin');

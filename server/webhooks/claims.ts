@@ -1,6 +1,6 @@
 import type { AppContext } from '../context.js';
 
-/** Attempts in flight to one target host, across all instances (API.md). */
+/** Attempts in flight to one target host, across all instances, so one slow host cannot take every slot. */
 export const MAX_IN_FLIGHT_PER_HOST = 2;
 /** How many due attempts one claim looks at, at most. */
 const CANDIDATES = 500;

@@ -6,7 +6,7 @@ import type { Event } from '@task-service/client';
 import type { WebhookNetwork } from './network.js';
 import { hostOf, resolveTarget } from './targets.js';
 
-/** Of the receiver's answer only this much is read, then the connection is dropped (API.md). */
+/** Of the receiver's answer only this much is read, then the connection is dropped, so a receiver cannot make us hold its answer. */
 const MAX_ANSWER_BYTES = 64 * 1024;
 
 export interface AttemptResult {

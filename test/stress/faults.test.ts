@@ -1,4 +1,4 @@
-// Faults (issue 9): the service process killed, its database gone, a shutdown under load.
+// Faults: the service process killed, its database gone, a shutdown under load.
 import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';

@@ -1,4 +1,4 @@
-// Sustained mixed load (issue 9): reads, writes, uploads and logins for LOAD_SECONDS on loopback;
+// Sustained mixed load: reads, writes, uploads and logins for LOAD_SECONDS on loopback;
 // zero errors, and the process's memory flat after warm-up (within 10%).
 import { readFile, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -1,0 +1,23 @@
+// Nothing the project runs calls a host of its own accord: Prisma's CLI (run by npm install's
+// postinstall, by @prisma/client's own install step and by the migration scripts) asks Prisma's
+// update-check host unless CHECKPOINT_DISABLE is set, which prisma.config.ts does for every run.
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+
+describe("Prisma's CLI", () => {
+  it(
+    'never runs its update check here, even when the caller did not set CHECKPOINT_DISABLE',
+    { timeout: 60_000 },
+    async () => {
+      const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => name !== 'CHECKPOINT_DISABLE'));
+      const { stderr } = await promisify(execFile)('npx', ['--no-install', 'prisma', 'generate'], {
+        cwd: path.resolve(import.meta.dirname, '..'),
+        env: { ...env, DEBUG: 'prisma:cli:checkpoint' },
+      });
+      expect(stderr).toContain('disabled by the CHECKPOINT_DISABLE env var');
+      expect(stderr).not.toContain('checkpoint.check');
+    },
+  );
+});
