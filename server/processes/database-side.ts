@@ -21,8 +21,11 @@ export async function prepareDatabase(
   logger: Logger,
   stops: StopSignals,
 ): Promise<{ db: Database; ctx: AppContext }> {
-  const db = await openDatabase(config, { log: (message) => logger.info(message), signal: stops.signal });
-  stops.onDeadline(() => db.stopNow?.());
+  const db = await openDatabase(config, {
+    log: (message) => logger.info(message),
+    signal: stops.signal,
+    atForcedExit: stops.onDeadline,
+  });
   try {
     stops.throwIfStopping();
     const applied = await stops.unlessStopped(onDirectConnection(db, (sql) => migrate(sql)));
