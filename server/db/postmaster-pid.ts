@@ -48,11 +48,13 @@ interface ProcessFacts {
   zombie: boolean;
   /** Its working directory, when readable (a postmaster's is its data directory). */
   directory?: string;
-  /** Its command line, when known. */
-  command: string[];
+  /** Its arguments, exactly (Linux). */
+  args?: string[];
+  /** Its command line as ps shows it, arguments joined by spaces (elsewhere). */
+  commandLine?: string;
 }
 
-/** On Linux, from /proc: the state, the working directory and the command line. */
+/** On Linux, from /proc: the state, the working directory and the arguments. */
 async function procFacts(pid: number): Promise<ProcessFacts | undefined> {
   const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
   if (stat === undefined) return undefined;
@@ -60,29 +62,28 @@ async function procFacts(pid: number): Promise<ProcessFacts | undefined> {
   const state = stat.slice(stat.lastIndexOf(')') + 2).charAt(0);
   const directory = await realpath(`/proc/${pid}/cwd`).catch(() => undefined);
   const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
-  return { zombie: state === 'Z' || state === 'X', directory, command: cmdline.split('\0').filter(Boolean) };
+  return { zombie: state === 'Z' || state === 'X', directory, args: cmdline.split('\0').filter(Boolean) };
 }
 
-/** Elsewhere (macOS, the BSDs), from ps: the state and the command line (split at spaces). */
+/** Elsewhere (macOS, the BSDs), from ps: the state and the command line. */
 async function psFacts(pid: number): Promise<ProcessFacts | undefined> {
   try {
     const { stdout } = await run('ps', ['-o', 'stat=', '-o', 'command=', '-p', String(pid)]);
-    const [state = '', ...command] = stdout.trim().split(/\s+/);
-    return { zombie: state.startsWith('Z'), command };
+    const [, state = '', commandLine = ''] = /^\s*(\S+)\s+(.*)$/.exec(stdout.trim()) ?? [];
+    return { zombie: state.startsWith('Z'), commandLine };
   } catch {
     return undefined;
   }
 }
 
 /** The data directory a `postgres -D DIR` command line names, if it names one. */
-function namedDataDir(command: string[]): string | undefined {
-  const at = command.indexOf('-D');
-  if (at >= 0) return command[at + 1];
-  return command.find((arg) => arg.startsWith('-D') && arg.length > 2)?.slice(2);
+function namedDataDir(args: string[]): string | undefined {
+  const at = args.indexOf('-D');
+  if (at >= 0) return args[at + 1];
+  return args.find((arg) => arg.startsWith('-D') && arg.length > 2)?.slice(2);
 }
 
-const samePath = async (a: string, b: string) =>
-  path.resolve(a) === path.resolve(b) || (await realpath(a).catch(() => a)) === (await realpath(b).catch(() => b));
+const canonical = (file: string) => realpath(file).catch(() => path.resolve(file));
 
 /** Whether a PostgreSQL server answers on the socket in `socketDir` (the data directory's own). */
 function socketAnswers(socketDir: string, port: number): Promise<boolean> {
@@ -111,12 +112,17 @@ export async function isServerOf(
   if (!(pid > 0 && processExists(pid))) return false;
   const facts = (await procFacts(pid)) ?? (await psFacts(pid));
   if (facts?.zombie) return false;
-  if (facts?.directory !== undefined) return samePath(facts.directory, pgData);
-  const program = facts?.command[0];
+  const home = await canonical(pgData);
+  if (facts?.directory !== undefined) return facts.directory === home;
+  const [program, ...args] = facts?.args ?? [];
   if (program !== undefined) {
-    if (!/^postgres(?:ql)?$|^postmaster$/.test(path.basename(program))) return false;
-    const named = namedDataDir(facts?.command ?? []);
-    if (named !== undefined) return samePath(named, pgData);
+    if (!/^(?:postgres|postmaster)$/.test(path.basename(program))) return false;
+    const named = namedDataDir(args);
+    if (named !== undefined) return (await canonical(named)) === home;
+  } else if (facts?.commandLine) {
+    // Arguments joined by spaces cannot be split back (a path may hold spaces): look for ours.
+    if ([pgData, home].some((dir) => facts.commandLine?.includes(` -D ${dir}`))) return true;
+    if (!/postgres|postmaster/.test(facts.commandLine)) return false;
   }
   return socket.dir !== undefined && socketAnswers(socket.dir, socket.port);
 }
