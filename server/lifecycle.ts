@@ -5,7 +5,7 @@ export class StartAborted extends Error {
   }
 }
 
-/** From the stop signal to the end of the whole process tree (README: within 10 s). */
+/** From the stop signal to the end of the whole process tree, start-up included. */
 export const STOP_WITHIN_MS = 10_000;
 /**
  * A repeat of the stop signal within this is the same request: npm forwards the signal it gets, so
@@ -31,7 +31,7 @@ export interface StopSignals {
   /** `step`, or StartAborted as soon as a stop signal comes while it runs. */
   unlessStopped<T>(step: Promise<T>): Promise<T>;
   /** Runs `last` if the process must exit before it has ended by itself (the deadline, or a stop forced), then exits. */
-  onDeadline(last: LastStep): void;
+  atForcedExit(last: LastStep): void;
 }
 
 /**
@@ -80,7 +80,7 @@ export function listenForStopSignals(exit: (code: number) => void = (code) => pr
         controller.signal.addEventListener('abort', onAbort, { once: true });
         step.then(resolve, reject).finally(() => controller.signal.removeEventListener('abort', onAbort));
       }),
-    onDeadline: (last) => lastSteps.push(last),
+    atForcedExit: (last) => lastSteps.push(last),
   };
 }
 

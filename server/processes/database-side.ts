@@ -24,7 +24,7 @@ export async function prepareDatabase(
   const db = await openDatabase(config, {
     log: (message) => logger.info(message),
     signal: stops.signal,
-    atForcedExit: stops.onDeadline,
+    atForcedExit: stops.atForcedExit,
   });
   try {
     stops.throwIfStopping();
