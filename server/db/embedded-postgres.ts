@@ -477,6 +477,8 @@ export async function startEmbeddedPostgres(
       // PostgreSQL takes a live PID in a lock file for a running server, whoever has that PID now.
       const left = (await readPidFile(pgData))?.socketDir;
       await removeStaleLockFiles(pgData, left ? [socketDir, left] : [socketDir], PORT);
+      const logFile = path.join(pgData, 'server.log');
+      const logFrom = (await stat(logFile).catch(() => undefined))?.size ?? 0;
       const launched = await launch(bin, pgData, account, {
         signal,
         spawned: () => {
@@ -488,9 +490,10 @@ export async function startEmbeddedPostgres(
       if (launched.stopped) throw new StartAborted(String(signal?.reason));
       // Another process may have started it a moment ago.
       if (await isRunning(pgData)) return;
-      const logTail = await readFile(path.join(pgData, 'server.log'), 'utf8').catch(() => '');
-      const why = lastLine(logTail || launched.reason);
-      if (/pre-existing shared memory block/.test(why) && Date.now() < deadline) {
+      // What this attempt wrote: PostgreSQL's FATAL line and, last, its HINT.
+      const said = (await readFile(logFile).catch(() => Buffer.alloc(0))).subarray(logFrom).toString('utf8');
+      const why = lastLine(said || launched.reason);
+      if (/pre-existing shared memory block/.test(said) && Date.now() < deadline) {
         await sleep(100);
         continue;
       }
