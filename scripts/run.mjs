@@ -31,7 +31,20 @@ try {
 process.off('SIGTERM', stopBuild);
 process.off('SIGINT', stopBuild);
 
+// While the entry loads, a stop signal is held, then raised again for the handlers it installed as
+// it loaded (the service's; an entry without any ends by it as it would have). Entries start their
+// work through runCommand, never with a top-level await, so loading ends at once.
+const held = [];
+const hold = (signal) => held.push(signal);
+process.on('SIGTERM', hold);
+process.on('SIGINT', hold);
 // The entry sees the command line it would see run directly (cluster workers re-run argv[1]).
 const file = path.join(root, 'dist', `${entry}.js`);
 process.argv.splice(1, process.argv.length - 1, file, ...args);
-await import(pathToFileURL(file).href);
+try {
+  await import(pathToFileURL(file).href);
+} finally {
+  process.off('SIGTERM', hold);
+  process.off('SIGINT', hold);
+  for (const signal of held) process.kill(process.pid, signal);
+}

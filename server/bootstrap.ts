@@ -13,7 +13,8 @@ import { ensureAdmin } from './users/accounts.js';
 
 /**
  * Everything the app needs beside the database: keys, hashing, throttling, attachment storage;
- * and the first admin. A store the configuration names but that cannot be used stops the start.
+ * and the first admin (ADMIN_EMAIL: created when no account has that email, an existing account
+ * left as it is). A store the configuration names but that cannot be used stops the start.
  */
 export async function createContext(config: Config, db: Database, logger: Logger): Promise<AppContext> {
   const signingKey = await loadSigningKey(config.jwt.privateKeyPem, db.sql, config.dataDir);
@@ -41,7 +42,14 @@ export async function createContext(config: Config, db: Database, logger: Logger
       await closeContext(ctx);
       throw error;
     });
-    logger.info({ userId: admin.id, email: admin.email }, 'administrator from configuration is present');
+    if (admin.role === 'admin')
+      logger.info({ userId: admin.id, email: admin.email }, 'administrator from configuration is present');
+    else
+      logger.warn(
+        { userId: admin.id, email: admin.email, role: admin.role },
+        `ADMIN_EMAIL ${admin.email} belongs to an account that is not an administrator: it is left as it is. ` +
+          'Promote it with `npm run create-admin -- <email>` if that is meant, or set ADMIN_EMAIL to another address.',
+      );
   }
   return ctx;
 }

@@ -21,7 +21,8 @@ const EnvSchema = z
       .min(0)
       .max(65535)
       .default(3000),
-    HOST: z.string().min(1).default('0.0.0.0'),
+    // This machine only, unless the operator opens it (HOST=0.0.0.0 for every interface).
+    HOST: z.string().min(1).default('127.0.0.1'),
     DATA_DIR: z.string().min(1).default('./data'),
     DATABASE_URL: z
       .string()

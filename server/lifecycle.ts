@@ -5,8 +5,19 @@ export class StartAborted extends Error {
   }
 }
 
-/** From the stop signal to the end of the whole process tree (within 10 s: docs/operations.md, signals). */
+/** From the stop signal to the end of the whole process tree, start-up included (within 10 s: docs/operations.md). */
 export const STOP_WITHIN_MS = 10_000;
+/**
+ * A repeat of the stop signal within this is the same request: npm forwards the signal it gets, so
+ * a signal to `npm start`'s process group (a terminal's Ctrl-C, a supervisor's SIGTERM) comes twice.
+ */
+export const REPEAT_WITHIN_MS = 2_000;
+
+/**
+ * A last step of a process that must exit now: `forced` by a second SIGINT (it may take a few
+ * seconds), or at the `deadline` (it must be over within one).
+ */
+export type LastStep = (why: 'forced' | 'deadline') => void;
 /** What is kept back for closing the database (and stopping the embedded server) after requests. */
 const CLOSING_MARGIN_MS = 2_500;
 
@@ -19,23 +30,24 @@ export interface StopSignals {
   throwIfStopping(): void;
   /** `step`, or StartAborted as soon as a stop signal comes while it runs. */
   unlessStopped<T>(step: Promise<T>): Promise<T>;
-  /** Runs `last` if the process has not ended by the deadline (a step that does not end), then exits. */
-  onDeadline(last: () => void): void;
+  /** Runs `last` if the process must exit before it has ended by itself (the deadline, or a stop forced), then exits. */
+  atForcedExit(last: LastStep): void;
 }
 
 /**
  * Listens for SIGTERM and SIGINT from the process's first moment, start-up included: a signal
  * aborts what is starting, and whatever stage the process is in, it exits before STOP_WITHIN_MS.
- * A second signal does not wait for the grace period.
+ * A repeat within REPEAT_WITHIN_MS is the same request; a SIGINT after that (an operator pressing
+ * Ctrl-C again) does not wait for the grace period. SIGTERM never forces.
  */
 export function listenForStopSignals(exit: (code: number) => void = (code) => process.exit(code)): StopSignals {
   const controller = new AbortController();
-  const lastSteps: (() => void)[] = [];
+  const lastSteps: LastStep[] = [];
   let signalledAt = 0;
-  const forceExit = () => {
+  const forceExit = (why: 'forced' | 'deadline') => {
     for (const step of lastSteps.splice(0)) {
       try {
-        step();
+        step(why);
       } catch {
         // Exiting regardless.
       }
@@ -44,10 +56,13 @@ export function listenForStopSignals(exit: (code: number) => void = (code) => pr
   };
   for (const name of ['SIGTERM', 'SIGINT'] as const) {
     process.on(name, () => {
-      if (controller.signal.aborted) return forceExit();
-      signalledAt = Date.now();
-      controller.abort(name);
-      setTimeout(forceExit, STOP_WITHIN_MS - 1_000).unref();
+      if (!controller.signal.aborted) {
+        signalledAt = Date.now();
+        controller.abort(name);
+        setTimeout(() => forceExit('deadline'), STOP_WITHIN_MS - 1_000).unref();
+      } else if (name === 'SIGINT' && Date.now() - signalledAt >= REPEAT_WITHIN_MS) {
+        forceExit('forced');
+      }
     });
   }
   const aborted = () => new StartAborted(String(controller.signal.reason));
@@ -65,7 +80,7 @@ export function listenForStopSignals(exit: (code: number) => void = (code) => pr
         controller.signal.addEventListener('abort', onAbort, { once: true });
         step.then(resolve, reject).finally(() => controller.signal.removeEventListener('abort', onAbort));
       }),
-    onDeadline: (last) => lastSteps.push(last),
+    atForcedExit: (last) => lastSteps.push(last),
   };
 }
 

@@ -16,8 +16,10 @@ runCommand('task-service', async () => {
       await (await import('./processes/worker.js')).runWorker(config, logger, stops);
     else await (await import('./processes/primary.js')).runMain(config, logger, stops);
   } catch (error) {
-    if (!(error instanceof StartAborted)) throw error;
-    logger.info({ signal: error.signal }, 'stopped while starting');
+    // A step cut short by the stop (initdb ended by the same signal, a connection closed) is the stop too.
+    if (!(error instanceof StartAborted || stops.signal.aborted)) throw error;
+    const signal = error instanceof StartAborted ? error.signal : String(stops.signal.reason);
+    logger.info({ signal, ...(error instanceof StartAborted ? {} : { err: error }) }, 'stopped while starting');
     process.exit(0);
   }
 });

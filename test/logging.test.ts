@@ -5,6 +5,8 @@ import { stripVTControlCharacters } from 'node:util';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
+import { loadConfig } from '../server/config.js';
+import { registrationNotice } from '../server/processes/primary.js';
 import { startService, type TestService } from './support/app.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
 import { expectProblem } from './support/problems.js';
@@ -164,4 +166,54 @@ describe('the service log on a terminal and off it', () => {
       killIfRunning(service);
     }
   }, 60_000);
+});
+
+describe('where the service listens, and who may register', () => {
+  let database: TestDatabase;
+  beforeAll(async () => {
+    database = await freshDatabase();
+  });
+  afterAll(() => database.drop());
+
+  it('listens on 127.0.0.1 unless HOST says otherwise', () => {
+    expect(loadConfig({}).host).toBe('127.0.0.1');
+    expect(loadConfig({ HOST: '0.0.0.0' }).host).toBe('0.0.0.0');
+  });
+
+  /** The start-up lines that speak of registration, from a service process started with `env`. */
+  async function registrationLines(env: Record<string, string>): Promise<Line[]> {
+    const service = await startServiceProcess({
+      DATABASE_URL: database.url,
+      DATA_DIR: `/tmp/task-service-registration-${process.pid}`,
+      ...env,
+    });
+    try {
+      return service
+        .stdout()
+        .trim()
+        .split('\n')
+        .map((line) => LineSchema.parse(JSON.parse(line)))
+        .filter((line) => /registration/i.test(line.msg));
+    } finally {
+      killIfRunning(service);
+    }
+  }
+
+  it('says in one line at start-up that registration is open, and to whom', async () => {
+    const [line, ...more] = await registrationLines({});
+    expect(more).toEqual([]);
+    expect(line?.msg).toMatch(/registration is open: anyone who can reach http:\/\/127\.0\.0\.1:\d+ /);
+    expect(line?.msg).toContain('REGISTRATION_ENABLED=false');
+    expect(await registrationLines({ REGISTRATION_ENABLED: 'false' })).toEqual([]);
+  }, 60_000);
+
+  it('warns when every interface listens: anyone on the network may register', () => {
+    const notice = registrationNotice(loadConfig({ HOST: '0.0.0.0' }), 3000);
+    expect(notice).toMatchObject({ level: 'warn' });
+    expect(notice?.message).toMatch(/^registration is open to anyone who can reach port 3000 of this machine/);
+    expect(notice?.message).toContain('HOST=127.0.0.1');
+    for (const host of ['127.0.0.1', '::1', 'localhost'])
+      expect(registrationNotice(loadConfig({ HOST: host }), 3000)?.level).toBe('info');
+    expect(registrationNotice(loadConfig({ REGISTRATION_ENABLED: 'false' }), 3000)).toBeUndefined();
+  });
 });

@@ -1,11 +1,13 @@
+import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { readFile, rm } from 'node:fs/promises';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuthResultSchema } from '../contract/auth.js';
 import { TaskSchema } from '../contract/tasks.js';
 import { serverReachableTempDir } from './support/databases.js';
+import { descendants, isAlive } from './support/process-tree.js';
 import { runCli, spawnService, startProcess, type SpawnedService } from './support/processes.js';
 
 // Processes run their own embedded PostgreSQL; once per run is enough, whatever the project.
@@ -62,6 +64,7 @@ describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
       expect(stderr).toMatch(/in use by another process of this service \(task-service pid \d+\)/);
       expect(stderr).toContain('Stop that process first');
       expect(stderr.trim().split('\n')).toHaveLength(1); // one line, no stack trace
+      expect(second.stdout()).not.toMatch(/adopting/); // the server is the first service's, not taken over
 
       // create-admin and migrate work beside it, on its server (they start none of their own).
       const serverPid = await postgresPid(dataDir);
@@ -127,6 +130,7 @@ describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
     const again = await startProcess(dataDir);
     try {
       expect(await postgresPid(dataDir)).toBe(orphan); // adopted, not restarted
+      expect(again.stdout()).toMatch(/adopting the embedded PostgreSQL left running/);
       for (const id of acknowledged) {
         const res = await fetch(`${again.url}/tasks/${id}`, { headers: { authorization: `Bearer ${accessToken}` } });
         expect(res.status, id).toBe(200);
@@ -136,6 +140,59 @@ describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
     }
     expect(await postgresPid(dataDir)).toBeUndefined();
   }, 120_000);
+
+  it('after a power cut (every process killed, PostgreSQL too), starts again at once and serves', async () => {
+    const victim = await startProcess(dataDir, { WEB_CONCURRENCY: '2' }, { ownGroup: true });
+    const registered = await post(`${victim.url}/auth/register`, {
+      email: 'power-cut@example.test',
+      password: 'long enough password',
+      name: 'Power Cut',
+    });
+    const { accessToken } = AuthResultSchema.parse(await registered.json());
+    const created = await post(`${victim.url}/tasks`, { title: 'before the power cut' }, accessToken);
+    const task = TaskSchema.parse(await created.json());
+    const server = await postgresPid(dataDir);
+    if (server === undefined) throw new Error('no embedded PostgreSQL runs');
+    // Node (the main process and its workers) and PostgreSQL (its postmaster and every backend) at once.
+    const victims = [server, ...(await descendants(server))];
+    process.kill(-(victim.child.pid ?? 0), 'SIGKILL');
+    for (const pid of victims.filter(isAlive)) process.kill(pid, 'SIGKILL');
+    await victim.exited;
+
+    const again = await startProcess(dataDir);
+    try {
+      expect(await postgresPid(dataDir)).not.toBe(server);
+      const res = await fetch(`${again.url}/tasks/${task.id}`, { headers: { authorization: `Bearer ${accessToken}` } });
+      expect(res.status).toBe(200);
+      expect(again.stdout()).not.toMatch(/adopting/);
+    } finally {
+      expect(await stopped(again)).toBe(0);
+    }
+  }, 60_000);
+
+  it('starts when postmaster.pid names a live process that is not its PostgreSQL (the PID of a reboot)', async () => {
+    const service = await startProcess(dataDir);
+    const pidFile = path.join(dataDir, 'postgres', 'postmaster.pid');
+    const running = (await readFile(pidFile, 'utf8')).split('\n');
+    expect(await stopped(service)).toBe(0);
+    const stranger = spawn('sleep', ['60'], { stdio: 'ignore' });
+    try {
+      // What a power cut leaves: the server's lock files, naming a PID that another process has now.
+      const lockFile = [String(stranger.pid), ...running.slice(1, 5), ''].join('\n');
+      await writeFile(pidFile, [String(stranger.pid), ...running.slice(1)].join('\n'));
+      await writeFile(path.join(running[4] ?? '', '.s.PGSQL.5432.lock'), lockFile);
+      const again = await startProcess(dataDir);
+      try {
+        expect((await fetch(`${again.url}/readyz`)).status).toBe(200);
+        expect(again.stdout()).not.toMatch(/adopting/);
+      } finally {
+        expect(await stopped(again)).toBe(0);
+      }
+      expect(isAlive(stranger.pid ?? 0)).toBe(true); // left alone
+    } finally {
+      stranger.kill('SIGKILL');
+    }
+  }, 60_000);
 });
 
 describe.runIf(once)('start-up failures', () => {

@@ -28,8 +28,6 @@ export interface Database {
   close(): Promise<void>;
   /** The embedded server's supervision: `restarting` while its process is dead and being started again. */
   serverState?: () => 'up' | 'restarting';
-  /** Stops the embedded server at once (a process that must exit now); nothing for an external one. */
-  stopNow?: () => void;
 }
 
 export interface PoolStats {
@@ -201,8 +199,16 @@ export async function openDatabase(config: DatabaseConfig, embedded: EmbeddedPos
     return db;
   }
   const server = await startEmbeddedPostgres(config.dataDir, embedded);
-  // On failure the server is left running: it belongs to the process that holds the lock.
-  let unlock = await lockDataDir(server.url, config.dataDir);
+  // A server this process started is its own to stop; one it found running belongs to the process
+  // that holds the lock (a second service refuses to start), or is adopted once the lock is ours.
+  let unlock = await lockDataDir(server.url, config.dataDir).catch(async (error: unknown) => {
+    if (!server.adopted) await server.stop().catch(() => undefined);
+    throw error;
+  });
+  if (server.adopted) {
+    embedded.log?.('adopting the embedded PostgreSQL left running by an earlier process');
+    embedded.atForcedExit?.(server.stopNow);
+  }
   const supervision = superviseEmbedded(server, {
     log: embedded.log ?? (() => undefined),
     // The lock's session ended with the server: take the lock again.
@@ -227,5 +233,5 @@ export async function openDatabase(config: DatabaseConfig, embedded: EmbeddedPos
     kind: 'embedded',
     onClose: close,
   });
-  return { ...db, serverState: supervision.state, stopNow: server.stopNow };
+  return { ...db, serverState: supervision.state };
 }

@@ -1,5 +1,6 @@
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
 import {
   access,
   appendFile,
@@ -8,6 +9,7 @@ import {
   constants,
   mkdir,
   open,
+  readdir,
   readFile,
   rename,
   rm,
@@ -18,8 +20,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { z } from 'zod';
-import { StartAborted } from '../lifecycle.js';
+import { StartAborted, type LastStep } from '../lifecycle.js';
 import { OperatorError } from '../operator-error.js';
+import { isServerOf, processExists, readPidFile, removeStaleLockFiles, type PidFile } from './postmaster-pid.js';
 
 const run = promisify(execFile);
 
@@ -32,7 +35,7 @@ export interface EmbeddedPostgres {
   /** Stops the server (a fast shutdown: open sessions are ended, everything committed is kept). */
   stop(): Promise<void>;
   /** Stops it at once, synchronously (the last step of a process that must exit now). */
-  stopNow(): void;
+  stopNow: LastStep;
   /** Whether its postmaster process is alive. */
   isAlive(): Promise<boolean>;
   /** Starts it again after its process died (or was stopped by someone else). */
@@ -47,6 +50,11 @@ export interface EmbeddedPostgresOptions {
   log?: (message: string) => void;
   /** A stop signal during start-up: initdb is cut short, a server this call started is stopped again. */
   signal?: AbortSignal;
+  /**
+   * Registers what a process that must exit at once (a forced stop) still does for this start,
+   * as soon as there is something to undo: initdb's files, the server process it started.
+   */
+  atForcedExit?: (step: LastStep) => void;
 }
 
 const ROLE = 'task_service';
@@ -124,7 +132,7 @@ async function runAs(
   file: string,
   args: string[],
   signal?: AbortSignal,
-): Promise<{ code: number; output: string }> {
+): Promise<{ code: number; signal?: string; output: string }> {
   try {
     const { stdout, stderr } = await run(file, args, {
       ...(account ?? {}),
@@ -133,10 +141,21 @@ async function runAs(
     });
     return { code: 0, output: `${stdout}${stderr}` };
   } catch (error) {
+    // `code` is the exit code, null when a signal ended it, a string when it did not run or was aborted.
     const failed = z
-      .object({ code: z.number().optional(), stdout: z.string().optional(), stderr: z.string().optional() })
+      .object({
+        code: z.unknown(),
+        signal: z.string().nullish(),
+        stdout: z.string().optional(),
+        stderr: z.string().optional(),
+      })
       .parse(error);
-    return { code: failed.code ?? 1, output: `${failed.stdout ?? ''}${failed.stderr ?? ''}` };
+    const output = `${failed.stdout ?? ''}${failed.stderr ?? ''}`;
+    return {
+      code: typeof failed.code === 'number' && failed.code !== 0 ? failed.code : 1,
+      ...(failed.signal ? { signal: failed.signal } : {}),
+      output: output || (error instanceof Error ? error.message : ''),
+    };
   }
 }
 
@@ -166,19 +185,43 @@ async function checkAccountReachesBinaries(bin: Binaries, account: Account | und
   }
 }
 
-/** Makes a new cluster next to its final place and renames it there, so a half-made one never counts. */
+/** A start's staging directory and password file, named by its PID. */
+const stagingOf = (pgData: string, pid: number) => ({
+  staging: `${pgData}.init-${pid}`,
+  passwordFile: path.join(path.dirname(pgData), `.postgres-password-${pid}`),
+});
+
+/** Removes what the first start of a process that was killed left behind (its PID runs no more). */
+async function removeAbandonedStaging(pgData: string): Promise<void> {
+  const dir = path.dirname(pgData);
+  const named = new RegExp(`^(?:${path.basename(pgData)}\\.init|\\.postgres-password)-(\\d+)$`);
+  for (const name of await readdir(dir).catch(() => [])) {
+    const pid = Number(named.exec(name)?.[1] ?? 0);
+    if (pid > 0 && (pid === process.pid || !processExists(pid)))
+      await rm(path.join(dir, name), { recursive: true, force: true });
+  }
+}
+
+/**
+ * Makes a new cluster next to its final place and renames it there, so a half-made one never
+ * counts. A stop signal cuts initdb short and leaves nothing of it (StartAborted).
+ */
 async function initialise(
   bin: Binaries,
   pgData: string,
   password: string,
   account: Account | undefined,
-  signal?: AbortSignal,
+  { signal, atForcedExit }: Pick<EmbeddedPostgresOptions, 'signal' | 'atForcedExit'>,
 ): Promise<void> {
-  const staging = `${pgData}.init-${process.pid}`;
-  await rm(staging, { recursive: true, force: true });
+  const { staging, passwordFile } = stagingOf(pgData, process.pid);
+  const removeStaging = () => rm(staging, { recursive: true, force: true, maxRetries: 3 });
+  await removeAbandonedStaging(pgData);
+  atForcedExit?.(() => {
+    rmSync(staging, { recursive: true, force: true });
+    rmSync(passwordFile, { force: true });
+  });
   await mkdir(staging, { mode: 0o700 });
   await ownBy(staging, account);
-  const passwordFile = path.join(staging, '..', `.postgres-password-${process.pid}`);
   await writeFile(passwordFile, `${password}\n`, { mode: 0o600 });
   await ownBy(passwordFile, account);
   try {
@@ -199,14 +242,15 @@ async function initialise(
       ],
       signal,
     );
-    if (signal?.aborted) {
-      await rm(staging, { recursive: true, force: true });
-      throw new StartAborted(String(signal.reason));
-    }
-    if (result.code !== 0)
+    if (result.code !== 0) {
+      await removeStaging();
+      // A stop signal to the process group reaches initdb too, maybe before this process hears it.
+      if (signal?.aborted || result.signal === 'SIGTERM' || result.signal === 'SIGINT')
+        throw new StartAborted(String(signal?.reason ?? result.signal));
       throw new EmbeddedPostgresError(
         `Creating the embedded PostgreSQL in ${pgData} failed: ${lastLine(result.output)}`,
       );
+    }
   } finally {
     await rm(passwordFile, { force: true });
   }
@@ -218,7 +262,7 @@ async function initialise(
     await rename(staging, pgData);
   } catch (error) {
     // Another process initialised it meanwhile: use theirs.
-    await rm(staging, { recursive: true, force: true });
+    await removeStaging();
     if (!(await exists(path.join(pgData, 'PG_VERSION')))) throw error;
   }
 }
@@ -249,49 +293,37 @@ async function writeSettings(
   await ownBy(file, account);
 }
 
-/** The socket directory of a running server, from its postmaster.pid (line 5). */
-async function runningSocketDirectory(pgData: string): Promise<string | undefined> {
-  const lines = (await readFile(path.join(pgData, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n');
-  return lines[4]?.trim() || undefined;
-}
-
-function processExists(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: it exists, under another account.
-    return error instanceof Error && 'code' in error && error.code === 'EPERM';
-  }
-}
-
-/** The pid in postmaster.pid, when that process lives: what `pg_ctl status` checks, without starting it. */
-async function runningPid(pgData: string): Promise<number | undefined> {
-  const pid = Number((await readFile(path.join(pgData, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n')[0]);
-  return pid > 0 && processExists(pid) ? pid : undefined;
-}
-
-const isRunning = async (pgData: string) => (await runningPid(pgData)) !== undefined;
-
 const STARTED_WITHIN_MS = 60_000;
 const READY_POLL_MS = 10;
+/** After a power cut the killed server's backends may hold its shared memory a moment longer. */
+const SHARED_MEMORY_FREED_WITHIN_MS = 5_000;
+/** A stop signal during start-up: the server's own fast shutdown, then an immediate one. */
+const STOPS_WITHIN_MS = 5_000;
 
-/** The postmaster is ready when its postmaster.pid names it and says `ready` (line 8), as pg_ctl waits for. */
-async function isReady(pgData: string, pid: number): Promise<boolean> {
-  const lines = (await readFile(path.join(pgData, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n');
-  return Number(lines[0]) === pid && lines[7]?.trim() === 'ready';
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The postmaster.pid of a running server of `pgData`: a stale one (a crash, a power cut) is not. */
+async function runningServer(pgData: string): Promise<PidFile | undefined> {
+  const found = await readPidFile(pgData);
+  return found && (await isServerOf(pgData, found.pid, { dir: found.socketDir, port: PORT })) ? found : undefined;
 }
+
+const isRunning = async (pgData: string) => (await runningServer(pgData)) !== undefined;
+
+type Launched = { started: true } | { started: false; reason: string; stopped: boolean };
 
 /**
  * Starts the server process itself, as `pg_ctl start -w` does (in a session of its own, its output
  * appended to server.log) but watching for readiness every few milliseconds instead of pg_ctl's
  * tenth of a second. Resolves once it accepts connections; the reason when it does not start.
+ * A stop signal meanwhile stops it again at once (`stopped`), from the moment its process exists.
  */
 async function launch(
   bin: Binaries,
   pgData: string,
   account: Account | undefined,
-): Promise<{ started: true } | { started: false; reason: string }> {
+  { signal, spawned }: { signal?: AbortSignal; spawned: () => void },
+): Promise<Launched> {
   const logFile = path.join(pgData, 'server.log');
   const log = await open(logFile, 'a', 0o600);
   let child;
@@ -307,6 +339,7 @@ async function launch(
     await log.close();
   }
   child.unref();
+  spawned();
   const ended = new Promise<string>((resolve) => {
     child.once('error', (error) => resolve(error.message));
     child.once('exit', (code, signal) => resolve(`it exited (${signal ?? `code ${code}`})`));
@@ -315,10 +348,22 @@ async function launch(
   void ended.then((why) => (reason = why));
   const pid = child.pid;
   for (const deadline = Date.now() + STARTED_WITHIN_MS; Date.now() < deadline && reason === undefined;) {
-    if (pid !== undefined && (await isReady(pgData, pid))) return { started: true };
-    await new Promise((resolve) => setTimeout(resolve, READY_POLL_MS));
+    if (signal?.aborted) {
+      // SIGINT is PostgreSQL's fast shutdown, SIGQUIT its immediate one; either works while it starts.
+      for (const [stopSignal, ms] of [
+        ['SIGINT', STOPS_WITHIN_MS],
+        ['SIGQUIT', 1_000],
+      ] as const) {
+        child.kill(stopSignal);
+        if (await Promise.race([ended.then(() => true), sleep(ms).then(() => false)])) break;
+      }
+      return { started: false, reason: 'stopped while starting', stopped: true };
+    }
+    const state = await readPidFile(pgData);
+    if (pid !== undefined && state?.pid === pid && state.ready) return { started: true };
+    await sleep(READY_POLL_MS);
   }
-  return { started: false, reason: reason ?? `not ready within ${STARTED_WITHIN_MS / 1000} s` };
+  return { started: false, reason: reason ?? `not ready within ${STARTED_WITHIN_MS / 1000} s`, stopped: false };
 }
 
 /** The password of the service's role, made at initialisation and kept beside the signing key. */
@@ -338,12 +383,9 @@ async function servicePassword(dataDir: string): Promise<string> {
  * through its socket and the service's password: how a command works beside a running service.
  */
 export async function runningServerUrl(dataDir: string): Promise<string | undefined> {
-  const pgData = path.join(dataDir, 'postgres');
-  const lines = (await readFile(path.join(pgData, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n');
-  const pid = Number(lines[0]);
-  const socketDir = lines[4]?.trim();
-  // Line 8 is the server's state: `ready` once it takes connections.
-  if (!(pid > 0 && processExists(pid) && socketDir && lines[7]?.trim() === 'ready')) return undefined;
+  const server = await runningServer(path.join(dataDir, 'postgres'));
+  const socketDir = server?.socketDir;
+  if (!(server?.ready && socketDir)) return undefined;
   const password = await readFile(path.join(dataDir, 'keys', 'postgres-password'), 'utf8').catch(() => undefined);
   if (!password) return undefined;
   const url = new URL(`postgresql://${ROLE}@localhost/${DATABASE}`);
@@ -353,15 +395,39 @@ export async function runningServerUrl(dataDir: string): Promise<string | undefi
 }
 
 /**
+ * Waits for the server of `pgData` that runs now to be ready (one that was killed may be in crash
+ * recovery); undefined when none runs (a postmaster.pid left behind by one that does not run is
+ * stale) or it ends meanwhile.
+ */
+async function readyRunningServer(pgData: string, signal: AbortSignal | undefined): Promise<string | undefined> {
+  for (const deadline = Date.now() + STARTED_WITHIN_MS; ; await sleep(READY_POLL_MS * 5)) {
+    const server = await runningServer(pgData);
+    if (!server) return undefined;
+    if (server.ready && server.socketDir) return server.socketDir;
+    if (signal?.aborted) throw new StartAborted(String(signal.reason));
+    if (Date.now() > deadline)
+      throw new EmbeddedPostgresError(
+        `The embedded PostgreSQL in ${pgData} (PID ${server.pid}) runs but has not been ready for ${STARTED_WITHIN_MS / 1000} s: see its server.log.`,
+      );
+  }
+}
+
+/**
  * Starts the PostgreSQL server of DATA_DIR/postgres, initialising it on first use. A server left
- * running by a service that was killed is adopted (it holds every write it acknowledged).
- * Whether another service uses this data directory is decided by the caller (an advisory lock).
+ * running by a service that was killed is adopted (it holds every write it acknowledged); the lock
+ * files of one that does not run any more (a power cut) are not. Whether another service uses this
+ * data directory is decided by the caller (an advisory lock). A stop signal (`options.signal`) at
+ * any moment undoes what this call did: initdb's files, the server it started.
  */
 export async function startEmbeddedPostgres(
   dataDir: string,
   options: EmbeddedPostgresOptions = {},
 ): Promise<EmbeddedPostgres> {
   const log = options.log ?? (() => undefined);
+  const { signal } = options;
+  const throwIfStopping = () => {
+    if (signal?.aborted) throw new StartAborted(String(signal.reason));
+  };
   const bin = await binaries();
   const account = await serverAccount();
   await mkdir(dataDir, { recursive: true });
@@ -372,48 +438,81 @@ export async function startEmbeddedPostgres(
   }
   const pgData = path.join(dataDir, 'postgres');
   const password = await servicePassword(dataDir);
+  throwIfStopping();
   if (!(await exists(path.join(pgData, 'PG_VERSION')))) {
     log(`initialising the embedded PostgreSQL in ${pgData}`);
     await checkAccountReachesBinaries(bin, account);
-    await initialise(bin, pgData, password, account, options.signal);
+    await initialise(bin, pgData, password, account, options);
   }
-  /** Starts the server; when it does not start, its log (or why the process ended) says why in one line. */
-  const start = async (failure: string) => {
-    const launched = await launch(bin, pgData, account);
-    if (launched.started) return;
-    // Another process may have started it a moment ago.
-    if (await isRunning(pgData)) return;
-    await checkAccountReachesBinaries(bin, account);
-    const logTail = await readFile(path.join(pgData, 'server.log'), 'utf8').catch(() => '');
-    throw new EmbeddedPostgresError(
-      `The embedded PostgreSQL in ${pgData} ${failure}: ${lastLine(logTail || launched.reason)}`,
-    );
-  };
+  throwIfStopping();
+
   const stop = async () => {
     const stopped = await runAs(account, bin.pg_ctl, ['stop', '-D', pgData, '-m', 'fast', '-w', '-t', '60', '-s']);
     if (stopped.code !== 0 && (await isRunning(pgData))) {
       throw new EmbeddedPostgresError(`The embedded PostgreSQL did not stop: ${lastLine(stopped.output)}`);
     }
   };
+  /** pg_ctl stop, waiting at most `seconds`; whether the server stopped. */
+  const stopWithin = (mode: 'fast' | 'immediate', seconds: number): boolean => {
+    try {
+      execFileSync(bin.pg_ctl, ['stop', '-D', pgData, '-m', mode, '-w', '-t', String(seconds), '-s'], {
+        ...(account ?? {}),
+        stdio: 'ignore',
+        timeout: seconds * 1_000 + 500,
+      });
+      return true;
+    } catch {
+      return false; // not running, or not stopped in time
+    }
+  };
+  const stopNow = (why: 'forced' | 'deadline') => {
+    // A fast shutdown when there is a moment for it (a second SIGINT), else an immediate one (crash recovery at the next start).
+    if (why === 'forced' && stopWithin('fast', 3)) return;
+    stopWithin('immediate', 1);
+  };
+  let spawnedOnce = false;
+  /** Starts the server; when it does not start, its log (or why the process ended) says why in one line. */
+  const start = async (failure: string) => {
+    for (const deadline = Date.now() + SHARED_MEMORY_FREED_WITHIN_MS; ;) {
+      // PostgreSQL takes a live PID in a lock file for a running server, whoever has that PID now.
+      const left = (await readPidFile(pgData))?.socketDir;
+      await removeStaleLockFiles(pgData, left ? [socketDir, left] : [socketDir], PORT);
+      const logFile = path.join(pgData, 'server.log');
+      const logFrom = (await stat(logFile).catch(() => undefined))?.size ?? 0;
+      const launched = await launch(bin, pgData, account, {
+        signal,
+        spawned: () => {
+          if (!spawnedOnce) options.atForcedExit?.(stopNow);
+          spawnedOnce = true;
+        },
+      });
+      if (launched.started) return;
+      if (launched.stopped) throw new StartAborted(String(signal?.reason));
+      // Another process may have started it a moment ago.
+      if (await isRunning(pgData)) return;
+      // What this attempt wrote: PostgreSQL's FATAL line and, last, its HINT.
+      const said = (await readFile(logFile).catch(() => Buffer.alloc(0))).subarray(logFrom).toString('utf8');
+      const why = lastLine(said || launched.reason);
+      if (/pre-existing shared memory block/.test(said) && Date.now() < deadline) {
+        await sleep(100);
+        continue;
+      }
+      await checkAccountReachesBinaries(bin, account);
+      throw new EmbeddedPostgresError(`The embedded PostgreSQL in ${pgData} ${failure}: ${why}`);
+    }
+  };
 
-  let adopted = await isRunning(pgData);
-  let socketDir = await (async () => {
-    if (!adopted) return undefined;
-    log('adopting the embedded PostgreSQL left running by an earlier process');
-    return runningSocketDirectory(pgData);
-  })();
-  if (!socketDir) {
-    socketDir = socketDirectory(dataDir);
+  let socketDir = socketDirectory(dataDir);
+  const running = await readyRunningServer(pgData, signal);
+  let adopted = running !== undefined;
+  if (running) socketDir = running;
+  else {
     await mkdir(socketDir, { recursive: true, mode: 0o700 });
     await ownBy(socketDir, account);
     await writeSettings(pgData, socketDir, options.settings ?? {}, account);
     await start('did not start');
-    if (options.signal?.aborted) {
-      await stop();
-      throw new StartAborted(String(options.signal.reason));
-    }
     // A server another process started a moment ago may listen elsewhere.
-    const theirs = await runningSocketDirectory(pgData);
+    const theirs = (await readPidFile(pgData))?.socketDir;
     if (theirs && theirs !== socketDir) {
       socketDir = theirs;
       adopted = true;
@@ -423,22 +522,18 @@ export async function startEmbeddedPostgres(
   const url = new URL(`postgresql://${ROLE}@localhost/${DATABASE}`);
   url.password = password;
   url.searchParams.set('host', socketDir);
-  await ensureDatabase(url);
+  try {
+    await ensureDatabase(url);
+    throwIfStopping();
+  } catch (error) {
+    if (!adopted) await stop().catch(() => undefined);
+    throw error;
+  }
   return {
     url: url.toString(),
     adopted,
     stop,
-    stopNow: () => {
-      try {
-        execFileSync(bin.pg_ctl, ['stop', '-D', pgData, '-m', 'immediate', '-w', '-t', '5', '-s'], {
-          ...(account ?? {}),
-          stdio: 'ignore',
-          timeout: 6_000,
-        });
-      } catch {
-        // Not running, or it would not stop: the process exits either way.
-      }
-    },
+    stopNow,
     isAlive: () => isRunning(pgData),
     restart: () => start('did not start again'),
   };

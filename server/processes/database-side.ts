@@ -22,8 +22,11 @@ export async function prepareDatabase(
   logger: Logger,
   stops: StopSignals,
 ): Promise<{ db: Database; ctx: AppContext }> {
-  const db = await openDatabase(config, { log: (message) => logger.info(message), signal: stops.signal });
-  stops.onDeadline(() => db.stopNow?.());
+  const db = await openDatabase(config, {
+    log: (message) => logger.info(message),
+    signal: stops.signal,
+    atForcedExit: stops.atForcedExit,
+  });
   try {
     stops.throwIfStopping();
     // A restore cut short left rows missing and the event log unreadable: never serve that.

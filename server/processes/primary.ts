@@ -12,6 +12,36 @@ import { AwaitingDatabaseSchema, HTTP_WORKER_ENV, StartupFailureSchema, type Mai
 
 const listeningLine = (config: Config, port: number) => `task service listening on http://${config.host}:${port}`;
 
+/** Whether `host` is reachable from this machine only. */
+const isLoopback = (host: string) =>
+  host === 'localhost' || host === '::1' || /^(?:::ffff:)?127\.\d+\.\d+\.\d+$/i.test(host);
+
+/** The start-up line saying that anyone who can reach the service may create an account (nothing when they may not). */
+export function registrationNotice(
+  config: Config,
+  port: number,
+): { level: 'info' | 'warn'; message: string } | undefined {
+  if (!config.registrationEnabled) return undefined;
+  if (isLoopback(config.host))
+    return {
+      level: 'info',
+      message: `registration is open: anyone who can reach http://${config.host}:${port} (on this machine) can create an account; REGISTRATION_ENABLED=false closes it`,
+    };
+  return {
+    level: 'warn',
+    message:
+      `registration is open to anyone who can reach port ${port} of this machine over the network (HOST=${config.host}): ` +
+      'set REGISTRATION_ENABLED=false to close it, or HOST=127.0.0.1 to serve this machine only',
+  };
+}
+
+/** Says who may register, then where the service listens: the last line of a start. */
+function sayListening(logger: Logger, config: Config, port: number, fields: Record<string, unknown>): void {
+  const notice = registrationNotice(config, port);
+  if (notice) logger[notice.level]({ host: config.host, port }, notice.message);
+  logger.info({ port, ...fields }, listeningLine(config, port));
+}
+
 /** Closes what the main process holds, last: maintenance, the stores, then the database (and its embedded server). */
 async function closeAll(logger: Logger, stopMaintenance: () => Promise<void>, ctx: AppContext): Promise<void> {
   try {
@@ -58,10 +88,11 @@ export async function runMain(config: Config, logger: Logger, stops: StopSignals
     workers.databaseReady(prepared.db.url);
     const port = await stops.unlessStopped(workers.listening);
     stopMaintenance = side.startMaintenance(prepared.ctx);
-    logger.info(
-      { port, workers: config.webConcurrency, database: prepared.db.kind, dataDir: config.dataDir },
-      listeningLine(config, port),
-    );
+    sayListening(logger, config, port, {
+      workers: config.webConcurrency,
+      database: prepared.db.kind,
+      dataDir: config.dataDir,
+    });
   } catch (error) {
     await stopWorkers();
     await stopMaintenance();
@@ -88,10 +119,7 @@ async function serveAlone(config: Config, logger: Logger, stops: StopSignals): P
     const { serve } = await loading;
     const serving = await stops.unlessStopped(serve(ctx));
     stopMaintenance = side.startMaintenance(ctx);
-    logger.info(
-      { port: serving.port, database: db.kind, dataDir: config.dataDir },
-      listeningLine(config, serving.port),
-    );
+    sayListening(logger, config, serving.port, { database: db.kind, dataDir: config.dataDir });
     whenStopping(stops, (signal) => {
       logger.info({ signal }, 'shutting down');
       void serving

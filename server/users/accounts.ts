@@ -6,7 +6,6 @@ import { rowsOf, type Statement } from '../db/sql.js';
 import { inTransaction } from '../db/transactions.js';
 import type { User as UserRow } from '../generated/prisma/client.js';
 import { AppError } from '../http/errors.js';
-import { OperatorError } from '../operator-error.js';
 
 export const emailTaken = () => new AppError('email_taken', 'An account with this email already exists');
 
@@ -65,21 +64,11 @@ export function accountOf(rows: unknown[] | undefined): UserRow | undefined {
   return { ...rest, role: RoleSchema.parse(row.role), passwordHash, createdAt, updatedAt };
 }
 
-/** Another account holds the configured admin email; promoting it silently would hand it the service. */
-export class AdminEmailTakenError extends OperatorError {
-  constructor(email: string) {
-    super(
-      `ADMIN_EMAIL ${email} belongs to an existing account that is not an admin (it may have been registered by ` +
-        'someone else). Check that account, then promote it deliberately with `npm run create-admin -- <email>`, ' +
-        'or configure another ADMIN_EMAIL.',
-    );
-  }
-}
-
 /**
- * Makes sure the administrator exists with the admin role. An existing admin is left as it is
- * (its password too). An existing non-admin account is promoted only when the operator asks for
- * exactly that (`npm run create-admin`); from configuration it stops the start.
+ * Makes sure an account with the administrator's email exists: created as an admin when no account
+ * has that email. An existing account is left as it is (its password too), unless the operator asks
+ * for exactly a promotion (`npm run create-admin`). From configuration it is never promoted: it may
+ * have been registered by someone else, or demoted on purpose; the caller says so.
  */
 export async function ensureAdmin(
   ctx: Accounts,
@@ -88,8 +77,7 @@ export async function ensureAdmin(
 ): Promise<UserRow> {
   const existing = await ctx.db.prisma.user.findUnique({ where: { email: admin.email } });
   if (existing) {
-    if (existing.role === 'admin') return existing;
-    if (!promoteExisting) throw new AdminEmailTakenError(admin.email);
+    if (existing.role === 'admin' || !promoteExisting) return existing;
     return ctx.db.prisma.user.update({ where: { id: existing.id }, data: { role: 'admin', updatedAt: new Date() } });
   }
   try {

@@ -1,5 +1,6 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -8,12 +9,18 @@ import { ROOT } from './processes.js';
 
 const run = promisify(execFile);
 
+/** Whether `pid` runs: a zombie (ended, not yet collected by its parent) does not. */
 export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (error) {
     return error instanceof Error && 'code' in error && error.code === 'EPERM';
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).charAt(0) !== 'Z';
+  } catch {
+    return true; // no /proc: alive as far as can be told
   }
 }
 

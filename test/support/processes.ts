@@ -20,18 +20,30 @@ function environment(dataDir: string, env: Record<string, string>): NodeJS.Proce
   };
 }
 
-/** `node dist/server/main.js` on `dataDir` (the embedded database unless `env` says otherwise). */
-export function spawnService(dataDir: string, env: Record<string, string> = {}) {
+/**
+ * `node dist/server/main.js` on `dataDir` (the embedded database unless `env` says otherwise).
+ * `ownGroup`: in a process group of its own (as a terminal gives it), so that one kill reaches its workers.
+ */
+export function spawnService(
+  dataDir: string,
+  env: Record<string, string> = {},
+  { ownGroup = false }: { ownGroup?: boolean } = {},
+) {
   const child = spawn(process.execPath, ['dist/server/main.js'], {
     cwd: ROOT,
     env: environment(dataDir, env),
+    detached: ownGroup,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  let stdout = '';
   let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    if (stdout.length < 100_000) stdout += chunk.toString();
+  });
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  // 'close' comes after the output streams end, so stderr is complete by then.
+  // 'close' comes after the output streams end, so the output is complete by then.
   const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
-  return { child, exited, stderr: () => stderr };
+  return { child, exited, stdout: () => stdout, stderr: () => stderr };
 }
 
 export type SpawnedService = ReturnType<typeof spawnService>;
@@ -40,8 +52,9 @@ export type SpawnedService = ReturnType<typeof spawnService>;
 export function startProcess(
   dataDir: string,
   env: Record<string, string> = {},
+  options: { ownGroup?: boolean } = {},
 ): Promise<SpawnedService & { url: string }> {
-  const spawned = spawnService(dataDir, env);
+  const spawned = spawnService(dataDir, env, options);
   return new Promise((resolve, reject) => {
     createInterface({ input: spawned.child.stdout }).on('line', (line) => {
       const match = /listening on (http:\/\/[^"]+)/.exec(line);
