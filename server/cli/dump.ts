@@ -19,15 +19,18 @@ runCommand('dump', async () => {
   try {
     // Only what the data needs: no admin is made by this command.
     const config = loadConfig({ ...process.env, ADMIN_EMAIL: undefined, ADMIN_PASSWORD: undefined });
-    const db = await openDatabaseForCommand(config, { exclusive: false, signal: stops.signal });
-    stops.onDeadline(() => db.stopNow?.());
+    const db = await openDatabaseForCommand(config, {
+      exclusive: false,
+      signal: stops.signal,
+      atForcedExit: stops.atForcedExit,
+    });
     try {
       const storage = await openAttachmentStorage(config);
       try {
         const { file: written, manifest } = await dumpService(db.url, storage, file, {
           log: (message) => console.error(`dump: ${message}`),
           stop: stops.signal,
-          onUnfinished: (discardNow) => stops.onDeadline(discardNow),
+          onUnfinished: (discardNow) => stops.atForcedExit(discardNow),
         });
         const rows = manifest.tables.reduce((n, t) => n + t.rows, 0);
         console.log(

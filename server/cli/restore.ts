@@ -23,8 +23,11 @@ runCommand('restore', async () => {
     const config = loadConfig({ ...process.env, ADMIN_EMAIL: undefined, ADMIN_PASSWORD: undefined });
     // The whole archive is checked before anything of the target is touched (or started).
     const archive = await openArchive(file, stops.signal);
-    const db = await openDatabaseForCommand(config, { exclusive: true, signal: stops.signal });
-    stops.onDeadline(() => db.stopNow?.());
+    const db = await openDatabaseForCommand(config, {
+      exclusive: true,
+      signal: stops.signal,
+      atForcedExit: stops.atForcedExit,
+    });
     try {
       const storage = await openAttachmentStorage(config);
       try {

@@ -1,4 +1,5 @@
 import { openDatabase, lockDataDir, openPostgres, type Database, type DatabaseConfig } from './database.js';
+import type { LastStep } from '../lifecycle.js';
 import { runningServerUrl, startEmbeddedPostgres } from './embedded-postgres.js';
 
 export interface CommandDatabaseOptions {
@@ -6,18 +7,20 @@ export interface CommandDatabaseOptions {
   exclusive: boolean;
   /** A stop signal: an embedded server being started for the command is stopped again. */
   signal?: AbortSignal;
+  /** Where an embedded server started for the command registers its stop for a forced exit. */
+  atForcedExit?: (step: LastStep) => void;
 }
 
 /**
  * The configured database for a command (create-admin, migrate, dump, restore) run beside the service. DATABASE_URL's
  * server as it is; on the embedded default, the server the running service started (reached over
  * its socket with the password in DATA_DIR, and left running), or else one started for the command
- * and stopped when it closes (or by stopNow). `exclusive` holds the data directory like the service does, so the
+ * and stopped when it closes (or at a forced exit). `exclusive` holds the data directory like the service does, so the
  * command refuses to run while the service uses it, and the service refuses to start meanwhile.
  */
 export async function openDatabaseForCommand(
   config: DatabaseConfig,
-  { exclusive, signal }: CommandDatabaseOptions,
+  { exclusive, signal, atForcedExit }: CommandDatabaseOptions,
 ): Promise<Database> {
   if (config.databaseUrl) return openDatabase(config);
   if (!exclusive) {
@@ -25,7 +28,8 @@ export async function openDatabaseForCommand(
     const running = await runningServerUrl(config.dataDir);
     if (running) return openPostgres(running, { poolSize: 2, kind: 'embedded', directUrl: running });
   }
-  const server = await startEmbeddedPostgres(config.dataDir, signal ? { signal } : {});
+  // A command forced to exit stops a server it started (from the moment it spawns), never one it found running.
+  const server = await startEmbeddedPostgres(config.dataDir, { signal, atForcedExit });
   const release = async (unlock?: () => Promise<void>) => {
     await unlock?.();
     if (!server.adopted) await server.stop();
@@ -38,12 +42,10 @@ export async function openDatabaseForCommand(
       throw error;
     });
   }
-  const db = openPostgres(server.url, {
+  return openPostgres(server.url, {
     poolSize: 2,
     kind: 'embedded',
     directUrl: server.url,
     onClose: () => release(unlock),
   });
-  // A command forced to exit stops the server it started, never one it found running.
-  return server.adopted ? db : { ...db, stopNow: server.stopNow };
 }
