@@ -4,13 +4,15 @@
 // - `sh norun` blocks (a production set-up, or the set-up itself) are checked by `bash -n`;
 // - the `sh project` block of docs/client.md makes a TypeScript project exactly as it says, with the
 //   client packed from this checkout, and every `ts` block is compiled there with its tsc and run;
-// - every relative link and anchor resolves.
+// - every relative link and anchor resolves;
+// - every variable server/config.ts reads has its row in docs/configuration.md.
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
@@ -125,6 +127,47 @@ describe('links in README.md and docs/', () => {
 
   it('README.md is a front page of at most 300 lines', async () => {
     expect((await readFile(path.join(ROOT, 'README.md'), 'utf8')).split('\n').length).toBeLessThanOrEqual(300);
+  });
+});
+
+/** The keys of the `z.object({...})` that `EnvSchema` is built on, read from server/config.ts's syntax tree. */
+async function envSchemaKeys(): Promise<string[]> {
+  const file = path.join(ROOT, 'server/config.ts');
+  const source = ts.createSourceFile(file, await readFile(file, 'utf8'), ts.ScriptTarget.Latest, true);
+  const keys: string[] = [];
+  const visit = (node: ts.Node, inSchema: boolean): void => {
+    const isSchema = ts.isVariableDeclaration(node) && ts.isIdentifier(node.name) && node.name.text === 'EnvSchema';
+    if (
+      inSchema &&
+      ts.isCallExpression(node) &&
+      ts.isPropertyAccessExpression(node.expression) &&
+      node.expression.name.text === 'object'
+    ) {
+      const [shape] = node.arguments;
+      if (shape && ts.isObjectLiteralExpression(shape))
+        for (const property of shape.properties)
+          if (property.name && (ts.isIdentifier(property.name) || ts.isStringLiteral(property.name)))
+            keys.push(property.name.text);
+      return;
+    }
+    ts.forEachChild(node, (child) => visit(child, inSchema || isSchema));
+  };
+  visit(source, false);
+  return keys;
+}
+
+describe('docs/configuration.md', () => {
+  it('has a table row for every variable of the configuration schema in server/config.ts', async () => {
+    const keys = await envSchemaKeys();
+    expect(keys).toContain('PORT'); // the schema was found
+    expect(keys.length).toBeGreaterThan(50);
+    const documented = new Set(
+      (await readFile(path.join(ROOT, 'docs/configuration.md'), 'utf8'))
+        .split('\n')
+        .filter((line) => line.startsWith('| `'))
+        .flatMap((line) => [...(line.split(' | ')[0] ?? '').matchAll(/`([A-Z][A-Z0-9_]*)`/g)].map((m) => m[1])),
+    );
+    expect(keys.filter((key) => !documented.has(key))).toEqual([]);
   });
 });
 
