@@ -160,9 +160,9 @@ const EnvSchema = z
     WEBHOOK_MAX_IN_FLIGHT: positiveInt.max(10_000).default(32),
     /** Attempts in flight for one user's webhooks across all instances, so one user never takes every slot. */
     WEBHOOK_MAX_IN_FLIGHT_PER_USER: positiveInt.max(10_000).default(8),
-    /** A static bearer token that may scrape /metrics (besides admins' access tokens). */
     /** Test only (test/write-faults.test.ts): the process group is killed as the Nth answer under an Idempotency-Key is about to be kept. */
     TEST_CRASH_AT_KEPT_ANSWER: positiveInt.optional(),
+    /** A static bearer token that may scrape /metrics (besides admins' access tokens). */
     METRICS_TOKEN: z
       .string()
       .min(32, 'METRICS_TOKEN must be at least 32 characters')
