@@ -2,6 +2,7 @@ import { EVENT_TYPES, EventSchema, grantsScope, scopeToReadEvent, type Event, ty
 import type { AppContext } from '../context.js';
 import { Prisma } from '../generated/prisma/client.js';
 import { isAdmin, type Principal } from '../http/principal.js';
+import { eventMetrics } from './metrics.js';
 
 /**
  * A place in the event log: the writing (sub)transaction's id, then the order within it. Positions
@@ -59,15 +60,45 @@ interface EventRow {
   seq: bigint;
 }
 
-function toLogged(row: EventRow): LoggedEvent {
-  const event = EventSchema.parse({
-    id: row.id,
-    type: row.type,
-    occurredAt: row.occurred_at.toISOString(),
-    actorId: row.actor_id,
-    data: row.data,
+/** What an event row holds, in whatever way a query names it. */
+interface StoredEvent {
+  id: string;
+  type: string;
+  occurredAt: Date;
+  actorId: string | null;
+  data: unknown;
+}
+
+/**
+ * The stored event as the contract's Event; undefined when it does not read as one (a writer that
+ * drifted from the contract, a row edited by hand). Such an event is logged at `error` and counted
+ * (`events_unreadable_total`), and its reader moves on: one bad event must not stall every live
+ * stream, fail every page of the changes feed that holds it, or be retried for ever.
+ */
+export function readableEvent(ctx: AppContext, stored: StoredEvent, reader: 'log' | 'webhook'): Event | undefined {
+  const parsed = EventSchema.safeParse({
+    id: stored.id,
+    type: stored.type,
+    occurredAt: stored.occurredAt.toISOString(),
+    actorId: stored.actorId,
+    data: stored.data,
   });
-  return { event, position: { txid: row.txid, seq: row.seq }, audience: row.audience ?? [] };
+  if (parsed.success) return parsed.data;
+  eventMetrics(ctx).unreadableEvents.inc({ reader });
+  ctx.logger.error(
+    { eventId: stored.id, eventType: stored.type, reader, issues: parsed.error.issues.slice(0, 5) },
+    'an event in the log does not read as the contract says: skipped',
+  );
+  return undefined;
+}
+
+function toLogged(ctx: AppContext, row: EventRow): LoggedEvent | undefined {
+  const event = readableEvent(
+    ctx,
+    { id: row.id, type: row.type, occurredAt: row.occurred_at, actorId: row.actor_id, data: row.data },
+    'log',
+  );
+  return event && { event, position: { txid: row.txid, seq: row.seq }, audience: row.audience ?? [] };
 }
 
 export const visibleTo = (reader: Reader, audience: string[]): boolean =>
@@ -106,6 +137,22 @@ export interface LogPage {
  * transaction that commits late is read later, never skipped. One statement, one snapshot.
  */
 export async function readLog(ctx: AppContext, after: Position, limit: number, reader?: Reader): Promise<LogPage> {
+  const page = await readLogOnce(ctx, after, limit, reader);
+  // An unreadable event skipped leaves the page short, and a short page says "up to date": fill it.
+  while (page.skipped > 0 && page.full && page.events.length < limit) {
+    const more = await readLogOnce(ctx, page.next, limit - page.events.length, reader);
+    page.events.push(...more.events);
+    Object.assign(page, { next: more.next, skipped: more.skipped, full: more.full });
+  }
+  return { events: page.events, next: page.next };
+}
+
+async function readLogOnce(
+  ctx: AppContext,
+  after: Position,
+  limit: number,
+  reader: Reader | undefined,
+): Promise<LogPage & { skipped: number; full: boolean }> {
   const visibility =
     !reader || reader.admin ? Prisma.empty : Prisma.sql`AND e.audience @> ARRAY[${reader.userId}::uuid]`;
   // Filtered here, not after: a page of events the reader may not read would end its reading early.
@@ -121,10 +168,13 @@ export async function readLog(ctx: AppContext, after: Position, limit: number, r
       LIMIT ${limit}
     ) e ON true`;
   const horizon = rows[0]?.horizon ?? 0n;
-  const events = rows.filter((row) => row.id !== null).map(toLogged);
-  const last = events[events.length - 1];
-  const next = events.length === limit && last ? last.position : later(after, { txid: horizon, seq: 0n });
-  return { events, next };
+  const read = rows.filter((row) => row.id !== null);
+  const events = read.flatMap((row) => toLogged(ctx, row) ?? []);
+  // Past the last row read, an unreadable one included: the next read never meets it again.
+  const last = read[read.length - 1];
+  const full = read.length === limit;
+  const next = full && last ? { txid: last.txid, seq: last.seq } : later(after, { txid: horizon, seq: 0n });
+  return { events, next, skipped: read.length - events.length, full };
 }
 
 /** The position of an event `reader` may see, by id; undefined when it is not (or no longer) in the log, or not theirs. */
@@ -168,19 +218,3 @@ export async function purgeExpiredEvents(ctx: AppContext, now = new Date()): Pro
     return tx.$executeRaw`DELETE FROM events WHERE (txid, seq) <= (${end.txid}, ${end.seq})`;
   });
 }
-
-/** An event row as Prisma reads it, as the contract's Event. */
-export const eventFromRow = (row: {
-  id: string;
-  type: string;
-  occurredAt: Date;
-  actorId: string | null;
-  data: unknown;
-}): Event =>
-  EventSchema.parse({
-    id: row.id,
-    type: row.type,
-    occurredAt: row.occurredAt.toISOString(),
-    actorId: row.actorId,
-    data: row.data,
-  });

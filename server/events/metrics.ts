@@ -13,6 +13,7 @@ export interface EventMetrics {
   deliveryAttempts: Counter<'outcome'>;
   deliveryDuration: Histogram;
   deliveryLag: Histogram;
+  unreadableEvents: Counter<'reader'>;
 }
 
 function create(): EventMetrics {
@@ -65,6 +66,12 @@ function create(): EventMetrics {
       name: 'webhook_delivery_lag_seconds',
       help: 'Time from the event to the end of its first successful delivery',
       buckets: [0.05, 0.1, 0.25, 0.5, 1, 5, 30, 300, 3600, 86400],
+      registers: [registry],
+    }),
+    unreadableEvents: new Counter({
+      name: 'events_unreadable_total',
+      help: 'Events in the log that do not read as the contract says, skipped by a reader (log: the changes feed and live streams; webhook: a delivery, failed without retries)',
+      labelNames: ['reader'],
       registers: [registry],
     }),
   };

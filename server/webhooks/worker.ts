@@ -1,7 +1,7 @@
 import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
 import { inTransaction } from '../db/transactions.js';
-import { eventFromRow, eventSeenBy } from '../events/log.js';
+import { eventSeenBy, readableEvent } from '../events/log.js';
 import { eventMetrics } from '../events/metrics.js';
 import { eventSignal } from '../events/signal.js';
 import { claimFairly, type Claimed } from './claims.js';
@@ -113,7 +113,20 @@ async function attempt(ctx: AppContext, claimed: Claimed, leaseId: string, signa
   const { allowPrivateTargets, timeoutMs } = ctx.config.webhooks;
   // The owner's role now, as the live stream decides it per event.
   const owner = { userId: delivery.webhook.ownerId, admin: delivery.webhook.owner.role === 'admin' };
-  const event = eventSeenBy(owner, { event: eventFromRow(delivery.event), audience: delivery.event.audience });
+  const stored = readableEvent(ctx, delivery.event, 'webhook');
+  if (!stored) {
+    // Sending it again would fail the same way: the attempt fails once, without retries.
+    const result = {
+      ok: false,
+      statusCode: null,
+      error: 'the event does not read as the contract says',
+      durationMs: 0,
+    };
+    failed(result);
+    await finish(ctx, claimed, leaseId, result, false);
+    return;
+  }
+  const event = eventSeenBy(owner, { event: stored, audience: delivery.event.audience });
   const result = await sendEvent(delivery.webhook, event, {
     network: webhookNetwork(ctx),
     allowPrivateTargets,
