@@ -19,11 +19,15 @@ const testEnv = { ARGON2_MEMORY_KIB: '64', ARGON2_TIME_COST: '1' };
 
 // Files that keep a core busy for most of their run (compiling, bundling, packing, fuzzing, loads of
 // parallel writes): at most two of them at once, in a pool of their own, beside the files that mostly
-// wait (on child processes, servers, timers), which run several at a time even on two cores.
-const CPU_FILES = ['build', 'client-weight', 'code-samples', 'fuzz', 'package', 'races', 'verify', 'write-faults'].map(
+// wait (on child processes, servers, timers), which run five at a time even on two cores.
+const CPU_FILES = ['build', 'client-weight', 'code-samples', 'fuzz', 'package', 'races', 'write-faults'].map(
   (name) => `test/${name}.test.ts`,
 );
-const maxWaiting = Number(process.env.TEST_MAX_WORKERS ?? 6);
+const maxWaiting = Number(process.env.TEST_MAX_WORKERS ?? 5);
+const maxCpu = 2;
+// An embedded server per worker (test/support/databases.ts says why); global setup reads these.
+process.env.TEST_EMBEDDED_SERVERS = String(maxWaiting + maxCpu);
+process.env.TEST_WAITING_WORKERS = String(maxWaiting);
 
 const include = stress ? ['test/stress/**/*.test.ts', 'test/fuzz.test.ts'] : ['test/**/*.test.ts'];
 
@@ -34,12 +38,22 @@ const sourceConditions = ['@task-service/source', 'node', 'development|productio
 
 /** A database's projects: its waiting files in the forks pool and (`cpu`) its CPU files in the threads pool. */
 function projectsOn(name: string, files: string[], cpu: boolean): TestProjectInlineConfiguration[] {
-  const env = { ...testEnv, TEST_DB: name };
+  const env = { ...testEnv, TEST_DB: name, TEST_POOL: 'waiting' };
   const exclude = [...configDefaults.exclude, ...excluded, ...(cpu ? CPU_FILES : [])];
   return [
     { extends: true, test: { name, include: files, exclude, env } },
     ...(cpu
-      ? [{ extends: true as const, test: { name: `${name} (cpu)`, include: CPU_FILES, pool: 'threads' as const, env } }]
+      ? [
+          {
+            extends: true as const,
+            test: {
+              name: `${name} (cpu)`,
+              include: CPU_FILES,
+              pool: 'threads' as const,
+              env: { ...env, TEST_POOL: 'cpu' },
+            },
+          },
+        ]
       : []),
   ];
 }
@@ -55,7 +69,7 @@ export default defineConfig({
     pool: 'forks',
     poolOptions: {
       forks: { maxForks: maxWaiting, minForks: 1 },
-      threads: { maxThreads: 2, minThreads: 1 },
+      threads: { maxThreads: maxCpu, minThreads: 1 },
     },
     exclude: [...configDefaults.exclude, ...excluded],
     // Each project names its files: a project's `include` would be added to the root's, not replace it.

@@ -156,7 +156,14 @@ describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
     // Node (the main process and its workers) and PostgreSQL (its postmaster and every backend) at once.
     const victims = [server, ...(await descendants(server))];
     process.kill(-(victim.child.pid ?? 0), 'SIGKILL');
-    for (const pid of victims.filter(isAlive)) process.kill(pid, 'SIGKILL');
+    for (const pid of victims.filter(isAlive)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch (error) {
+        // A backend may end by itself between the check and the kill, once its postmaster is gone.
+        if (!(error instanceof Error && 'code' in error && error.code === 'ESRCH')) throw error;
+      }
+    }
     await victim.exited;
 
     const again = await startProcess(dataDir);

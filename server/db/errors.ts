@@ -62,9 +62,10 @@ const UNREACHABLE_CODES = new Set([
   'P1017',
   'P2024',
 ]);
-// A handle closed under a request (shutdown) gives plain errors: pg.Pool's.
+// A handle closed under a request (shutdown), or a connection that broke under it, gives plain errors:
+// pg's and pg.Pool's.
 const UNREACHABLE_MESSAGES =
-  /connection (terminated|refused)|Can't reach database|Cannot use a pool after calling end/i;
+  /connection (terminated|refused)|Can't reach database|Cannot use a pool after calling end|is not queryable|timeout exceeded when trying to connect|^timeout expired$/i;
 /** The database cannot be reached (or its handle was closed): a 503, not a 500. */
 export function isDatabaseUnreachable(err: unknown): boolean {
   for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {

@@ -18,9 +18,23 @@ const templateName = () => `task_service_test_template_${runId()}`;
  * started (project "embedded"), or TEST_DATABASE_URL's server (projects "postgres" and "pgbouncer").
  */
 export function postgresUrl(): string {
-  const url = process.env.TEST_DB === 'embedded' ? process.env.TEST_EMBEDDED_URL : process.env.TEST_DATABASE_URL;
+  const url = process.env.TEST_DB === 'embedded' ? embeddedUrl() : process.env.TEST_DATABASE_URL;
   if (!url) throw new Error(`no database server for test project ${process.env.TEST_DB ?? '(none)'}`);
   return url;
+}
+
+/**
+ * This worker's embedded server. The run starts one per worker (TEST_EMBEDDED_SERVERS, set by
+ * vitest.config.ts), because PostgreSQL's snapshot horizon is the server's, not a database's: a
+ * transaction left open by a test file in another database holds back what every other file's
+ * event readers may read until it ends. A worker runs one file at a time, so no file waits for another.
+ */
+function embeddedUrl(): string | undefined {
+  const urls = (process.env.TEST_EMBEDDED_URLS ?? '').split(',').filter(Boolean);
+  // Workers of each pool are numbered from 1; the CPU files' pool takes the servers after the others'.
+  const offset = process.env.TEST_POOL === 'cpu' ? Number(process.env.TEST_WAITING_WORKERS ?? 0) : 0;
+  const worker = offset + Number(process.env.VITEST_POOL_ID ?? 1) - 1;
+  return urls[worker % Math.max(urls.length, 1)];
 }
 
 /** Project "pgbouncer": the service reaches TEST_DATABASE_URL's server through TEST_POOLER_URL, a PgBouncer in transaction mode. */
@@ -83,34 +97,42 @@ export async function serverReachableTempDir(prefix: string): Promise<string> {
   return dir;
 }
 
-let embedded: { server: EmbeddedPostgres; dir: string } | undefined;
+let embedded: { server: EmbeddedPostgres; dir: string }[] = [];
 
-/** Once per run: the embedded server, and a migrated database on each server that every test file clones. */
-export async function prepareTemplates(): Promise<void> {
-  process.env.TEST_RUN_ID ??= `${process.pid}`;
+async function startTestServer(): Promise<{ server: EmbeddedPostgres; dir: string }> {
   const dir = await serverReachableTempDir('task-service-test-pg-');
   // Test databases are thrown away: durability off makes cloning and committing cheap.
   const server = await startEmbeddedPostgres(dir, {
     settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' },
   });
-  embedded = { server, dir };
-  process.env.TEST_EMBEDDED_URL = server.url;
   await createTemplate(server.url);
+  return { server, dir };
+}
+
+/** Once per run: the embedded servers, and a migrated database on each server that every test file clones. */
+export async function prepareTemplates(): Promise<void> {
+  process.env.TEST_RUN_ID ??= `${process.pid}`;
+  const count = Math.max(1, Number(process.env.TEST_EMBEDDED_SERVERS ?? 1));
+  embedded = await Promise.all(Array.from({ length: count }, startTestServer));
+  process.env.TEST_EMBEDDED_URLS = embedded.map(({ server }) => server.url).join(',');
+  // For the tests that need a server of the run beside their own database (process.test.ts).
+  process.env.TEST_EMBEDDED_URL = embedded[0]?.server.url;
   if (process.env.TEST_DATABASE_URL) await createTemplate(process.env.TEST_DATABASE_URL);
 }
 
-/** After the run: the templates and the embedded server go. */
+/** After the run: the templates and the embedded servers go. */
 export async function removeTemplates(): Promise<void> {
   if (process.env.TEST_DATABASE_URL) {
     await onServer(process.env.TEST_DATABASE_URL, (admin) =>
       admin.query(`DROP DATABASE IF EXISTS ${templateName()} WITH (FORCE)`),
     );
   }
-  if (embedded) {
-    await embedded.server.stop();
-    await rm(embedded.dir, { recursive: true, force: true });
-    embedded = undefined;
-  }
+  await Promise.all(
+    embedded.splice(0).map(async ({ server, dir }) => {
+      await server.stop();
+      await rm(dir, { recursive: true, force: true });
+    }),
+  );
 }
 
 export interface TestDatabase {

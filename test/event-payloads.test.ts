@@ -1,0 +1,170 @@
+// Every event payload the service writes, held against the contract: each write path that records
+// events (most build their payload in SQL, beside the change) is walked once, and each event it wrote
+// must carry exactly what the API answers for that object right after the write. A payload builder
+// that drifts from the contract fails here, not in a reader in production (which would skip it).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EVENT_TYPES, type Event } from '../contract/events.js';
+import { AttachmentSchema } from '../contract/attachments.js';
+import { TagSchema } from '../contract/tags.js';
+import { TaskSchema } from '../contract/tasks.js';
+import { UserSchema } from '../contract/users.js';
+import { startService, type TestService } from './support/app.js';
+import { readAllChanges } from './support/events.js';
+import { samplesOf, valueOf } from './support/metrics.js';
+import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+
+let service: TestService;
+let alice: TestUser;
+let bob: TestUser;
+let admin: TestUser;
+let cursor: string;
+
+beforeAll(async () => {
+  service = await startService();
+  [alice, bob, admin] = await Promise.all([registerUser(service), registerUser(service), registerAdmin(service)]);
+  cursor = (await readAllChanges(service, admin)).cursor;
+});
+afterAll(() => service.close());
+
+const as = (user: TestUser) => ({ Authorization: user.auth });
+const getTask = async (id: string) =>
+  TaskSchema.parse((await service.http.get(`/tasks/${id}`).set(as(alice)).expect(200)).body);
+const getTag = async (id: string) =>
+  TagSchema.parse((await service.http.get(`/tags/${id}`).set(as(alice)).expect(200)).body);
+const getUser = async (id: string) =>
+  UserSchema.parse((await service.http.get(`/users/${id}`).set(as(admin)).expect(200)).body);
+
+/** The events the last step wrote, as an admin reads them in the changes feed. */
+async function eventsOfStep(): Promise<Event[]> {
+  const page = await readAllChanges(service, admin, cursor);
+  cursor = page.cursor;
+  return page.events;
+}
+
+/** What the API answers now for the object each event is about, in the event's own shape. */
+async function asTheApiShowsIt(event: Event): Promise<Event['data']> {
+  switch (event.type) {
+    case 'task.created':
+    case 'task.updated':
+      return { task: await getTask(event.data.task.id) };
+    case 'tag.created':
+    case 'tag.updated':
+      return { tag: await getTag(event.data.tag.id) };
+    case 'attachment.created':
+      return {
+        attachment: AttachmentSchema.parse(
+          (await service.http.get(`/attachments/${event.data.attachment.id}`).set(as(alice)).expect(200)).body,
+        ),
+      };
+    case 'user.updated':
+      return { user: await getUser(event.data.user.id) };
+    default:
+      return event.data; // tombstones carry ids only
+  }
+}
+
+const seen = new Set<string>();
+
+/** Runs a write, then checks the events it wrote: their types, and each payload against the API. */
+async function step(expectedTypes: Event['type'][], write: () => Promise<unknown>): Promise<void> {
+  await write();
+  const events = await eventsOfStep();
+  expect(events.map((event) => event.type)).toEqual(expectedTypes);
+  for (const event of events) {
+    expect(event.data, event.type).toEqual(await asTheApiShowsIt(event));
+    seen.add(event.type);
+  }
+}
+
+describe('event payloads', () => {
+  it('are, for every event type, exactly what the API answers for the object after the write', async () => {
+    const unreadableBefore = valueOf(
+      samplesOf((await service.http.get('/metrics').set(as(admin)).expect(200)).text),
+      'events_unreadable_total',
+      { reader: 'log' },
+    );
+    let tagId = '';
+    let otherTagId = '';
+    let taskId = '';
+    let attachmentId = '';
+    await step(['tag.created'], async () => {
+      tagId = TagSchema.parse(
+        (await service.http.post('/tags').set(as(alice)).send({ name: 'Work', color: '#00aa00' }).expect(201)).body,
+      ).id;
+    });
+    await step(['task.created'], async () => {
+      taskId = TaskSchema.parse(
+        (
+          await service.http
+            .post('/tasks')
+            .set(as(alice))
+            .send({ title: 'Plan', description: 'First', dueAt: '2027-01-02T03:04:05.678Z', tagIds: [tagId] })
+            .expect(201)
+        ).body,
+      ).id;
+    });
+    await step(['task.updated'], () =>
+      service.http
+        .patch(`/tasks/${taskId}`)
+        .set(as(alice))
+        .send({ title: 'Plan again', status: 'done', assigneeId: bob.user.id })
+        .expect(200),
+    );
+    await step(['task.updated'], () =>
+      service.http
+        .put(`/tasks/${taskId}`)
+        .set(as(alice))
+        .send({
+          title: 'Replaced',
+          description: '',
+          status: 'in_progress',
+          priority: 'high',
+          dueAt: null,
+          assigneeId: bob.user.id,
+        })
+        .expect(200),
+    );
+    await step(['tag.updated', 'task.updated'], () =>
+      service.http.patch(`/tags/${tagId}`).set(as(alice)).send({ name: 'Renamed' }).expect(200),
+    );
+    await step(['tag.created'], async () => {
+      otherTagId = TagSchema.parse(
+        (await service.http.post('/tags').set(as(alice)).send({ name: 'Other' }).expect(201)).body,
+      ).id;
+    });
+    await step(['task.updated'], () =>
+      service.http.post(`/tasks/${taskId}/tags/${otherTagId}`).set(as(alice)).expect(201),
+    );
+    await step(['attachment.created', 'task.updated'], async () => {
+      attachmentId = AttachmentSchema.parse(
+        (
+          await service.http
+            .post(`/tasks/${taskId}/attachments`)
+            .set(as(alice))
+            .attach('file', Buffer.from('notes'), { filename: 'notes.txt', contentType: 'text/plain' })
+            .expect(201)
+        ).body,
+      ).id;
+    });
+    await step(['attachment.deleted', 'task.updated'], () =>
+      service.http.delete(`/attachments/${attachmentId}`).set(as(alice)).expect(204),
+    );
+    await step(['task.updated'], () =>
+      service.http.delete(`/tasks/${taskId}/tags/${otherTagId}`).set(as(alice)).expect(204),
+    );
+    await step(['tag.deleted'], () => service.http.delete(`/tags/${otherTagId}`).set(as(alice)).expect(204));
+    await step(['user.updated'], () =>
+      service.http.patch(`/users/${alice.user.id}`).set(as(alice)).send({ name: 'Alice Renamed' }).expect(200),
+    );
+    await step(['task.deleted'], () => service.http.delete(`/tasks/${taskId}`).set(as(alice)).expect(204));
+    await step(['user.deleted'], () => service.http.delete(`/users/${bob.user.id}`).set(as(admin)).expect(204));
+
+    expect([...seen].sort()).toEqual([...EVENT_TYPES].sort());
+    const unreadableAfter = valueOf(
+      samplesOf((await service.http.get('/metrics').set(as(admin)).expect(200)).text),
+      'events_unreadable_total',
+      { reader: 'log' },
+    );
+    expect(unreadableAfter).toBe(unreadableBefore);
+  });
+});
