@@ -353,7 +353,8 @@ describe('manual retries', () => {
 describe('the webhook quota', () => {
   let quota: TestService;
   beforeAll(async () => {
-    quota = await startService({ WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' });
+    // 30 creates queue on the user's row one after another: room for that on a busy machine.
+    quota = await startService({ WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', DATABASE_STATEMENT_TIMEOUT_MS: '30000' });
   });
   afterAll(() => quota.close());
 
