@@ -25,8 +25,8 @@ const CPU_FILES = ['build', 'client-weight', 'code-samples', 'fuzz', 'package', 
 );
 const maxWaiting = Number(process.env.TEST_MAX_WORKERS ?? 5);
 const maxCpu = 2;
-// An embedded server per worker (test/support/databases.ts says why); global setup reads these.
-process.env.TEST_EMBEDDED_SERVERS = String(maxWaiting + maxCpu);
+// A server per worker (test/support/databases.ts says why); global setup reads these.
+process.env.TEST_SERVERS = String(maxWaiting + maxCpu);
 process.env.TEST_WAITING_WORKERS = String(maxWaiting);
 
 const include = stress ? ['test/stress/**/*.test.ts', 'test/fuzz.test.ts'] : ['test/**/*.test.ts'];

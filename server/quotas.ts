@@ -1,8 +1,7 @@
 import type { Config } from './config.js';
 import type { AppContext } from './context.js';
-import type { Statement } from './db/sql.js';
-import { inTransaction } from './db/transactions.js';
-import { Prisma } from './generated/prisma/client.js';
+import { tables } from './db/query.js';
+import type { SqlSession, Statement } from './db/sql.js';
 import { AppError } from './http/errors.js';
 import { isAdmin, type Principal } from './http/principal.js';
 
@@ -31,10 +30,15 @@ const QUOTAS: Record<Quota, QuotaRule> = {
 };
 
 /** What the user holds: the sum of their holdings' slots (at most 16 rows, whatever they hold). */
-async function held(db: Prisma.TransactionClient, userId: string, quota: Quota): Promise<bigint> {
-  const [row] = await db.$queryRaw<{ held: bigint | null }[]>`
-    SELECT sum(${Prisma.raw(QUOTAS[quota].column)})::bigint AS held FROM user_holdings WHERE user_id = ${userId}::uuid`;
-  return row?.held ?? 0n;
+async function held(db: SqlSession, userId: string, quota: Quota): Promise<bigint> {
+  const row = await db.first(
+    tables
+      .selectFrom('user_holdings')
+      // A sum of bigints is a numeric, which pg reads as text.
+      .select((eb) => eb.fn.sum<string | null>(QUOTAS[quota].column).as('held'))
+      .where('user_id', '=', userId),
+  );
+  return BigInt(row?.held ?? 0);
 }
 
 /** The most transactions the PostgreSQL server runs at once (`max_connections`), read once per service. */
@@ -50,10 +54,10 @@ function maxConnections(ctx: AppContext): Promise<bigint> {
   return known;
 }
 
-const lockUserRow = (db: Prisma.TransactionClient, userId: string, mode: 'shared' | 'exclusive') =>
-  mode === 'shared'
-    ? db.$queryRaw`SELECT 1 FROM users WHERE id = ${userId}::uuid FOR SHARE`
-    : db.$queryRaw`SELECT 1 FROM users WHERE id = ${userId}::uuid FOR NO KEY UPDATE`;
+function lockUserRow(db: SqlSession, userId: string, mode: 'shared' | 'exclusive') {
+  const user = tables.selectFrom('users').select('id').where('id', '=', userId);
+  return db.all(mode === 'shared' ? user.forShare() : user.forNoKeyUpdate());
+}
 
 export const quotaExceeded = (quota: Quota, limit: number) =>
   new AppError(
@@ -68,7 +72,7 @@ export const quotaExceeded = (quota: Quota, limit: number) =>
  * merely reference the user, such as the task being inserted, do not wait for it.
  */
 async function claimQuota(
-  db: Prisma.TransactionClient,
+  db: SqlSession,
   ctx: AppContext,
   principal: Principal,
   quota: Quota,
@@ -88,7 +92,7 @@ async function claimQuota(
  * the count is within that margin of the limit.
  */
 async function claimFarFromLimit(
-  db: Prisma.TransactionClient,
+  db: SqlSession,
   ctx: AppContext,
   principal: Principal,
   quota: Quota,
@@ -109,17 +113,17 @@ export async function withinQuota<T>(
   ctx: AppContext,
   principal: Principal,
   quota: Quota,
-  create: (tx: Prisma.TransactionClient) => Promise<T>,
+  create: (tx: SqlSession) => Promise<T>,
 ): Promise<T> {
   try {
-    return await inTransaction(ctx.db.prisma, async (tx) => {
+    return await ctx.db.sql.transaction(async (tx) => {
       if (!(await claimFarFromLimit(tx, ctx, principal, quota))) throw new NearTheLimit();
       return create(tx);
     });
   } catch (error) {
     if (!(error instanceof NearTheLimit)) throw error;
   }
-  return inTransaction(ctx.db.prisma, async (tx) => {
+  return ctx.db.sql.transaction(async (tx) => {
     await claimQuota(tx, ctx, principal, quota);
     return create(tx);
   });

@@ -3,14 +3,14 @@
 // service. On the embedded PostgreSQL and on a disposable Debian PostgreSQL server of this test's own.
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { readFile, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuthResultSchema } from '../contract/auth.js';
 import { ProblemSchema } from '../contract/common.js';
 import { serverReachableTempDir } from './support/databases.js';
+import { disposablePostgres } from './support/disposable-postgres.js';
 import { postgresPid } from './support/process-tree.js';
 import { startProcess } from './support/processes.js';
 
@@ -165,51 +165,7 @@ describe.runIf(process.env.TEST_DB === 'embedded')('the embedded PostgreSQL serv
 const DEBIAN_BIN = '/usr/lib/postgresql/15/bin';
 
 /** A PostgreSQL 15 server of this test's own (never the shared one on 5432), on a private port and socket. */
-async function disposableServer() {
-  const dir = await serverReachableTempDir('task-service-outage-pg-');
-  const pgData = path.join(dir, 'data');
-  const account =
-    process.getuid?.() === 0
-      ? {
-          uid: Number((await run('id', ['-u', 'postgres'])).stdout),
-          gid: Number((await run('id', ['-g', 'postgres'])).stdout),
-        }
-      : {};
-  const probe = createServer().listen(0, '127.0.0.1');
-  await new Promise((resolve) => probe.once('listening', resolve));
-  const address = probe.address();
-  const port = typeof address === 'object' && address ? address.port : 0;
-  await new Promise((resolve) => probe.close(resolve));
-  if (process.getuid?.() === 0) await run('chown', ['postgres', dir]); // PostgreSQL refuses to run as root
-  await run(
-    `${DEBIAN_BIN}/initdb`,
-    ['-D', pgData, '-U', 'postgres', '-A', 'trust', '--no-instructions', '-E', 'UTF8', '--locale=C'],
-    account,
-  );
-  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`;
-  const start = () =>
-    run(
-      `${DEBIAN_BIN}/pg_ctl`,
-      ['start', '-D', pgData, '-w', '-s', '-l', path.join(dir, 'log'), '-o', options],
-      account,
-    );
-  await start();
-  const pid = async () => Number((await readFile(path.join(pgData, 'postmaster.pid'), 'utf8')).split('\n')[0]);
-  return {
-    url: `postgresql://postgres@127.0.0.1:${port}/postgres`,
-    start,
-    stop: () => run(`${DEBIAN_BIN}/pg_ctl`, ['stop', '-D', pgData, '-m', 'fast', '-w', '-s'], account),
-    kill: async () => {
-      process.kill(await pid(), 'SIGKILL');
-    },
-    remove: async () => {
-      await run(`${DEBIAN_BIN}/pg_ctl`, ['stop', '-D', pgData, '-m', 'immediate', '-w', '-s'], account).catch(
-        () => undefined,
-      );
-      await rm(dir, { recursive: true, force: true });
-    },
-  };
-}
+const disposableServer = () => disposablePostgres(DEBIAN_BIN);
 
 describe.runIf(process.env.TEST_DB === 'postgres' && existsSync(`${DEBIAN_BIN}/initdb`))(
   "Debian's PostgreSQL 15 dies or is stopped",

@@ -1,7 +1,26 @@
 import type { Delivery, Webhook } from '@task-service/client';
-import type { WebhookDelivery as DeliveryRow, Webhook as WebhookRow } from '../generated/prisma/client.js';
+import type { Selection } from 'kysely';
+import type { DB } from '../db/query.js';
+import type { WebhookDelivery as DeliveryRow } from '../generated/prisma/client.js';
 
-export type { DeliveryRow, WebhookRow };
+export type { DeliveryRow };
+
+/** The columns a Webhook is made of, its secret (shown once, when it is created) and its scopes. */
+export const webhookColumns = [
+  'webhooks.id',
+  'webhooks.owner_id as ownerId',
+  'webhooks.url',
+  'webhooks.events',
+  'webhooks.description',
+  'webhooks.active',
+  'webhooks.disabled_reason as disabledReason',
+  'webhooks.secret',
+  'webhooks.scopes',
+  'webhooks.created_at as createdAt',
+  'webhooks.updated_at as updatedAt',
+] as const;
+
+export type WebhookRow = Selection<DB, 'webhooks', (typeof webhookColumns)[number]>;
 
 export function serializeWebhook(row: WebhookRow): Webhook {
   return {

@@ -18,9 +18,10 @@ import { createdAfter, creationCursor, toPage, type ListExchange, type Page } fr
 import { isAdmin, type Principal } from '../http/principal.js';
 import { inTransaction } from '../db/transactions.js';
 import { withinQuota } from '../quotas.js';
+import { tables } from '../db/query.js';
 import { lockAttemptsOf } from './attempts.js';
 import { webhookNetwork } from './network.js';
-import { serializeDelivery, serializeWebhook, type DeliveryRow, type WebhookRow } from './serialize.js';
+import { serializeDelivery, serializeWebhook, webhookColumns, type DeliveryRow, type WebhookRow } from './serialize.js';
 import { resolveTarget } from './targets.js';
 import { scopesOf } from '../tokens/serialize.js';
 
@@ -63,22 +64,27 @@ export async function createWebhook(
 ): Promise<Webhook & { secret: string }> {
   await assertAllowedTarget(ctx, input.url);
   const now = new Date();
-  const row = await withinQuota(ctx, principal, 'webhooks', (tx) =>
-    tx.webhook.create({
-      data: {
-        id: uuidv7(),
-        ownerId: principal.userId,
-        url: input.url,
-        events: input.events,
-        description: input.description,
-        // It delivers what the credential that made it could read, no more, as /changes shows a token.
-        scopes: [...scopesOfCaller(principal)],
-        secret: newSecret(),
-        createdAt: now,
-        updatedAt: now,
-      },
-    }),
-  );
+  const row = await withinQuota(ctx, principal, 'webhooks', async (tx) => {
+    const created = await tx.first(
+      tables
+        .insertInto('webhooks')
+        .values({
+          id: uuidv7(),
+          owner_id: principal.userId,
+          url: input.url,
+          events: input.events,
+          description: input.description,
+          // It delivers what the credential that made it could read, no more, as /changes shows a token.
+          scopes: [...scopesOfCaller(principal)],
+          secret: newSecret(),
+          created_at: now,
+          updated_at: now,
+        })
+        .returning(webhookColumns),
+    );
+    if (!created) throw new Error('INSERT … RETURNING answered no row');
+    return created;
+  });
   return { ...serializeWebhook(row), secret: row.secret };
 }
 

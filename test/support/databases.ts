@@ -7,6 +7,7 @@ import { openPostgres, type Database } from '../../server/db/database.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../server/db/embedded-postgres.js';
 import { pgSql, type SqlDatabase } from '../../server/db/sql.js';
 import { migrate } from '../../server/db/migrate.js';
+import { disposablePostgres, type DisposablePostgres } from './disposable-postgres.js';
 
 // Named per run (global setup sets the variable, test workers inherit it), so that runs side by side
 // never clone a template another run is rebuilding.
@@ -18,19 +19,26 @@ const templateName = () => `task_service_test_template_${runId()}`;
  * started (project "embedded"), or TEST_DATABASE_URL's server (projects "postgres" and "pgbouncer").
  */
 export function postgresUrl(): string {
-  const url = process.env.TEST_DB === 'embedded' ? embeddedUrl() : process.env.TEST_DATABASE_URL;
+  const url =
+    process.env.TEST_DB === 'embedded'
+      ? workersServer(process.env.TEST_EMBEDDED_URLS)
+      : process.env.TEST_DB === 'postgres'
+        ? (workersServer(process.env.TEST_POSTGRES_URLS) ?? process.env.TEST_DATABASE_URL)
+        : process.env.TEST_DATABASE_URL;
   if (!url) throw new Error(`no database server for test project ${process.env.TEST_DB ?? '(none)'}`);
   return url;
 }
 
 /**
- * This worker's embedded server. The run starts one per worker (TEST_EMBEDDED_SERVERS, set by
- * vitest.config.ts), because PostgreSQL's snapshot horizon is the server's, not a database's: a
- * transaction left open by a test file in another database holds back what every other file's
- * event readers may read until it ends. A worker runs one file at a time, so no file waits for another.
+ * This worker's server of `servers` (comma-separated URLs). The run starts one per worker
+ * (TEST_SERVERS, set by vitest.config.ts), because PostgreSQL's snapshot horizon is the server's,
+ * not a database's: a transaction open in one test file's database holds back what every other
+ * file's event readers may read until it ends. A worker runs one file at a time, so no file waits
+ * for another.
  */
-function embeddedUrl(): string | undefined {
-  const urls = (process.env.TEST_EMBEDDED_URLS ?? '').split(',').filter(Boolean);
+function workersServer(servers: string | undefined): string | undefined {
+  const urls = (servers ?? '').split(',').filter(Boolean);
+  if (urls.length === 0) return undefined;
   // Workers of each pool are numbered from 1; the CPU files' pool takes the servers after the others'.
   const offset = process.env.TEST_POOL === 'cpu' ? Number(process.env.TEST_WAITING_WORKERS ?? 0) : 0;
   const worker = offset + Number(process.env.VITEST_POOL_ID ?? 1) - 1;
@@ -98,6 +106,7 @@ export async function serverReachableTempDir(prefix: string): Promise<string> {
 }
 
 let embedded: { server: EmbeddedPostgres; dir: string }[] = [];
+let clusters: DisposablePostgres[] = [];
 
 async function startTestServer(): Promise<{ server: EmbeddedPostgres; dir: string }> {
   const dir = await serverReachableTempDir('task-service-test-pg-');
@@ -112,12 +121,22 @@ async function startTestServer(): Promise<{ server: EmbeddedPostgres; dir: strin
 /** Once per run: the embedded servers, and a migrated database on each server that every test file clones. */
 export async function prepareTemplates(): Promise<void> {
   process.env.TEST_RUN_ID ??= `${process.pid}`;
-  const count = Math.max(1, Number(process.env.TEST_EMBEDDED_SERVERS ?? 1));
+  const count = Math.max(1, Number(process.env.TEST_SERVERS ?? 1));
   embedded = await Promise.all(Array.from({ length: count }, startTestServer));
   process.env.TEST_EMBEDDED_URLS = embedded.map(({ server }) => server.url).join(',');
   // For the tests that need a server of the run beside their own database (process.test.ts).
   process.env.TEST_EMBEDDED_URL = embedded[0]?.server.url;
   if (process.env.TEST_DATABASE_URL) await createTemplate(process.env.TEST_DATABASE_URL);
+  // Project "postgres": TEST_DATABASE_URL's version, a cluster per worker from its binaries (CI:
+  // Debian's), for the same reason as the embedded servers; TEST_DATABASE_URL's server itself when
+  // TEST_POSTGRES_BIN is not given.
+  const bin = process.env.TEST_POSTGRES_BIN;
+  if (process.env.TEST_DATABASE_URL && bin) {
+    const settings = { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off', max_connections: '200' };
+    clusters = await Promise.all(Array.from({ length: count }, () => disposablePostgres(bin, settings)));
+    await Promise.all(clusters.map((cluster) => createTemplate(cluster.url)));
+    process.env.TEST_POSTGRES_URLS = clusters.map((cluster) => cluster.url).join(',');
+  }
 }
 
 /** After the run: the templates and the embedded servers go. */
@@ -127,6 +146,7 @@ export async function removeTemplates(): Promise<void> {
       admin.query(`DROP DATABASE IF EXISTS ${templateName()} WITH (FORCE)`),
     );
   }
+  await Promise.all(clusters.splice(0).map((cluster) => cluster.remove()));
   await Promise.all(
     embedded.splice(0).map(async ({ server, dir }) => {
       await server.stop();
