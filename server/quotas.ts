@@ -66,67 +66,37 @@ export const quotaExceeded = (quota: Quota, limit: number) =>
   );
 
 /**
- * Checks that `adding` more of `quota` fits the caller's quota (admins are exempt). Inside a
- * transaction it holds the user's row exclusively until commit (FOR NO KEY UPDATE), so one user's
- * concurrent claims are counted one after another and cannot pass the quota together. Rows that
- * merely reference the user, such as the task being inserted, do not wait for it.
+ * Takes `claim` in the transaction `db`: locks the user's row (shared far from the limit, where one
+ * user's creates need not wait for each other; exclusive near it, so that concurrent claims are
+ * counted one after another and cannot pass the quota together) and tells whether the holdings
+ * leave room. Rows that merely reference the user, such as the one being inserted, do not wait for
+ * the lock. An exclusive claim waits for every sharer to commit, so the two modes never overlap.
  */
-async function claimQuota(
-  db: SqlSession,
-  ctx: AppContext,
-  principal: Principal,
-  quota: Quota,
-  adding = 1,
-): Promise<void> {
-  if (isAdmin(principal)) return;
-  await lockUserRow(db, principal.userId, 'exclusive');
-  const limit = ctx.config.quotas[quota];
-  if ((await held(db, principal.userId, quota)) + BigInt(adding) > BigInt(limit)) throw quotaExceeded(quota, limit);
+async function hasRoomFor(db: SqlSession, userId: string, quota: Quota, claim: QuotaClaim): Promise<boolean> {
+  if (claim.kind === 'exempt') return true;
+  await lockUserRow(db, userId, claim.kind);
+  const { room, limit } = claimBounds(claim, 1n);
+  return (await held(db, userId, quota)) + BigInt(room) <= BigInt(limit ?? 0);
 }
 
 /**
- * The claim far from the limit, where one user's creates need not wait for each other: the user's
- * row is shared (FOR SHARE), and the count must leave room for every transaction that can be in
- * flight: at most `max_connections` on the server, each adding at most `perTransaction`. An
- * exclusive claim waits for every sharer to commit, so the two modes never overlap. False when
- * the count is within that margin of the limit.
+ * Runs `create` in a transaction that first claims one more of `quota` for the caller, trying the
+ * claims of quotaClaims in turn. They are read before any transaction opens: a transaction waiting
+ * on the pool for `max_connections` while holding a connection could starve the pool.
  */
-async function claimFarFromLimit(
-  db: SqlSession,
-  ctx: AppContext,
-  principal: Principal,
-  quota: Quota,
-): Promise<boolean> {
-  if (isAdmin(principal)) return true;
-  const margin = (await maxConnections(ctx)) * BigInt(QUOTAS[quota].perTransaction(ctx.config));
-  const limit = BigInt(ctx.config.quotas[quota]);
-  if (margin >= limit) return false;
-  await lockUserRow(db, principal.userId, 'shared');
-  return (await held(db, principal.userId, quota)) + margin <= limit;
-}
-
-/** Thrown out of a shared claim's transaction to run it again with an exclusive claim. */
-class NearTheLimit extends Error {}
-
-/** Runs `create` in a transaction that first claims one more of `quota` for the caller. */
 export async function withinQuota<T>(
   ctx: AppContext,
   principal: Principal,
   quota: Quota,
   create: (tx: SqlSession) => Promise<T>,
 ): Promise<T> {
-  try {
-    return await ctx.db.sql.transaction(async (tx) => {
-      if (!(await claimFarFromLimit(tx, ctx, principal, quota))) throw new NearTheLimit();
-      return create(tx);
-    });
-  } catch (error) {
-    if (!(error instanceof NearTheLimit)) throw error;
+  for (const claim of await quotaClaims(ctx, principal, quota)) {
+    const outcome = await ctx.db.sql.transaction(async (tx) =>
+      (await hasRoomFor(tx, principal.userId, quota, claim)) ? { created: await create(tx) } : undefined,
+    );
+    if (outcome) return outcome.created;
   }
-  return ctx.db.sql.transaction(async (tx) => {
-    await claimQuota(tx, ctx, principal, quota);
-    return create(tx);
-  });
+  throw quotaExceeded(quota, ctx.config.quotas[quota]);
 }
 
 /** How one more of a quota is claimed in a single statement (server/tasks/store.ts). */
