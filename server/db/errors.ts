@@ -46,6 +46,11 @@ export const isTransactionConflict = (error: unknown): boolean =>
 const UNREACHABLE_CODES = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
+  'ECONNABORTED',
+  // A query written to a socket the killed server had already closed.
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
   'ETIMEDOUT',
   'ENOTFOUND',
   'EAI_AGAIN',
