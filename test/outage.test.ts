@@ -64,11 +64,12 @@ async function requests(url: string, auth: string, email: string): Promise<Answe
  * again within 30 s.
  */
 async function survives(
-  url: string,
+  service: { url: string; stdout(): string },
   outage: () => Promise<void>,
   back: () => Promise<void>,
   { answersDuring = true } = {},
 ): Promise<void> {
+  const { url } = service;
   const email = `outage-${Date.now()}-${Math.random()}@example.test`;
   const registered = await fetch(`${url}/auth/register`, {
     method: 'POST',
@@ -98,7 +99,18 @@ async function survives(
   if (answersDuring) expect(during.filter((a) => a.status === 503).length, JSON.stringify(during)).toBeGreaterThan(0);
   for (const a of seen) {
     if (a.status < 300) continue;
-    expect(a, JSON.stringify(a)).toMatchObject({ status: 503, code: 'unavailable' });
+    // A 500 says why in the service's log: the error it did not take for an unreachable database.
+    const errors = () =>
+      service
+        .stdout()
+        .split('\n')
+        .filter((line) => line.includes('"level":50'))
+        .slice(-3)
+        .join('\n');
+    expect(a, `${JSON.stringify(a)}\n${a.status === 500 ? errors() : ''}`).toMatchObject({
+      status: 503,
+      code: 'unavailable',
+    });
     expect(Number(a.retryAfter), a.what).toBeGreaterThan(0);
   }
   expect(recovered, JSON.stringify(seen.slice(-4))).toBe(true);
@@ -125,7 +137,7 @@ describe.runIf(process.env.TEST_DB === 'embedded')('the embedded PostgreSQL serv
     const before = await postgresPid(dataDir);
     expect(before).toBeDefined();
     await survives(
-      service.url,
+      service,
       async () => {
         process.kill(before!, 'SIGKILL');
         // Its sockets answer nothing any more once the postmaster is gone.
@@ -151,7 +163,7 @@ describe.runIf(process.env.TEST_DB === 'embedded')('the embedded PostgreSQL serv
           }
         : {};
     await survives(
-      service.url,
+      service,
       async () => {
         await run(pgCtl, ['stop', '-D', path.join(dataDir, 'postgres'), '-m', 'fast', '-w'], asPostgres);
       },
@@ -191,7 +203,7 @@ describe.runIf(process.env.TEST_DB === 'postgres' && existsSync(`${DEBIAN_BIN}/i
     });
 
     it('kill -9 of the server: 503s until it is started again, then serves', async () => {
-      await survives(service.url, server.kill, async () => {
+      await survives(service, server.kill, async () => {
         await new Promise((resolve) => setTimeout(resolve, 2_000));
         await server.start();
       });
@@ -200,7 +212,7 @@ describe.runIf(process.env.TEST_DB === 'postgres' && existsSync(`${DEBIAN_BIN}/i
 
     it('the cluster stopped (pg_ctl stop): 503s until it is started again, then serves', async () => {
       await survives(
-        service.url,
+        service,
         async () => {
           await server.stop();
         },
