@@ -7,6 +7,7 @@ import type { AppContext } from './context.js';
 import { eventsRouter } from './events/router.js';
 import { corsFor } from './http/cors.js';
 import { errorHandler, unmatchedRoute } from './http/errors.js';
+import { authenticator } from './authenticate.js';
 import { contractRules, identifyCaller, jsonBodies, noStore, rateLimit } from './http/middleware.js';
 import { requestLog } from './http/request-log.js';
 import { warnUntrustedForwarding } from './http/proxy.js';
@@ -40,7 +41,7 @@ export function buildApp(ctx: AppContext): Express {
   if (cors) app.use(cors);
   app.use(noStore);
   app.use(warnUntrustedForwarding(ctx));
-  app.use(identifyCaller(ctx));
+  app.use(identifyCaller(authenticator(ctx)));
   if (ctx.requestLimiter) app.use(rateLimit(ctx.requestLimiter.limiter));
   // strict: false lets a scalar body (`"x"`, `null`) through to validation: valid JSON, wrong shape.
   app.use(

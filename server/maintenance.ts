@@ -3,7 +3,7 @@ import { purgeEndedSessions } from './auth/sessions.js';
 import type { AppContext } from './context.js';
 import { underLease } from './db/leases.js';
 import { purgeExpiredEvents } from './events/log.js';
-import { startEventWorkers } from './events/workers.js';
+import { startDeliveryWorker } from './webhooks/worker.js';
 import { purgeExpiredIdempotencyKeys } from './http/idempotency.js';
 import { purgeExpiredTokens } from './tokens/service.js';
 
@@ -59,9 +59,10 @@ export function startMaintenance(ctx: AppContext, everyMs = EVERY_MS): () => Pro
     running = running.then(() => runMaintenance(ctx));
   }, everyMs);
   timer.unref();
-  const stopEventWorkers = startEventWorkers(ctx);
+  // The webhook deliveries run beside the housekeeping (the event retention purge is part of it).
+  const stopDeliveries = startDeliveryWorker(ctx);
   return async () => {
     clearInterval(timer);
-    await Promise.all([running, stopEventWorkers()]);
+    await Promise.all([running, stopDeliveries()]);
   };
 }

@@ -60,7 +60,7 @@ export function eventsRouter(ctx: AppContext) {
         throw new AppError('unavailable', 'This instance serves all the event streams it can: retry later', retry);
       let stream: Awaited<ReturnType<ReturnType<typeof streamHub>['open']>>;
       try {
-        stream = await streamHub(ctx).open(reader, principal.sessionId, resumeAfter, req.accessClaims?.expiresAtMs);
+        stream = await streamHub(ctx).open(reader, principal.sessionId, resumeAfter, req.caller?.expiresAtMs);
       } catch (error) {
         slots.give(principal.userId);
         throw error;

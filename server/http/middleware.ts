@@ -5,12 +5,8 @@ import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible'
 import { randomFillSync } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import { isPublicRoute } from '@task-service/client';
-import { checkBearerToken, livePrincipal, notAuthenticated } from '../auth/sessions.js';
-import { personalAccessTokenCaller, scopeRefusal } from '../tokens/authenticate.js';
-import { looksLikePersonalAccessToken } from '../tokens/format.js';
-import type { AppContext } from '../context.js';
-import { AppError, validationFailed } from './errors.js';
-import { clientAddress } from './principal.js';
+import { AppError, unauthenticated, validationFailed } from './errors.js';
+import { clientAddress, type Authenticate } from './principal.js';
 
 /** Middleware that runs for every contract route, after the route is known. */
 type RouteMiddleware = <R extends AppRoute>(req: TsRestRequest<R>, res: Response, next: NextFunction) => void;
@@ -40,29 +36,15 @@ export function requestId(req: Request, res: Response): string {
 }
 
 /**
- * Verifies the bearer token and its session once, for the rate limit and then for authentication:
- * only a live session's requests are the user's; a revoked token's are its address's.
+ * Finds the caller once, for the rate limit and then for authentication: only a live credential's
+ * requests are its user's; a revoked token's are its address's.
  */
-export function identifyCaller(ctx: AppContext): RequestHandler {
+export function identifyCaller(authenticate: Authenticate): RequestHandler {
   return (req, _res, next) => {
-    const bearer = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1];
-    if (bearer !== undefined && looksLikePersonalAccessToken(bearer)) {
-      personalAccessTokenCaller(ctx, bearer)
-        .then((checked) => {
-          if ('principal' in checked) req.principal = checked.principal;
-          else req.tokenRejection = checked.rejected;
-        })
-        .then(() => next(), next);
-      return;
-    }
-    checkBearerToken(ctx, req.headers.authorization)
-      .then(async (checked) => {
-        if (checked && 'claims' in checked) {
-          req.accessClaims = checked.claims;
-          req.principal = await livePrincipal(ctx, checked.claims);
-        } else if (checked) {
-          req.tokenRejection = checked.rejected;
-        }
+    authenticate(req.headers.authorization)
+      .then((caller) => {
+        req.caller = caller;
+        req.principal = caller.principal;
       })
       .then(() => next(), next);
   };
@@ -77,8 +59,7 @@ type RouteRequest = <R extends AppRoute>(req: TsRestRequest<R>) => AppError | un
  */
 const authenticationRefusal: RouteRequest = (req) => {
   if (isPublicRoute(req.tsRestRoute)) return undefined;
-  if (!req.principal) return notAuthenticated(req.accessClaims, req.tokenRejection);
-  return scopeRefusal(req.principal, req.tsRestRoute);
+  return req.caller ? req.caller.refusal(req.tsRestRoute) : unauthenticated('An access token is required');
 };
 
 /** An operation that takes no query parameters rejects any, as those that take some reject unknown ones. */

@@ -1,6 +1,6 @@
+import type { AppRoute } from '@ts-rest/core';
 import type { Role, Scope } from '@task-service/client';
-import type { AccessClaims, TokenRejection } from '../auth/tokens.js';
-import { unauthenticated } from './errors.js';
+import { unauthenticated, type AppError } from './errors.js';
 
 /** The authenticated caller of a request. */
 export interface Principal {
@@ -13,12 +13,23 @@ export interface Principal {
   token?: { id: string; scopes: Scope[]; ownerRole: Role };
 }
 
+/** What a request's credentials say of its caller (the app's Authenticate decides how). */
+export interface Caller {
+  principal: Principal | undefined;
+  /** When the credential stops being valid, if it says (a login's access token). */
+  expiresAtMs: number | undefined;
+  /** The 401 for a request that needs a caller and has none, saying why (no token, expired, ended…). */
+  unauthenticated(): AppError;
+  /** Why this caller may not call `route` (a 401 without a principal, a token's missing scope), if not. */
+  refusal(route: AppRoute): AppError | undefined;
+}
+
+/** Finds the caller of a request from its Authorization header. */
+export type Authenticate = (authorization: string | undefined) => Promise<Caller>;
+
 declare module 'express-serve-static-core' {
   interface Request {
-    /** Claims of a correctly signed bearer token, before its session is checked. */
-    accessClaims?: AccessClaims;
-    /** Why a bearer token that was sent is not accepted. */
-    tokenRejection?: TokenRejection;
+    caller?: Caller;
     principal?: Principal;
   }
 }
@@ -26,6 +37,12 @@ declare module 'express-serve-static-core' {
 export function principalOf(req: { principal?: Principal }): Principal {
   if (!req.principal) throw unauthenticated('A valid access token is required');
   return req.principal;
+}
+
+/** The request's caller, or the 401 that says why there is none. */
+export function callerOf(req: { principal?: Principal; caller?: Caller }): Principal {
+  if (req.principal) return req.principal;
+  throw req.caller?.unauthenticated() ?? unauthenticated('A valid access token is required');
 }
 
 export const isAdmin = (p: Principal): boolean => p.role === 'admin';

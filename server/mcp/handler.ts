@@ -5,10 +5,9 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { grantsScope } from '@task-service/client';
-import { notAuthenticated } from '../auth/sessions.js';
 import type { AppContext } from '../context.js';
 import { AppError, toAppError } from '../http/errors.js';
-import { isAdmin, type Principal } from '../http/principal.js';
+import { callerOf, isAdmin, type Principal } from '../http/principal.js';
 import { packageVersion } from '../project-root.js';
 import { dispatchToolCall, problemResult } from './dispatch.js';
 import { contractTools, type McpTool } from './tools.js';
@@ -39,8 +38,7 @@ export function mcpHandler(ctx: AppContext): RequestHandler {
 
   return async (req, res) => {
     assertAllowedOrigin(req, ctx.config.corsOrigins);
-    const principal = req.principal;
-    if (!principal) throw notAuthenticated(req.accessClaims, req.tokenRejection);
+    const principal = callerOf(req);
     const visible = visibleTo(principal);
 
     // Stateless: a server and a transport per request, as the SDK prescribes when there is no session.

@@ -2,10 +2,9 @@ import cluster from 'node:cluster';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Express, Request, RequestHandler } from 'express';
 import { Registry } from 'prom-client';
-import { notAuthenticated } from '../auth/sessions.js';
 import type { AppContext } from '../context.js';
 import { AppError } from '../http/errors.js';
-import { isAdmin } from '../http/principal.js';
+import { callerOf, isAdmin } from '../http/principal.js';
 import { instanceMetricsFromMainProcess, reportMetricsToMainProcess } from './cluster.js';
 import type { HttpMetrics } from './http-metrics.js';
 import { processRegistries } from './instance.js';
@@ -24,8 +23,7 @@ const isScrapeToken = (authorization: string | undefined, token: string | undefi
  */
 async function authorizeScrape(ctx: AppContext, req: Request): Promise<void> {
   if (isScrapeToken(req.headers.authorization, ctx.config.metricsToken)) return;
-  const principal = req.principal;
-  if (!principal) throw notAuthenticated(req.accessClaims, req.tokenRejection);
+  const principal = callerOf(req);
   if (!isAdmin(principal)) throw new AppError('forbidden', 'Metrics are for administrators and the scrape token');
 }
 

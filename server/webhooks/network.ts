@@ -4,7 +4,7 @@ import { networkInterfaces } from 'node:os';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import type { AppContext } from '../context.js';
-import { normalizedAddresses } from './targets.js';
+import { normalizedAddresses, type NameResolver } from './targets.js';
 
 /**
  * How deliveries reach the network: the resolver that names are checked with, the connector that
@@ -12,10 +12,8 @@ import { normalizedAddresses } from './targets.js';
  * addresses the service itself listens on. Tests replace it, so that no test resolves or connects
  * beyond loopback.
  */
-export interface WebhookNetwork {
-  resolve(hostname: string): Promise<{ address: string; family: number }[]>;
+export interface WebhookNetwork extends NameResolver {
   connect(target: ConnectTarget): Duplex;
-  ownAddresses(): ReadonlySet<string>;
 }
 
 export interface ConnectTarget {

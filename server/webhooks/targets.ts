@@ -1,6 +1,5 @@
 import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
-import type { WebhookNetwork } from './network.js';
 
 type Address = ipaddr.IPv4 | ipaddr.IPv6;
 
@@ -89,12 +88,19 @@ export interface ResolvedTarget {
 /** RFC 6761 §6.4: a name under `.invalid` never resolves, so it is answered at once without asking DNS. */
 const NEVER_RESOLVES = /(^|\.)invalid\.?$/;
 
+/** What judging a target needs of the network (network.ts's WebhookNetwork, or a test's stub). */
+export interface NameResolver {
+  resolve(hostname: string): Promise<{ address: string; family: number }[]>;
+  /** The service's own addresses, as normalizedAddresses gives them. */
+  ownAddresses(): ReadonlySet<string>;
+}
+
 /**
  * Resolves a target's host (an address literal stands for itself) and judges every address it has.
  * A name under `.invalid` rejects as not found with no query: its deliveries fail without any
  * traffic (task-service-verify's webhook relies on it).
  */
-export async function resolveTarget(url: URL, network: WebhookNetwork): Promise<ResolvedTarget> {
+export async function resolveTarget(url: URL, network: NameResolver): Promise<ResolvedTarget> {
   const host = hostOf(url);
   const family = isIP(host);
   if (!family && NEVER_RESOLVES.test(host))
