@@ -1,4 +1,4 @@
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { mkdir, readdir, rm, utimes, writeFile } from 'node:fs/promises';
 import { once } from 'node:events';
@@ -14,7 +14,7 @@ import type { Task } from '../contract/tasks.js';
 import { buildApp } from '../server/app.js';
 import { sweepOrphans, ORPHAN_GRACE_MS } from '../server/attachments/sweep.js';
 import { startService, type TestService } from './support/app.js';
-import { binary } from './support/binary.js';
+import { binary, sha256 } from './support/binary.js';
 import { startObjectStore, type TestObjectStore } from './support/object-store.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 import { expectProblem } from './support/problems.js';
@@ -107,7 +107,6 @@ const uploadStarted = async (writesBefore: number) =>
   backend === 'fs' ? (await partialWrites()).length > 0 : writesBegun > writesBefore;
 /** No partial write is left. An S3 upload cannot be listed on s3rver; test/storage.test.ts shows a failed one keeps nothing. */
 const noPartialWrites = async () => backend === 's3' || (await partialWrites()).length === 0;
-const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
 
 /** Waits until `check` holds, checking every 25 ms. */
 async function eventuallyTrue(check: () => boolean): Promise<void> {

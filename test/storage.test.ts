@@ -1,4 +1,5 @@
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { sha256 } from './support/binary.js';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -14,7 +15,6 @@ import { HEAD_BYTES } from '../server/storage/tally.js';
 import { startObjectStore, type TestObjectStore } from './support/object-store.js';
 
 const MIB = 1024 * 1024;
-const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
 
 async function bytesOf(stream: Readable | undefined): Promise<Buffer> {
   if (!stream) throw new Error('no such object');

@@ -1,6 +1,7 @@
 // What the backup tests share: places to dump from and restore into (the embedded default or the
 // project's server), a service populated through its API, and views of the data to compare.
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { sha256 } from './binary.js';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -20,7 +21,6 @@ export const project = process.env.TEST_DB;
 export const ADMIN = { email: 'root@example.test', password: 'admin password long' };
 export const PASSWORD = 'long enough password';
 
-export const sha256 = (bytes: Buffer | string) => createHash('sha256').update(bytes).digest('hex');
 export const Json = z.record(z.unknown());
 export const Page = z.object({ items: z.array(Json), nextCursor: z.string().nullable().optional() });
 
