@@ -1,12 +1,11 @@
 import { v7 as uuidv7 } from 'uuid';
 import { RoleSchema, type AuthResult } from '@task-service/client';
 import type { AppContext } from '../context.js';
-import type { Statement } from '../db/sql.js';
-import { inTransaction } from '../db/transactions.js';
-import type { Prisma, User as UserRow } from '../generated/prisma/client.js';
+import { tables } from '../db/query.js';
+import type { SqlSession, Statement } from '../db/sql.js';
 import { invalidToken, unauthenticated, type AppError } from '../http/errors.js';
 import type { Principal } from '../http/principal.js';
-import { serializeUser } from '../users/serialize.js';
+import { serializeUser, userColumns, type UserRow } from '../users/serialize.js';
 import {
   hashRefreshToken,
   newRefreshToken,
@@ -53,11 +52,15 @@ export async function startSession(ctx: AppContext, user: UserRow): Promise<Auth
 const refreshRefused = () => unauthenticated('The refresh token is invalid, expired or revoked');
 
 /** The session a refresh token belongs to, whether it is the current token or one rotated out. */
-async function sessionIdOf(tx: Prisma.TransactionClient, tokenHash: string): Promise<string | undefined> {
-  const current = await tx.session.findUnique({ where: { refreshTokenHash: tokenHash }, select: { id: true } });
+async function sessionIdOf(tx: SqlSession, tokenHash: string): Promise<string | undefined> {
+  const current = await tx.first(
+    tables.selectFrom('sessions').select('id').where('refresh_token_hash', '=', tokenHash),
+  );
   if (current) return current.id;
-  const rotated = await tx.rotatedRefreshToken.findUnique({ where: { tokenHash }, select: { sessionId: true } });
-  return rotated?.sessionId;
+  const rotated = await tx.first(
+    tables.selectFrom('rotated_refresh_tokens').select('session_id').where('token_hash', '=', tokenHash),
+  );
+  return rotated?.session_id;
 }
 
 type Refresh =
@@ -73,31 +76,48 @@ export async function refreshSession(ctx: AppContext, refreshToken: string): Pro
   const presentedHash = hashRefreshToken(refreshToken);
   const next = newRefreshToken();
   const graceMs = ctx.config.refreshReuseGraceSeconds * 1000;
-  const outcome = await inTransaction(ctx.db.prisma, async (tx): Promise<Refresh> => {
+  const outcome = await ctx.db.sql.transaction(async (tx): Promise<Refresh> => {
     const sessionId = await sessionIdOf(tx, presentedHash);
     if (!sessionId) return { kind: 'refused' };
-    await tx.$queryRaw`SELECT id FROM sessions WHERE id = ${sessionId}::uuid FOR UPDATE`;
-    const session = await tx.session.findUnique({ where: { id: sessionId }, include: { user: true } });
+    const session = await tx.first(
+      tables
+        .selectFrom('sessions')
+        .innerJoin('users', 'users.id', 'sessions.user_id')
+        .select([
+          ...userColumns,
+          'sessions.refresh_token_hash as refreshTokenHash',
+          'sessions.revoked_at as revokedAt',
+          'sessions.last_used_at as lastUsedAt',
+        ])
+        .where('sessions.id', '=', sessionId)
+        .forUpdate('sessions'),
+    );
     const now = new Date();
     if (!session || session.revokedAt || now.getTime() - session.lastUsedAt.getTime() > ctx.config.sessionIdleMs)
       return { kind: 'refused' };
     if (session.refreshTokenHash !== presentedHash) {
-      const rotated = await tx.rotatedRefreshToken.findUnique({ where: { tokenHash: presentedHash } });
-      if (!rotated || graceMs === 0 || now.getTime() - rotated.rotatedAt.getTime() > graceMs) {
-        await tx.session.update({ where: { id: session.id }, data: { revokedAt: now } });
-        return { kind: 'reuse', sessionId: session.id };
+      const rotated = await tx.first(
+        tables.selectFrom('rotated_refresh_tokens').select('rotated_at').where('token_hash', '=', presentedHash),
+      );
+      if (!rotated || graceMs === 0 || now.getTime() - rotated.rotated_at.getTime() > graceMs) {
+        await tx.write(tables.updateTable('sessions').set({ revoked_at: now }).where('id', '=', sessionId));
+        return { kind: 'reuse', sessionId };
       }
     }
     // The current token is rotated out (by a grace refresh too: the other tab's new token gets the same grace).
-    await tx.rotatedRefreshToken.createMany({
-      data: [{ tokenHash: session.refreshTokenHash, sessionId: session.id, rotatedAt: now }],
-      skipDuplicates: true,
-    });
-    await tx.session.update({
-      where: { id: session.id },
-      data: { refreshTokenHash: hashRefreshToken(next), lastUsedAt: now },
-    });
-    return { kind: 'rotated', user: session.user, sessionId: session.id };
+    await tx.write(
+      tables
+        .insertInto('rotated_refresh_tokens')
+        .values({ token_hash: session.refreshTokenHash, session_id: sessionId, rotated_at: now })
+        .onConflict((conflict) => conflict.doNothing()),
+    );
+    await tx.write(
+      tables
+        .updateTable('sessions')
+        .set({ refresh_token_hash: hashRefreshToken(next), last_used_at: now })
+        .where('id', '=', sessionId),
+    );
+    return { kind: 'rotated', user: session, sessionId };
   });
   if (outcome.kind === 'reuse')
     ctx.logger.warn({ sessionId: outcome.sessionId }, 'refresh token reuse: session revoked');
@@ -106,10 +126,13 @@ export async function refreshSession(ctx: AppContext, refreshToken: string): Pro
 }
 
 export async function revokeSession(ctx: AppContext, sessionId: string): Promise<void> {
-  await ctx.db.prisma.session.updateMany({
-    where: { id: sessionId, revokedAt: null },
-    data: { revokedAt: new Date() },
-  });
+  await ctx.db.sql.write(
+    tables
+      .updateTable('sessions')
+      .set({ revoked_at: new Date() })
+      .where('id', '=', sessionId)
+      .where('revoked_at', 'is', null),
+  );
 }
 
 /** Revokes every live session of the user except `keepSessionId`. */
@@ -118,10 +141,12 @@ export async function revokeOtherSessions(
   userId: string,
   keepSessionId: string | undefined,
 ): Promise<void> {
-  await ctx.db.prisma.session.updateMany({
-    where: { userId, revokedAt: null, ...(keepSessionId ? { id: { not: keepSessionId } } : {}) },
-    data: { revokedAt: new Date() },
-  });
+  const live = tables
+    .updateTable('sessions')
+    .set({ revoked_at: new Date() })
+    .where('user_id', '=', userId)
+    .where('revoked_at', 'is', null);
+  await ctx.db.sql.write(keepSessionId ? live.where('id', '<>', keepSessionId) : live);
 }
 
 /**
@@ -181,13 +206,12 @@ const ENDED_SESSION_RETENTION_MS = 24 * 3600 * 1000;
  * refused exactly as one of a revoked session.
  */
 export async function purgeEndedSessions(ctx: AppContext, now = new Date()): Promise<number> {
-  const { count } = await ctx.db.prisma.session.deleteMany({
-    where: {
-      OR: [
-        { revokedAt: { lt: new Date(now.getTime() - ENDED_SESSION_RETENTION_MS) } },
-        { lastUsedAt: { lt: new Date(now.getTime() - ctx.config.sessionIdleMs - ENDED_SESSION_RETENTION_MS) } },
-      ],
-    },
-  });
-  return count;
+  const revokedBefore = new Date(now.getTime() - ENDED_SESSION_RETENTION_MS);
+  const unusedSince = new Date(now.getTime() - ctx.config.sessionIdleMs - ENDED_SESSION_RETENTION_MS);
+  // Their rotated refresh tokens go with them (ON DELETE CASCADE).
+  return ctx.db.sql.write(
+    tables
+      .deleteFrom('sessions')
+      .where((eb) => eb.or([eb('revoked_at', '<', revokedBefore), eb('last_used_at', '<', unusedSince)])),
+  );
 }
