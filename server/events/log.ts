@@ -1,6 +1,8 @@
 import { EVENT_TYPES, EventSchema, grantsScope, scopeToReadEvent, type Event, type Scope } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { Prisma } from '../generated/prisma/client.js';
+import { sql } from 'kysely';
+import { tables } from '../db/query.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { eventMetrics } from './metrics.js';
 
@@ -179,26 +181,30 @@ async function readLogOnce(
 
 /** The position of an event `reader` may see, by id; undefined when it is not (or no longer) in the log, or not theirs. */
 export async function positionSeenBy(ctx: AppContext, reader: Reader, eventId: string): Promise<Position | undefined> {
-  const rows = await ctx.db.prisma.$queryRaw<(Position & { audience: string[]; type: string })[]>`
-    SELECT txid, seq, audience::text[] AS audience, type FROM events WHERE id = ${eventId}::uuid`;
-  const row = rows[0];
-  return row && visibleTo(reader, row.audience) && readsEventType(reader, row.type)
-    ? { txid: row.txid, seq: row.seq }
-    : undefined;
+  const row = await ctx.db.sql.first(
+    tables.selectFrom('events').select(['txid', 'seq', 'audience', 'type']).where('id', '=', eventId),
+  );
+  return row && visibleTo(reader, row.audience) && readsEventType(reader, row.type) ? positionOf(row) : undefined;
 }
+
+/** A stored position (bigints, which pg reads as text). */
+const positionOf = (row: { txid: string; seq: string }): Position => ({ txid: BigInt(row.txid), seq: BigInt(row.seq) });
+
+/** The oldest transaction still running on the server: below it, the log is final. */
+const HORIZON = sql<string>`(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint`;
 
 /** The current horizon as a position: where a reader that wants only what commits from now on starts. */
 export async function currentHorizon(ctx: AppContext): Promise<Position> {
-  const rows = await ctx.db.prisma.$queryRaw<
-    { horizon: bigint }[]
-  >`SELECT (pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS horizon`;
-  return { txid: rows[0]?.horizon ?? 0n, seq: 0n };
+  const row = await ctx.db.sql.first(tables.selectNoFrom(HORIZON.as('horizon')));
+  return { txid: BigInt(row?.horizon ?? 0), seq: 0n };
 }
 
 /** Whether the retention purge has deleted events after `position` (a reader there has missed some). */
 export async function purgedPast(ctx: AppContext, position: Position): Promise<boolean> {
-  const state = await ctx.db.prisma.eventLogState.findUnique({ where: { id: 1 } });
-  return state !== null && isAfter({ txid: state.purgedTxid, seq: state.purgedSeq }, position);
+  const state = await ctx.db.sql.first(
+    tables.selectFrom('event_log_state').select(['purged_txid as txid', 'purged_seq as seq']).where('id', '=', 1),
+  );
+  return state !== undefined && isAfter(positionOf(state), position);
 }
 
 /**
@@ -207,14 +213,35 @@ export async function purgedPast(ctx: AppContext, position: Position): Promise<b
  */
 export async function purgeExpiredEvents(ctx: AppContext, now = new Date()): Promise<number> {
   const cutoff = new Date(now.getTime() - ctx.config.events.retentionDays * 24 * 3600 * 1000);
-  return ctx.db.prisma.$transaction(async (tx) => {
-    const [end] = await tx.$queryRaw<Position[]>`
-      SELECT txid, seq FROM events WHERE occurred_at < ${cutoff} ORDER BY txid DESC, seq DESC LIMIT 1`;
+  return ctx.db.sql.transaction(async (tx) => {
+    const end = await tx.first(
+      tables
+        .selectFrom('events')
+        .select(['txid', 'seq'])
+        .where('occurred_at', '<', cutoff)
+        .orderBy('txid', 'desc')
+        .orderBy('seq', 'desc')
+        .limit(1),
+    );
     if (!end) return 0;
-    await tx.$executeRaw`
-      INSERT INTO event_log_state (id, purged_txid, purged_seq) VALUES (1, ${end.txid}, ${end.seq})
-      ON CONFLICT (id) DO UPDATE SET purged_txid = EXCLUDED.purged_txid, purged_seq = EXCLUDED.purged_seq
-      WHERE (event_log_state.purged_txid, event_log_state.purged_seq) < (EXCLUDED.purged_txid, EXCLUDED.purged_seq)`;
-    return tx.$executeRaw`DELETE FROM events WHERE (txid, seq) <= (${end.txid}, ${end.seq})`;
+    await tx.write(
+      tables
+        .insertInto('event_log_state')
+        .values({ id: 1, purged_txid: end.txid, purged_seq: end.seq })
+        .onConflict((conflict) =>
+          conflict
+            .column('id')
+            .doUpdateSet({
+              purged_txid: (eb) => eb.ref('excluded.purged_txid'),
+              purged_seq: (eb) => eb.ref('excluded.purged_seq'),
+            })
+            .where(
+              sql<boolean>`(event_log_state.purged_txid, event_log_state.purged_seq) < (excluded.purged_txid, excluded.purged_seq)`,
+            ),
+        ),
+    );
+    return tx.write(
+      tables.deleteFrom('events').where(sql<boolean>`(txid, seq) <= (${end.txid}::bigint, ${end.seq}::bigint)`),
+    );
   });
 }
