@@ -66,6 +66,9 @@ export default defineConfig({
     globalSetup: ['test/support/global-setup.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
+    // What a test polls for (a delivery, an event) comes within a second on an idle machine; files
+    // run side by side on two cores can take several. A poll that holds returns at once all the same.
+    expect: { poll: { timeout: 10_000 } },
     pool: 'forks',
     poolOptions: {
       forks: { maxForks: maxWaiting, minForks: 1 },
