@@ -1,13 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { rm } from 'node:fs/promises';
 import pg from 'pg';
 import { openPostgres, type Database } from '../../server/db/database.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../server/db/embedded-postgres.js';
 import { pgSql, type SqlDatabase } from '../../server/db/sql.js';
 import { migrate } from '../../server/db/migrate.js';
-import { disposablePostgres, type DisposablePostgres } from './disposable-postgres.js';
+import { disposablePostgres, serverReachableTempDir, type DisposablePostgres } from './disposable-postgres.js';
 
 // Named per run (global setup sets the variable, test workers inherit it), so that runs side by side
 // never clone a template another run is rebuilding.
@@ -98,12 +96,7 @@ async function createTemplate(url: string): Promise<void> {
   await pool.end();
 }
 
-/** A temporary directory that PostgreSQL's account can pass through when tests run as root. */
-export async function serverReachableTempDir(prefix: string): Promise<string> {
-  const dir = await mkdtemp(path.join(tmpdir(), prefix));
-  await chmod(dir, 0o711);
-  return dir;
-}
+export { serverReachableTempDir };
 
 let embedded: { server: EmbeddedPostgres; dir: string }[] = [];
 let clusters: DisposablePostgres[] = [];

@@ -17,6 +17,13 @@ export interface DisposablePostgres {
   remove(): Promise<void>;
 }
 
+/** A temporary directory that PostgreSQL's account can pass through when tests run as root. */
+export async function serverReachableTempDir(prefix: string): Promise<string> {
+  const dir = await mkdtemp(path.join(tmpdir(), prefix));
+  await chmod(dir, 0o711);
+  return dir;
+}
+
 async function freePort(): Promise<number> {
   const probe = createServer().listen(0, '127.0.0.1');
   await new Promise((resolve) => probe.once('listening', resolve));
@@ -31,8 +38,7 @@ export async function disposablePostgres(
   bin: string,
   settings: Record<string, string> = {},
 ): Promise<DisposablePostgres> {
-  const dir = await mkdtemp(path.join(tmpdir(), 'task-service-pg-'));
-  await chmod(dir, 0o711); // the server's account passes through it when tests run as root
+  const dir = await serverReachableTempDir('task-service-pg-');
   const pgData = path.join(dir, 'data');
   const account =
     process.getuid?.() === 0
