@@ -3,7 +3,9 @@
 // around it; through a transaction-mode pooler neither (docs/operations.md, connection pooler).
 // A login's statements cost the server a third less prepared.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from 'kysely';
 import { openPostgres, type Database } from '../server/db/database.js';
+import { rawQuery } from '../server/db/query.js';
 import { freshDatabase, throughPooler, TEST_STATEMENT_TIMEOUT_MS, type TestDatabase } from './support/databases.js';
 
 const STATEMENT = 'SELECT $1::int + 1 AS next';
@@ -12,8 +14,8 @@ const PREPARED = 'SELECT statement FROM pg_prepared_statements';
 /** The statements prepared on the pool's one connection, after `STATEMENT` ran twice on it, alone and in a pipeline. */
 async function preparedAfterUse(db: Database): Promise<string[]> {
   expect(await db.sql.rows(STATEMENT, [1])).toEqual([{ next: 2 }]);
-  const [rows] = await db.sql.pipeline([{ text: STATEMENT, values: [2] }]);
-  expect(rows).toEqual([{ next: 3 }]);
+  const { next } = await db.sql.pipeline({ next: rawQuery(sql<{ next: number }>`SELECT ${2}::int + 1 AS next`) });
+  expect(next).toEqual([{ next: 3 }]);
   return (await db.sql.rows<{ statement: string }>(PREPARED)).map((row) => row.statement);
 }
 
@@ -55,7 +57,9 @@ describe.skipIf(throughPooler())('a direct pool', () => {
       { setting: '250', source: 'client' },
     ]);
     await expect(db.sql.rows('SELECT pg_sleep(2)')).rejects.toMatchObject({ code: '57014' });
-    await expect(db.sql.pipeline([{ text: 'SELECT 1' }, { text: 'SELECT pg_sleep(2)' }])).rejects.toMatchObject({
+    await expect(
+      db.sql.pipeline({ one: { text: 'SELECT 1' }, sleep: { text: 'SELECT pg_sleep(2)' } }),
+    ).rejects.toMatchObject({
       code: '57014',
     });
   });
@@ -76,6 +80,7 @@ describe('a pipeline that need not be durable', () => {
   let database: TestDatabase;
   let db: Database;
   const setting = "SELECT current_setting('synchronous_commit') AS commit";
+  const commitSetting = rawQuery(sql<{ commit: string }>`SELECT current_setting('synchronous_commit') AS commit`);
   beforeAll(async () => {
     database = await freshDatabase();
     db = openPostgres(database.url, {
@@ -92,14 +97,16 @@ describe('a pipeline that need not be durable', () => {
   it('commits without waiting for the disk, and leaves the connection as it was', async () => {
     // The server's own setting: 'on' on an external server, 'off' on the test suite's embedded one.
     const server = await db.sql.rows(setting);
-    expect(await db.sql.pipeline([{ text: setting }], { durable: false })).toEqual([[{ commit: 'off' }]]);
-    expect(await db.sql.pipeline([{ text: setting }])).toEqual([server]);
+    expect(await db.sql.pipeline({ commitSetting }, { durable: false })).toEqual({
+      commitSetting: [{ commit: 'off' }],
+    });
+    expect(await db.sql.pipeline({ commitSetting })).toEqual({ commitSetting: server });
     expect(await db.sql.rows(setting)).toEqual(server);
   });
 
   it('still commits what it wrote', async () => {
     await db.sql.exec('CREATE TABLE counted (n int)');
-    await db.sql.pipeline([{ text: 'INSERT INTO counted VALUES (1)' }], { durable: false });
+    await db.sql.pipeline({ insert: { text: 'INSERT INTO counted VALUES (1)' } }, { durable: false });
     expect(await db.sql.rows('SELECT n FROM counted')).toEqual([{ n: 1 }]);
   });
 });

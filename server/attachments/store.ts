@@ -73,7 +73,7 @@ export async function insertAttachment(
   const id = uuidv7();
   const lock = claimLock(claim, principal.userId);
   const { room, limit } = claimBounds(claim, BigInt(file.size));
-  const results = await ctx.db.sql.pipeline([
+  const results = await ctx.db.sql.pipelineList([
     // Against other writers of the task only: links and other references to it may still be made.
     { text: 'SELECT 1 FROM tasks WHERE id = $1 FOR NO KEY UPDATE', values: [taskId] },
     ...lock,
@@ -136,7 +136,7 @@ export async function removeAttachment(
   attachmentId: string,
 ): Promise<RemoveOutcome> {
   const mayDelete = isAdmin(principal) ? 'true' : '(t.owner_id = $2 OR a.uploaded_by = $2)';
-  const results = await ctx.db.sql.pipeline([
+  const results = await ctx.db.sql.pipelineList([
     {
       text: 'SELECT 1 FROM tasks WHERE id = (SELECT task_id FROM attachments WHERE id = $1) FOR NO KEY UPDATE',
       values: [attachmentId],

@@ -23,7 +23,7 @@ export async function logIn(
   const { email, password, address } = attempt;
   const claimed = attempt.deviceToken === undefined ? undefined : claimedDevice(ctx.cursors, attempt.deviceToken);
   // The throttle's counts need not wait for the disk (throttle.ts); the session does.
-  const [account, counted] = await ctx.db.sql.pipeline(
+  const [account, counted] = await ctx.db.sql.pipelineList(
     [accountByEmail(email), ctx.loginThrottle.take(email, address, claimed)],
     NOT_DURABLE,
   );
@@ -32,7 +32,7 @@ export async function logIn(
   if (!(await passwordMatches(ctx, user, password)) || !user) throw wrongCredentials();
   const session = newSession(ctx, user);
   await Promise.all([
-    ctx.db.sql.pipeline([ctx.loginThrottle.succeeded(taken)], NOT_DURABLE),
+    ctx.db.sql.pipelineList([ctx.loginThrottle.succeeded(taken)], NOT_DURABLE),
     ctx.db.sql.rows(session.insert.text, session.insert.values),
   ]);
   const deviceId = claimed?.account === user.id ? claimed.deviceId : undefined;
@@ -58,6 +58,6 @@ export async function passwordAccepted(
 ): Promise<boolean> {
   const taken = await ctx.loginThrottle.begin(user.email, address);
   const valid = await passwordMatches(ctx, user, password);
-  if (valid) await ctx.db.sql.pipeline([ctx.loginThrottle.succeeded(taken)], NOT_DURABLE);
+  if (valid) await ctx.db.sql.pipelineList([ctx.loginThrottle.succeeded(taken)], NOT_DURABLE);
   return valid;
 }

@@ -148,7 +148,7 @@ export function loginThrottle(sql: SqlDatabase, config: Config['loginThrottle'])
     if (!first) return { keys };
     const unspent = keys.filter((key) => !spent.some(({ row }) => row.key === key));
     if (unspent.length > 0) {
-      await sql.pipeline([settle([], unspent)], NOT_DURABLE);
+      await sql.pipelineList([settle([], unspent)], NOT_DURABLE);
     }
     const expire = first.row.expire;
     throw throttled(first.budget.exceeded, expire ? expire.getTime() - Date.now() : windowMs);
@@ -189,7 +189,7 @@ export function loginThrottle(sql: SqlDatabase, config: Config['loginThrottle'])
     },
     /** Takes an attempt for a check of a known account's password outside a login (no device): one round trip. */
     async begin(email: string, on: string): Promise<Taken> {
-      const [counted] = await sql.pipeline([take(email, on)], NOT_DURABLE);
+      const [counted] = await sql.pipelineList([take(email, on)], NOT_DURABLE);
       return admit(counted);
     },
   };

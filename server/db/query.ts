@@ -10,6 +10,7 @@ import {
   PostgresIntrospector,
   PostgresQueryCompiler,
   type Compilable,
+  type RawBuilder,
 } from 'kysely';
 import type { DB } from '../generated/kysely/tables.js';
 
@@ -36,3 +37,10 @@ export function statementOf(built: Compilable<unknown>): Statement {
   const { sql, parameters } = built.compile();
   return { text: sql, values: [...parameters] };
 }
+
+/**
+ * Raw SQL written with Kysely's `sql<Row>` tag, as a query the pipeline and sessions run: its
+ * values become parameters, and its rows are the `Row` it names (for what the builder cannot say,
+ * such as a write's verdict decided in SQL).
+ */
+export const rawQuery = <O>(raw: RawBuilder<O>): Compilable<O> => ({ compile: () => raw.compile(tables) });

@@ -39,7 +39,41 @@ export interface SqlDatabase extends SqlSession {
    * statement's rows; a failing statement aborts the rest (they answer 25P02) and throws its error.
    * Under an Idempotency-Key it does not commit: the answer keeper commits it with the answer.
    */
-  pipeline(statements: Statement[], options?: PipelineOptions): Promise<unknown[][]>;
+  pipeline<S extends PipelineSteps>(steps: S, options?: PipelineOptions): Promise<PipelineResults<S>>;
+  /** The pipeline of statements whose rows are read by position: being replaced by `pipeline`. */
+  pipelineList(statements: Statement[], options?: PipelineOptions): Promise<unknown[][]>;
+}
+
+/** One step of a pipeline: a built query, whose rows come back typed, or a statement run for its effect. */
+export type PipelineStep = Compilable<unknown> | Statement;
+
+/** A pipeline's steps by name, sent in the order they are written; a list runs its steps in order. */
+export type PipelineSteps = Record<string, PipelineStep | readonly PipelineStep[]>;
+
+/** Each built query's rows under its step's name; a statement or a list gives back nothing. */
+export type PipelineResults<S extends PipelineSteps> = {
+  [K in keyof S]: S[K] extends Compilable<infer O> ? O[] : undefined;
+};
+
+const isBuilt = (step: PipelineStep): step is Compilable<unknown> => 'compile' in step;
+const isList = (step: PipelineStep | readonly PipelineStep[]): step is readonly PipelineStep[] => Array.isArray(step);
+
+/** The steps as the statements sent, each with the name it answers to (undefined: not read). */
+function flatten(steps: PipelineSteps): { statements: Statement[]; names: (string | undefined)[] } {
+  const statements: Statement[] = [];
+  const names: (string | undefined)[] = [];
+  for (const [name, step] of Object.entries(steps)) {
+    if (isList(step)) {
+      for (const one of step) {
+        statements.push(isBuilt(one) ? statementOf(one) : one);
+        names.push(undefined);
+      }
+    } else {
+      statements.push(isBuilt(step) ? statementOf(step) : step);
+      names.push(isBuilt(step) ? name : undefined);
+    }
+  }
+  return { statements, names };
 }
 
 export interface PipelineOptions {
@@ -109,7 +143,7 @@ export interface SqlOptions {
 export function pgSql(pool: pg.Pool, { statementTimeoutMs, direct = false }: SqlOptions = {}): SqlDatabase {
   const begin = beginBounded(statementTimeoutMs);
   const query = direct ? preparing() : unnamed;
-  return {
+  const database: SqlDatabase = {
     ...pgSession(pool, query),
     transaction: async (work) => {
       const keeper = answerKeeper();
@@ -122,23 +156,38 @@ export function pgSql(pool: pg.Pool, { statementTimeoutMs, direct = false }: Sql
         }
       }
     },
-    pipeline: async (statements, { durable = true } = {}) => {
-      const keeper = answerKeeper();
-      await keeper?.beforeWrite();
-      // An answer kept under an Idempotency-Key is written with its change, durably.
-      const opening = durable || keeper ? begin : `${begin}; ${COMMIT_WITHOUT_FLUSH}`;
-      // A deadlock or serialization failure aborts one transaction of several; run again, it succeeds.
-      for (let attempt = 1; ; attempt++) {
-        try {
-          return await (keeper
-            ? pipelineKept(pool, opening, statements.map(query), keeper)
-            : pipelineOnce(pool, opening, statements.map(query)));
-        } catch (error) {
-          if (attempt >= CONFLICT_ATTEMPTS || !isTransactionConflict(error)) throw error;
-        }
-      }
+    pipeline: async <S extends PipelineSteps>(steps: S, options?: PipelineOptions): Promise<PipelineResults<S>> => {
+      const { statements, names } = flatten(steps);
+      const results = await runPipeline(statements, options);
+      const named: Record<string, unknown[] | undefined> = Object.fromEntries(
+        Object.keys(steps).map((key) => [key, undefined]),
+      );
+      names.forEach((name, index) => {
+        if (name !== undefined) named[name] = results[index];
+      });
+      // pg hands rows over untyped: each built query's rows are what its select says.
+      return named as PipelineResults<S>;
     },
+    pipelineList: (statements, options) => runPipeline(statements, options),
   };
+  return database;
+
+  async function runPipeline(statements: Statement[], { durable = true }: PipelineOptions = {}): Promise<unknown[][]> {
+    const keeper = answerKeeper();
+    await keeper?.beforeWrite();
+    // An answer kept under an Idempotency-Key is written with its change, durably.
+    const opening = durable || keeper ? begin : `${begin}; ${COMMIT_WITHOUT_FLUSH}`;
+    // A deadlock or serialization failure aborts one transaction of several; run again, it succeeds.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await (keeper
+          ? pipelineKept(pool, opening, statements.map(query), keeper)
+          : pipelineOnce(pool, opening, statements.map(query)));
+      } catch (error) {
+        if (attempt >= CONFLICT_ATTEMPTS || !isTransactionConflict(error)) throw error;
+      }
+    }
+  }
 }
 
 const CONFLICT_ATTEMPTS = 5;

@@ -57,7 +57,7 @@ export async function insertTag(
   const eventId = uuidv7();
   const lock = claimLock(claim, principal.userId);
   const { room, limit } = claimBounds(claim, 1n);
-  const results = await ctx.db.sql.pipeline([
+  const results = await ctx.db.sql.pipelineList([
     ...lock,
     { text: 'SAVEPOINT write' },
     {
@@ -96,7 +96,7 @@ export async function updateTag(
   change: { name?: string; nameKey?: string; color?: string },
 ): Promise<TagChangeOutcome> {
   const eventId = uuidv7();
-  const results = await ctx.db.sql.pipeline([
+  const results = await ctx.db.sql.pipelineList([
     { text: 'SELECT 1 FROM tags WHERE id = $1 FOR NO KEY UPDATE', values: [tagId] },
     lockTasksOf(principal, tagId),
     { text: 'SAVEPOINT write' },
@@ -155,7 +155,7 @@ export async function updateTag(
  */
 export async function removeTag(ctx: AppContext, principal: Principal, tagId: string): Promise<boolean> {
   const eventId = uuidv7();
-  const results = await ctx.db.sql.pipeline([
+  const results = await ctx.db.sql.pipelineList([
     { text: 'SELECT 1 FROM tags WHERE id = $1 FOR UPDATE', values: [tagId] },
     lockTasksOf(principal, tagId),
     { text: 'SAVEPOINT write' },
@@ -200,7 +200,7 @@ export async function linkTag(
   tagId: string,
 ): Promise<LinkOutcome> {
   const now = new Date();
-  const results = await ctx.db.sql.pipeline([
+  const results = await ctx.db.sql.pipelineList([
     { text: 'SELECT 1 FROM tags WHERE id = $1 FOR SHARE', values: [tagId] },
     { text: 'SELECT 1 FROM tasks WHERE id = $1 FOR NO KEY UPDATE', values: [taskId] },
     { text: 'SAVEPOINT write' },
@@ -240,7 +240,7 @@ export async function unlinkTag(
   taskId: string,
   tagId: string,
 ): Promise<UnlinkOutcome> {
-  const results = await ctx.db.sql.pipeline([
+  const results = await ctx.db.sql.pipelineList([
     { text: 'SELECT 1 FROM tasks WHERE id = $1 FOR NO KEY UPDATE', values: [taskId] },
     { text: 'SAVEPOINT write' },
     {

@@ -151,7 +151,7 @@ export async function insertTask(
       : [{ text: 'SELECT 1 FROM tags WHERE id = ANY($1::uuid[]) ORDER BY id FOR SHARE', values: [tagIds] }]),
   ];
   const { room, limit } = claimBounds(claim, 1n);
-  const results = await ctx.db.sql.pipeline([
+  const results = await ctx.db.sql.pipelineList([
     ...lock,
     {
       text: `
@@ -245,7 +245,7 @@ export async function updateTask(
   const mayReassign = isAdmin(principal)
     ? 'true'
     : `(cur.owner_id = $2 OR (${value('assigneeId')} IS NULL AND cur.assignee_id = $2))`;
-  const results = await ctx.db.sql.pipeline([
+  const results = await ctx.db.sql.pipelineList([
     { text: 'SELECT 1 FROM tasks WHERE id = $1 FOR NO KEY UPDATE', values: [taskId] },
     { text: 'SAVEPOINT write' },
     {
@@ -308,7 +308,7 @@ export async function removeTask(
 ): Promise<DeleteOutcome> {
   const eventId = uuidv7();
   const mayDelete = isAdmin(principal) ? 'true' : 'cur.owner_id = $2';
-  const results = await ctx.db.sql.pipeline([
+  const results = await ctx.db.sql.pipelineList([
     { text: 'SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE', values: [taskId] },
     { text: 'SAVEPOINT write' },
     {
