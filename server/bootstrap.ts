@@ -33,7 +33,7 @@ export async function createContext(config: Config, db: Database, logger: Logger
     loginThrottle: loginThrottle(db.sql, config.loginThrottle),
     attachmentStorage,
     requestLimiter,
-    registrationThrottle: registrationThrottle(db.prisma, config.registrationsPerAddressPerHour),
+    registrationThrottle: registrationThrottle(db.sql, config.registrationsPerAddressPerHour),
     // From the token key, which every instance shares, so they accept each other's cursors.
     cursors: cursorCodec(await derivedSecret(signingKey, 'list cursors')),
   };

@@ -1,6 +1,8 @@
 import type { AuthResult } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import type { User as UserRow } from '../generated/prisma/client.js';
+import { statementOf } from '../db/query.js';
+import { rowsOf } from '../db/sql.js';
 import { AppError } from '../http/errors.js';
 import { accountByEmail, accountOf } from '../users/accounts.js';
 import { claimedDevice, deviceTokenFor } from './devices.js';
@@ -24,15 +26,15 @@ export async function logIn(
   const claimed = attempt.deviceToken === undefined ? undefined : claimedDevice(ctx.cursors, attempt.deviceToken);
   // The throttle's counts need not wait for the disk (throttle.ts); the session does.
   const [account, counted] = await ctx.db.sql.pipelineList(
-    [accountByEmail(email), ctx.loginThrottle.take(email, address, claimed)],
+    [accountByEmail(email), statementOf(ctx.loginThrottle.take(email, address, claimed))],
     NOT_DURABLE,
   );
   const user = accountOf(account);
-  const taken = await ctx.loginThrottle.admit(counted);
+  const taken = await ctx.loginThrottle.admit(rowsOf(counted));
   if (!(await passwordMatches(ctx, user, password)) || !user) throw wrongCredentials();
   const session = newSession(ctx, user);
   await Promise.all([
-    ctx.db.sql.pipelineList([ctx.loginThrottle.succeeded(taken)], NOT_DURABLE),
+    ctx.db.sql.pipeline({ settle: ctx.loginThrottle.succeeded(taken) }, NOT_DURABLE),
     ctx.db.sql.rows(session.insert.text, session.insert.values),
   ]);
   const deviceId = claimed?.account === user.id ? claimed.deviceId : undefined;
@@ -58,6 +60,6 @@ export async function passwordAccepted(
 ): Promise<boolean> {
   const taken = await ctx.loginThrottle.begin(user.email, address);
   const valid = await passwordMatches(ctx, user, password);
-  if (valid) await ctx.db.sql.pipelineList([ctx.loginThrottle.succeeded(taken)], NOT_DURABLE);
+  if (valid) await ctx.db.sql.pipeline({ settle: ctx.loginThrottle.succeeded(taken) }, NOT_DURABLE);
   return valid;
 }

@@ -1,7 +1,7 @@
-import { RateLimiterPrisma, RateLimiterRes } from 'rate-limiter-flexible';
+import { sql, type Compilable } from 'kysely';
 import type { Config } from '../config.js';
-import type { PrismaClient } from '../db/database.js';
-import { rowsOf, type PipelineOptions, type SqlDatabase, type Statement } from '../db/sql.js';
+import { rawQuery, tables } from '../db/query.js';
+import type { PipelineOptions, SqlDatabase } from '../db/sql.js';
 import { AppError } from '../http/errors.js';
 
 /** "in 40 seconds" / "in 12 minutes": when a throttled client may try again. */
@@ -26,27 +26,44 @@ interface Budget {
   exceeded: string;
 }
 
-// One statement takes an attempt from every budget of a login: rows locked in key order (no deadlock
-// with a concurrent login sharing keys); an expired window starts afresh. A device token counts
-// (its budget alone, $4) only when it names the account that has this email ($5, $6): the login
-// reads that account in the same transaction, so the budgets are chosen without a round trip of
-// their own.
-const TAKE_ATTEMPT = `
-  INSERT INTO rate_limits AS r (key, points, expire)
-  SELECT key, 1, $2::timestamptz
-  FROM unnest(CASE WHEN EXISTS (SELECT 1 FROM users WHERE id = $5::uuid AND email = $6) THEN $4::text[] ELSE $1::text[] END) AS key
-  ORDER BY key
-  ON CONFLICT (key) DO UPDATE SET
-    points = CASE WHEN r.expire <= $3::timestamptz THEN 1 ELSE r.points + 1 END,
-    expire = CASE WHEN r.expire <= $3::timestamptz THEN EXCLUDED.expire ELSE r.expire END
-  RETURNING key, points, expire`;
+/** A budget's count as a take leaves it. */
+interface TakenRow {
+  key: string;
+  points: number;
+  expire: Date | null;
+}
 
-// One statement settles an attempt: `cleared` budgets start afresh, `refunded` ones get the attempt back.
-const SETTLE_ATTEMPT = `
-  WITH locked AS (SELECT key FROM rate_limits WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE),
-  cleared AS (DELETE FROM rate_limits r USING locked l WHERE r.key = l.key AND r.key = ANY($2::text[]))
-  UPDATE rate_limits r SET points = r.points - 1 FROM locked l
-  WHERE r.key = l.key AND r.key = ANY($3::text[]) AND r.expire > $4::timestamptz`;
+/**
+ * One statement takes an attempt from every budget in `keys`: rows locked in key order (no
+ * deadlock with a concurrent login sharing keys); an expired window starts afresh. With `device`,
+ * a device token's budget counts alone, but only when the token names the account that has this
+ * email: the login reads that account in the same transaction, so the budgets are chosen without a
+ * round trip of their own.
+ */
+const takeAttempt = (
+  keys: string[],
+  expire: Date,
+  now: Date,
+  device?: { keys: string[]; account: string; email: string },
+): Compilable<TakenRow> =>
+  rawQuery(sql<TakenRow>`
+    INSERT INTO rate_limits AS r (key, points, expire)
+    SELECT key, 1, ${expire}::timestamptz
+    FROM unnest(CASE WHEN EXISTS (SELECT 1 FROM users WHERE id = ${device?.account ?? null}::uuid AND email = ${device?.email ?? null})
+                     THEN ${device?.keys ?? []}::text[] ELSE ${keys}::text[] END) AS key
+    ORDER BY key
+    ON CONFLICT (key) DO UPDATE SET
+      points = CASE WHEN r.expire <= ${now}::timestamptz THEN 1 ELSE r.points + 1 END,
+      expire = CASE WHEN r.expire <= ${now}::timestamptz THEN EXCLUDED.expire ELSE r.expire END
+    RETURNING key, points, expire`);
+
+/** One statement settles an attempt: `cleared` budgets start afresh, `refunded` ones get the attempt back. */
+const settleAttempt = (cleared: string[], refunded: string[], now: Date): Compilable<unknown> =>
+  rawQuery(sql`
+    WITH locked AS (SELECT key FROM rate_limits WHERE key = ANY(${[...cleared, ...refunded]}::text[]) ORDER BY key FOR UPDATE),
+    cleared AS (DELETE FROM rate_limits r USING locked l WHERE r.key = l.key AND r.key = ANY(${cleared}::text[]))
+    UPDATE rate_limits r SET points = r.points - 1 FROM locked l
+    WHERE r.key = l.key AND r.key = ANY(${refunded}::text[]) AND r.expire > ${now}::timestamptz`);
 
 /**
  * The throttle's transactions commit without waiting for the disk: every login locks its address's
@@ -59,6 +76,7 @@ export const NOT_DURABLE: PipelineOptions = { durable: false };
 /** Windows of the login budgets that ended over an hour ago are deleted this often. */
 const PURGE_EVERY_MS = 5 * 60_000;
 const PURGE_AFTER_MS = 3_600_000;
+const HOUR_MS = 3_600_000;
 
 /** A device token's claim: the account it was issued for, and the device. */
 export interface ClaimedDevice {
@@ -71,12 +89,6 @@ export interface Taken {
   keys: string[];
 }
 
-interface TakenRow {
-  key: string;
-  points: number;
-  expire: Date | null;
-}
-
 /**
  * Counts failed logins in the database, so every instance sees the same counts: strictly per
  * (account, client address) pair, per address, and per account across all addresses with a high
@@ -84,7 +96,7 @@ interface TakenRow {
  * Plain SQL, one statement before the password check and one after, each sent with the login's
  * other statements: a login storm is argon2's, not the bookkeeping's.
  */
-export function loginThrottle(sql: SqlDatabase, config: Config['loginThrottle']) {
+export function loginThrottle(db: SqlDatabase, config: Config['loginThrottle']) {
   const windowMs = config.windowSeconds * 1000;
   const pair: Budget = {
     prefix: 'login-pair',
@@ -118,17 +130,15 @@ export function loginThrottle(sql: SqlDatabase, config: Config['loginThrottle'])
   ];
   const deviceKey = (deviceId: string) => `${device.prefix}:${deviceId}`;
 
-  const settle = (cleared: string[], refunded: string[]): Statement => ({
-    text: SETTLE_ATTEMPT,
-    values: [[...cleared, ...refunded], cleared, refunded, new Date()],
-  });
+  const settle = (cleared: string[], refunded: string[]) => settleAttempt(cleared, refunded, new Date());
 
   const purge = setInterval(() => {
-    sql
-      .rows("DELETE FROM rate_limits WHERE key LIKE 'login-%' AND expire < $1::timestamptz", [
-        new Date(Date.now() - PURGE_AFTER_MS),
-      ])
-      .catch(() => undefined);
+    db.write(
+      tables
+        .deleteFrom('rate_limits')
+        .where('key', 'like', 'login-%')
+        .where('expire', '<', new Date(Date.now() - PURGE_AFTER_MS)),
+    ).catch(() => undefined);
   }, PURGE_EVERY_MS);
   purge.unref();
 
@@ -136,8 +146,7 @@ export function loginThrottle(sql: SqlDatabase, config: Config['loginThrottle'])
    * 429 once a budget the take counted against is spent (the others get their point back: no
    * attempt was made); else the budgets taken.
    */
-  const admit = async (rows: unknown[] | undefined): Promise<Taken> => {
-    const counted = rowsOf<TakenRow>(rows);
+  const admit = async (counted: TakenRow[]): Promise<Taken> => {
     const keys = counted.map((row) => row.key);
     const spent = budgets.flatMap((budget) =>
       counted
@@ -148,26 +157,16 @@ export function loginThrottle(sql: SqlDatabase, config: Config['loginThrottle'])
     if (!first) return { keys };
     const unspent = keys.filter((key) => !spent.some(({ row }) => row.key === key));
     if (unspent.length > 0) {
-      await sql.pipelineList([settle([], unspent)], NOT_DURABLE);
+      await db.pipeline({ refund: settle([], unspent) }, NOT_DURABLE);
     }
     const expire = first.row.expire;
     throw throttled(first.budget.exceeded, expire ? expire.getTime() - Date.now() : windowMs);
   };
 
-  const take = (email: string, on: string, claimed?: ClaimedDevice): Statement => {
+  const take = (email: string, on: string, claimed?: ClaimedDevice): Compilable<TakenRow> => {
     const now = new Date();
-    const known = claimed ? [deviceKey(claimed.deviceId)] : [];
-    return {
-      text: TAKE_ATTEMPT,
-      values: [
-        strangerKeys(email, on),
-        new Date(now.getTime() + windowMs),
-        now,
-        known,
-        claimed?.account ?? null,
-        email,
-      ],
-    };
+    const device = claimed && { keys: [deviceKey(claimed.deviceId)], account: claimed.account, email };
+    return takeAttempt(strangerKeys(email, on), new Date(now.getTime() + windowMs), now, device);
   };
 
   return {
@@ -180,7 +179,7 @@ export function loginThrottle(sql: SqlDatabase, config: Config['loginThrottle'])
     take,
     admit,
     /** The statement for a right password: the attempt was no failure, and the pair (or the device) starts afresh. */
-    succeeded(taken: Taken): Statement {
+    succeeded(taken: Taken): Compilable<unknown> {
       const clears = (key: string) => key.startsWith(`${pair.prefix}:`) || key.startsWith(`${device.prefix}:`);
       return settle(
         taken.keys.filter(clears),
@@ -189,7 +188,7 @@ export function loginThrottle(sql: SqlDatabase, config: Config['loginThrottle'])
     },
     /** Takes an attempt for a check of a known account's password outside a login (no device): one round trip. */
     async begin(email: string, on: string): Promise<Taken> {
-      const [counted] = await sql.pipelineList([take(email, on)], NOT_DURABLE);
+      const { counted } = await db.pipeline({ counted: take(email, on) }, NOT_DURABLE);
       return admit(counted);
     },
   };
@@ -198,27 +197,21 @@ export type LoginThrottle = ReturnType<typeof loginThrottle>;
 
 /**
  * Registrations per client address per hour, counted in the database before the password is
- * hashed, so nobody keeps the hashing threads busy for everyone else. 0 turns it off.
+ * hashed, so nobody keeps the hashing threads busy for everyone else: one statement takes a point
+ * from the address's budget (the login budgets' table and upsert), and a spent budget is a 429
+ * until its hour is over. 0 turns it off.
  */
-export function registrationThrottle(prisma: PrismaClient, perHour: number) {
-  const limiter =
-    perHour > 0
-      ? new RateLimiterPrisma({
-          storeClient: prisma,
-          tableName: 'rateLimit',
-          keyPrefix: 'register-address',
-          points: perHour,
-          duration: 3600,
-        })
-      : undefined;
+export function registrationThrottle(db: SqlDatabase, perHour: number) {
   return {
     async admit(address: string): Promise<void> {
-      try {
-        await limiter?.consume(address);
-      } catch (error) {
-        if (error instanceof RateLimiterRes)
-          throw throttled(`At most ${perHour} registrations an hour from one address`, error.msBeforeNext);
-        throw error;
+      if (perHour <= 0) return;
+      const now = new Date();
+      const [counted] = await db.all(
+        takeAttempt([`register-address:${address}`], new Date(now.getTime() + HOUR_MS), now),
+      );
+      if (counted && counted.points > perHour) {
+        const left = counted.expire ? counted.expire.getTime() - Date.now() : HOUR_MS;
+        throw throttled(`At most ${perHour} registrations an hour from one address`, left);
       }
     },
   };
