@@ -1,7 +1,9 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { expiredKeys, keysBeyondCap, type Statement } from '../server/http/idempotency.js';
+import type { Compilable } from 'kysely';
+import { statementOf } from '../server/db/query.js';
+import { expiredKeys, keysBeyondCap } from '../server/http/idempotency.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
 
 // Plans as tests for the idempotency keys' housekeeping, at a realistic volume (100,000 keys over
@@ -79,7 +81,8 @@ afterAll(() => database.drop());
 const ROLLBACK = new Error('rolled back');
 
 /** The plan of `statement` as it ran (EXPLAIN ANALYZE), with what it deleted rolled back. */
-async function planOf(statement: Statement): Promise<PlanNode[]> {
+async function planOf(built: Compilable<unknown>): Promise<PlanNode[]> {
+  const statement = statementOf(built);
   let nodes: PlanNode[] = [];
   await database.db.sql
     .transaction(async (tx) => {

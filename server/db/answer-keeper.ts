@@ -1,3 +1,4 @@
+import type { Statement } from './query.js';
 // A change and the kept answer that reports it commit together (docs/api-guide.md, idempotency): for a
 // request under an Idempotency-Key, the write paths (SqlDatabase.pipeline, inTransaction) leave
 // their transaction open once its work is done and hand it here; the idempotency middleware then
@@ -5,10 +6,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 
 /** A statement with its parameters ($1, $2, … in the text). */
-export interface KeptStatement {
-  text: string;
-  values: unknown[];
-}
+export type KeptStatement = Statement;
 
 /** A write transaction whose work is done, still open. */
 export interface OpenTransaction {

@@ -80,7 +80,7 @@ function keptTransaction<T>(
         .then(() => result.resolve(value), result.reject);
       const last = await decision.promise;
       if (last === 'rollback') throw new RolledBack();
-      if (last) await tx.$executeRawUnsafe(last.text, ...last.values);
+      if (last) await tx.$executeRawUnsafe(last.text, ...(last.values ?? []));
     }, TIMEOUTS)
     .then(ended.resolve, (error: unknown) => (worked ? ended.reject(error) : result.reject(error)));
   return result.promise;

@@ -5,7 +5,9 @@ import type { AppRoute } from '@ts-rest/core';
 import { z } from 'zod';
 import { isLoginOnly, isPublicRoute } from '@task-service/client';
 import type { AppContext } from '../context.js';
-import { AnswerKeeper, keepingAnswers, type KeptStatement } from '../db/answer-keeper.js';
+import { sql, type Compilable, type ExpressionBuilder } from 'kysely';
+import { AnswerKeeper, keepingAnswers } from '../db/answer-keeper.js';
+import { rawQuery, statementOf, tables, type DB } from '../db/query.js';
 import { AppError, invalidField, problemAnswer, toAppError } from './errors.js';
 import { principalOf } from './principal.js';
 
@@ -55,58 +57,52 @@ type Claim =
 
 /** INSERT … ON CONFLICT DO NOTHING claims the key: of concurrent requests with one key, one runs. */
 async function claim(ctx: AppContext, userId: string, key: string, fingerprint: string): Promise<Claim> {
-  const { prisma } = ctx.db;
+  const db = ctx.db.sql;
   const now = new Date();
-  await prisma.idempotencyKey.deleteMany({
-    where: {
-      userId,
-      key,
-      OR: [{ expiresAt: { lt: now } }, { status: null, createdAt: { lt: new Date(now.getTime() - ABANDONED_MS) } }],
-    },
-  });
-  const inserted = await prisma.$executeRaw`
-    INSERT INTO idempotency_keys (user_id, key, fingerprint, created_at, expires_at)
-    VALUES (${userId}::uuid, ${key}, ${fingerprint}, ${now}, ${new Date(now.getTime() + KEPT_MS)})
-    ON CONFLICT (user_id, key) DO NOTHING`;
+  const abandoned = new Date(now.getTime() - ABANDONED_MS);
+  await db.write(
+    tables
+      .deleteFrom('idempotency_keys')
+      .where(isKey(userId, key))
+      .where((eb) =>
+        eb.or([eb('expires_at', '<', now), eb.and([eb('status', 'is', null), eb('created_at', '<', abandoned)])]),
+      ),
+  );
+  const inserted = await db.write(
+    tables
+      .insertInto('idempotency_keys')
+      .values({ user_id: userId, key, fingerprint, created_at: now, expires_at: new Date(now.getTime() + KEPT_MS) })
+      .onConflict((conflict) => conflict.columns(['user_id', 'key']).doNothing()),
+  );
   if (inserted === 1) {
-    await expireOldestBeyond(ctx, userId, ctx.config.idempotencyMaxKeysPerUser);
+    await db.write(keysBeyondCap(userId, ctx.config.idempotencyMaxKeysPerUser));
     return { kind: 'claimed' };
   }
-  const row = await prisma.idempotencyKey.findUnique({ where: { userId_key: { userId, key } } });
+  const row = await db.first(
+    tables.selectFrom('idempotency_keys').where(isKey(userId, key)).select(['fingerprint', 'status', 'response']),
+  );
   if (!row) return claim(ctx, userId, key, fingerprint); // the first request failed (5xx) meanwhile
   if (row.fingerprint !== fingerprint) return { kind: 'reused' };
   if (row.status === null) return { kind: 'in_use' };
   return { kind: 'replay', status: row.status, response: StoredResponseSchema.parse(row.response) };
 }
 
-/** A statement with its parameters: what the service runs, and what test/idempotency-plans.test.ts explains. */
-export interface Statement {
-  text: string;
-  values: unknown[];
-}
+/** The caller's row for `key`. */
+const isKey = (userId: string, key: string) => (eb: ExpressionBuilder<DB, 'idempotency_keys'>) =>
+  eb.and([eb('user_id', '=', userId), eb('key', '=', key)]);
 
 /**
  * Deletes a caller's keys beyond the newest `max`. Both halves run on the index on (user_id,
  * created_at, key): the newest `max` read backwards without a sort, the rest deleted as one range.
  */
-export const keysBeyondCap = (userId: string, max: number): Statement => ({
-  text: `DELETE FROM idempotency_keys k
-     USING (SELECT created_at, key FROM idempotency_keys WHERE user_id = $1 ORDER BY created_at DESC, key DESC OFFSET $2 LIMIT 1) AS cut
-     WHERE k.user_id = $1 AND (k.created_at, k.key) <= (cut.created_at, cut.key)`,
-  values: [userId, max],
-});
+export const keysBeyondCap = (userId: string, max: number): Compilable<unknown> =>
+  rawQuery(sql`DELETE FROM idempotency_keys k
+     USING (SELECT created_at, key FROM idempotency_keys WHERE user_id = ${userId}
+            ORDER BY created_at DESC, key DESC OFFSET ${max} LIMIT 1) AS cut
+     WHERE k.user_id = ${userId} AND (k.created_at, k.key) <= (cut.created_at, cut.key)`);
 
-/** Deletes answers kept past their 24 hours, on the index on expires_at; answers how many. */
-export const expiredKeys = (now: Date): Statement => ({
-  text: 'WITH purged AS (DELETE FROM idempotency_keys WHERE expires_at < $1 RETURNING 1) SELECT count(*)::int AS count FROM purged',
-  values: [now],
-});
-
-/** Each caller keeps at most `max` keys: past that, the oldest expire early. */
-async function expireOldestBeyond(ctx: AppContext, userId: string, max: number): Promise<void> {
-  const { text, values } = keysBeyondCap(userId, max);
-  await ctx.db.sql.rows(text, values);
-}
+/** Deletes answers kept past their 24 hours, on the index on expires_at. */
+export const expiredKeys = (now: Date) => tables.deleteFrom('idempotency_keys').where('expires_at', '<', now);
 
 /** Whether the request passes its operation's schemas: one the contract refuses never started running. */
 function passesContract(route: AppRoute, req: Request): boolean {
@@ -126,20 +122,16 @@ function crashIfDue(ctx: AppContext): void {
 }
 
 /** The statement that keeps an answer under the caller's key. */
-const keptAnswer = (
-  userId: string,
-  key: string,
-  status: number,
-  response: z.infer<typeof StoredResponseSchema>,
-): KeptStatement => ({
-  text: 'UPDATE idempotency_keys SET status = $3, response = $4::jsonb WHERE user_id = $1::uuid AND key = $2',
-  values: [userId, key, status, JSON.stringify(response)],
-});
+const keptAnswer = (userId: string, key: string, status: number, response: z.infer<typeof StoredResponseSchema>) =>
+  tables
+    .updateTable('idempotency_keys')
+    .where(isKey(userId, key))
+    .set({ status, response: JSON.stringify(response) });
 
 /** Frees the key of a request that kept no answer (a 5xx, a connection gone), so that a retry runs again. */
 const releaseKey = (ctx: AppContext, userId: string, key: string) =>
   ctx.db.sql
-    .rows('DELETE FROM idempotency_keys WHERE user_id = $1::uuid AND key = $2 AND status IS NULL', [userId, key])
+    .write(tables.deleteFrom('idempotency_keys').where(isKey(userId, key)).where('status', 'is', null))
     .catch((error: unknown) => ctx.logger.warn({ err: error }, 'could not release an idempotency key'));
 
 /**
@@ -161,12 +153,12 @@ function keepAnswer(ctx: AppContext, req: Request, res: Response, userId: string
     );
     const answer = res.statusCode < 500 ? keptAnswer(userId, key, res.statusCode, { headers, body }) : undefined;
     if (answer) crashIfDue(ctx);
-    keeper.finish(answer).then(
+    keeper.finish(answer && statementOf(answer)).then(
       async (outcome) => {
         // No change held: the answer (a refusal, or nothing written) is kept on its own.
         if (outcome === 'none' && answer)
           await ctx.db.sql
-            .rows(answer.text, answer.values)
+            .write(answer)
             .catch((error: unknown) => ctx.logger.warn({ err: error }, 'could not record an idempotent answer'));
         if (outcome === 'rolled_back' || !answer) await releaseKey(ctx, userId, key);
         send(chunk);
@@ -256,7 +248,5 @@ export function idempotencyKeys(ctx: AppContext, upload?: { contentOf: (req: Req
 
 /** Deletes answers kept past their 24 hours (housekeeping). */
 export async function purgeExpiredIdempotencyKeys(ctx: AppContext, now = new Date()): Promise<number> {
-  const { text, values } = expiredKeys(now);
-  const [purged] = await ctx.db.sql.rows<{ count: number }>(text, values);
-  return purged?.count ?? 0;
+  return ctx.db.sql.write(expiredKeys(now));
 }
