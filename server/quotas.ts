@@ -1,6 +1,7 @@
 import type { Config } from './config.js';
 import type { AppContext } from './context.js';
-import { tables } from './db/query.js';
+import { sql } from 'kysely';
+import { rawQuery, tables } from './db/query.js';
 import type { SqlSession, Statement } from './db/sql.js';
 import { AppError } from './http/errors.js';
 import { isAdmin, type Principal } from './http/principal.js';
@@ -47,8 +48,8 @@ function maxConnections(ctx: AppContext): Promise<bigint> {
   let known = serverConnections.get(ctx);
   if (!known) {
     known = ctx.db.sql
-      .rows<{ max_connections: string }>('SHOW max_connections')
-      .then(([row]) => BigInt(row?.max_connections ?? 0));
+      .first(rawQuery(sql<{ max_connections: string }>`SHOW max_connections`))
+      .then((row) => BigInt(row?.max_connections ?? 0));
     serverConnections.set(ctx, known);
   }
   return known;

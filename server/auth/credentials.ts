@@ -35,7 +35,7 @@ export async function logIn(
   const session = newSession(ctx, user);
   await Promise.all([
     ctx.db.sql.pipeline({ settle: ctx.loginThrottle.succeeded(taken) }, NOT_DURABLE),
-    ctx.db.sql.rows(session.insert.text, session.insert.values),
+    ctx.db.sql.write(session.insert),
   ]);
   const deviceId = claimed?.account === user.id ? claimed.deviceId : undefined;
   return { ...(await session.answer()), deviceToken: deviceTokenFor(ctx.cursors, user.id, deviceId) };

@@ -15,6 +15,7 @@ import {
 } from 'jose';
 import { OperatorError } from '../operator-error.js';
 import type { SqlSession } from '../db/sql.js';
+import { tables } from '../db/query.js';
 
 export const SIGNING_ALGORITHM = 'EdDSA';
 /** The name of the generated key's row in signing_keys. */
@@ -74,13 +75,9 @@ export async function loadSigningKey(
   dataDir: string,
 ): Promise<SigningKey> {
   if (configuredPem) return fromPrivatePem(configuredPem, 'JWT_PRIVATE_KEY');
-  // Plain SQL: a start-up step, which need not wait for the ORM's query compiler to load.
   const storedPem = async () =>
-    (
-      await sql.rows<{ pem: string }>('SELECT private_key_pem AS pem FROM signing_keys WHERE name = $1', [
-        GENERATED_KEY,
-      ])
-    )[0]?.pem;
+    (await sql.first(tables.selectFrom('signing_keys').select('private_key_pem').where('name', '=', GENERATED_KEY)))
+      ?.private_key_pem;
   const stored = await storedPem();
   if (stored) return fromPrivatePem(stored, STORED_KEY);
   const file = path.join(dataDir, 'keys', 'jwt-ed25519.pem');
@@ -88,10 +85,12 @@ export async function loadSigningKey(
   if (fromFile) await fromPrivatePem(fromFile, file); // a broken file is named before it is adopted
   const candidate = fromFile ?? (await newPrivatePem());
   // Of instances starting together on a new database, the first insert wins and all use its key.
-  await sql.rows('INSERT INTO signing_keys (name, private_key_pem) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [
-    GENERATED_KEY,
-    candidate,
-  ]);
+  await sql.write(
+    tables
+      .insertInto('signing_keys')
+      .values({ name: GENERATED_KEY, private_key_pem: candidate })
+      .onConflict((conflict) => conflict.column('name').doNothing()),
+  );
   const chosen = await storedPem();
   if (!chosen) throw new Error('the generated signing key is missing right after its insert');
   return fromPrivatePem(chosen, STORED_KEY);

@@ -2,7 +2,8 @@ import { v7 as uuidv7 } from 'uuid';
 import { RoleSchema, type AuthResult } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { tables } from '../db/query.js';
-import type { SqlSession, Statement } from '../db/sql.js';
+import type { Compilable } from 'kysely';
+import type { SqlSession } from '../db/sql.js';
 import { invalidToken, unauthenticated, type AppError } from '../http/errors.js';
 import type { Principal } from '../http/principal.js';
 import { serializeUser, userColumns, type UserRow } from '../users/serialize.js';
@@ -31,21 +32,27 @@ async function authResult(
 }
 
 /** A new session of the user: the statement that writes its row, and its first token pair once written. */
-export function newSession(ctx: AppContext, user: UserRow): { insert: Statement; answer: () => Promise<AuthResult> } {
+export function newSession(
+  ctx: AppContext,
+  user: UserRow,
+): { insert: Compilable<unknown>; answer: () => Promise<AuthResult> } {
   const refreshToken = newRefreshToken();
   const sessionId = uuidv7();
-  // Plain SQL: every login writes one, and Prisma would compile the insert on the event loop.
-  const insert = {
-    text: 'INSERT INTO sessions (id, user_id, refresh_token_hash, created_at, last_used_at) VALUES ($1, $2, $3, $4, $4)',
-    values: [sessionId, user.id, hashRefreshToken(refreshToken), new Date()],
-  };
+  const now = new Date();
+  const insert = tables.insertInto('sessions').values({
+    id: sessionId,
+    user_id: user.id,
+    refresh_token_hash: hashRefreshToken(refreshToken),
+    created_at: now,
+    last_used_at: now,
+  });
   return { insert, answer: () => authResult(ctx, user, sessionId, refreshToken) };
 }
 
 /** Opens a session for the user and returns its first token pair. */
 export async function startSession(ctx: AppContext, user: UserRow): Promise<AuthResult> {
   const session = newSession(ctx, user);
-  await ctx.db.sql.rows(session.insert.text, session.insert.values);
+  await ctx.db.sql.write(session.insert);
   return session.answer();
 }
 
@@ -179,10 +186,15 @@ const TOKEN_REFUSED: Record<TokenRejection, string> = {
  * database, not the token.
  */
 export async function livePrincipal(ctx: AppContext, claims: AccessClaims): Promise<Principal | undefined> {
-  // Every authenticated request runs this: plain SQL, one round trip, no ORM query compilation.
-  const [session] = await ctx.db.sql.rows<{ role: string }>(
-    'SELECT u.role FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1 AND s.user_id = $2 AND s.revoked_at IS NULL',
-    [claims.sessionId, claims.userId],
+  // Every authenticated request runs this: one round trip.
+  const session = await ctx.db.sql.first(
+    tables
+      .selectFrom('sessions as s')
+      .innerJoin('users as u', 'u.id', 's.user_id')
+      .select('u.role')
+      .where('s.id', '=', claims.sessionId)
+      .where('s.user_id', '=', claims.userId)
+      .where('s.revoked_at', 'is', null),
   );
   const role = RoleSchema.safeParse(session?.role);
   return role.success ? { userId: claims.userId, sessionId: claims.sessionId, role: role.data } : undefined;

@@ -1,3 +1,5 @@
+import { sql } from 'kysely';
+import { rawQuery } from '../db/query.js';
 import { OperatorError } from '../operator-error.js';
 import type { SqlSession } from '../db/sql.js';
 
@@ -17,10 +19,10 @@ export class UnfinishedRestoreError extends OperatorError {
 }
 
 export async function hasUnfinishedRestore(db: SqlSession): Promise<boolean> {
-  const rows = await db.rows<{ marked: boolean }>('SELECT to_regclass($1) IS NOT NULL AS marked', [
-    `"${RESTORE_MARKER_TABLE}"`,
-  ]);
-  return rows[0]?.marked === true;
+  const row = await db.first(
+    rawQuery(sql<{ marked: boolean }>`SELECT to_regclass(${`"${RESTORE_MARKER_TABLE}"`}) IS NOT NULL AS marked`),
+  );
+  return row?.marked === true;
 }
 
 /** Refuses a database that a restore has not finished (its rows are incomplete, its event log not yet readable). */

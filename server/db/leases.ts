@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { SqlSession } from './sql.js';
+import { sql as sql_ } from 'kysely';
+import { tables } from './query.js';
 
 /**
  * Runs `work` only if no other instance holds the job's lease, and holds it meanwhile; answers
@@ -13,17 +15,22 @@ export async function underLease<T>(
   work: () => Promise<T>,
 ): Promise<{ ran: true; result: T } | { ran: false }> {
   const holder = randomUUID();
-  const taken = await sql.rows<{ holder: string }>(
-    `INSERT INTO maintenance_leases (job, holder, expires_at) VALUES ($1, $2, now() + $3 * interval '1 millisecond')
-     ON CONFLICT (job) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
-     WHERE maintenance_leases.expires_at < now()
-     RETURNING holder`,
-    [job, holder, ttlMs],
+  const taken = await sql.all(
+    tables
+      .insertInto('maintenance_leases')
+      .values({ job, holder, expires_at: sql_`now() + ${ttlMs} * interval '1 millisecond'` })
+      .onConflict((conflict) =>
+        conflict
+          .column('job')
+          .doUpdateSet({ holder: (eb) => eb.ref('excluded.holder'), expires_at: (eb) => eb.ref('excluded.expires_at') })
+          .where('maintenance_leases.expires_at', '<', sql_<Date>`now()`),
+      )
+      .returning('holder'),
   );
   if (taken.length === 0) return { ran: false };
   try {
     return { ran: true, result: await work() };
   } finally {
-    await sql.rows('DELETE FROM maintenance_leases WHERE job = $1 AND holder = $2', [job, holder]);
+    await sql.write(tables.deleteFrom('maintenance_leases').where('job', '=', job).where('holder', '=', holder));
   }
 }

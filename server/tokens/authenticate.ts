@@ -4,21 +4,14 @@ import type { AppRoute } from '@ts-rest/core';
 import { grantsScope, isLoginOnly, RoleSchema, scopeOf, type Role } from '@task-service/client';
 import type { TokenRejection } from '../auth/tokens.js';
 import type { AppContext } from '../context.js';
+import { sql } from 'kysely';
+import { tables } from '../db/query.js';
 import { AppError } from '../http/errors.js';
 import type { Principal } from '../http/principal.js';
 import { hashPersonalAccessToken, isWellFormedToken } from './format.js';
 import { scopesOf } from './serialize.js';
 
 const TOUCH_EVERY_MS = 60_000;
-
-interface TokenRow {
-  id: string;
-  user_id: string;
-  scopes: string[];
-  expires_at: Date;
-  last_used_at: Date | null;
-  role: string;
-}
 
 /**
  * The caller a personal access token stands for, looked up on every request (so a revocation or the
@@ -30,10 +23,12 @@ export async function personalAccessTokenCaller(
   token: string,
 ): Promise<{ principal: Principal } | { rejected: TokenRejection }> {
   if (!isWellFormedToken(token)) return { rejected: 'token_malformed' };
-  const [row] = await ctx.db.sql.rows<TokenRow>(
-    `SELECT t.id, t.user_id, t.scopes, t.expires_at, t.last_used_at, u.role
-       FROM personal_access_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = $1`,
-    [hashPersonalAccessToken(token)],
+  const row = await ctx.db.sql.first(
+    tables
+      .selectFrom('personal_access_tokens as t')
+      .innerJoin('users as u', 'u.id', 't.user_id')
+      .select(['t.id', 't.user_id', 't.scopes', 't.expires_at', 't.last_used_at', 'u.role'])
+      .where('t.token_hash', '=', hashPersonalAccessToken(token)),
   );
   const role = RoleSchema.safeParse(row?.role);
   if (!row || !role.success) return { rejected: 'token_unknown' };
@@ -41,9 +36,14 @@ export async function personalAccessTokenCaller(
   if (row.expires_at.getTime() <= now) return { rejected: 'token_expired' };
   if (row.last_used_at === null || now - row.last_used_at.getTime() >= TOUCH_EVERY_MS) {
     // At most once a minute per token; the condition keeps concurrent requests to one write.
-    await ctx.db.sql.rows(
-      `UPDATE personal_access_tokens SET last_used_at = now() WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= now() - interval '1 minute')`,
-      [row.id],
+    await ctx.db.sql.write(
+      tables
+        .updateTable('personal_access_tokens')
+        .set({ last_used_at: sql<Date>`now()` })
+        .where('id', '=', row.id)
+        .where((eb) =>
+          eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<=', sql<Date>`now() - interval '1 minute'`)]),
+        ),
     );
   }
   const scopes = scopesOf(row.scopes);
@@ -60,9 +60,14 @@ export async function personalAccessTokenCaller(
 
 /** The role each live token among `ids` acts with now (admin only with the `admin` scope), for long-lived streams. */
 export async function liveTokenRoles(ctx: AppContext, ids: string[]): Promise<Map<string, Role>> {
-  const rows = await ctx.db.sql.rows<{ id: string; scopes: string[]; role: string }>(
-    'SELECT t.id, t.scopes, u.role FROM personal_access_tokens t JOIN users u ON u.id = t.user_id WHERE t.id = ANY($1::uuid[]) AND t.expires_at > now()',
-    [[...new Set(ids)]],
+  if (ids.length === 0) return new Map();
+  const rows = await ctx.db.sql.all(
+    tables
+      .selectFrom('personal_access_tokens as t')
+      .innerJoin('users as u', 'u.id', 't.user_id')
+      .select(['t.id', 't.scopes', 'u.role'])
+      .where('t.id', 'in', [...new Set(ids)])
+      .where('t.expires_at', '>', sql<Date>`now()`),
   );
   return new Map(rows.map((row) => [row.id, row.role === 'admin' && row.scopes.includes('admin') ? 'admin' : 'user']));
 }
