@@ -1,7 +1,7 @@
+import { sql, type RawBuilder } from 'kysely';
 import type { Config } from './config.js';
 import type { AppContext } from './context.js';
-import { sql } from 'kysely';
-import { rawQuery, tables } from './db/query.js';
+import { rawQuery, statementOf, tables } from './db/query.js';
 import type { SqlSession, Statement } from './db/sql.js';
 import { AppError } from './http/errors.js';
 import { isAdmin, type Principal } from './http/principal.js';
@@ -55,10 +55,13 @@ function maxConnections(ctx: AppContext): Promise<bigint> {
   return known;
 }
 
-function lockUserRow(db: SqlSession, userId: string, mode: 'shared' | 'exclusive') {
+/** Locks the user's row: shared far from a quota's limit, exclusive near it (see hasRoomFor). */
+function userLock(userId: string, mode: 'shared' | 'exclusive') {
   const user = tables.selectFrom('users').select('id').where('id', '=', userId);
-  return db.all(mode === 'shared' ? user.forShare() : user.forNoKeyUpdate());
+  return mode === 'shared' ? user.forShare() : user.forNoKeyUpdate();
 }
+
+const lockUserRow = (db: SqlSession, userId: string, mode: 'shared' | 'exclusive') => db.all(userLock(userId, mode));
 
 export const quotaExceeded = (quota: Quota, limit: number) =>
   new AppError(
@@ -121,26 +124,30 @@ export async function quotaClaims(ctx: AppContext, principal: Principal, quota: 
       ];
 }
 
-/** The lock a claim takes on the user's row ($1) before its write: shared, exclusive, or none for the exempt. */
+/** The lock a claim takes on the user's row before its write: shared, exclusive, or none for the exempt. */
 export const claimLock = (claim: QuotaClaim, userId: string): Statement[] =>
-  claim.kind === 'exempt'
-    ? []
-    : [
-        {
-          text: `SELECT 1 FROM users WHERE id = $1 FOR ${claim.kind === 'shared' ? 'SHARE' : 'NO KEY UPDATE'}`,
-          values: [userId],
-        },
-      ];
+  claim.kind === 'exempt' ? [] : [statementOf(userLock(userId, claim.kind))];
 
-/** What a claim's check must find room for (a shared claim: every transaction in flight), and its limit (null: exempt). */
-export function claimBounds(claim: QuotaClaim, adding: bigint): { room: string; limit: number | null } {
+/** What a claim's check must find room for, and the limit it must stay within. */
+export interface ClaimBounds {
+  /** A shared claim's room is for every transaction in flight. */
+  room: string;
+  /** Null: exempt. */
+  limit: number | null;
+}
+
+export function claimBounds(claim: QuotaClaim, adding: bigint): ClaimBounds {
   if (claim.kind === 'exempt') return { room: adding.toString(), limit: null };
   return { room: (claim.kind === 'shared' ? claim.room : adding).toString(), limit: claim.limit };
 }
 
+/** SQL true when the holdings of `quota` of the user `userId` leave room within `bounds` (a null limit always has room). */
+export const holdsRoom = (quota: Quota, userId: string, { room, limit }: ClaimBounds): RawBuilder<boolean> =>
+  sql<boolean>`(${limit}::bigint IS NULL OR (SELECT coalesce(sum(${sql.ref(QUOTAS[quota].column)}), 0) FROM user_holdings WHERE user_id = ${userId}) + ${room}::bigint <= ${limit}::bigint)`;
+
 /**
- * SQL true when the holdings of `quota` of the user `user` leave room for `room` within `limit`
- * (parameters, as claimBounds gives them; a null limit always has room).
+ * holdsRoom for hand-numbered SQL: `user`, `room` and `limit` are parameters, as claimBounds gives
+ * them (server/tasks/store.ts until its statements are built).
  */
 export const hasRoom = (quota: Quota, user: string, room: string, limit: string): string =>
   `(${limit}::bigint IS NULL OR (SELECT coalesce(sum(${QUOTAS[quota].column}), 0) FROM user_holdings WHERE user_id = ${user}) + ${room}::bigint <= ${limit}::bigint)`;

@@ -2,33 +2,55 @@
 // (server/tasks/store.ts): the task's row locked first, then one statement that decides every check
 // on it and writes, and the events settled in the same round trip. The bytes are stored before
 // (upload.ts) and removed after (service.ts).
+import { expressionBuilder, sql, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
-import { rowsOf } from '../db/sql.js';
+import { rawQuery, tables, type DB } from '../db/query.js';
+import type { Statement } from '../db/sql.js';
 import { isAdmin, type Principal } from '../http/principal.js';
-import { claimBounds, claimLock, hasRoom, type QuotaClaim } from '../quotas.js';
-import { audience, iso, settleTaskEvents, touchTaskOf, visibleTo } from '../tasks/store.js';
-import type { AttachmentRow } from './serialize.js';
+import { claimBounds, claimLock, holdsRoom, type ClaimBounds, type QuotaClaim } from '../quotas.js';
+import { taskVisibleTo } from '../tasks/queries.js';
+import { audience, iso, settleTaskEvents, touchTaskOf } from '../tasks/store.js';
+import { attachmentColumns, type AttachmentRow } from './serialize.js';
+
+/** Opens the subtransaction whose id places the write's events (settleTaskEvents ends it). */
+const BEGIN_WRITE: Statement = { text: 'SAVEPOINT write' };
 
 /** The contract's Attachment of the row `a` as jsonb, for its events (serializeAttachment's shape). */
 const attachmentJson = (a: string) => `jsonb_build_object(
     'id', ${a}.id, 'taskId', ${a}.task_id, 'filename', ${a}.filename, 'contentType', ${a}.content_type, 'size', ${a}.size,
     'sha256', ${a}.sha256, 'uploadedBy', ${a}.uploaded_by, 'createdAt', ${iso(`${a}.created_at`)})`;
 
-const ATTACHMENT_ROW = `
-  SELECT a.id, a.task_id AS "taskId", a.filename, a.content_type AS "contentType", a.size::text AS size, a.sha256,
-    a.storage_key AS "storageKey", a.uploaded_by AS "uploadedBy", a.created_at AS "createdAt"
-  FROM attachments a`;
+/** Whether the caller may see the row of `tasks` in scope. */
+const taskVisible = (principal: Principal) => taskVisibleTo(principal)(expressionBuilder<DB, 'tasks'>());
+
+/** Locks the task's row against its other writers only: links and other references to it may still be made. */
+const lockTask = (taskId: string) => tables.selectFrom('tasks').select('id').where('id', '=', taskId).forNoKeyUpdate();
 
 /**
- * The upload's checks in order, the first that fails deciding, as SQL on the task ($1) for the
- * caller ($2): the task is visible, it holds fewer than `$3` attachments, and the caller's storage
- * leaves room for `$4` more bytes within `$5` (null: exempt).
+ * The values touchTaskOf writes with, and the id of the attachment's own event, as a CTE `args`
+ * (touchTaskOf takes SQL expressions, not values).
  */
-const uploadVerdict = (principal: Principal) => `CASE
-    WHEN ${visibleTo(principal, 'cur', '$2')} IS NOT TRUE THEN 'no_task'
-    WHEN (SELECT count(*) FROM attachments WHERE task_id = cur.id) >= $3 THEN 'full'
-    WHEN NOT ${hasRoom('storageBytes', '$2', '$4', '$5')} THEN 'no_room'
+const touchArgs = (actorId: string, now: Date) =>
+  sql`args AS (SELECT ${actorId}::uuid AS actor_id, ${now}::timestamptz AS written_at, ${uuidv7()}::uuid AS event_id,
+                      ${uuidv7()}::uuid AS attachment_event_id)`;
+
+const FROM_ARGS = {
+  actor: '(SELECT actor_id FROM args)',
+  now: '(SELECT written_at FROM args)',
+  eventId: '(SELECT event_id FROM args)',
+};
+
+/**
+ * The upload's checks in order, the first that fails deciding, as SQL on the row of `tasks` in
+ * scope: the caller sees the task, it holds fewer than `maxPerTask` attachments, and the caller's
+ * storage leaves room within `bounds`.
+ */
+const uploadVerdict = (principal: Principal, maxPerTask: number, bounds: ClaimBounds): RawBuilder<UploadVerdict> =>
+  sql<UploadVerdict>`CASE
+    WHEN (${taskVisible(principal)}) IS NOT TRUE THEN 'no_task'
+    WHEN (SELECT count(*) FROM attachments WHERE attachments.task_id = tasks.id) >= ${maxPerTask} THEN 'full'
+    WHEN NOT ${holdsRoom('storageBytes', principal.userId, bounds)} THEN 'no_room'
     ELSE 'admitted' END`;
 
 export type UploadVerdict = 'no_task' | 'full' | 'no_room' | 'admitted';
@@ -40,10 +62,9 @@ export async function admission(
   taskId: string,
   claim: QuotaClaim,
 ): Promise<UploadVerdict> {
-  const { room, limit } = claimBounds(claim, 1n);
-  const [row] = await ctx.db.sql.rows<{ verdict: UploadVerdict }>(
-    `SELECT ${uploadVerdict(principal)} AS verdict FROM tasks cur WHERE cur.id = $1`,
-    [taskId, principal.userId, ctx.config.attachments.maxPerTask, room, limit],
+  const verdict = uploadVerdict(principal, ctx.config.attachments.maxPerTask, claimBounds(claim, 1n));
+  const row = await ctx.db.sql.first(
+    rawQuery(sql<{ verdict: UploadVerdict }>`SELECT ${verdict} AS verdict FROM tasks WHERE tasks.id = ${taskId}`),
   );
   return row?.verdict ?? 'no_task';
 }
@@ -71,59 +92,50 @@ export async function insertAttachment(
   claim: QuotaClaim,
 ): Promise<UploadOutcome> {
   const id = uuidv7();
-  const lock = claimLock(claim, principal.userId);
-  const { room, limit } = claimBounds(claim, BigInt(file.size));
-  const results = await ctx.db.sql.pipelineList([
-    // Against other writers of the task only: links and other references to it may still be made.
-    { text: 'SELECT 1 FROM tasks WHERE id = $1 FOR NO KEY UPDATE', values: [taskId] },
-    ...lock,
-    { text: 'SAVEPOINT write' },
-    {
-      text: `
-        WITH verdict AS (SELECT cur.id, ${uploadVerdict(principal)} AS outcome FROM tasks cur WHERE cur.id = $1),
-        added AS (
-          INSERT INTO attachments (id, task_id, filename, content_type, size, sha256, storage_key, uploaded_by, created_at)
-          SELECT $6, v.id, $7, $8, $14, $9, $10, $2, $11 FROM verdict v WHERE v.outcome = 'admitted'
-          RETURNING *
-        ),
-        ${touchTaskOf('added', {
-          actor: '$2',
-          now: '$11',
-          eventId: '$12',
-          also: `SELECT $13::uuid AS id, 'attachment.created' AS type, jsonb_build_object('attachment', ${attachmentJson('a')}) AS data,
-                        ${audience('t')} AS audience, $2::uuid AS actor_id, 0 AS n
-                 FROM added a, touched t`,
-        })}
-        SELECT outcome FROM verdict`,
-      values: [
-        taskId,
-        principal.userId,
-        ctx.config.attachments.maxPerTask,
-        room,
-        limit,
-        id,
-        file.filename,
-        file.contentType,
-        file.sha256,
-        file.storageKey,
-        new Date(),
-        uuidv7(),
-        uuidv7(),
-        file.size,
-      ],
-    },
-    ...settleTaskEvents,
-    { text: `${ATTACHMENT_ROW} WHERE a.id = $1`, values: [id] },
-  ]);
-  const [verdict] = rowsOf<{ outcome: UploadVerdict }>(results[lock.length + 2]);
-  const [row] = rowsOf<AttachmentRow>(results[results.length - 1]);
-  if (!verdict) return { kind: 'no_task' };
-  if (verdict.outcome !== 'admitted') return { kind: verdict.outcome };
+  const me = principal.userId;
+  const verdict = uploadVerdict(principal, ctx.config.attachments.maxPerTask, claimBounds(claim, BigInt(file.size)));
+  const { checks, created } = await ctx.db.sql.pipeline({
+    lock: [lockTask(taskId), ...claimLock(claim, me)],
+    begin: BEGIN_WRITE,
+    checks: rawQuery(sql<{ outcome: UploadVerdict }>`
+      WITH ${touchArgs(me, new Date())},
+      verdict AS (SELECT tasks.id, ${verdict} AS outcome FROM tasks WHERE tasks.id = ${taskId}),
+      added AS (
+        INSERT INTO attachments (id, task_id, filename, content_type, size, sha256, storage_key, uploaded_by, created_at)
+        SELECT ${id}, v.id, ${file.filename}, ${file.contentType}, ${file.size}, ${file.sha256}, ${file.storageKey}, args.actor_id,
+               args.written_at
+        FROM verdict v, args WHERE v.outcome = 'admitted'
+        RETURNING *
+      ),
+      ${sql.raw(
+        touchTaskOf('added', {
+          ...FROM_ARGS,
+          also: `SELECT args.attachment_event_id AS id, 'attachment.created' AS type,
+                        jsonb_build_object('attachment', ${attachmentJson('a')}) AS data,
+                        ${audience('t')} AS audience, args.actor_id AS actor_id, 0 AS n
+                 FROM added a, touched t, args`,
+        }),
+      )}
+      SELECT outcome FROM verdict`),
+    settle: settleTaskEvents,
+    created: tables.selectFrom('attachments').select(attachmentColumns).where('attachments.id', '=', id),
+  });
+  const [outcome, row] = [checks[0]?.outcome, created[0]];
+  if (outcome === undefined) return { kind: 'no_task' };
+  if (outcome !== 'admitted') return { kind: outcome };
   if (!row) return { kind: 'no_task' };
   return { kind: 'created', row };
 }
 
 export type RemoveOutcome = { kind: 'not_found' } | { kind: 'forbidden' } | { kind: 'deleted'; storageKey: string };
+
+/** Who may delete the attachment in scope, on the task in scope: the task's owner, the uploader or an admin. */
+const mayDelete = (principal: Principal) => {
+  const eb = expressionBuilder<DB, 'tasks' | 'attachments'>();
+  return isAdmin(principal)
+    ? eb.lit(true)
+    : eb.or([eb('tasks.owner_id', '=', principal.userId), eb('attachments.uploaded_by', '=', principal.userId)]);
+};
 
 /**
  * Deletes the row (the task's owner, the uploader or an admin) with its task's row locked: the
@@ -135,38 +147,37 @@ export async function removeAttachment(
   principal: Principal,
   attachmentId: string,
 ): Promise<RemoveOutcome> {
-  const mayDelete = isAdmin(principal) ? 'true' : '(t.owner_id = $2 OR a.uploaded_by = $2)';
-  const results = await ctx.db.sql.pipelineList([
-    {
-      text: 'SELECT 1 FROM tasks WHERE id = (SELECT task_id FROM attachments WHERE id = $1) FOR NO KEY UPDATE',
-      values: [attachmentId],
-    },
-    { text: 'SAVEPOINT write' },
-    {
-      text: `
-        WITH verdict AS (
-          SELECT a.id, a.storage_key, CASE
-              WHEN ${visibleTo(principal, 't', '$2')} IS NOT TRUE THEN 'not_found'
-              WHEN ${mayDelete} IS NOT TRUE THEN 'forbidden'
-              ELSE 'apply' END AS outcome
-          FROM attachments a JOIN tasks t ON t.id = a.task_id WHERE a.id = $1
-        ),
-        removed AS (DELETE FROM attachments a USING verdict v WHERE a.id = v.id AND v.outcome = 'apply' RETURNING a.id, a.task_id),
-        ${touchTaskOf('removed', {
-          actor: '$2',
-          now: '$3',
-          eventId: '$4',
-          also: `SELECT $5::uuid AS id, 'attachment.deleted' AS type, jsonb_build_object('attachmentId', r.id, 'taskId', r.task_id) AS data,
-                        ${audience('t')} AS audience, $2::uuid AS actor_id, 0 AS n
-                 FROM removed r, touched t`,
-        })}
-        SELECT outcome, storage_key FROM verdict`,
-      values: [attachmentId, principal.userId, new Date(), uuidv7(), uuidv7()],
-    },
-    ...settleTaskEvents,
-  ]);
-  const [verdict] = rowsOf<{ outcome: 'not_found' | 'forbidden' | 'apply'; storage_key: string }>(results[2]);
-  if (!verdict || verdict.outcome === 'not_found') return { kind: 'not_found' };
-  if (verdict.outcome === 'forbidden') return { kind: 'forbidden' };
-  return { kind: 'deleted', storageKey: verdict.storage_key };
+  const taskOf = tables
+    .selectFrom('attachments')
+    .select('attachments.task_id')
+    .where('attachments.id', '=', attachmentId);
+  const { checks } = await ctx.db.sql.pipeline({
+    lock: tables.selectFrom('tasks').select('tasks.id').where('tasks.id', '=', taskOf).forNoKeyUpdate(),
+    begin: BEGIN_WRITE,
+    checks: rawQuery(sql<{ outcome: 'not_found' | 'forbidden' | 'apply'; storageKey: string }>`
+      WITH ${touchArgs(principal.userId, new Date())},
+      verdict AS (
+        SELECT attachments.id, attachments.storage_key, CASE
+            WHEN (${taskVisible(principal)}) IS NOT TRUE THEN 'not_found'
+            WHEN (${mayDelete(principal)}) IS NOT TRUE THEN 'forbidden'
+            ELSE 'apply' END AS outcome
+        FROM attachments JOIN tasks ON tasks.id = attachments.task_id WHERE attachments.id = ${attachmentId}
+      ),
+      removed AS (DELETE FROM attachments a USING verdict v WHERE a.id = v.id AND v.outcome = 'apply' RETURNING a.id, a.task_id),
+      ${sql.raw(
+        touchTaskOf('removed', {
+          ...FROM_ARGS,
+          also: `SELECT args.attachment_event_id AS id, 'attachment.deleted' AS type,
+                        jsonb_build_object('attachmentId', r.id, 'taskId', r.task_id) AS data,
+                        ${audience('t')} AS audience, args.actor_id AS actor_id, 0 AS n
+                 FROM removed r, touched t, args`,
+        }),
+      )}
+      SELECT outcome, storage_key AS "storageKey" FROM verdict`),
+    settle: settleTaskEvents,
+  });
+  const [outcome] = checks;
+  if (!outcome || outcome.outcome === 'not_found') return { kind: 'not_found' };
+  if (outcome.outcome === 'forbidden') return { kind: 'forbidden' };
+  return { kind: 'deleted', storageKey: outcome.storageKey };
 }
