@@ -1,8 +1,10 @@
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { sql } from 'kysely';
 import { OperatorError } from '../operator-error.js';
 import { PROJECT_ROOT } from '../project-root.js';
+import { rawQuery } from './query.js';
 import type { SqlDatabase, SqlSession } from './sql.js';
 
 export const MIGRATIONS_DIR = path.join(PROJECT_ROOT, 'prisma', 'migrations');
@@ -36,10 +38,13 @@ const CREATE_HISTORY = `CREATE TABLE IF NOT EXISTS "_migrations" (
   "applied_at" TIMESTAMPTZ(3) NOT NULL DEFAULT CURRENT_TIMESTAMP
 )`;
 
+// The history table is the runner's own, not one of the models: its rows are typed here.
+const HISTORY = rawQuery(sql<{ name: string; checksum: string }>`SELECT name, checksum FROM "_migrations"`);
+
 async function appliedMigrations(db: SqlSession): Promise<Map<string, string>> {
-  const exists = await db.rows<{ t: string | null }>(`SELECT to_regclass('"_migrations"')::text AS t`);
-  if (!exists[0]?.t) return new Map();
-  const rows = await db.rows<{ name: string; checksum: string }>('SELECT name, checksum FROM "_migrations"');
+  const exists = await db.first(rawQuery(sql<{ t: string | null }>`SELECT to_regclass('"_migrations"')::text AS t`));
+  if (!exists?.t) return new Map();
+  const rows = await db.all(HISTORY);
   return new Map(rows.map((r) => [r.name, r.checksum]));
 }
 
@@ -63,9 +68,7 @@ function assertHistoryMatches(applied: Map<string, string>, migrations: Migratio
 /** Whether the database has applied exactly `migrations`, as most starts find: one statement, no lock. */
 async function isCurrent(db: SqlSession, migrations: Migration[]): Promise<boolean> {
   // No history table yet (or any other failure): the full run below finds out, and says what is wrong.
-  const applied = await db
-    .rows<{ name: string; checksum: string }>('SELECT name, checksum FROM "_migrations"')
-    .catch(() => undefined);
+  const applied = await db.all(HISTORY).catch(() => undefined);
   if (applied?.length !== migrations.length) return false;
   const checksums = new Map(applied.map((m) => [m.name, m.checksum]));
   return migrations.every((m) => checksums.get(m.name) === m.checksum);
@@ -81,14 +84,14 @@ export async function migrate(db: SqlDatabase, migrations?: Migration[]): Promis
   return db.transaction(async (tx) => {
     // Building an index on a large table may take longer than a request's statement timeout.
     await tx.exec('SET LOCAL statement_timeout = 0');
-    await tx.rows('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
+    await tx.all(rawQuery(sql`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`));
     await tx.exec(CREATE_HISTORY);
     const applied = await appliedMigrations(tx);
     assertHistoryMatches(applied, all);
     const pending = all.filter((m) => !applied.has(m.name));
     for (const m of pending) {
       await tx.exec(m.sql);
-      await tx.rows('INSERT INTO "_migrations" (name, checksum) VALUES ($1, $2)', [m.name, m.checksum]);
+      await tx.write(rawQuery(sql`INSERT INTO "_migrations" (name, checksum) VALUES (${m.name}, ${m.checksum})`));
     }
     return pending.map((m) => m.name);
   });
