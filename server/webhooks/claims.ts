@@ -1,4 +1,6 @@
+import { sql } from 'kysely';
 import type { AppContext } from '../context.js';
+import { rawQuery, tables } from '../db/query.js';
 
 /** Attempts in flight to one target host, across all instances, so one slow host cannot take every slot. */
 export const MAX_IN_FLIGHT_PER_HOST = 2;
@@ -84,13 +86,17 @@ export async function claimFairly(
   const { maxInFlightPerUser, timeoutMs, leaseGraceSeconds } = ctx.config.webhooks;
   const leaseSeconds = Math.ceil(timeoutMs / 1000) + leaseGraceSeconds;
   return ctx.db.sql.transaction(async (tx) => {
-    await tx.rows(`SELECT pg_advisory_xact_lock(hashtextextended('webhook delivery claims', 0))`);
-    const inFlight = await tx.rows<Pick<Row, 'owner_id' | 'url'>>(`
-      SELECT w.owner_id::text AS owner_id, w.url
-      FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
-      WHERE d.state = 'delivering' AND d.lease_until >= now()`);
-    const candidates = await tx.rows<Row>(
-      `WITH due AS (
+    await tx.all(rawQuery(sql`SELECT pg_advisory_xact_lock(hashtextextended('webhook delivery claims', 0))`));
+    const inFlight = await tx.all(
+      tables
+        .selectFrom('webhook_deliveries as d')
+        .innerJoin('webhooks as w', 'w.id', 'd.webhook_id')
+        .select(['w.owner_id', 'w.url'])
+        .where('d.state', '=', 'delivering')
+        .where('d.lease_until', '>=', sql<Date>`now()`),
+    );
+    const candidates = await tx.all(
+      rawQuery(sql<Row>`WITH due AS (
          SELECT d.id, d.webhook_id, d.event_id, coalesce(d.next_attempt_at, d.lease_until) AS due_at,
                 row_number() OVER (PARTITION BY d.webhook_id ORDER BY coalesce(d.next_attempt_at, d.lease_until), d.id) AS webhook_turn
          FROM webhook_deliveries d
@@ -99,12 +105,11 @@ export async function claimFairly(
          SELECT due.*, w.owner_id, w.url,
                 row_number() OVER (PARTITION BY w.owner_id ORDER BY due.webhook_turn, due.due_at, due.id) AS owner_turn
          FROM due JOIN webhooks w ON w.id = due.webhook_id
-         WHERE due.webhook_turn <= $1
+         WHERE due.webhook_turn <= ${MAX_IN_FLIGHT_PER_HOST}
        )
        SELECT id::text, webhook_id::text, event_id::text, owner_id::text, url FROM turns
        ORDER BY owner_turn, due_at, id
-       LIMIT $2`,
-      [MAX_IN_FLIGHT_PER_HOST, Math.max(CANDIDATES, 4 * free)],
+       LIMIT ${Math.max(CANDIDATES, 4 * free)}`),
     );
     const perHost = new Map<string, number>();
     const perUser = new Map<string, number>();
@@ -120,17 +125,16 @@ export async function claimFairly(
           count(perUser, row.owner_id) >= maxInFlightPerUser),
     );
     if (picked.length === 0) return { claimed: [], blocked };
-    const claimed = await tx.rows<{ id: string }>(
-      `WITH mine AS (
+    const claimed = await tx.all(
+      rawQuery(sql<{ id: string }>`WITH mine AS (
          SELECT id FROM webhook_deliveries
-         WHERE id = ANY($1::uuid[]) AND ((state = 'pending' AND next_attempt_at <= now()) OR (state = 'delivering' AND lease_until < now()))
+         WHERE id = ANY(${picked.map((row) => row.id)}::uuid[]) AND ((state = 'pending' AND next_attempt_at <= now()) OR (state = 'delivering' AND lease_until < now()))
          FOR UPDATE SKIP LOCKED
        )
        UPDATE webhook_deliveries d
-       SET state = 'delivering', lease_id = $2::uuid, lease_until = now() + make_interval(secs => $3)
+       SET state = 'delivering', lease_id = ${leaseId}::uuid, lease_until = now() + make_interval(secs => ${leaseSeconds})
        FROM mine WHERE d.id = mine.id
-       RETURNING d.id::text AS id`,
-      [picked.map((row) => row.id), leaseId, leaseSeconds],
+       RETURNING d.id::text AS id`),
     );
     const taken = new Set(claimed.map((row) => row.id));
     return {
