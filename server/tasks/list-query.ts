@@ -1,7 +1,7 @@
 import { sql, type Expression, type ExpressionBuilder, type RawBuilder, type SqlBool } from 'kysely';
 import { z } from 'zod';
 import { TimestampInputSchema } from '@task-service/client';
-import { TaskPrioritySchema, type TaskListQuery, type TaskSort } from '@task-service/client';
+import { TaskPrioritySchema, type Task, type TaskListQuery, type TaskSort } from '@task-service/client';
 import { tables, type DB } from '../db/query.js';
 import { containsPattern } from '../db/search.js';
 import { invalidCursor, type Cursor } from '../http/pagination.js';
@@ -68,10 +68,11 @@ export function sortOf(sort: TaskSort): { field: SortField; descending: boolean 
 }
 
 /** The sort value of a task, as its cursor keeps it. */
-export function taskCursor(sort: TaskSort, row: Record<SortField, Date | string | null> & { id: string }): Cursor {
-  const value = row[sortOf(sort).field];
-  return { s: sort, v: value instanceof Date ? value.toISOString() : value, id: row.id };
-}
+export const taskCursor = (sort: TaskSort, task: Task): Cursor => ({
+  s: sort,
+  v: task[sortOf(sort).field],
+  id: task.id,
+});
 
 /** A timestamp the query gives, as PostgreSQL reads it (to the microsecond). */
 const timestamp = (value: string) => sql<Date>`${value}::timestamptz`;

@@ -41,12 +41,11 @@ export const visibleTo = (principal: Principal, t: string, me: string) =>
 /** taskVisibleTo as a condition on the row `tasks`, to place in SQL written with `sql`. NULL where false. */
 const visibleHere = (principal: Principal) => taskVisibleTo(principal)(expressionBuilder<DB, 'tasks'>());
 
-/** The tasks whose ids are in `ids`, as the API shows them (the one statement text for any number). */
-const tasksWithIds = (ids: readonly string[]) =>
-  tables
-    .selectFrom('tasks')
-    .select(taskJson().as('task'))
-    .where('tasks.id', '=', sql<string>`ANY(${ids}::uuid[])`);
+/** Tasks as the API shows them, each as `task`: the caller says which. */
+const shownTasks = () => tables.selectFrom('tasks').select(taskJson().as('task'));
+
+/** The task with this id, whoever may see it. */
+const shownTask = (taskId: string) => shownTasks().where('tasks.id', '=', taskId);
 
 /**
  * A page of tasks in one statement: `page` (list-query.ts) picks the ids in their order, and their
@@ -66,14 +65,20 @@ export async function readVisibleTask(
   principal: Principal,
   taskId: string,
 ): Promise<Task | undefined> {
-  const row = await ctx.db.sql.first(tasksWithIds([taskId]).where(taskVisibleTo(principal)));
+  const row = await ctx.db.sql.first(shownTask(taskId).where(taskVisibleTo(principal)));
   return row?.task;
 }
 
 /** The tasks with these ids, in id order, as the API shows them (for events written outside this file). */
 export async function readTasksById(session: SqlSession, ids: readonly string[]): Promise<Task[]> {
   if (ids.length === 0) return [];
-  return (await session.all(tasksWithIds(ids).orderBy('tasks.id'))).map((row) => row.task);
+  const rows = await session.all(
+    // One statement text for any number of ids.
+    shownTasks()
+      .where('tasks.id', '=', sql<string>`ANY(${ids}::uuid[])`)
+      .orderBy('tasks.id'),
+  );
+  return rows.map((row) => row.task);
 }
 
 const SAVEPOINT: Statement = { text: 'SAVEPOINT write' };
@@ -224,7 +229,7 @@ export async function insertTask(
         SELECT count(*) FROM inserted`),
       ...placeEvent(eventId),
     ],
-    created: tasksWithIds([id]),
+    created: shownTask(id),
   });
   const [check] = checks;
   const [row] = created;
@@ -323,7 +328,7 @@ export async function updateTask(
     placed: placeEvent(eventId),
     // Read back without the visibility rule: an assignee who just handed the task back made a
     // change that took, even though they no longer see the task.
-    task: tasksWithIds([taskId]),
+    task: shownTask(taskId),
   });
   const [found] = verdict;
   const [row] = task;
