@@ -6,8 +6,9 @@
 // id places its events (server/events/outbox.ts): writers of one task are placed in the order they
 // commit, as the subtransaction's id is given only once the lock is held.
 //
-// Every read and write of a task applies taskVisibleTo (queries.ts) and shows it as taskJson
-// (serialize.ts), answers and event payloads alike.
+// Who sees a task is the rule of queries.ts: every read and write here applies taskVisibleTo (a
+// list, its TaskSet as index scans, list-query.ts). What a task shows is taskJson (serialize.ts),
+// for answers and event payloads alike.
 import type { Task, TaskCreate, TaskPatch } from '@task-service/client';
 import { expressionBuilder, sql, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
