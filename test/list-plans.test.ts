@@ -2,8 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { TaskListQuerySchema, TaskSortSchema, type TaskSort } from '../contract/tasks.js';
 import type { Cursor } from '../server/http/pagination.js';
+import { rawQuery, statementOf } from '../server/db/query.js';
 import { sortOf, taskPageQuery, type TaskSet } from '../server/tasks/list-query.js';
-import { taskPageStatement } from '../server/tasks/store.js';
+import { taskPage } from '../server/tasks/store.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
 
 // Plans as tests: at a realistic volume, every page of GET /tasks (each sort, a user and an admin,
@@ -69,8 +70,8 @@ afterAll(() => database.drop());
 
 /** The cursor of the row `DEEP` rows into the list: what a client holds after paging that far. */
 async function deepCursor(set: TaskSet, sort: TaskSort): Promise<Cursor> {
-  const rows = await database.db.prisma.$queryRaw<{ id: string }[]>(
-    taskPageQuery(set, TaskListQuerySchema.parse({ sort }), undefined, DEEP),
+  const rows = await database.db.sql.all(
+    rawQuery(taskPageQuery(set, TaskListQuerySchema.parse({ sort }), undefined, DEEP)),
   );
   const id = rows[rows.length - 1]?.id;
   const task = await database.db.prisma.task.findUniqueOrThrow({ where: { id } });
@@ -95,8 +96,8 @@ async function plan(
   cursor: Cursor | undefined,
 ): Promise<PlanNode[]> {
   // The statement GET /tasks runs: the page's ids and their rows (each by its primary key).
-  const query = taskPageStatement(
-    taskPageQuery(set, TaskListQuerySchema.parse({ sort, ...filters }), cursor, LIMIT + 1),
+  const query = statementOf(
+    taskPage(taskPageQuery(set, TaskListQuerySchema.parse({ sort, ...filters }), cursor, LIMIT + 1)),
   );
   return explain(query.text, query.values);
 }

@@ -3,6 +3,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TaskListQuerySchema } from '../contract/tasks.js';
 import { Prisma } from '../server/generated/prisma/client.js';
+import { rawQuery, statementOf, type Statement } from '../server/db/query.js';
 import { taskPageQuery } from '../server/tasks/list-query.js';
 import { startService, type TestService } from './support/app.js';
 import { registerUser, type TestUser } from './support/users.js';
@@ -39,15 +40,17 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(() => service.close());
 
-async function plan(query: Prisma.Sql): Promise<string> {
-  const rows = await service.ctx.db.prisma.$queryRaw<{ 'QUERY PLAN': string }[]>(Prisma.sql`EXPLAIN ${query}`);
+async function plan({ text, values }: Statement): Promise<string> {
+  const rows = await service.ctx.db.sql.rows<{ 'QUERY PLAN': string }>(`EXPLAIN ${text}`, values);
   return rows.map((row) => row['QUERY PLAN']).join('\n');
 }
 
 describe('searches at volume', () => {
   it('finds tasks by a substring of the title or description through the trigram indexes', async () => {
     const query = TaskListQuerySchema.parse({ q: 'the needle' });
-    const explained = await plan(taskPageQuery({ kind: 'all' }, query, undefined, query.limit + 1));
+    const explained = await plan(
+      statementOf(rawQuery(taskPageQuery({ kind: 'all' }, query, undefined, query.limit + 1))),
+    );
     expect(explained).toContain('tasks_title_trgm_idx');
     expect(explained).toContain('tasks_description_trgm_idx');
     expect(explained).not.toMatch(/Seq Scan on tasks/);

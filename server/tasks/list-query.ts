@@ -1,27 +1,28 @@
+import { sql, type Expression, type ExpressionBuilder, type RawBuilder, type SqlBool } from 'kysely';
 import { z } from 'zod';
 import { TimestampInputSchema } from '@task-service/client';
-import { TaskPrioritySchema, type TaskListQuery, type TaskSort } from '@task-service/client';
+import { TaskPrioritySchema, type Task, type TaskListQuery, type TaskSort } from '@task-service/client';
+import { tables, type DB } from '../db/query.js';
 import { containsPattern } from '../db/search.js';
-import { Prisma } from '../generated/prisma/client.js';
 import { invalidCursor, type Cursor } from '../http/pagination.js';
+import { inTaskSet, type TaskSet } from './queries.js';
 
 /**
  * The SQL of GET /tasks: keyset pagination whose every page is an index range scan that reads about
- * `limit` rows. Prisma cannot say what that takes: a row comparison `(key, id) < (X, Y)` (an OR of
- * two comparisons does not bound the scan), and, for "owner or assignee", two index scans merged
- * (an OR of the two columns defeats both indexes).
+ * `limit` rows. That takes a row comparison `(key, id) < (X, Y)` (an OR of two comparisons does
+ * not bound the scan), and, for "owner or assignee", two index scans merged (an OR of the two
+ * columns defeats both indexes).
  */
 
-/** Whose tasks: all of them (admins), or those a user owns, is assigned, or either. */
-export type TaskSet = { kind: 'all' } | { kind: 'owner' | 'assignee' | 'either'; userId: string };
+export type { TaskSet };
 
 type SortField = 'createdAt' | 'updatedAt' | 'dueAt' | 'priority' | 'title';
 
 interface SortKey {
   /** The indexed expression the list is ordered by (see the task indexes in the migrations). */
-  expression: Prisma.Sql;
+  expression: RawBuilder<unknown>;
   /** A cursor's value as a parameter of the expression's type; anything else is a forged cursor. */
-  parameter(value: unknown): Prisma.Sql;
+  parameter(value: unknown): RawBuilder<unknown>;
 }
 
 const CursorTimestamp = TimestampInputSchema;
@@ -32,9 +33,9 @@ function parsed<T extends z.ZodTypeAny>(schema: T, value: unknown): z.infer<T> {
   return result.data;
 }
 
-const timestampKey = (column: Prisma.Sql): SortKey => ({
-  expression: column,
-  parameter: (value) => Prisma.sql`${parsed(CursorTimestamp, value)}::timestamptz`,
+const timestampKey = (column: 'tasks.created_at' | 'tasks.updated_at'): SortKey => ({
+  expression: sql.ref(column),
+  parameter: (value) => sql`${parsed(CursorTimestamp, value)}::timestamptz`,
 });
 
 // Tasks without a due date sort after those with one ascending and before them descending: as if
@@ -42,19 +43,19 @@ const timestampKey = (column: Prisma.Sql): SortKey => ({
 const NO_DUE_DATE = 'infinity';
 
 const SORT_KEYS: Record<SortField, SortKey> = {
-  createdAt: timestampKey(Prisma.sql`t.created_at`),
-  updatedAt: timestampKey(Prisma.sql`t.updated_at`),
+  createdAt: timestampKey('tasks.created_at'),
+  updatedAt: timestampKey('tasks.updated_at'),
   dueAt: {
-    expression: Prisma.sql`COALESCE(t.due_at, 'infinity'::timestamptz)`,
-    parameter: (value) => Prisma.sql`${parsed(CursorTimestamp.nullable(), value) ?? NO_DUE_DATE}::timestamptz`,
+    expression: sql`COALESCE(tasks.due_at, 'infinity'::timestamptz)`,
+    parameter: (value) => sql`${parsed(CursorTimestamp.nullable(), value) ?? NO_DUE_DATE}::timestamptz`,
   },
   priority: {
-    expression: Prisma.sql`t.priority`,
-    parameter: (value) => Prisma.sql`${parsed(TaskPrioritySchema, value)}::"TaskPriority"`,
+    expression: sql.ref('tasks.priority'),
+    parameter: (value) => sql`${parsed(TaskPrioritySchema, value)}::"TaskPriority"`,
   },
   title: {
-    expression: Prisma.sql`t.title`,
-    parameter: (value) => Prisma.sql`${parsed(z.string(), value)}`,
+    expression: sql.ref('tasks.title'),
+    parameter: (value) => sql`${parsed(z.string(), value)}`,
   },
 };
 
@@ -67,67 +68,80 @@ export function sortOf(sort: TaskSort): { field: SortField; descending: boolean 
 }
 
 /** The sort value of a task, as its cursor keeps it. */
-export function taskCursor(sort: TaskSort, row: Record<SortField, Date | string | null> & { id: string }): Cursor {
-  const value = row[sortOf(sort).field];
-  return { s: sort, v: value instanceof Date ? value.toISOString() : value, id: row.id };
-}
+export const taskCursor = (sort: TaskSort, task: Task): Cursor => ({
+  s: sort,
+  v: task[sortOf(sort).field],
+  id: task.id,
+});
 
-const list = (values: readonly string[], type: string) =>
-  Prisma.join(values.map((value) => Prisma.sql`${value}::${Prisma.raw(`"${type}"`)}`));
+/** A timestamp the query gives, as PostgreSQL reads it (to the microsecond). */
+const timestamp = (value: string) => sql<Date>`${value}::timestamptz`;
+
+type Condition = (eb: ExpressionBuilder<DB, 'tasks'>) => Expression<SqlBool>;
 
 /** The filters of GET /tasks as SQL conditions. dueAfter is inclusive, dueBefore exclusive. */
-function filterConditions(query: TaskListQuery): Prisma.Sql[] {
-  const conditions: Prisma.Sql[] = [];
-  if (query.status) conditions.push(Prisma.sql`t.status IN (${list(query.status, 'TaskStatus')})`);
-  if (query.priority) conditions.push(Prisma.sql`t.priority IN (${list(query.priority, 'TaskPriority')})`);
+function filterConditions(query: TaskListQuery): Condition[] {
+  const conditions: Condition[] = [];
+  const { status, priority, assigneeId, ownerId, dueAfter, dueBefore, updatedSince, q } = query;
+  if (status) conditions.push((eb) => eb('tasks.status', 'in', status));
+  if (priority) conditions.push((eb) => eb('tasks.priority', 'in', priority));
   for (const tagId of query.tagId ?? []) {
-    conditions.push(
-      Prisma.sql`EXISTS (SELECT 1 FROM task_tags tt WHERE tt.task_id = t.id AND tt.tag_id = ${tagId}::uuid)`,
+    conditions.push((eb) =>
+      eb.exists(
+        eb
+          .selectFrom('task_tags')
+          .select(sql.lit(1).as('one'))
+          .whereRef('task_tags.task_id', '=', 'tasks.id')
+          .where('task_tags.tag_id', '=', tagId),
+      ),
     );
   }
-  if (query.assigneeId) conditions.push(Prisma.sql`t.assignee_id = ${query.assigneeId}::uuid`);
-  if (query.ownerId) conditions.push(Prisma.sql`t.owner_id = ${query.ownerId}::uuid`);
-  if (query.dueAfter) conditions.push(Prisma.sql`t.due_at >= ${query.dueAfter}::timestamptz`);
-  if (query.dueBefore) conditions.push(Prisma.sql`t.due_at < ${query.dueBefore}::timestamptz`);
-  if (query.updatedSince) conditions.push(Prisma.sql`t.updated_at >= ${query.updatedSince}::timestamptz`);
-  if (query.q) {
-    const pattern = containsPattern(query.q);
-    conditions.push(Prisma.sql`(t.title ILIKE ${pattern} OR t.description ILIKE ${pattern})`);
+  if (assigneeId) conditions.push((eb) => eb('tasks.assignee_id', '=', assigneeId));
+  if (ownerId) conditions.push((eb) => eb('tasks.owner_id', '=', ownerId));
+  if (dueAfter) conditions.push((eb) => eb('tasks.due_at', '>=', timestamp(dueAfter)));
+  if (dueBefore) conditions.push((eb) => eb('tasks.due_at', '<', timestamp(dueBefore)));
+  if (updatedSince) conditions.push((eb) => eb('tasks.updated_at', '>=', timestamp(updatedSince)));
+  if (q) {
+    const pattern = containsPattern(q);
+    conditions.push((eb) => eb.or([eb('tasks.title', 'ilike', pattern), eb('tasks.description', 'ilike', pattern)]));
   }
   return conditions;
 }
 
 interface Branch {
-  conditions: Prisma.Sql[];
+  conditions: Condition[];
   /**
    * The column the branch fixes to one user. The keyset condition names it too, as in
    * `(owner_id, key, id) > (u, X, Y)`: only that user's index can bound such a scan, so the
    * planner never walks the global index filtering other users' tasks out.
    */
-  party?: { column: Prisma.Sql; userId: string };
+  party?: { column: 'tasks.owner_id' | 'tasks.assignee_id'; userId: string };
 }
 
-/** One index scan per branch: "either" is the tasks a user owns, plus those assigned to them by others. */
+/** One index scan per branch of `set`: "either" is the tasks a user owns, plus those assigned to them by others. */
 function branches(set: TaskSet): Branch[] {
-  const owner = (userId: string) => ({ column: Prisma.sql`t.owner_id`, userId });
-  const assignee = (userId: string) => ({ column: Prisma.sql`t.assignee_id`, userId });
   switch (set.kind) {
     case 'all':
       return [{ conditions: [] }];
     case 'owner':
-      return [{ conditions: [Prisma.sql`t.owner_id = ${set.userId}::uuid`], party: owner(set.userId) }];
+      return [{ conditions: [inTaskSet(set)], party: { column: 'tasks.owner_id', userId: set.userId } }];
     case 'assignee':
-      return [{ conditions: [Prisma.sql`t.assignee_id = ${set.userId}::uuid`], party: assignee(set.userId) }];
-    case 'either':
+      return [{ conditions: [inTaskSet(set)], party: { column: 'tasks.assignee_id', userId: set.userId } }];
+    case 'either': {
+      const { userId } = set;
       return [
-        { conditions: [Prisma.sql`t.owner_id = ${set.userId}::uuid`], party: owner(set.userId) },
+        ...branches({ kind: 'owner', userId }),
         // A user's assigned tasks are few beside the global index: the planner takes theirs unaided.
         {
-          conditions: [Prisma.sql`t.assignee_id = ${set.userId}::uuid`, Prisma.sql`t.owner_id <> ${set.userId}::uuid`],
+          conditions: [inTaskSet({ kind: 'assignee', userId }), (eb) => eb('tasks.owner_id', '<>', userId)],
         },
       ];
+    }
   }
 }
+
+/** A page's task ids in order; a single branch also gives its sort key. */
+export type TaskPageQuery = RawBuilder<{ id: string }>;
 
 /** The ids of one page of tasks, in order (`limit` rows; the caller asks one more to know of a next page). */
 export function taskPageQuery(
@@ -135,25 +149,29 @@ export function taskPageQuery(
   query: TaskListQuery,
   cursor: Cursor | undefined,
   limit: number,
-): Prisma.Sql {
+): TaskPageQuery {
   const { field, descending } = sortOf(query.sort);
   const key = SORT_KEYS[field];
-  const direction = Prisma.raw(descending ? 'DESC' : 'ASC');
+  const direction = descending ? 'desc' : 'asc';
   const filters = filterConditions(query);
   const selects = branches(set).map(({ conditions, party }) => {
-    const after = cursor
+    const after: Condition[] = cursor
       ? [
-          Prisma.sql`(${party ? Prisma.sql`${party.column}, ` : Prisma.empty}${key.expression}, t.id) ${Prisma.raw(descending ? '<' : '>')}
-            (${party ? Prisma.sql`${party.userId}::uuid, ` : Prisma.empty}${key.parameter(cursor.v)}, ${cursor.id}::uuid)`,
+          () =>
+            sql<SqlBool>`(${sql.join([...(party ? [sql.ref(party.column)] : []), key.expression, sql.ref('tasks.id')])}) ${sql.raw(descending ? '<' : '>')} (${sql.join(
+              [...(party ? [sql`${party.userId}::uuid`] : []), key.parameter(cursor.v), sql`${cursor.id}::uuid`],
+            )})`,
         ]
       : [];
-    const where = [...conditions, ...filters, ...after];
-    return Prisma.sql`(SELECT t.id, ${key.expression} AS sort_key FROM tasks t
-      ${where.length > 0 ? Prisma.sql`WHERE ${Prisma.join(where, ' AND ')}` : Prisma.empty}
-      ORDER BY ${key.expression} ${direction}, t.id ${direction} LIMIT ${limit})`;
+    return [...conditions, ...filters, ...after]
+      .reduce((select, condition) => select.where(condition), tables.selectFrom('tasks'))
+      .select(['tasks.id', key.expression.as('sort_key')])
+      .orderBy(key.expression, direction)
+      .orderBy('tasks.id', direction)
+      .limit(limit);
   });
   const [only] = selects;
-  if (selects.length === 1 && only) return only;
-  return Prisma.sql`SELECT id FROM (${Prisma.join(selects, ' UNION ALL ')}) AS page
-    ORDER BY sort_key ${direction}, id ${direction} LIMIT ${limit}`;
+  if (selects.length === 1 && only) return sql<{ id: string }>`${only}`;
+  return sql<{ id: string }>`SELECT id FROM (${sql.join(selects, sql` UNION ALL `)}) AS page
+    ORDER BY sort_key ${sql.raw(direction)}, id ${sql.raw(direction)} LIMIT ${limit}`;
 }

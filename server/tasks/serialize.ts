@@ -1,8 +1,50 @@
 import type { Task } from '@task-service/client';
+import { sql, type Expression, type RawBuilder, type Selectable } from 'kysely';
+import { tables, type DB } from '../db/query.js';
 import type { Prisma } from '../generated/prisma/client.js';
-import { tagsByName } from '../tags/queries.js';
+import { byName, tagsByName } from '../tags/queries.js';
 
-/** What a task row must load to become a Task: its tags (by name) and its attachment count. */
+/** The form of a timestamp in the API (Date.prototype.toISOString's), as to_char writes it. */
+export const ISO_TIMESTAMP_FORMAT = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`;
+
+/** A timestamp as the API writes it (NULL stays NULL). */
+export const isoTimestamp = (value: Expression<Date | null>): RawBuilder<string | null> =>
+  sql<string | null>`to_char(${value} AT TIME ZONE 'UTC', ${sql.raw(ISO_TIMESTAMP_FORMAT)})`;
+
+type TaskColumns = Selectable<DB['tasks']>;
+
+/** A task's `tags` (the task's id `taskId`): by name, as JSON. */
+const tagsOfTask = (taskId: Expression<string>) =>
+  tables
+    .selectFrom('task_tags')
+    .innerJoin('tags', 'tags.id', 'task_tags.tag_id')
+    .where('task_tags.task_id', '=', taskId)
+    .select((eb) =>
+      sql<Task['tags']>`COALESCE(${byName(
+        eb.fn.agg('json_agg', [sql`json_build_object('id', tags.id, 'name', tags.name, 'color', tags.color)`]),
+      )}, '[]'::json)`.as('tags'),
+    );
+
+/**
+ * The Task of the API, of the task row named `row` (a table alias, or a CTE with the columns of
+ * tasks), as JSON: the one definition of what a task shows. Answers read it; events store it
+ * (cast to jsonb), so a task's event carries exactly what the API answers for it after the write.
+ */
+export function taskJson(row = 'tasks'): RawBuilder<Task> {
+  const column = <C extends keyof TaskColumns>(name: C) => sql.ref<TaskColumns[C]>(`${row}.${name}`);
+  return sql<Task>`json_build_object(
+    'id', ${column('id')}, 'ownerId', ${column('owner_id')}, 'assigneeId', ${column('assignee_id')},
+    'title', ${column('title')}, 'description', ${column('description')},
+    'status', ${column('status')}, 'priority', ${column('priority')},
+    'dueAt', ${isoTimestamp(column('due_at'))}, 'completedAt', ${isoTimestamp(column('completed_at'))},
+    'tags', ${tagsOfTask(column('id'))},
+    'attachmentCount', (SELECT count(*) FROM attachments WHERE attachments.task_id = ${column('id')}),
+    'version', ${column('version')},
+    'createdAt', ${isoTimestamp(column('created_at'))}, 'updatedAt', ${isoTimestamp(column('updated_at'))})`;
+}
+
+// The task as Prisma reads it, only for server/events/domain-events.ts, which still records
+// task.updated events through Prisma: it goes when that reads tasks with readTasksById (store.ts).
 export const taskInclude = {
   tags: {
     select: { tag: { select: { id: true, name: true, color: true } } },

@@ -7,12 +7,11 @@ import { quotaClaims, quotaExceeded } from '../quotas.js';
 import { AppError, invalidField, notFound } from '../http/errors.js';
 import { entityTag } from '../http/etags.js';
 import { toPage, type ListExchange, type Page } from '../http/pagination.js';
-import { isAdmin, type Principal } from '../http/principal.js';
-import { taskCursor, taskPageQuery, type TaskSet } from './list-query.js';
-import { taskVisibleTo } from './queries.js';
+import type { Principal } from '../http/principal.js';
+import { taskCursor, taskPageQuery } from './list-query.js';
+import { taskVisibleTo, type TaskSet } from './queries.js';
 import { tables } from '../db/query.js';
 import { insertTask, readTaskPage, readVisibleTask, removeTask, updateTask } from './store.js';
-import { serializeTask, type TaskRow } from './serialize.js';
 
 /** The tasks of `set` (the caller's visibility already decided) matching the query, one page. */
 export async function listTasks(
@@ -22,13 +21,16 @@ export async function listTasks(
   http: ListExchange,
 ): Promise<Page<Task>> {
   const cursor = ctx.cursors.decode(query.cursor, query.sort);
-  const rows = await readTaskPage(ctx, taskPageQuery(set, query, cursor, query.limit + 1));
-  return toPage(ctx.cursors, http, rows, query.limit, (row) => taskCursor(query.sort, row), serializeTask);
+  const tasks = await readTaskPage(ctx, taskPageQuery(set, query, cursor, query.limit + 1));
+  return toPage(
+    ctx.cursors,
+    http,
+    tasks,
+    query.limit,
+    (task) => taskCursor(query.sort, task),
+    (task) => task,
+  );
 }
-
-/** What GET /tasks lists for the caller: every task for an admin, else those they own or are assigned. */
-export const tasksVisibleTo = (principal: Principal): TaskSet =>
-  isAdmin(principal) ? { kind: 'all' } : { kind: 'either', userId: principal.userId };
 
 /** The id and owner of a task the caller may see, or 404: for checks that need no more. */
 export async function findVisibleTaskRef(
@@ -48,10 +50,10 @@ export async function findVisibleTaskRef(
 }
 
 /** A task the caller may see, or 404 (never 403: another user's task does not exist for them). */
-export async function findVisibleTask(ctx: AppContext, principal: Principal, taskId: string): Promise<TaskRow> {
-  const row = await readVisibleTask(ctx, principal, taskId);
-  if (!row) throw notFound('task');
-  return row;
+export async function findVisibleTask(ctx: AppContext, principal: Principal, taskId: string): Promise<Task> {
+  const task = await readVisibleTask(ctx, principal, taskId);
+  if (!task) throw notFound('task');
+  return task;
 }
 
 /** The assignee or a tag was deleted between the check and the write. */
@@ -73,7 +75,7 @@ function missingReference(error: unknown): unknown {
 const completion = (status: TaskStatus, now: Date): Date | null => (status === 'done' ? now : null);
 
 /** One round trip (store.ts), tried far from the quota's limit first, then with the user's row held exclusively. */
-export async function createTask(ctx: AppContext, principal: Principal, input: TaskCreate): Promise<TaskRow> {
+export async function createTask(ctx: AppContext, principal: Principal, input: TaskCreate): Promise<Task> {
   const now = new Date();
   try {
     for (const claim of await quotaClaims(ctx, principal, 'tasks')) {
@@ -82,7 +84,7 @@ export async function createTask(ctx: AppContext, principal: Principal, input: T
         throw invalidField('body.tagIds', 'unknown_tag', 'Every tag must be one of your own tags');
       if (outcome.kind === 'created') {
         announceEvents(ctx);
-        return outcome.row;
+        return outcome.task;
       }
     }
   } catch (error) {
@@ -102,7 +104,7 @@ export async function changeTask(
   taskId: string,
   ifMatch: string | undefined,
   change: TaskPatch,
-): Promise<TaskRow> {
+): Promise<Task> {
   const outcome = await updateTask(ctx, principal, taskId, ifMatch, change, new Date()).catch((error: unknown) => {
     throw missingReference(error);
   });
@@ -118,9 +120,9 @@ export async function changeTask(
       throw staleVersion(outcome.version);
     case 'changed':
       announceEvents(ctx);
-      return outcome.row;
+      return outcome.task;
     case 'unchanged':
-      return outcome.row;
+      return outcome.task;
   }
 }
 

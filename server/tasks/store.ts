@@ -5,81 +5,113 @@
 // A write that changes an existing task locks its row first, then writes in a subtransaction whose
 // id places its events (server/events/outbox.ts): writers of one task are placed in the order they
 // commit, as the subtransaction's id is given only once the lock is held.
-import type { TaskCreate, TaskPatch } from '@task-service/client';
+//
+// Who sees a task is the rule of queries.ts: every read and write here applies taskVisibleTo (a
+// list, its TaskSet as index scans, list-query.ts). What a task shows is taskJson (serialize.ts),
+// for answers and event payloads alike.
+import type { Task, TaskCreate, TaskPatch } from '@task-service/client';
+import { expressionBuilder, sql, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
-import type { Statement } from '../db/sql.js';
+import { rawQuery, statementOf, tables, type DB, type Statement } from '../db/query.js';
+import type { SqlSession } from '../db/sql.js';
 import { EVENT_WRITES, PLACE_EVENTS, PLACE_NEW_EVENTS, UNPLACED_EVENTS } from '../events/outbox.js';
 import { ifMatchVersions } from '../http/etags.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { claimBounds, claimLock, hasRoom, type QuotaClaim } from '../quotas.js';
-import type { TaskRow } from './serialize.js';
+import type { TaskPageQuery } from './list-query.js';
+import { taskVisibleTo } from './queries.js';
+import { ISO_TIMESTAMP_FORMAT, taskJson } from './serialize.js';
 
-// Tags in the order of `tagsByName`; the attachment count as `_count.attachments`: the shape
-// Prisma gives with `taskInclude`, so the one serializeTask serves both.
-const TASK_ROW = `
-  SELECT t.id, t.owner_id AS "ownerId", t.assignee_id AS "assigneeId", t.title, t.description, t.status, t.priority,
-    t.due_at AS "dueAt", t.completed_at AS "completedAt", t.version, t.created_at AS "createdAt", t.updated_at AS "updatedAt",
-    COALESCE((SELECT json_agg(json_build_object('tag', json_build_object('id', g.id, 'name', g.name, 'color', g.color))
-                              ORDER BY g.name_key, g.name, g.id)
-              FROM task_tags tt JOIN tags g ON g.id = tt.tag_id WHERE tt.task_id = t.id), '[]'::json) AS tags,
-    json_build_object('attachments', (SELECT count(*) FROM attachments a WHERE a.task_id = t.id)) AS "_count"
-  FROM tasks t`;
+export { taskJson };
 
-export const iso = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
-
-/** The contract's Task of the row `t` as jsonb, for events written in SQL (serializeTask's shape, key for key). */
-const taskJson = (t: string) => `jsonb_build_object(
-    'id', ${t}.id, 'ownerId', ${t}.owner_id, 'assigneeId', ${t}.assignee_id, 'title', ${t}.title, 'description', ${t}.description,
-    'status', ${t}.status, 'priority', ${t}.priority, 'dueAt', ${iso(`${t}.due_at`)}, 'completedAt', ${iso(`${t}.completed_at`)},
-    'tags', COALESCE((SELECT jsonb_agg(jsonb_build_object('id', g.id, 'name', g.name, 'color', g.color) ORDER BY g.name_key, g.name, g.id)
-                      FROM task_tags tt JOIN tags g ON g.id = tt.tag_id WHERE tt.task_id = ${t}.id), '[]'::jsonb),
-    'attachmentCount', (SELECT count(*) FROM attachments a WHERE a.task_id = ${t}.id),
-    'version', ${t}.version, 'createdAt', ${iso(`${t}.created_at`)}, 'updatedAt', ${iso(`${t}.updated_at`)})`;
+/** A timestamp column in SQL text, as the API writes it: for the tag and attachment stores' payloads. */
+export const iso = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', ${ISO_TIMESTAMP_FORMAT})`;
 
 /** Who may see a task's events besides admins: its owner and assignee, and (`former`) an assignee the change removed. */
 export const audience = (t: string, former = 'NULL::uuid') =>
   `array_remove(ARRAY[${t}.owner_id, NULLIF(${t}.assignee_id, ${t}.owner_id), NULLIF(NULLIF(${former}, ${t}.owner_id), ${t}.assignee_id)], NULL)`;
 
-/** The visibility rule in SQL for the caller `me` (a uuid parameter); admins see every task. NULL where false: test with IS TRUE. */
+/**
+ * The visibility rule in SQL text for the caller `me` (a uuid parameter), NULL where false: only for
+ * the tag and attachment stores' hand-numbered statements, until they place taskVisibleTo instead.
+ */
 export const visibleTo = (principal: Principal, t: string, me: string) =>
   isAdmin(principal) ? 'true' : `(${t}.owner_id = ${me} OR ${t}.assignee_id = ${me})`;
 
+/** taskVisibleTo as a condition on the row `tasks`, to place in SQL written with `sql`. NULL where false. */
+const visibleHere = (principal: Principal) => taskVisibleTo(principal)(expressionBuilder<DB, 'tasks'>());
+
+/** Tasks as the API shows them, each as `task`: the caller says which. */
+const shownTasks = () => tables.selectFrom('tasks').select(taskJson().as('task'));
+
+/** The task with this id, whoever may see it. */
+const shownTask = (taskId: string) => shownTasks().where('tasks.id', '=', taskId);
+
 /**
  * A page of tasks in one statement: `page` (list-query.ts) picks the ids in their order, and their
- * rows are read in the same statement, in that order (test/list-plans.test.ts explains it).
+ * tasks are read in the same statement, in that order (test/list-plans.test.ts explains it).
  */
-export const taskPageStatement = (page: Statement): Statement => ({
-  text: `WITH page AS (SELECT id, row_number() OVER () AS position FROM (${page.text}) AS picked)
-     ${TASK_ROW} JOIN page ON page.id = t.id ORDER BY page.position`,
-  values: page.values,
-});
+export const taskPage = (page: TaskPageQuery) =>
+  rawQuery(sql<{ task: Task }>`WITH page AS (SELECT id, row_number() OVER () AS position FROM (${page}) AS picked)
+    SELECT ${taskJson()} AS task FROM tasks JOIN page ON page.id = tasks.id ORDER BY page.position`);
 
-export function readTaskPage(ctx: AppContext, page: Statement): Promise<TaskRow[]> {
-  const { text, values } = taskPageStatement(page);
-  return ctx.db.sql.rows<TaskRow>(text, values);
+export async function readTaskPage(ctx: AppContext, page: TaskPageQuery): Promise<Task[]> {
+  return (await ctx.db.sql.all(taskPage(page))).map((row) => row.task);
 }
 
-/** The task, if the caller may see it: admins every task, others what they own or are assigned to. */
+/** The task, if the caller may see it. */
 export async function readVisibleTask(
   ctx: AppContext,
   principal: Principal,
   taskId: string,
-): Promise<TaskRow | undefined> {
-  const [row] = isAdmin(principal)
-    ? await ctx.db.sql.rows<TaskRow>(`${TASK_ROW} WHERE t.id = $1`, [taskId])
-    : await ctx.db.sql.rows<TaskRow>(`${TASK_ROW} WHERE t.id = $1 AND (t.owner_id = $2 OR t.assignee_id = $2)`, [
-        taskId,
-        principal.userId,
-      ]);
-  return row;
+): Promise<Task | undefined> {
+  const row = await ctx.db.sql.first(shownTask(taskId).where(taskVisibleTo(principal)));
+  return row?.task;
 }
+
+/** The tasks with these ids, in id order, as the API shows them (for events written outside this file). */
+export async function readTasksById(session: SqlSession, ids: readonly string[]): Promise<Task[]> {
+  if (ids.length === 0) return [];
+  const rows = await session.all(
+    // One statement text for any number of ids.
+    shownTasks()
+      .where('tasks.id', '=', sql<string>`ANY(${ids}::uuid[])`)
+      .orderBy('tasks.id'),
+  );
+  return rows.map((row) => row.task);
+}
+
+const SAVEPOINT: Statement = { text: 'SAVEPOINT write' };
 
 /** The statements that place one event (id `eventId`), written by the statement before, and end its subtransaction. */
 const placeEvent = (eventId: string): Statement[] => [
   { text: PLACE_EVENTS, values: [[eventId]] },
   { text: 'RELEASE SAVEPOINT write' },
 ];
+
+/** Locks the task's row, `exclusively` against every other lock (a delete) or only against other writers. */
+const lockTask = (taskId: string, exclusively: boolean) => {
+  const select = tables.selectFrom('tasks').select(sql.lit(1).as('locked')).where('tasks.id', '=', taskId);
+  return exclusively ? select.forUpdate() : select.forNoKeyUpdate();
+};
+
+/** An event of one task, in the CTE `new_events` that EVENT_WRITES writes (its only one: n = 1). */
+const oneEvent = (event: {
+  id: string;
+  type: 'task.created' | 'task.updated' | 'task.deleted';
+  data: RawBuilder<unknown>;
+  /** The task row's name; its audience (`former`: an assignee the change removed, see audience). */
+  row: string;
+  former?: string;
+  actorId: RawBuilder<string> | string;
+  from: RawBuilder<unknown>;
+}) => sql`new_events AS (
+      SELECT ${event.id}::uuid AS id, ${sql.lit(event.type)} AS type, ${event.data} AS data,
+             ${sql.raw(audience(event.row, event.former))} AS audience, ${event.actorId}::uuid AS actor_id, 1 AS n
+      FROM ${event.from}
+    ),
+    ${sql.raw(EVENT_WRITES)}`;
 
 /**
  * A `task.updated` event's data as written by the statement that changes the task's tags or
@@ -94,15 +126,18 @@ export const taskEventStub = (t: string) => `jsonb_build_object('taskId', ${t}.i
  * may read `touched t`; n = 0) and the task's `task.updated` with id `eventId`, as a stub for
  * settleTaskEvents. All four are SQL expressions (parameters).
  */
-export const touchTaskOf = (changed: string, sql: { actor: string; now: string; eventId: string; also?: string }) => `
+export const touchTaskOf = (
+  changed: string,
+  params: { actor: string; now: string; eventId: string; also?: string },
+) => `
         touched AS (
-          UPDATE tasks t SET version = t.version + 1, updated_at = ${sql.now}::timestamptz
+          UPDATE tasks t SET version = t.version + 1, updated_at = ${params.now}::timestamptz
           FROM ${changed} c WHERE t.id = c.task_id
           RETURNING t.id, t.owner_id, t.assignee_id
         ),
         new_events AS (
-          ${sql.also ? `${sql.also} UNION ALL` : ''}
-          SELECT ${sql.eventId}::uuid AS id, 'task.updated' AS type, ${taskEventStub('t')} AS data, ${audience('t')} AS audience, ${sql.actor}::uuid AS actor_id, 1 AS n
+          ${params.also ? `${params.also} UNION ALL` : ''}
+          SELECT ${params.eventId}::uuid AS id, 'task.updated' AS type, ${taskEventStub('t')} AS data, ${audience('t')} AS audience, ${params.actor}::uuid AS actor_id, 1 AS n
           FROM touched t
         ),
         ${EVENT_WRITES}`;
@@ -114,17 +149,16 @@ export const touchTaskOf = (changed: string, sql: { actor: string; now: string; 
  * subtransaction ends.
  */
 export const settleTaskEvents: Statement[] = [
-  {
-    text: `UPDATE events e SET data = jsonb_build_object('task', ${taskJson('t')})
-           FROM tasks t WHERE e.${UNPLACED_EVENTS} AND e.type = 'task.updated' AND e.data ? 'taskId' AND t.id = (e.data ->> 'taskId')::uuid`,
-  },
+  statementOf(
+    rawQuery(sql`UPDATE events e SET data = jsonb_build_object('task', ${taskJson()})
+      FROM tasks WHERE e.${sql.raw(UNPLACED_EVENTS)} AND e.type = 'task.updated' AND e.data ? 'taskId'
+        AND tasks.id = (e.data ->> 'taskId')::uuid`),
+  ),
   { text: PLACE_NEW_EVENTS },
   { text: 'RELEASE SAVEPOINT write' },
 ];
 
-const rowOf = (rows: unknown[] | undefined): TaskRow | undefined => rows?.[0] as TaskRow | undefined;
-
-export type CreateOutcome = { kind: 'created'; row: TaskRow } | { kind: 'unknown_tag' } | { kind: 'no_room' };
+export type CreateOutcome = { kind: 'created'; task: Task } | { kind: 'unknown_tag' } | { kind: 'no_room' };
 
 /**
  * Inserts a task with its tag links and its `task.created` event, in one round trip. The claim
@@ -142,65 +176,67 @@ export async function insertTask(
   const id = uuidv7();
   const eventId = uuidv7();
   const tagIds = [...new Set(input.tagIds)];
-  const lock = [
-    ...claimLock(claim, principal.userId),
-    // The tags shared, as a link shares them: a rename or delete of one waits for this create, or
-    // this create for it, so the task never carries (or its event names) a tag as it no longer is.
-    ...(tagIds.length === 0
-      ? []
-      : [{ text: 'SELECT 1 FROM tags WHERE id = ANY($1::uuid[]) ORDER BY id FOR SHARE', values: [tagIds] }]),
-  ];
   const { room, limit } = claimBounds(claim, 1n);
-  const results = await ctx.db.sql.pipelineList([
-    ...lock,
-    {
-      text: `
-        WITH allowed AS (SELECT 1 WHERE ${hasRoom('tasks', '$2', '$12', '$13')}),
-        tags_ok AS (SELECT 1 WHERE (SELECT count(*) FROM tags WHERE id = ANY($11::uuid[]) AND owner_id = $2) = cardinality($11::uuid[])),
-        task AS (
-          INSERT INTO tasks (id, owner_id, assignee_id, title, description, status, priority, due_at, completed_at, created_at, updated_at)
-          SELECT $1, $2, $3, $4, $5, $6::"TaskStatus", $7::"TaskPriority", $8::timestamptz, $9::timestamptz, $10::timestamptz, $10::timestamptz
-          FROM allowed, tags_ok
-          RETURNING id
-        ),
-        links AS (INSERT INTO task_tags (task_id, tag_id, created_at) SELECT task.id, tag_id, $10::timestamptz FROM task, unnest($11::uuid[]) AS tag_id)
-        SELECT (SELECT count(*) FROM allowed)::int AS allowed, (SELECT count(*) FROM tags_ok)::int AS tags_ok`,
-      values: [
-        id,
-        principal.userId,
-        input.assigneeId,
-        input.title,
-        input.description,
-        input.status,
-        input.priority,
-        input.dueAt,
-        completedAt,
-        now,
-        tagIds,
-        room,
-        limit,
-      ],
-    },
-    { text: 'SAVEPOINT write' },
-    {
-      text: `
-        WITH new_events AS (
-          SELECT $2::uuid AS id, 'task.created' AS type, jsonb_build_object('task', ${taskJson('t')}) AS data,
-                 ${audience('t')} AS audience, $3::uuid AS actor_id, 1 AS n
-          FROM tasks t WHERE t.id = $1
-        ),
-        ${EVENT_WRITES}
-        SELECT count(*) FROM inserted`,
-      values: [id, eventId, principal.userId],
-    },
-    ...placeEvent(eventId),
-    { text: `${TASK_ROW} WHERE t.id = $1`, values: [id] },
-  ]);
-  const checks = (results[lock.length] as { allowed: number; tags_ok: number }[] | undefined)?.[0];
-  const row = rowOf(results[results.length - 1]);
-  if (checks?.tags_ok === 0) return { kind: 'unknown_tag' };
-  if (checks?.allowed === 0 || !row) return { kind: 'no_room' };
-  return { kind: 'created', row };
+  const { checks, created } = await ctx.db.sql.pipeline({
+    lock: [
+      ...claimLock(claim, principal.userId),
+      // The tags shared, as a link shares them: a rename or delete of one waits for this create, or
+      // this create for it, so the task never carries (or its event names) a tag as it no longer is.
+      ...(tagIds.length === 0
+        ? []
+        : [
+            tables
+              .selectFrom('tags')
+              .select(sql.lit(1).as('locked'))
+              .where('tags.id', '=', sql<string>`ANY(${tagIds}::uuid[])`)
+              .orderBy('tags.id')
+              .forShare(),
+          ]),
+    ],
+    checks: rawQuery(sql<{ allowed: number; tags_ok: number }>`
+      WITH args AS (
+        SELECT ${principal.userId}::uuid AS owner_id, ${tagIds}::uuid[] AS tag_ids, ${now}::timestamptz AS now,
+               ${room}::bigint AS room, ${limit}::bigint AS quota_limit
+      ),
+      allowed AS (SELECT 1 FROM args WHERE ${sql.raw(hasRoom('tasks', 'args.owner_id', 'args.room', 'args.quota_limit'))}),
+      tags_ok AS (
+        SELECT 1 FROM args
+        WHERE (SELECT count(*) FROM tags WHERE id = ANY(args.tag_ids) AND owner_id = args.owner_id) = cardinality(args.tag_ids)
+      ),
+      task AS (
+        INSERT INTO tasks (id, owner_id, assignee_id, title, description, status, priority, due_at, completed_at, created_at, updated_at)
+        SELECT ${id}::uuid, args.owner_id, ${input.assigneeId}::uuid, ${input.title}, ${input.description},
+               ${input.status}::"TaskStatus", ${input.priority}::"TaskPriority", ${input.dueAt}::timestamptz,
+               ${completedAt}::timestamptz, args.now, args.now
+        FROM args, allowed, tags_ok
+        RETURNING id
+      ),
+      links AS (
+        INSERT INTO task_tags (task_id, tag_id, created_at)
+        SELECT task.id, tag_id, args.now FROM task, args, unnest(args.tag_ids) AS tag_id
+      )
+      SELECT (SELECT count(*) FROM allowed)::int AS allowed, (SELECT count(*) FROM tags_ok)::int AS tags_ok`),
+    savepoint: SAVEPOINT,
+    event: [
+      rawQuery(sql`
+        WITH ${oneEvent({
+          id: eventId,
+          type: 'task.created',
+          data: sql`jsonb_build_object('task', ${taskJson()})`,
+          row: 'tasks',
+          actorId: principal.userId,
+          from: sql`tasks WHERE tasks.id = ${id}`,
+        })}
+        SELECT count(*) FROM inserted`),
+      ...placeEvent(eventId),
+    ],
+    created: shownTask(id),
+  });
+  const [check] = checks;
+  const [row] = created;
+  if (check?.tags_ok === 0) return { kind: 'unknown_tag' };
+  if (check?.allowed === 0 || !row) return { kind: 'no_room' };
+  return { kind: 'created', task: row.task };
 }
 
 /** What a change's checks found, in the order they are made: the first that fails is the answer. */
@@ -208,12 +244,22 @@ export type ChangeOutcome =
   | { kind: 'not_found' }
   | { kind: 'forbidden' }
   | { kind: 'stale'; version: number }
-  | { kind: 'unchanged' | 'changed'; row: TaskRow };
+  | { kind: 'unchanged' | 'changed'; task: Task };
 
 interface Verdict {
   outcome: 'not_found' | 'forbidden' | 'stale' | 'unchanged' | 'apply';
   version: number;
 }
+
+/** The fields a change may write: the patch's name, the column, and the column's type. */
+const CHANGEABLE: [keyof TaskPatch, string, string][] = [
+  ['title', 'title', 'text'],
+  ['description', 'description', 'text'],
+  ['status', 'status', '"TaskStatus"'],
+  ['priority', 'priority', '"TaskPriority"'],
+  ['assigneeId', 'assignee_id', 'uuid'],
+  ['dueAt', 'due_at', 'timestamptz(3)'],
+];
 
 /**
  * Applies `change` to the task with its row locked: the checks (visible, may reassign, If-Match,
@@ -229,65 +275,68 @@ export async function updateTask(
   now: Date,
 ): Promise<ChangeOutcome> {
   const eventId = uuidv7();
-  const sent = (field: keyof TaskPatch) => `$3::jsonb ? '${field}'`;
-  const value = (field: keyof TaskPatch) => `$3::jsonb ->> '${field}'`;
-  const next = (field: keyof TaskPatch, column: string, type: string) =>
-    `CASE WHEN ${sent(field)} THEN (${value(field)})::${type} ELSE cur.${column} END`;
-  const fields: [keyof TaskPatch, string, string][] = [
-    ['title', 'title', 'text'],
-    ['description', 'description', 'text'],
-    ['status', 'status', '"TaskStatus"'],
-    ['priority', 'priority', '"TaskPriority"'],
-    ['assigneeId', 'assignee_id', 'uuid'],
-    ['dueAt', 'due_at', 'timestamptz(3)'],
-  ];
-  const reassigns = `(${sent('assigneeId')} AND (${value('assigneeId')})::uuid IS DISTINCT FROM cur.assignee_id)`;
+  // The patch is the CTE args' `patch` (jsonb): whether it sends a field, and the value it sends.
+  const sent = (field: keyof TaskPatch) => sql`args.patch ? ${sql.lit(field)}`;
+  const value = (field: keyof TaskPatch) => sql`args.patch ->> ${sql.lit(field)}`;
+  const each = (write: (field: keyof TaskPatch, column: string, type: string) => RawBuilder<unknown>) =>
+    sql.join(CHANGEABLE.map(([field, column, type]) => write(field, column, type)));
+  const reassigns = sql`(${sent('assigneeId')} AND (${value('assigneeId')})::uuid IS DISTINCT FROM cur.assignee_id)`;
   const mayReassign = isAdmin(principal)
-    ? 'true'
-    : `(cur.owner_id = $2 OR (${value('assigneeId')} IS NULL AND cur.assignee_id = $2))`;
-  const results = await ctx.db.sql.pipelineList([
-    { text: 'SELECT 1 FROM tasks WHERE id = $1 FOR NO KEY UPDATE', values: [taskId] },
-    { text: 'SAVEPOINT write' },
-    {
-      text: `
-        WITH cur AS (SELECT * FROM tasks WHERE id = $1),
-        proposed AS (SELECT cur.*, ${fields.map(([field, column, type]) => `${next(field, column, type)} AS next_${column}`).join(', ')} FROM cur),
-        verdict AS (
-          SELECT cur.*, CASE
-              WHEN ${visibleTo(principal, 'cur', '$2')} IS NOT TRUE THEN 'not_found'
-              WHEN ${reassigns} AND ${mayReassign} IS NOT TRUE THEN 'forbidden'
-              WHEN $4::int[] IS NOT NULL AND NOT (cur.version = ANY($4::int[])) THEN 'stale'
-              WHEN ${fields.map(([, column]) => `cur.next_${column} IS DISTINCT FROM cur.${column}`).join(' OR ')} THEN 'apply'
-              ELSE 'unchanged' END AS outcome
-          FROM proposed cur
-        ),
-        updated AS (
-          UPDATE tasks t SET ${fields.map(([, column]) => `${column} = v.next_${column}`).join(', ')},
-            completed_at = CASE WHEN v.next_status <> 'done' THEN NULL WHEN v.status = 'done' THEN v.completed_at ELSE $5::timestamptz END,
-            version = t.version + 1, updated_at = $5::timestamptz
-          FROM verdict v WHERE t.id = v.id AND v.outcome = 'apply'
-          RETURNING t.*, v.assignee_id AS former_assignee_id
-        ),
-        new_events AS (
-          SELECT $6::uuid AS id, 'task.updated' AS type, jsonb_build_object('task', ${taskJson('u')}) AS data,
-                 ${audience('u', 'u.former_assignee_id')} AS audience, $2::uuid AS actor_id, 1 AS n
-          FROM updated u
-        ),
-        ${EVENT_WRITES}
-        SELECT outcome, version FROM verdict`,
-      values: [taskId, principal.userId, JSON.stringify(change), ifMatchVersions(ifMatch), now, eventId],
-    },
-    ...placeEvent(eventId),
+    ? sql`true`
+    : sql`(cur.owner_id = args.me OR (${value('assigneeId')} IS NULL AND cur.assignee_id = args.me))`;
+  const { verdict, task } = await ctx.db.sql.pipeline({
+    lock: [lockTask(taskId, false)],
+    savepoint: SAVEPOINT,
+    verdict: rawQuery(sql<Verdict>`
+      WITH args AS (
+        SELECT ${JSON.stringify(change)}::jsonb AS patch, ${principal.userId}::uuid AS me,
+               ${ifMatchVersions(ifMatch)}::int[] AS versions, ${now}::timestamptz AS now
+      ),
+      proposed AS (
+        SELECT tasks.*, (${visibleHere(principal)}) IS TRUE AS visible,
+          ${each((field, column, type) => sql`CASE WHEN ${sent(field)} THEN (${value(field)})::${sql.raw(type)} ELSE tasks.${sql.raw(column)} END AS ${sql.raw(`next_${column}`)}`)}
+        FROM tasks, args WHERE tasks.id = ${taskId}
+      ),
+      verdict AS (
+        SELECT cur.*, CASE
+            WHEN NOT cur.visible THEN 'not_found'
+            WHEN ${reassigns} AND ${mayReassign} IS NOT TRUE THEN 'forbidden'
+            WHEN args.versions IS NOT NULL AND NOT (cur.version = ANY(args.versions)) THEN 'stale'
+            WHEN ${sql.join(
+              CHANGEABLE.map(([, column]) => sql.raw(`cur.next_${column} IS DISTINCT FROM cur.${column}`)),
+              sql` OR `,
+            )} THEN 'apply'
+            ELSE 'unchanged' END AS outcome
+        FROM proposed cur, args
+      ),
+      updated AS (
+        UPDATE tasks t SET ${each((_, column) => sql.raw(`${column} = v.next_${column}`))},
+          completed_at = CASE WHEN v.next_status <> 'done' THEN NULL WHEN v.status = 'done' THEN v.completed_at ELSE args.now END,
+          version = t.version + 1, updated_at = args.now
+        FROM verdict v, args WHERE t.id = v.id AND v.outcome = 'apply'
+        RETURNING t.*, v.assignee_id AS former_assignee_id
+      ),
+      ${oneEvent({
+        id: eventId,
+        type: 'task.updated',
+        data: sql`jsonb_build_object('task', ${taskJson('u')})`,
+        row: 'u',
+        former: 'u.former_assignee_id',
+        actorId: sql`args.me`,
+        from: sql`updated u, args`,
+      })}
+      SELECT outcome, version FROM verdict`),
+    placed: placeEvent(eventId),
     // Read back without the visibility rule: an assignee who just handed the task back made a
     // change that took, even though they no longer see the task.
-    { text: `${TASK_ROW} WHERE t.id = $1`, values: [taskId] },
-  ]);
-  const verdict = (results[2] as Verdict[] | undefined)?.[0];
-  const row = rowOf(results[results.length - 1]);
-  if (!verdict || !row || verdict.outcome === 'not_found') return { kind: 'not_found' };
-  if (verdict.outcome === 'forbidden' || verdict.outcome === 'stale')
-    return verdict.outcome === 'stale' ? { kind: 'stale', version: verdict.version } : { kind: 'forbidden' };
-  return { kind: verdict.outcome === 'apply' ? 'changed' : 'unchanged', row };
+    task: shownTask(taskId),
+  });
+  const [found] = verdict;
+  const [row] = task;
+  if (!found || !row || found.outcome === 'not_found') return { kind: 'not_found' };
+  if (found.outcome === 'forbidden') return { kind: 'forbidden' };
+  if (found.outcome === 'stale') return { kind: 'stale', version: found.version };
+  return { kind: found.outcome === 'apply' ? 'changed' : 'unchanged', task: row.task };
 }
 
 export type DeleteOutcome =
@@ -307,35 +356,36 @@ export async function removeTask(
   ifMatch: string | undefined,
 ): Promise<DeleteOutcome> {
   const eventId = uuidv7();
-  const mayDelete = isAdmin(principal) ? 'true' : 'cur.owner_id = $2';
-  const results = await ctx.db.sql.pipelineList([
-    { text: 'SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE', values: [taskId] },
-    { text: 'SAVEPOINT write' },
-    {
-      text: `
-        WITH verdict AS (
-          SELECT cur.*, CASE
-              WHEN ${visibleTo(principal, 'cur', '$2')} IS NOT TRUE THEN 'not_found'
-              WHEN (${mayDelete}) IS NOT TRUE THEN 'forbidden'
-              WHEN $3::int[] IS NOT NULL AND NOT (cur.version = ANY($3::int[])) THEN 'stale'
-              ELSE 'apply' END AS outcome
-          FROM tasks cur WHERE cur.id = $1
-        ),
-        doomed AS (SELECT a.storage_key FROM attachments a JOIN verdict v ON a.task_id = v.id AND v.outcome = 'apply'),
-        deleted AS (DELETE FROM tasks t USING verdict v WHERE t.id = v.id AND v.outcome = 'apply' RETURNING t.id, t.owner_id, t.assignee_id),
-        new_events AS (
-          SELECT $4::uuid AS id, 'task.deleted' AS type, jsonb_build_object('taskId', d.id) AS data, ${audience('d')} AS audience, $2::uuid AS actor_id, 1 AS n
-          FROM deleted d
-        ),
-        ${EVENT_WRITES}
-        SELECT outcome, version, ARRAY(SELECT storage_key FROM doomed) AS storage_keys FROM verdict`,
-      values: [taskId, principal.userId, ifMatchVersions(ifMatch), eventId],
-    },
-    ...placeEvent(eventId),
-  ]);
-  const verdict = (results[2] as (Verdict & { storage_keys: string[] })[] | undefined)?.[0];
-  if (!verdict || verdict.outcome === 'not_found') return { kind: 'not_found' };
-  if (verdict.outcome === 'forbidden') return { kind: 'forbidden' };
-  if (verdict.outcome === 'stale') return { kind: 'stale', version: verdict.version };
-  return { kind: 'deleted', storageKeys: verdict.storage_keys };
+  const mayDelete = isAdmin(principal) ? sql`true` : sql`tasks.owner_id = args.me`;
+  const { verdict } = await ctx.db.sql.pipeline({
+    lock: [lockTask(taskId, true)],
+    savepoint: SAVEPOINT,
+    verdict: rawQuery(sql<Verdict & { storage_keys: string[] }>`
+      WITH args AS (SELECT ${principal.userId}::uuid AS me, ${ifMatchVersions(ifMatch)}::int[] AS versions),
+      verdict AS (
+        SELECT tasks.*, CASE
+            WHEN (${visibleHere(principal)}) IS NOT TRUE THEN 'not_found'
+            WHEN (${mayDelete}) IS NOT TRUE THEN 'forbidden'
+            WHEN args.versions IS NOT NULL AND NOT (tasks.version = ANY(args.versions)) THEN 'stale'
+            ELSE 'apply' END AS outcome
+        FROM tasks, args WHERE tasks.id = ${taskId}
+      ),
+      doomed AS (SELECT a.storage_key FROM attachments a JOIN verdict v ON a.task_id = v.id AND v.outcome = 'apply'),
+      deleted AS (DELETE FROM tasks t USING verdict v WHERE t.id = v.id AND v.outcome = 'apply' RETURNING t.id, t.owner_id, t.assignee_id),
+      ${oneEvent({
+        id: eventId,
+        type: 'task.deleted',
+        data: sql`jsonb_build_object('taskId', d.id)`,
+        row: 'd',
+        actorId: sql`args.me`,
+        from: sql`deleted d, args`,
+      })}
+      SELECT outcome, version, ARRAY(SELECT storage_key FROM doomed) AS storage_keys FROM verdict`),
+    placed: placeEvent(eventId),
+  });
+  const [found] = verdict;
+  if (!found || found.outcome === 'not_found') return { kind: 'not_found' };
+  if (found.outcome === 'forbidden') return { kind: 'forbidden' };
+  if (found.outcome === 'stale') return { kind: 'stale', version: found.version };
+  return { kind: 'deleted', storageKeys: found.storage_keys };
 }
