@@ -145,13 +145,6 @@ export function claimBounds(claim: QuotaClaim, adding: bigint): ClaimBounds {
 export const holdsRoom = (quota: Quota, userId: string, { room, limit }: ClaimBounds): RawBuilder<boolean> =>
   sql<boolean>`(${limit}::bigint IS NULL OR (SELECT coalesce(sum(${sql.ref(QUOTAS[quota].column)}), 0) FROM user_holdings WHERE user_id = ${userId}) + ${room}::bigint <= ${limit}::bigint)`;
 
-/**
- * holdsRoom for hand-numbered SQL: `user`, `room` and `limit` are parameters, as claimBounds gives
- * them (server/tasks/store.ts until its statements are built).
- */
-export const hasRoom = (quota: Quota, user: string, room: string, limit: string): string =>
-  `(${limit}::bigint IS NULL OR (SELECT coalesce(sum(${QUOTAS[quota].column}), 0) FROM user_holdings WHERE user_id = ${user}) + ${room}::bigint <= ${limit}::bigint)`;
-
 /** The claim that holds the user's row exclusively (admins are exempt): for a write that adds more than one of its quota. */
 export const exclusiveClaim = (ctx: AppContext, principal: Principal, quota: Quota): QuotaClaim =>
   isAdmin(principal) ? { kind: 'exempt' } : { kind: 'exclusive', limit: ctx.config.quotas[quota] };

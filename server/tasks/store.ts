@@ -18,7 +18,7 @@ import type { SqlSession } from '../db/sql.js';
 import { EVENT_WRITES, PLACE_EVENTS, PLACE_NEW_EVENTS, UNPLACED_EVENTS } from '../events/outbox.js';
 import { ifMatchVersions } from '../http/etags.js';
 import { isAdmin, type Principal } from '../http/principal.js';
-import { claimBounds, claimLock, hasRoom, type QuotaClaim } from '../quotas.js';
+import { claimBounds, claimLock, holdsRoom, type QuotaClaim } from '../quotas.js';
 import type { TaskPageQuery } from './list-query.js';
 import { taskVisibleTo } from './queries.js';
 import { ISO_TIMESTAMP_FORMAT, taskJson } from './serialize.js';
@@ -31,13 +31,6 @@ export const iso = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', ${
 /** Who may see a task's events besides admins: its owner and assignee, and (`former`) an assignee the change removed. */
 export const audience = (t: string, former = 'NULL::uuid') =>
   `array_remove(ARRAY[${t}.owner_id, NULLIF(${t}.assignee_id, ${t}.owner_id), NULLIF(NULLIF(${former}, ${t}.owner_id), ${t}.assignee_id)], NULL)`;
-
-/**
- * The visibility rule in SQL text for the caller `me` (a uuid parameter), NULL where false: only for
- * the tag and attachment stores' hand-numbered statements, until they place taskVisibleTo instead.
- */
-export const visibleTo = (principal: Principal, t: string, me: string) =>
-  isAdmin(principal) ? 'true' : `(${t}.owner_id = ${me} OR ${t}.assignee_id = ${me})`;
 
 /** taskVisibleTo as a condition on the row `tasks`, to place in SQL written with `sql`. NULL where false. */
 const visibleHere = (principal: Principal) => taskVisibleTo(principal)(expressionBuilder<DB, 'tasks'>());
@@ -198,7 +191,7 @@ export async function insertTask(
         SELECT ${principal.userId}::uuid AS owner_id, ${tagIds}::uuid[] AS tag_ids, ${now}::timestamptz AS now,
                ${room}::bigint AS room, ${limit}::bigint AS quota_limit
       ),
-      allowed AS (SELECT 1 FROM args WHERE ${sql.raw(hasRoom('tasks', 'args.owner_id', 'args.room', 'args.quota_limit'))}),
+      allowed AS (SELECT 1 FROM args WHERE ${holdsRoom('tasks', principal.userId, { room, limit })}),
       tags_ok AS (
         SELECT 1 FROM args
         WHERE (SELECT count(*) FROM tags WHERE id = ANY(args.tag_ids) AND owner_id = args.owner_id) = cardinality(args.tag_ids)
