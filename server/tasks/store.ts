@@ -8,7 +8,7 @@
 import type { TaskCreate, TaskPatch } from '@task-service/client';
 import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
-import type { Statement } from '../db/sql.js';
+import type { SqlSession, Statement } from '../db/sql.js';
 import { EVENT_WRITES, PLACE_EVENTS, PLACE_NEW_EVENTS, UNPLACED_EVENTS } from '../events/outbox.js';
 import { ifMatchVersions } from '../http/etags.js';
 import { isAdmin, type Principal } from '../http/principal.js';
@@ -73,6 +73,12 @@ export async function readVisibleTask(
         principal.userId,
       ]);
   return row;
+}
+
+/** The tasks with these ids, in id order, read on `session` (a transaction's sees its own writes). */
+export function readTasksOn(session: SqlSession, taskIds: string[]): Promise<TaskRow[]> {
+  if (taskIds.length === 0) return Promise.resolve([]);
+  return session.rows<TaskRow>(`${TASK_ROW} WHERE t.id = ANY($1::uuid[]) ORDER BY t.id`, [taskIds]);
 }
 
 /** The statements that place one event (id `eventId`), written by the statement before, and end its subtransaction. */
