@@ -19,10 +19,11 @@ import { buildApp } from '../server/app.js';
 import { createContext } from '../server/bootstrap.js';
 import { loadConfig } from '../server/config.js';
 import { openDatabase } from '../server/db/database.js';
+import { tables } from '../server/db/query.js';
 import { migrate } from '../server/db/migrate.js';
 import { taskChanged } from '../server/events/domain-events.js';
 import { recordEvent } from '../server/events/outbox.js';
-import { taskInclude } from '../server/tasks/serialize.js';
+import { readTasksById } from '../server/tasks/store.js';
 import { startDeliveryWorker } from '../server/webhooks/worker.js';
 
 const WRITES = Number(process.env.BENCH_WRITES ?? 1000);
@@ -68,13 +69,16 @@ async function main(): Promise<void> {
     for (let i = 0; i < WRITES; i++) {
       for (const mode of i % 2 === 0 ? (['without', 'with'] as const) : (['with', 'without'] as const)) {
         const started = performance.now();
-        await db.prisma.$transaction(async (tx) => {
+        await db.sql.transaction(async (tx) => {
           const now = new Date();
-          const task = await tx.task.create({
-            data: { id: uuidv7(), ownerId: user.user.id, title: `bench ${mode}`, createdAt: now, updatedAt: now },
-            include: taskInclude,
-          });
-          if (mode === 'with') await recordEvent(tx, user.user.id, taskChanged('task.created', task));
+          const id = uuidv7();
+          await tx.write(
+            tables
+              .insertInto('tasks')
+              .values({ id, owner_id: user.user.id, title: `bench ${mode}`, created_at: now, updated_at: now }),
+          );
+          const [task] = await readTasksById(tx, [id]);
+          if (mode === 'with' && task) await recordEvent(tx, user.user.id, taskChanged('task.created', task));
         });
         timings[mode].push(performance.now() - started);
       }

@@ -378,14 +378,11 @@ describe('commit order under concurrent writers', () => {
     const lateMayCommit = new Promise<void>((resolve) => (releaseLate = resolve));
     let lateRecorded!: () => void;
     const recorded = new Promise<void>((resolve) => (lateRecorded = resolve));
-    const late = service.ctx.db.prisma.$transaction(
-      async (tx) => {
-        await recordEvent(tx, null, { type: 'user.deleted', data: { userId: alice.user.id }, audience: [] });
-        lateRecorded();
-        await lateMayCommit;
-      },
-      { timeout: 20_000 },
-    );
+    const late = service.ctx.db.sql.transaction(async (tx) => {
+      await recordEvent(tx, null, { type: 'user.deleted', data: { userId: alice.user.id }, audience: [] });
+      lateRecorded();
+      await lateMayCommit;
+    });
     await recorded;
     // Later transactions commit first; the feed stops before the one still running.
     const early = await createTask(service, admin, { title: 'committed first' });
@@ -403,7 +400,7 @@ describe('commit order under concurrent writers', () => {
     const writers = 40;
     const written = Promise.all(
       Array.from({ length: writers }, (_, i) =>
-        service.ctx.db.prisma.$transaction(async (tx) => {
+        service.ctx.db.sql.transaction(async (tx) => {
           await recordEvent(tx, null, {
             type: 'tag.deleted',
             data: { tagId: `00000000-0000-7000-8000-${String(i).padStart(12, '0')}` },

@@ -3,10 +3,12 @@
 // pages, live streams go on to the next event, and its webhook delivery fails once instead of being
 // retried for ever.
 import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { pageOf } from '../contract/common.js';
 import { TagSchema } from '../contract/tags.js';
 import { CreatedWebhookSchema, DeliverySchema } from '../contract/webhooks.js';
+import { tables } from '../server/db/query.js';
 import { recordEvent } from '../server/events/outbox.js';
 import { startDeliveryWorker } from '../server/webhooks/worker.js';
 import { readAllChanges } from './support/events.js';
@@ -43,9 +45,14 @@ const unreadable = async (reader: string): Promise<number> => {
  */
 async function writeUnreadableEvent(): Promise<void> {
   const tagId = randomUUID();
-  await served.service.ctx.db.prisma.$transaction(async (tx) => {
+  await served.service.ctx.db.sql.transaction(async (tx) => {
     await recordEvent(tx, alice.user.id, { type: 'tag.deleted', data: { tagId }, audience: [alice.user.id] });
-    await tx.$executeRaw`UPDATE events SET data = '{"tagId": "not a uuid"}'::jsonb WHERE data->>'tagId' = ${tagId}`;
+    await tx.write(
+      tables
+        .updateTable('events')
+        .set({ data: JSON.stringify({ tagId: 'not a uuid' }) })
+        .where((eb) => eb(sql<string>`data->>'tagId'`, '=', tagId)),
+    );
   });
 }
 

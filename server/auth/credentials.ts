@@ -1,10 +1,7 @@
 import type { AuthResult } from '@task-service/client';
 import type { AppContext } from '../context.js';
-import type { User as UserRow } from '../generated/prisma/client.js';
-import { statementOf } from '../db/query.js';
-import { rowsOf } from '../db/sql.js';
 import { AppError } from '../http/errors.js';
-import { accountByEmail, accountOf } from '../users/accounts.js';
+import { accountByEmail, type AccountRow } from '../users/accounts.js';
 import { claimedDevice, deviceTokenFor } from './devices.js';
 import { newSession } from './sessions.js';
 import { NOT_DURABLE } from './throttle.js';
@@ -25,12 +22,12 @@ export async function logIn(
   const { email, password, address } = attempt;
   const claimed = attempt.deviceToken === undefined ? undefined : claimedDevice(ctx.cursors, attempt.deviceToken);
   // The throttle's counts need not wait for the disk (throttle.ts); the session does.
-  const [account, counted] = await ctx.db.sql.pipelineList(
-    [accountByEmail(email), statementOf(ctx.loginThrottle.take(email, address, claimed))],
+  const { account, counted } = await ctx.db.sql.pipeline(
+    { account: accountByEmail(email), counted: ctx.loginThrottle.take(email, address, claimed) },
     NOT_DURABLE,
   );
-  const user = accountOf(account);
-  const taken = await ctx.loginThrottle.admit(rowsOf(counted));
+  const [user] = account;
+  const taken = await ctx.loginThrottle.admit(counted);
   if (!(await passwordMatches(ctx, user, password)) || !user) throw wrongCredentials();
   const session = newSession(ctx, user);
   await Promise.all([
@@ -42,7 +39,7 @@ export async function logIn(
 }
 
 /** The password check, or, without an account, the time of one, so an unknown email cannot be told from a wrong password. */
-async function passwordMatches(ctx: AppContext, user: UserRow | undefined, password: string): Promise<boolean> {
+async function passwordMatches(ctx: AppContext, user: AccountRow | undefined, password: string): Promise<boolean> {
   if (user) return ctx.passwords.verify(user.passwordHash, password);
   await ctx.passwords.burn(password);
   return false;
@@ -54,7 +51,7 @@ async function passwordMatches(ctx: AppContext, user: UserRow | undefined, passw
  */
 export async function passwordAccepted(
   ctx: AppContext,
-  user: UserRow,
+  user: AccountRow,
   password: string,
   address: string,
 ): Promise<boolean> {

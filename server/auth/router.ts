@@ -1,10 +1,11 @@
 import { initServer } from '@ts-rest/express';
 import { authContract } from '@task-service/client';
 import type { AppContext } from '../context.js';
+import { tables } from '../db/query.js';
 import { AppError, notFound } from '../http/errors.js';
 import { clientAddress, principalOf } from '../http/principal.js';
 import { createAccount } from '../users/accounts.js';
-import { serializeUser } from '../users/serialize.js';
+import { serializeUser, userColumns } from '../users/serialize.js';
 import { logIn } from './credentials.js';
 import { refreshSession, revokeSession, startSession } from './sessions.js';
 
@@ -37,7 +38,9 @@ export function authRouter(ctx: AppContext) {
     },
 
     me: async ({ req }) => {
-      const user = await ctx.db.prisma.user.findUnique({ where: { id: principalOf(req).userId } });
+      const user = await ctx.db.sql.first(
+        tables.selectFrom('users').select(userColumns).where('users.id', '=', principalOf(req).userId),
+      );
       if (!user) throw notFound('user');
       return { status: 200, body: serializeUser(user) };
     },

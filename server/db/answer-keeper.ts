@@ -1,6 +1,6 @@
 import type { Statement } from './query.js';
 // A change and the kept answer that reports it commit together (docs/api-guide.md, idempotency): for a
-// request under an Idempotency-Key, the write paths (SqlDatabase.pipeline, inTransaction) leave
+// request under an Idempotency-Key, the write paths (SqlDatabase.pipeline and .transaction) leave
 // their transaction open once its work is done and hand it here; the idempotency middleware then
 // writes the answer in it and commits before the answer goes out. A crash leaves both or neither.
 import { AsyncLocalStorage } from 'node:async_hooks';

@@ -1,7 +1,7 @@
-import type { User as UserRow } from '../generated/prisma/client.js';
-import type { Prisma } from '../generated/prisma/client.js';
-import { serializeTask, taskInclude, type TaskRow } from '../tasks/serialize.js';
-import { serializeUser } from '../users/serialize.js';
+import type { SqlSession } from '../db/sql.js';
+import type { Task } from '@task-service/client';
+import { readTasksById } from '../tasks/store.js';
+import { serializeUser, type UserRow } from '../users/serialize.js';
 import { recordEvents, type OutboxEvent } from './outbox.js';
 
 /** Who may see a task's events: its owner and assignee, and an assignee the change removed. */
@@ -12,12 +12,12 @@ interface TaskParties {
 
 export const taskChanged = (
   type: 'task.created' | 'task.updated',
-  row: TaskRow,
+  task: Task,
   formerAssigneeId?: string | null,
 ): OutboxEvent => ({
   type,
-  data: { task: serializeTask(row) },
-  audience: [row.ownerId, row.assigneeId, formerAssigneeId],
+  data: { task },
+  audience: [task.ownerId, task.assigneeId, formerAssigneeId],
 });
 
 export const taskDeleted = (taskId: string, task: TaskParties): OutboxEvent => ({
@@ -55,14 +55,11 @@ export const userDeleted = (userId: string): OutboxEvent => ({
  * (tasks touched by a tag, attachment or account change), in the caller's transaction.
  */
 export async function recordTaskUpdates(
-  tx: Prisma.TransactionClient,
+  tx: SqlSession,
   actorId: string | null,
   taskIds: string[],
   extra: OutboxEvent[] = [],
 ): Promise<void> {
-  const rows =
-    taskIds.length === 0
-      ? []
-      : await tx.task.findMany({ where: { id: { in: taskIds } }, include: taskInclude, orderBy: { id: 'asc' } });
-  await recordEvents(tx, actorId, [...extra, ...rows.map((row) => taskChanged('task.updated', row))]);
+  const tasks = await readTasksById(tx, taskIds);
+  await recordEvents(tx, actorId, [...extra, ...tasks.map((task) => taskChanged('task.updated', task))]);
 }

@@ -1,6 +1,5 @@
 import { EVENT_TYPES, EventSchema, grantsScope, scopeToReadEvent, type Event, type Scope } from '@task-service/client';
 import type { AppContext } from '../context.js';
-import { Prisma } from '../generated/prisma/client.js';
 import { sql } from 'kysely';
 import { tables } from '../db/query.js';
 import { isAdmin, type Principal } from '../http/principal.js';
@@ -51,17 +50,6 @@ export interface LoggedEvent {
   audience: string[];
 }
 
-interface EventRow {
-  id: string;
-  type: string;
-  occurred_at: Date;
-  actor_id: string | null;
-  data: unknown;
-  audience: string[] | null;
-  txid: bigint;
-  seq: bigint;
-}
-
 /** What an event row holds, in whatever way a query names it. */
 interface StoredEvent {
   id: string;
@@ -94,13 +82,16 @@ export function readableEvent(ctx: AppContext, stored: StoredEvent, reader: 'log
   return undefined;
 }
 
+/** An event as the log's reads select it. */
+interface EventRow extends StoredEvent {
+  audience: string[];
+  txid: string;
+  seq: string;
+}
+
 function toLogged(ctx: AppContext, row: EventRow): LoggedEvent | undefined {
-  const event = readableEvent(
-    ctx,
-    { id: row.id, type: row.type, occurredAt: row.occurred_at, actorId: row.actor_id, data: row.data },
-    'log',
-  );
-  return event && { event, position: { txid: row.txid, seq: row.seq }, audience: row.audience ?? [] };
+  const event = readableEvent(ctx, row, 'log');
+  return event && { event, position: positionOf(row), audience: row.audience };
 }
 
 export const visibleTo = (reader: Reader, audience: string[]): boolean =>
@@ -155,27 +146,39 @@ async function readLogOnce(
   limit: number,
   reader: Reader | undefined,
 ): Promise<LogPage & { skipped: number; full: boolean }> {
-  const visibility =
-    !reader || reader.admin ? Prisma.empty : Prisma.sql`AND e.audience @> ARRAY[${reader.userId}::uuid]`;
-  // Filtered here, not after: a page of events the reader may not read would end its reading early.
-  const readable = reader?.scopes ? Prisma.sql`AND e.type = ANY(${readableTypes(reader)}::text[])` : Prisma.empty;
-  const rows = await ctx.db.prisma.$queryRaw<(EventRow & { horizon: bigint })[]>`
-    WITH h AS (SELECT (pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS horizon)
-    SELECT h.horizon, e.id::text AS id, e.type, e.occurred_at, e.actor_id::text AS actor_id, e.data,
-           e.audience::text[] AS audience, e.txid, e.seq
-    FROM h LEFT JOIN LATERAL (
-      SELECT * FROM events e
-      WHERE (e.txid, e.seq) > (${after.txid}, ${after.seq}) AND e.txid < h.horizon ${visibility} ${readable}
-      ORDER BY e.txid, e.seq
-      LIMIT ${limit}
-    ) e ON true`;
-  const horizon = rows[0]?.horizon ?? 0n;
-  const read = rows.filter((row) => row.id !== null);
+  const rows = await ctx.db.sql.all(
+    tables
+      .with('h', (db) => db.selectNoFrom(HORIZON.as('horizon')))
+      .selectFrom('h')
+      .leftJoinLateral(
+        (eb) => {
+          let events = eb
+            .selectFrom('events as e')
+            .select(['e.id', 'e.type', 'e.occurred_at as occurredAt', 'e.actor_id as actorId', 'e.data'])
+            .select(['e.audience', 'e.txid', 'e.seq'])
+            .where(sql<boolean>`(e.txid, e.seq) > (${after.txid.toString()}::bigint, ${after.seq.toString()}::bigint)`)
+            .whereRef('e.txid', '<', 'h.horizon');
+          if (reader && !reader.admin) events = events.where(sql<boolean>`e.audience @> ARRAY[${reader.userId}::uuid]`);
+          // Filtered here, not after: a page of events the reader may not read would end its reading early.
+          if (reader?.scopes) events = events.where(sql<boolean>`e.type = ANY(${readableTypes(reader)}::text[])`);
+          return events.orderBy('e.txid').orderBy('e.seq').limit(limit).as('e');
+        },
+        (join) => join.onTrue(),
+      )
+      .select(['h.horizon', 'e.id', 'e.type', 'e.occurredAt', 'e.actorId', 'e.data', 'e.audience', 'e.txid', 'e.seq']),
+  );
+  const horizon = BigInt(rows[0]?.horizon ?? 0);
+  // Without an event, the left join still answers the horizon, in a row of nulls.
+  const read = rows.flatMap(({ id, type, occurredAt, actorId, data, audience, txid, seq }) =>
+    id === null || type === null || occurredAt === null || audience === null || txid === null || seq === null
+      ? []
+      : [{ id, type, occurredAt, actorId, data, audience, txid, seq }],
+  );
   const events = read.flatMap((row) => toLogged(ctx, row) ?? []);
   // Past the last row read, an unreadable one included: the next read never meets it again.
   const last = read[read.length - 1];
   const full = read.length === limit;
-  const next = full && last ? { txid: last.txid, seq: last.seq } : later(after, { txid: horizon, seq: 0n });
+  const next = full && last ? positionOf(last) : later(after, { txid: horizon, seq: 0n });
   return { events, next, skipped: read.length - events.length, full };
 }
 

@@ -1,6 +1,6 @@
 import { v7 as uuidv7 } from 'uuid';
 import { EVENT_TYPES, grantsScope, SCOPES, scopeToReadEvent, type Event } from '@task-service/client';
-import { Prisma } from '../generated/prisma/client.js';
+import type { SqlSession } from '../db/sql.js';
 
 /** The PostgreSQL channel that wakes live streams and webhook workers on every instance. */
 export const EVENTS_CHANNEL = 'task_service_events';
@@ -21,8 +21,8 @@ const READING_SCOPES = EVENT_TYPES.map((type) => {
 /**
  * The CTEs that write the events of a CTE named `new_events` (id uuid, type text, data jsonb,
  * audience uuid[], actor_id uuid, n: their order), with a first delivery attempt, due now, for each
- * webhook whose owner may see the event and whose scopes may read it. Plain SQL without parameters, so that Prisma's queries and
- * the pipelined writes (server/tasks/store.ts) write events the one way.
+ * webhook whose owner may see the event and whose scopes may read it. Plain SQL without parameters,
+ * so that recordEvents and the pipelined writes (server/tasks/store.ts) write events the one way.
  */
 export const EVENT_WRITES = `
     inserted AS (
@@ -56,15 +56,11 @@ export type OutboxEvent = Change & { audience: (string | null | undefined)[] };
  * held, so writers of one row are placed in the order they commit. It is above the transaction's
  * own id, so the feed's horizon (the oldest running transaction) still stops below it until commit.
  */
-export async function recordEvents(
-  tx: Prisma.TransactionClient,
-  actorId: string | null,
-  events: OutboxEvent[],
-): Promise<void> {
+export async function recordEvents(tx: SqlSession, actorId: string | null, events: OutboxEvent[]): Promise<void> {
   if (events.length === 0) return;
-  await tx.$executeRawUnsafe('SAVEPOINT record_events');
+  await tx.exec('SAVEPOINT record_events');
   await insertEvents(tx, actorId, events);
-  await tx.$executeRawUnsafe('RELEASE SAVEPOINT record_events');
+  await tx.exec('RELEASE SAVEPOINT record_events');
 }
 
 // The subtransaction's full id: its 32 bits (xmin of the rows it wrote) in the transaction's epoch,
@@ -85,32 +81,29 @@ export const UNPLACED_EVENTS = `txid = pg_current_xact_id()::text::bigint`;
  */
 export const PLACE_NEW_EVENTS = `UPDATE events SET txid = ${SUBTRANSACTION_ID} WHERE ${UNPLACED_EVENTS}`;
 
-async function insertEvents(
-  tx: Prisma.TransactionClient,
-  actorId: string | null,
-  events: OutboxEvent[],
-): Promise<void> {
+// The events as one jsonb array ($1), in their order, by the actor $2: the SQL of EVENT_WRITES is
+// shared with the pipelined writes, so this statement is written out as they are.
+const INSERT_EVENTS = `
+    WITH rows AS (SELECT r, n FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(r, n)),
+    new_events AS (
+      SELECT (r->>'id')::uuid AS id, r->>'type' AS type, r->'data' AS data,
+             ARRAY(SELECT jsonb_array_elements_text(r->'audience'))::uuid[] AS audience, $2::uuid AS actor_id, n
+      FROM rows
+    ),
+    ${EVENT_WRITES}
+    SELECT count(*) FROM inserted`;
+
+async function insertEvents(tx: SqlSession, actorId: string | null, events: OutboxEvent[]): Promise<void> {
   const rows = events.map((event) => ({
     id: uuidv7(),
     type: event.type,
     data: event.data,
     audience: [...new Set(event.audience.filter((id): id is string => typeof id === 'string'))],
   }));
-  await tx.$executeRaw`
-    WITH rows AS (SELECT r, n FROM jsonb_array_elements(${JSON.stringify(rows)}::jsonb) WITH ORDINALITY AS t(r, n)),
-    new_events AS (
-      SELECT (r->>'id')::uuid AS id, r->>'type' AS type, r->'data' AS data,
-             ARRAY(SELECT jsonb_array_elements_text(r->'audience'))::uuid[] AS audience, ${actorId}::uuid AS actor_id, n
-      FROM rows
-    ),
-    ${Prisma.raw(EVENT_WRITES)}
-    SELECT count(*) FROM inserted`;
-  await tx.$executeRawUnsafe(
-    PLACE_EVENTS,
-    rows.map((row) => row.id),
-  );
+  await tx.rows(INSERT_EVENTS, [JSON.stringify(rows), actorId]);
+  await tx.rows(PLACE_EVENTS, [rows.map((row) => row.id)]);
 }
 
 /** Records one event in the caller's transaction (see recordEvents). */
-export const recordEvent = (tx: Prisma.TransactionClient, actorId: string | null, event: OutboxEvent): Promise<void> =>
+export const recordEvent = (tx: SqlSession, actorId: string | null, event: OutboxEvent): Promise<void> =>
   recordEvents(tx, actorId, [event]);

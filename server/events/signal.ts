@@ -1,8 +1,7 @@
 import { perInstance } from './per-instance.js';
 import pg from 'pg';
 import { afterCommit } from '../db/answer-keeper.js';
-import { inTransaction } from '../db/transactions.js';
-import type { Prisma } from '../generated/prisma/client.js';
+import type { SqlSession } from '../db/sql.js';
 import type { AppContext } from '../context.js';
 import { eventMetrics } from './metrics.js';
 import { EVENTS_CHANNEL } from './outbox.js';
@@ -153,12 +152,13 @@ const commitAnnouncer = perInstance((ctx) => new CommitAnnouncer(ctx));
  */
 export const announceEvents = (ctx: AppContext): void => afterCommit(() => commitAnnouncer(ctx).announce());
 
-/** A transaction that records events (server/events/outbox.ts), announced once it has committed. */
-export async function recordingEvents<T>(
-  ctx: AppContext,
-  work: (tx: Prisma.TransactionClient) => Promise<T>,
-): Promise<T> {
-  const result = await inTransaction(ctx.db.prisma, work);
+/**
+ * A transaction that records events (server/events/outbox.ts), announced once it has committed (see
+ * SqlDatabase.transaction: it runs again on a conflict, and commits with the answer under an
+ * Idempotency-Key).
+ */
+export async function recordingEvents<T>(ctx: AppContext, work: (tx: SqlSession) => Promise<T>): Promise<T> {
+  const result = await ctx.db.sql.transaction(work);
   announceEvents(ctx);
   return result;
 }

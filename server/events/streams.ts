@@ -2,6 +2,7 @@ import { perInstance } from './per-instance.js';
 import { PassThrough, type Readable } from 'node:stream';
 import type { Event } from '@task-service/client';
 import type { AppContext } from '../context.js';
+import { tables } from '../db/query.js';
 import { eventMetrics } from './metrics.js';
 import {
   currentHorizon,
@@ -190,11 +191,15 @@ class StreamHub {
   /** Ends the streams whose session ended, and gives the others their user's current role. */
   private async checkSessions(streams = [...this.streams]): Promise<void> {
     if (streams.length === 0) return;
-    const live = await this.ctx.db.prisma.session.findMany({
-      where: { id: { in: [...new Set(streams.map((s) => s.sessionId))] }, revokedAt: null },
-      select: { id: true, user: { select: { role: true } } },
-    });
-    const roles = new Map(live.map((session) => [session.id, session.user.role]));
+    const live = await this.ctx.db.sql.all(
+      tables
+        .selectFrom('sessions')
+        .innerJoin('users', 'users.id', 'sessions.user_id')
+        .select(['sessions.id', 'users.role'])
+        .where('sessions.id', 'in', [...new Set(streams.map((s) => s.sessionId))])
+        .where('sessions.revoked_at', 'is', null),
+    );
+    const roles = new Map(live.map((session) => [session.id, session.role]));
     // A stream opened with a personal access token carries the token's id: live while it is unexpired.
     for (const [id, role] of await liveTokenRoles(
       this.ctx,

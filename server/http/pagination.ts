@@ -117,9 +117,3 @@ export const creationCursor = (row: { id: string }): Cursor => ({ s: CREATION_OR
 /** The id after which the page `cursor` names starts, in creation order (undefined: page 1). */
 export const createdAfterId = (cursors: CursorCodec, cursor: string | undefined): string | undefined =>
   cursors.decode(cursor, CREATION_ORDER)?.id;
-
-/** createdAfterId as a Prisma condition, for the lists still read through Prisma. */
-export function createdAfter(cursors: CursorCodec, cursor: string | undefined): { id: { gt: string } }[] {
-  const after = createdAfterId(cursors, cursor);
-  return after ? [{ id: { gt: after } }] : [];
-}

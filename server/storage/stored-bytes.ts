@@ -1,7 +1,6 @@
 import type { AppContext } from '../context.js';
 import { tables } from '../db/query.js';
 import type { SqlSession } from '../db/sql.js';
-import type { Prisma } from '../generated/prisma/client.js';
 
 /**
  * The storage keys of the attachments that go with a user's account (those on their tasks and those
@@ -17,19 +16,6 @@ export const userStorageKeys = (userId: string) =>
 /** userStorageKeys, read in `db` (the transaction that deletes the user, after it locked the user's row). */
 export async function storageKeysOfUser(db: SqlSession, userId: string): Promise<string[]> {
   return (await db.all(userStorageKeys(userId))).map((row) => row.storageKey);
-}
-
-/**
- * The storage keys of the attachments `where` selects, read before their rows are deleted: for a
- * Prisma transaction, until the user deletion (its one caller) runs on a SqlSession and calls
- * storageKeysOfUser.
- */
-export async function storageKeysOf(
-  db: Prisma.TransactionClient,
-  where: Prisma.AttachmentWhereInput,
-): Promise<string[]> {
-  const rows = await db.attachment.findMany({ where, select: { storageKey: true } });
-  return rows.map((row) => row.storageKey);
 }
 
 /**

@@ -3,7 +3,6 @@ import type { TagListQuery } from '@task-service/client';
 import type { ExpressionBuilder, SelectQueryBuilder } from 'kysely';
 import type { DB } from '../db/query.js';
 import { containsPattern } from '../db/search.js';
-import type { Prisma } from '../generated/prisma/client.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 
 /** Admins see every tag, others only their own. */
@@ -32,9 +31,6 @@ export const byName = <T extends OrderableByTag<T>>(tags: T): T =>
 
 /** The key that makes tag names unique per owner regardless of case. */
 export const nameKeyOf = (name: string): string => name.toLowerCase();
-
-/** byName's order, for the tasks still read through Prisma. */
-export const tagsByName: Prisma.TagOrderByWithRelationInput[] = [{ nameKey: 'asc' }, { name: 'asc' }, { id: 'asc' }];
 
 const PALETTE = [
   '#e53935',

@@ -1,8 +1,7 @@
 import type { Task } from '@task-service/client';
 import { sql, type Expression, type RawBuilder, type Selectable } from 'kysely';
 import { tables, type DB } from '../db/query.js';
-import type { Prisma } from '../generated/prisma/client.js';
-import { byName, tagsByName } from '../tags/queries.js';
+import { byName } from '../tags/queries.js';
 
 /** The form of a timestamp in the API (Date.prototype.toISOString's), as to_char writes it. */
 export const ISO_TIMESTAMP_FORMAT = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`;
@@ -41,35 +40,4 @@ export function taskJson(row = 'tasks'): RawBuilder<Task> {
     'attachmentCount', (SELECT count(*) FROM attachments WHERE attachments.task_id = ${column('id')}),
     'version', ${column('version')},
     'createdAt', ${isoTimestamp(column('created_at'))}, 'updatedAt', ${isoTimestamp(column('updated_at'))})`;
-}
-
-// The task as Prisma reads it, only for server/events/domain-events.ts, which still records
-// task.updated events through Prisma: it goes when that reads tasks with readTasksById (store.ts).
-export const taskInclude = {
-  tags: {
-    select: { tag: { select: { id: true, name: true, color: true } } },
-    orderBy: tagsByName.map((tag) => ({ tag })),
-  },
-  _count: { select: { attachments: true } },
-} satisfies Prisma.TaskInclude;
-
-export type TaskRow = Prisma.TaskGetPayload<{ include: typeof taskInclude }>;
-
-export function serializeTask(row: TaskRow): Task {
-  return {
-    id: row.id,
-    ownerId: row.ownerId,
-    assigneeId: row.assigneeId,
-    title: row.title,
-    description: row.description,
-    status: row.status,
-    priority: row.priority,
-    dueAt: row.dueAt?.toISOString() ?? null,
-    completedAt: row.completedAt?.toISOString() ?? null,
-    tags: row.tags.map(({ tag }) => tag),
-    attachmentCount: row._count.attachments,
-    version: row.version,
-    createdAt: row.createdAt.toISOString(),
-    updatedAt: row.updatedAt.toISOString(),
-  };
 }

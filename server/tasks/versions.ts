@@ -1,4 +1,9 @@
-import type { Prisma } from '../generated/prisma/client.js';
+import type { Expression, ExpressionBuilder, SqlBool } from 'kysely';
+import { tables, type DB } from '../db/query.js';
+import type { SqlSession } from '../db/sql.js';
+
+/** Which tasks to touch, as a condition on `tasks`. */
+export type TaskCondition = (eb: ExpressionBuilder<DB, 'tasks'>) => Expression<SqlBool>;
 
 /**
  * Gives every matching task a new version and updatedAt, and returns their ids (each gets a
@@ -6,11 +11,13 @@ import type { Prisma } from '../generated/prisma/client.js';
  * colour, its attachments or its assignee's existence change: all show in its representation, so
  * its ETag must change too.
  */
-export async function touchTasks(db: Prisma.TransactionClient, where: Prisma.TaskWhereInput): Promise<string[]> {
-  const touched = await db.task.updateManyAndReturn({
-    where,
-    data: { version: { increment: 1 }, updatedAt: new Date() },
-    select: { id: true },
-  });
+export async function touchTasks(tx: SqlSession, where: TaskCondition): Promise<string[]> {
+  const touched = await tx.all(
+    tables
+      .updateTable('tasks')
+      .set((eb) => ({ version: eb('version', '+', 1), updated_at: new Date() }))
+      .where(where)
+      .returning('id'),
+  );
   return touched.map((task) => task.id);
 }

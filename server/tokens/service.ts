@@ -6,21 +6,22 @@ import {
   type PersonalAccessToken,
   type PersonalAccessTokenCreate,
 } from '@task-service/client';
+import type { ExpressionBuilder } from 'kysely';
 import type { AppContext } from '../context.js';
-import { inTransaction } from '../db/transactions.js';
-import type { PersonalAccessToken as TokenRow, Prisma } from '../generated/prisma/client.js';
+import { tables, type DB } from '../db/query.js';
 import { AppError, notFound } from '../http/errors.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { hashPersonalAccessToken, newPersonalAccessToken } from './format.js';
-import { serializeToken } from './serialize.js';
+import { serializeToken, tokenColumns, type TokenRow } from './serialize.js';
 
 const DAY_MS = 24 * 3600 * 1000;
 
 /** Admins see every token, others their own; expired tokens are no longer listed or shown. */
-const tokenVisibleTo = (principal: Principal, now: Date): Prisma.PersonalAccessTokenWhereInput => ({
-  expiresAt: { gt: now },
-  ...(isAdmin(principal) ? {} : { userId: principal.userId }),
-});
+const tokenVisibleTo = (principal: Principal, now: Date) => (eb: ExpressionBuilder<DB, 'personal_access_tokens'>) =>
+  eb.and([
+    eb('personal_access_tokens.expires_at', '>', now),
+    ...(isAdmin(principal) ? [] : [eb('personal_access_tokens.user_id', '=', principal.userId)]),
+  ]);
 
 export async function createToken(
   ctx: AppContext,
@@ -31,29 +32,43 @@ export async function createToken(
   if (scopes.includes('admin') && !isAdmin(principal))
     throw new AppError('forbidden', 'Only an administrator may grant the admin scope');
   const { token, prefix } = newPersonalAccessToken();
-  const row = await inTransaction(ctx.db.prisma, async (tx) => {
+  const row = await ctx.db.sql.transaction(async (tx) => {
     // The user's row lock makes the count and the insert one step for concurrent creations.
-    await tx.$queryRaw`SELECT 1 FROM users WHERE id = ${principal.userId}::uuid FOR NO KEY UPDATE`;
+    await tx.all(
+      tables.selectFrom('users').select('users.id').where('users.id', '=', principal.userId).forNoKeyUpdate(),
+    );
     const now = new Date();
-    const live = await tx.personalAccessToken.count({ where: { userId: principal.userId, expiresAt: { gt: now } } });
-    if (live >= MAX_LIVE_TOKENS) {
+    const counted = await tx.first(
+      tables
+        .selectFrom('personal_access_tokens')
+        .select((eb) => eb.fn.countAll<string>().as('live'))
+        .where('personal_access_tokens.user_id', '=', principal.userId)
+        .where('personal_access_tokens.expires_at', '>', now),
+    );
+    // count(*) is a bigint, which pg reads as text.
+    if (Number(counted?.live ?? 0) >= MAX_LIVE_TOKENS) {
       throw new AppError(
         'quota_exceeded',
         `An account holds at most ${MAX_LIVE_TOKENS} live personal access tokens: revoke one first`,
       );
     }
-    return tx.personalAccessToken.create({
-      data: {
-        id: uuidv7(),
-        userId: principal.userId,
-        name,
-        scopes: [...new Set(scopes)],
-        tokenHash: hashPersonalAccessToken(token),
-        prefix,
-        createdAt: now,
-        expiresAt: new Date(now.getTime() + expiresInDays * DAY_MS),
-      },
-    });
+    const created = await tx.first(
+      tables
+        .insertInto('personal_access_tokens')
+        .values({
+          id: uuidv7(),
+          user_id: principal.userId,
+          name,
+          scopes: [...new Set(scopes)],
+          token_hash: hashPersonalAccessToken(token),
+          prefix,
+          created_at: now,
+          expires_at: new Date(now.getTime() + expiresInDays * DAY_MS),
+        })
+        .returning(tokenColumns),
+    );
+    if (!created) throw new Error('INSERT … RETURNING answered no row');
+    return created;
   });
   return { ...serializeToken(row), token };
 }
@@ -67,18 +82,26 @@ export async function listTokens(
   if (userId !== undefined && userId !== principal.userId && !isAdmin(principal)) {
     throw new AppError('forbidden', "Only an administrator may list another user's tokens");
   }
-  const rows = await ctx.db.prisma.personalAccessToken.findMany({
-    where: { userId: userId ?? principal.userId, expiresAt: { gt: new Date() } },
-    orderBy: { id: 'desc' },
-  });
+  const rows = await ctx.db.sql.all(
+    tables
+      .selectFrom('personal_access_tokens')
+      .select(tokenColumns)
+      .where('personal_access_tokens.user_id', '=', userId ?? principal.userId)
+      .where('personal_access_tokens.expires_at', '>', new Date())
+      .orderBy('personal_access_tokens.id', 'desc'),
+  );
   return rows.map(serializeToken);
 }
 
 /** A live token the caller may see, or 404. */
 export async function findVisibleToken(ctx: AppContext, principal: Principal, tokenId: string): Promise<TokenRow> {
-  const row = await ctx.db.prisma.personalAccessToken.findFirst({
-    where: { AND: [{ id: tokenId }, tokenVisibleTo(principal, new Date())] },
-  });
+  const row = await ctx.db.sql.first(
+    tables
+      .selectFrom('personal_access_tokens')
+      .select(tokenColumns)
+      .where('personal_access_tokens.id', '=', tokenId)
+      .where(tokenVisibleTo(principal, new Date())),
+  );
   if (!row) throw notFound('token');
   return row;
 }
@@ -86,13 +109,14 @@ export async function findVisibleToken(ctx: AppContext, principal: Principal, to
 /** Revoking deletes the row: the next request with the token finds nothing, on every instance. */
 export async function revokeToken(ctx: AppContext, principal: Principal, tokenId: string): Promise<void> {
   const token = await findVisibleToken(ctx, principal, tokenId);
-  await ctx.db.prisma.personalAccessToken.deleteMany({ where: { id: token.id } });
+  await ctx.db.sql.write(tables.deleteFrom('personal_access_tokens').where('personal_access_tokens.id', '=', token.id));
 }
 
 /** Deletes tokens expired over a day ago (housekeeping), so the table does not grow without bound. */
 export async function purgeExpiredTokens(ctx: AppContext, now = new Date()): Promise<number> {
-  const { count } = await ctx.db.prisma.personalAccessToken.deleteMany({
-    where: { expiresAt: { lt: new Date(now.getTime() - DAY_MS) } },
-  });
-  return count;
+  return ctx.db.sql.write(
+    tables
+      .deleteFrom('personal_access_tokens')
+      .where('personal_access_tokens.expires_at', '<', new Date(now.getTime() - DAY_MS)),
+  );
 }

@@ -1,11 +1,11 @@
 import { v7 as uuidv7 } from 'uuid';
-import { RoleSchema, type Role } from '@task-service/client';
+import type { Selection } from 'kysely';
+import type { Role } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
-import { rowsOf, type Statement } from '../db/sql.js';
-import { inTransaction } from '../db/transactions.js';
-import type { User as UserRow } from '../generated/prisma/client.js';
+import { tables, type DB } from '../db/query.js';
 import { AppError } from '../http/errors.js';
+import { userColumns, type UserRow } from './serialize.js';
 
 export const emailTaken = () => new AppError('email_taken', 'An account with this email already exists');
 
@@ -21,48 +21,38 @@ export async function createAccount(
   const now = new Date();
   try {
     // A transaction, though of one statement: under an Idempotency-Key it commits with the answer.
-    return await inTransaction(ctx.db.prisma, (tx) =>
-      tx.user.create({
-        data: {
-          id: uuidv7(),
-          email: input.email,
-          name: input.name,
-          role: input.role ?? 'user',
-          passwordHash,
-          createdAt: now,
-          updatedAt: now,
-        },
-      }),
-    );
+    return await ctx.db.sql.transaction(async (tx) => {
+      const created = await tx.first(
+        tables
+          .insertInto('users')
+          .values({
+            id: uuidv7(),
+            email: input.email,
+            name: input.name,
+            role: input.role ?? 'user',
+            password_hash: passwordHash,
+            created_at: now,
+            updated_at: now,
+          })
+          .returning(userColumns),
+      );
+      if (!created) throw new Error('INSERT … RETURNING answered no row');
+      return created;
+    });
   } catch (error) {
     if (isUniqueViolation(error)) throw emailTaken();
     throw error;
   }
 }
 
-interface AccountRow {
-  id: string;
-  email: string;
-  name: string;
-  role: string;
-  password_hash: string;
-  created_at: Date;
-  updated_at: Date;
-}
+/** An account as a login checks it: the User's columns and the password's hash. */
+export const accountColumns = [...userColumns, 'users.password_hash as passwordHash'] as const;
 
-/** The statement reading the account with this (normalised) email: plain SQL, as every login asks it. */
-export const accountByEmail = (email: string): Statement => ({
-  text: 'SELECT id, email, name, role, password_hash, created_at, updated_at FROM users WHERE email = $1',
-  values: [email],
-});
+export type AccountRow = Selection<DB, 'users', (typeof accountColumns)[number]>;
 
-/** The account of `accountByEmail`'s rows, if there is one. */
-export function accountOf(rows: unknown[] | undefined): UserRow | undefined {
-  const [row] = rowsOf<AccountRow>(rows);
-  if (!row) return undefined;
-  const { password_hash: passwordHash, created_at: createdAt, updated_at: updatedAt, ...rest } = row;
-  return { ...rest, role: RoleSchema.parse(row.role), passwordHash, createdAt, updatedAt };
-}
+/** The account with this (normalised) email: a step of the login's pipeline. */
+export const accountByEmail = (email: string) =>
+  tables.selectFrom('users').select(accountColumns).where('users.email', '=', email);
 
 /**
  * Makes sure an account with the administrator's email exists: created as an admin when no account
@@ -75,10 +65,20 @@ export async function ensureAdmin(
   admin: { email: string; password: string; name: string },
   { promoteExisting }: { promoteExisting: boolean },
 ): Promise<UserRow> {
-  const existing = await ctx.db.prisma.user.findUnique({ where: { email: admin.email } });
+  const existing = await ctx.db.sql.first(
+    tables.selectFrom('users').select(userColumns).where('users.email', '=', admin.email),
+  );
   if (existing) {
     if (existing.role === 'admin' || !promoteExisting) return existing;
-    return ctx.db.prisma.user.update({ where: { id: existing.id }, data: { role: 'admin', updatedAt: new Date() } });
+    const promoted = await ctx.db.sql.first(
+      tables
+        .updateTable('users')
+        .set({ role: 'admin', updated_at: new Date() })
+        .where('users.id', '=', existing.id)
+        .returning(userColumns),
+    );
+    if (!promoted) throw new Error(`the account ${admin.email} was deleted while being promoted`);
+    return promoted;
   }
   try {
     return await createAccount(ctx, { ...admin, role: 'admin' });

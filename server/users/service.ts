@@ -1,10 +1,13 @@
 import type { Role, User, UserListQuery, UserPatch, UserReplace } from '@task-service/client';
+import { sql } from 'kysely';
 import { recordingEvents } from '../events/signal.js';
-import { discardStoredBytes, storageKeysOf } from '../storage/stored-bytes.js';
+import { discardStoredBytes, storageKeysOfUser } from '../storage/stored-bytes.js';
 import { passwordAccepted } from '../auth/credentials.js';
 import { revokeOtherSessions } from '../auth/sessions.js';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
+import { tables } from '../db/query.js';
+import type { SqlSession } from '../db/sql.js';
 import {
   attachmentDeleted,
   recordTaskUpdates,
@@ -14,14 +17,13 @@ import {
   userUpdated,
 } from '../events/domain-events.js';
 import { recordEvent } from '../events/outbox.js';
-import type { Prisma, User as UserRow } from '../generated/prisma/client.js';
 import { AppError, invalidField, notFound } from '../http/errors.js';
-import { createdAfter, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
+import { createdAfterId, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { touchTasks } from '../tasks/versions.js';
-import { emailTaken } from './accounts.js';
-import { userFilters } from './queries.js';
-import { serializeUser } from './serialize.js';
+import { accountColumns, emailTaken, type AccountRow } from './accounts.js';
+import { filterUsers } from './queries.js';
+import { serializeUser, userColumns, type UserRow } from './serialize.js';
 
 /** Oldest first; admins only. */
 export async function listUsers(
@@ -31,20 +33,32 @@ export async function listUsers(
   http: ListExchange,
 ): Promise<Page<User>> {
   requireAdmin(principal, 'list users');
-  const rows = await ctx.db.prisma.user.findMany({
-    where: { AND: [...userFilters(query), ...createdAfter(ctx.cursors, query.cursor)] },
-    orderBy: { id: 'asc' },
-    take: query.limit + 1,
-  });
+  const after = createdAfterId(ctx.cursors, query.cursor);
+  const users = tables.selectFrom('users').select(userColumns);
+  const rows = await ctx.db.sql.all(
+    filterUsers(after ? users.where('users.id', '>', after) : users, query)
+      .orderBy('users.id')
+      .limit(query.limit + 1),
+  );
   return toPage(ctx.cursors, http, rows, query.limit, creationCursor, serializeUser);
 }
 
 /** A user the caller may see: themself, or anyone for an admin. Others are 404. */
 export async function findVisibleUser(ctx: AppContext, principal: Principal, userId: string): Promise<UserRow> {
   if (userId !== principal.userId && !isAdmin(principal)) throw notFound('user');
-  const user = await ctx.db.prisma.user.findUnique({ where: { id: userId } });
+  const user = await ctx.db.sql.first(tables.selectFrom('users').select(userColumns).where('users.id', '=', userId));
   if (!user) throw notFound('user');
   return user;
+}
+
+/** findVisibleUser with the password's hash, for a change that checks the current password. */
+async function findVisibleAccount(ctx: AppContext, principal: Principal, userId: string): Promise<AccountRow> {
+  if (userId !== principal.userId && !isAdmin(principal)) throw notFound('user');
+  const account = await ctx.db.sql.first(
+    tables.selectFrom('users').select(accountColumns).where('users.id', '=', userId),
+  );
+  if (!account) throw notFound('user');
+  return account;
 }
 
 export function requireAdmin(principal: Principal, what: string): void {
@@ -61,9 +75,11 @@ const lastAdmin = () => new AppError('last_admin', 'The service must keep at lea
 const ADMIN_REMOVAL_LOCK = 7_202_611_250_001n;
 
 /** Locks the user's row until the transaction ends and reads it as it now is; 404 when gone. */
-async function lockUser(tx: Prisma.TransactionClient, userId: string): Promise<UserRow> {
-  await tx.$queryRaw`SELECT id FROM users WHERE id = ${userId}::uuid FOR UPDATE`;
-  const user = await tx.user.findUnique({ where: { id: userId } });
+async function lockUser(tx: SqlSession, userId: string): Promise<UserRow> {
+  // FOR UPDATE answers the row as the transaction that held the lock left it.
+  const user = await tx.first(
+    tables.selectFrom('users').select(userColumns).where('users.id', '=', userId).forUpdate(),
+  );
   if (!user) throw notFound('user');
   return user;
 }
@@ -72,10 +88,14 @@ async function lockUser(tx: Prisma.TransactionClient, userId: string): Promise<U
  * Called with the admin's own row locked, before it stops being an admin: 409 unless another admin
  * remains. Ordinary users' changes never come here, so they never wait for the admins.
  */
-async function assertAnotherAdminRemains(tx: Prisma.TransactionClient, adminId: string): Promise<void> {
-  await tx.$executeRaw`SELECT pg_advisory_xact_lock(${ADMIN_REMOVAL_LOCK})`;
-  const others = await tx.user.count({ where: { role: 'admin', id: { not: adminId } } });
-  if (others === 0) throw lastAdmin();
+async function assertAnotherAdminRemains(tx: SqlSession, adminId: string): Promise<void> {
+  await tx.all(
+    tables.selectNoFrom(sql<void>`pg_advisory_xact_lock(${String(ADMIN_REMOVAL_LOCK)}::bigint)`.as('locked')),
+  );
+  const other = await tx.first(
+    tables.selectFrom('users').select('users.id').where('users.role', '=', 'admin').where('users.id', '<>', adminId),
+  );
+  if (!other) throw lastAdmin();
 }
 
 interface ProfileChange {
@@ -118,8 +138,24 @@ async function applyProfileChange(
         throw needsLogin('change the email');
       if (!changesUser(user, change)) return user;
       if (user.role === 'admin' && change.role === 'user') await assertAnotherAdminRemains(tx, user.id);
-      const updated = await tx.user.update({ where: { id: user.id }, data: { ...change, updatedAt: new Date() } });
-      if (revokeTokens) await tx.personalAccessToken.deleteMany({ where: { userId: user.id } });
+      const updated = await tx.first(
+        tables
+          .updateTable('users')
+          .set({
+            email: change.email,
+            name: change.name,
+            role: change.role,
+            password_hash: change.passwordHash,
+            updated_at: new Date(),
+          })
+          .where('users.id', '=', user.id)
+          .returning(userColumns),
+      );
+      if (!updated) throw notFound('user'); // locked above: it cannot have gone
+      if (revokeTokens)
+        await tx.write(
+          tables.deleteFrom('personal_access_tokens').where('personal_access_tokens.user_id', '=', user.id),
+        );
       await recordEvent(tx, principal.userId, userUpdated(updated));
       return updated;
     });
@@ -149,7 +185,7 @@ const CURRENT_PASSWORD = 'body.currentPassword';
 /** Wrong guesses count against the account and address exactly as failed logins do. */
 async function proveCurrentPassword(
   ctx: AppContext,
-  user: UserRow,
+  user: AccountRow,
   currentPassword: string | undefined,
   address: string,
 ): Promise<void> {
@@ -168,7 +204,7 @@ export async function patchUser(
   body: UserPatch,
   address: string,
 ): Promise<UserRow> {
-  const user = await findVisibleUser(ctx, principal, userId);
+  const user = await findVisibleAccount(ctx, principal, userId);
   if (body.role !== undefined && !isAdmin(principal)) throw roleNotSettable();
   if (body.password !== undefined && principal.token) throw needsLogin('change a password');
   const change: ProfileChange = { email: body.email, name: body.name, role: body.role };
@@ -201,31 +237,55 @@ export async function deleteUser(ctx: AppContext, principal: Principal, userId: 
     const user = await lockUser(tx, userId);
     if (user.role === 'admin') await assertAnotherAdminRemains(tx, user.id);
     // Bytes of attachments added after this read are left to the orphan sweep.
-    const keys = await storageKeysOf(tx, { OR: [{ task: { ownerId: user.id } }, { uploadedBy: user.id }] });
+    const doomed = await storageKeysOfUser(tx, user.id);
     // Tombstones for what goes with the account, so that assignees and admins learn of it. The
     // user's row lock keeps new tasks, tags and uploads referencing it out until this commits.
-    const tasks = await tx.task.findMany({
-      where: { ownerId: user.id },
-      select: { id: true, ownerId: true, assigneeId: true },
-    });
-    const tags = await tx.tag.findMany({ where: { ownerId: user.id }, select: { id: true, ownerId: true } });
-    const uploads = await tx.attachment.findMany({
-      where: { uploadedBy: user.id, task: { ownerId: { not: user.id } } },
-      select: { id: true, taskId: true, task: { select: { ownerId: true, assigneeId: true } } },
-    });
+    const tasks = await tx.all(
+      tables
+        .selectFrom('tasks')
+        .select(['tasks.id', 'tasks.owner_id as ownerId', 'tasks.assignee_id as assigneeId'])
+        .where('tasks.owner_id', '=', user.id),
+    );
+    const tags = await tx.all(
+      tables.selectFrom('tags').select(['tags.id', 'tags.owner_id as ownerId']).where('tags.owner_id', '=', user.id),
+    );
+    const uploads = await tx.all(
+      tables
+        .selectFrom('attachments')
+        .innerJoin('tasks', 'tasks.id', 'attachments.task_id')
+        .select([
+          'attachments.id',
+          'attachments.task_id as taskId',
+          'tasks.owner_id as ownerId',
+          'tasks.assignee_id as assigneeId',
+        ])
+        .where('attachments.uploaded_by', '=', user.id)
+        .where('tasks.owner_id', '<>', user.id),
+    );
     // Others' tasks lose this assignee or this uploader's attachments.
-    const touched = await touchTasks(tx, {
-      ownerId: { not: user.id },
-      OR: [{ assigneeId: user.id }, { attachments: { some: { uploadedBy: user.id } } }],
-    });
-    await tx.user.delete({ where: { id: user.id } });
+    const touched = await touchTasks(tx, (eb) =>
+      eb.and([
+        eb('tasks.owner_id', '<>', user.id),
+        eb.or([
+          eb('tasks.assignee_id', '=', user.id),
+          eb.exists(
+            eb
+              .selectFrom('attachments')
+              .select('attachments.id')
+              .whereRef('attachments.task_id', '=', 'tasks.id')
+              .where('attachments.uploaded_by', '=', user.id),
+          ),
+        ]),
+      ]),
+    );
+    await tx.write(tables.deleteFrom('users').where('users.id', '=', user.id));
     await recordTaskUpdates(tx, principal.userId, touched, [
       userDeleted(user.id),
       ...tasks.map((task) => taskDeleted(task.id, task)),
       ...tags.map(tagDeleted),
-      ...uploads.map((upload) => attachmentDeleted(upload, upload.task)),
+      ...uploads.map((upload) => attachmentDeleted(upload, upload)),
     ]);
-    return keys;
+    return doomed;
   });
   await discardStoredBytes(ctx, storageKeys);
 }

@@ -1,9 +1,6 @@
 import type { Delivery, Webhook } from '@task-service/client';
 import type { Selection } from 'kysely';
 import type { DB } from '../db/query.js';
-import type { WebhookDelivery as DeliveryRow } from '../generated/prisma/client.js';
-
-export type { DeliveryRow };
 
 /** The columns a Webhook is made of, its secret (shown once, when it is created) and its scopes. */
 export const webhookColumns = [
@@ -35,6 +32,22 @@ export function serializeWebhook(row: WebhookRow): Webhook {
     updatedAt: row.updatedAt.toISOString(),
   };
 }
+
+/** The columns a Delivery is made of, and the event it carries (for a retry). */
+export const deliveryColumns = [
+  'webhook_deliveries.id',
+  'webhook_deliveries.event_id as eventId',
+  'webhook_deliveries.event_type as eventType',
+  'webhook_deliveries.attempt',
+  'webhook_deliveries.state',
+  'webhook_deliveries.status_code as statusCode',
+  'webhook_deliveries.error',
+  'webhook_deliveries.duration_ms as durationMs',
+  'webhook_deliveries.created_at as createdAt',
+  'webhook_deliveries.next_attempt_at as nextAttemptAt',
+] as const;
+
+export type DeliveryRow = Selection<DB, 'webhook_deliveries', (typeof deliveryColumns)[number]>;
 
 export function serializeDelivery(row: DeliveryRow): Delivery {
   return {

@@ -11,23 +11,29 @@ import {
   type WebhookListQuery,
   type WebhookPatch,
 } from '@task-service/client';
+import type { ExpressionBuilder } from 'kysely';
 import type { AppContext } from '../context.js';
-import type { Prisma } from '../generated/prisma/client.js';
 import { AppError, invalidField, notFound } from '../http/errors.js';
-import { createdAfter, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
+import { createdAfterId, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
 import { isAdmin, type Principal } from '../http/principal.js';
-import { inTransaction } from '../db/transactions.js';
 import { withinQuota } from '../quotas.js';
-import { tables } from '../db/query.js';
+import { tables, type DB } from '../db/query.js';
 import { lockAttemptsOf } from './attempts.js';
 import { webhookNetwork } from './network.js';
-import { serializeDelivery, serializeWebhook, webhookColumns, type DeliveryRow, type WebhookRow } from './serialize.js';
+import {
+  deliveryColumns,
+  serializeDelivery,
+  serializeWebhook,
+  webhookColumns,
+  type DeliveryRow,
+  type WebhookRow,
+} from './serialize.js';
 import { resolveTarget } from './targets.js';
 import { scopesOf } from '../tokens/serialize.js';
 
 /** Admins see every webhook, others their own. */
-const webhookVisibleTo = (principal: Principal): Prisma.WebhookWhereInput =>
-  isAdmin(principal) ? {} : { ownerId: principal.userId };
+const webhookVisibleTo = (principal: Principal) => (eb: ExpressionBuilder<DB, 'webhooks'>) =>
+  isAdmin(principal) ? eb.lit(true) : eb('webhooks.owner_id', '=', principal.userId);
 
 /** What the caller's credential may do: a personal access token's scopes, or every scope for a login. */
 const scopesOfCaller = (principal: Principal): readonly Scope[] => principal.token?.scopes ?? SCOPES;
@@ -94,11 +100,11 @@ export async function listWebhooks(
   query: WebhookListQuery,
   http: ListExchange,
 ): Promise<Page<Webhook>> {
-  const rows = await ctx.db.prisma.webhook.findMany({
-    where: { AND: [webhookVisibleTo(principal), ...createdAfter(ctx.cursors, query.cursor)] },
-    orderBy: { id: 'asc' },
-    take: query.limit + 1,
-  });
+  const after = createdAfterId(ctx.cursors, query.cursor);
+  const visible = tables.selectFrom('webhooks').select(webhookColumns).where(webhookVisibleTo(principal));
+  const rows = await ctx.db.sql.all(
+    (after ? visible.where('webhooks.id', '>', after) : visible).orderBy('webhooks.id').limit(query.limit + 1),
+  );
   return toPage(ctx.cursors, http, rows, query.limit, creationCursor, serializeWebhook);
 }
 
@@ -108,9 +114,13 @@ export async function findVisibleWebhook(
   principal: Principal,
   webhookId: string,
 ): Promise<WebhookRow> {
-  const row = await ctx.db.prisma.webhook.findFirst({
-    where: { AND: [{ id: webhookId }, webhookVisibleTo(principal)] },
-  });
+  const row = await ctx.db.sql.first(
+    tables
+      .selectFrom('webhooks')
+      .select(webhookColumns)
+      .where('webhooks.id', '=', webhookId)
+      .where(webhookVisibleTo(principal)),
+  );
   if (!row) throw notFound('webhook');
   return row;
 }
@@ -123,32 +133,35 @@ export async function updateWebhook(
 ): Promise<WebhookRow> {
   const webhook = await findVisibleWebhook(ctx, principal, webhookId);
   if (change.url !== undefined) await assertAllowedTarget(ctx, change.url);
-  const { count } = await ctx.db.prisma.webhook.updateMany({
-    where: { id: webhook.id },
-    data: {
-      ...(change.url !== undefined && { url: change.url }),
-      ...(change.events !== undefined && { events: change.events }),
-      ...(change.description !== undefined && { description: change.description }),
-      // A token that points the webhook elsewhere, or at more events, must not receive through it
-      // what it could not read itself.
-      ...(principal.token &&
-        (change.url !== undefined || change.events !== undefined) && {
-          scopes: commonScopes(scopesOf(webhook.scopes), principal.token.scopes),
-        }),
-      // Switching on forgets the failures; switching off is the owner's own reason.
-      ...(change.active === true && { active: true, disabledReason: null, failingSince: null }),
-      ...(change.active === false && { active: false, disabledReason: 'switched off by its owner' }),
-      updatedAt: new Date(),
-    },
-  });
-  if (count === 0) throw notFound('webhook');
-  return findVisibleWebhook(ctx, principal, webhookId);
+  const updated = await ctx.db.sql.first(
+    tables
+      .updateTable('webhooks')
+      .set({
+        ...(change.url !== undefined && { url: change.url }),
+        ...(change.events !== undefined && { events: change.events }),
+        ...(change.description !== undefined && { description: change.description }),
+        // A token that points the webhook elsewhere, or at more events, must not receive through it
+        // what it could not read itself.
+        ...(principal.token &&
+          (change.url !== undefined || change.events !== undefined) && {
+            scopes: commonScopes(scopesOf(webhook.scopes), principal.token.scopes),
+          }),
+        // Switching on forgets the failures; switching off is the owner's own reason.
+        ...(change.active === true && { active: true, disabled_reason: null, failing_since: null }),
+        ...(change.active === false && { active: false, disabled_reason: 'switched off by its owner' }),
+        updated_at: new Date(),
+      })
+      .where('webhooks.id', '=', webhook.id)
+      .returning(webhookColumns),
+  );
+  if (!updated) throw notFound('webhook');
+  return updated;
 }
 
 export async function deleteWebhook(ctx: AppContext, principal: Principal, webhookId: string): Promise<void> {
   const webhook = await findVisibleWebhook(ctx, principal, webhookId);
   // Its deliveries go with it (cascade) and may be row-locked by a delivery worker: a deadlock runs again.
-  await inTransaction(ctx.db.prisma, (tx) => tx.webhook.deleteMany({ where: { id: webhook.id } }));
+  await ctx.db.sql.transaction((tx) => tx.write(tables.deleteFrom('webhooks').where('id', '=', webhook.id)));
 }
 
 /** Newest first: ids are UUIDv7, so descending id order is newest first. */
@@ -160,12 +173,16 @@ export async function listDeliveries(
   http: ListExchange,
 ): Promise<Page<Delivery>> {
   const webhook = await findVisibleWebhook(ctx, principal, webhookId);
-  const before = createdAfter(ctx.cursors, query.cursor).map(({ id }) => ({ id: { lt: id.gt } }));
-  const rows = await ctx.db.prisma.webhookDelivery.findMany({
-    where: { AND: [{ webhookId: webhook.id }, ...before] },
-    orderBy: { id: 'desc' },
-    take: query.limit + 1,
-  });
+  const before = createdAfterId(ctx.cursors, query.cursor);
+  const attempts = tables
+    .selectFrom('webhook_deliveries')
+    .select(deliveryColumns)
+    .where('webhook_deliveries.webhook_id', '=', webhook.id);
+  const rows = await ctx.db.sql.all(
+    (before ? attempts.where('webhook_deliveries.id', '<', before) : attempts)
+      .orderBy('webhook_deliveries.id', 'desc')
+      .limit(query.limit + 1),
+  );
   return toPage(ctx.cursors, http, rows, query.limit, creationCursor, serializeDelivery);
 }
 
@@ -184,15 +201,25 @@ export async function retryDelivery(
   const webhook = await findVisibleWebhook(ctx, principal, webhookId);
   if (!webhook.active)
     throw new AppError('conflict', 'The webhook is switched off: switch it on (PATCH active: true) first');
-  const delivery = await ctx.db.prisma.webhookDelivery.findFirst({ where: { id: deliveryId, webhookId: webhook.id } });
+  const delivery = await ctx.db.sql.first(
+    tables
+      .selectFrom('webhook_deliveries')
+      .select(deliveryColumns)
+      .where('webhook_deliveries.id', '=', deliveryId)
+      .where('webhook_deliveries.webhook_id', '=', webhook.id),
+  );
   if (!delivery) throw notFound('delivery');
   // Announced once committed: that wakes the delivery workers.
   return recordingEvents(ctx, async (tx) => {
     await lockAttemptsOf(tx, webhook.id, delivery.eventId);
-    const attempts = await tx.webhookDelivery.findMany({
-      where: { webhookId: webhook.id, eventId: delivery.eventId },
-      orderBy: { attempt: 'desc' },
-    });
+    const attempts = await tx.all(
+      tables
+        .selectFrom('webhook_deliveries')
+        .select(deliveryColumns)
+        .where('webhook_deliveries.webhook_id', '=', webhook.id)
+        .where('webhook_deliveries.event_id', '=', delivery.eventId)
+        .orderBy('webhook_deliveries.attempt', 'desc'),
+    );
     const now = new Date();
     const open = attempts.find((a) => a.state === 'pending' || a.state === 'delivering');
     if (open && (open.state === 'delivering' || (open.nextAttemptAt ?? now) <= now)) {
@@ -201,18 +228,27 @@ export async function retryDelivery(
         `Attempt ${open.attempt} of this event is already ${open.state === 'delivering' ? 'in flight' : 'due'}: its outcome will be in the log`,
       );
     }
-    const retry = open
-      ? await tx.webhookDelivery.update({ where: { id: open.id }, data: { nextAttemptAt: now } })
-      : await tx.webhookDelivery.create({
-          data: {
-            id: uuidv7(),
-            webhookId: webhook.id,
-            eventId: delivery.eventId,
-            eventType: delivery.eventType,
-            attempt: (attempts[0]?.attempt ?? 0) + 1,
-            nextAttemptAt: now,
-          },
-        });
+    const retry = await tx.first(
+      open
+        ? tables
+            .updateTable('webhook_deliveries')
+            .set({ next_attempt_at: now })
+            .where('webhook_deliveries.id', '=', open.id)
+            .returning(deliveryColumns)
+        : tables
+            .insertInto('webhook_deliveries')
+            .values({
+              id: uuidv7(),
+              webhook_id: webhook.id,
+              event_id: delivery.eventId,
+              event_type: delivery.eventType,
+              attempt: (attempts[0]?.attempt ?? 0) + 1,
+              next_attempt_at: now,
+            })
+            .returning(deliveryColumns),
+    );
+    // Locked with its event's attempts, the attempt updated cannot have gone; a cascade can take both.
+    if (!retry) throw notFound('delivery');
     return retry;
   });
 }

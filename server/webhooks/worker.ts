@@ -1,6 +1,7 @@
 import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
-import { inTransaction } from '../db/transactions.js';
+import { sql } from 'kysely';
+import { tables } from '../db/query.js';
 import { eventSeenBy, readableEvent } from '../events/log.js';
 import { eventMetrics } from '../events/metrics.js';
 import { eventSignal } from '../events/signal.js';
@@ -26,71 +27,113 @@ async function finish(
   retry: boolean,
 ): Promise<void> {
   const schedule = ctx.config.webhooks.retryScheduleSeconds;
-  await inTransaction(ctx.db.prisma, async (tx) => {
+  await ctx.db.sql.transaction(async (tx) => {
     // First the event's attempts (as a manual retry takes it), so that numbers are given out one at a time.
     await lockAttemptsOf(tx, claimed.webhookId, claimed.eventId);
-    const delivery = await tx.webhookDelivery.findUnique({ where: { id: claimed.id } });
+    const delivery = await tx.first(
+      tables
+        .selectFrom('webhook_deliveries')
+        .select([
+          'webhook_deliveries.id',
+          'webhook_deliveries.webhook_id as webhookId',
+          'webhook_deliveries.event_id as eventId',
+          'webhook_deliveries.event_type as eventType',
+          'webhook_deliveries.attempt',
+          'webhook_deliveries.state',
+          'webhook_deliveries.lease_id as leaseId',
+        ])
+        .where('webhook_deliveries.id', '=', claimed.id),
+    );
     if (!delivery || delivery.leaseId !== leaseId || delivery.state !== 'delivering') return; // another instance took it over
-    await tx.webhookDelivery.update({
-      where: { id: delivery.id },
-      data: {
-        state: result.ok ? 'succeeded' : 'failed',
-        statusCode: result.statusCode,
-        error: result.error,
-        durationMs: result.durationMs,
-        nextAttemptAt: null,
-        leaseId: null,
-        leaseUntil: null,
-      },
-    });
+    await tx.write(
+      tables
+        .updateTable('webhook_deliveries')
+        .set({
+          state: result.ok ? 'succeeded' : 'failed',
+          status_code: result.statusCode,
+          error: result.error,
+          duration_ms: result.durationMs,
+          next_attempt_at: null,
+          lease_id: null,
+          lease_until: null,
+        })
+        .where('webhook_deliveries.id', '=', delivery.id),
+    );
     if (!retry) return;
-    const [webhook] = await tx.$queryRaw<{ failing_since: Date | null; active: boolean }[]>`
-      SELECT failing_since, active FROM webhooks WHERE id = ${delivery.webhookId}::uuid FOR UPDATE`;
+    const webhook = await tx.first(
+      tables
+        .selectFrom('webhooks')
+        .select(['webhooks.failing_since as failingSince', 'webhooks.active'])
+        .where('webhooks.id', '=', delivery.webhookId)
+        .forUpdate(),
+    );
     if (!webhook) return;
+    const setWebhook = tables.updateTable('webhooks').where('webhooks.id', '=', delivery.webhookId);
     const now = new Date();
     if (result.ok) {
-      if (webhook.failing_since)
-        await tx.webhook.update({ where: { id: delivery.webhookId }, data: { failingSince: null } });
+      if (webhook.failingSince) await tx.write(setWebhook.set({ failing_since: null }));
       return;
     }
-    const failingSince = webhook.failing_since ?? now;
+    const failingSince = webhook.failingSince ?? now;
     if (now.getTime() - failingSince.getTime() >= SWITCH_OFF_AFTER_MS) {
-      await tx.webhook.update({
-        where: { id: delivery.webhookId },
-        data: {
+      await tx.write(
+        setWebhook.set({
           active: false,
-          disabledReason: `every delivery failed for 3 days (since ${failingSince.toISOString()}); the last: ${result.error ?? 'failed'}`,
-          updatedAt: now,
-        },
-      });
+          disabled_reason: `every delivery failed for 3 days (since ${failingSince.toISOString()}); the last: ${result.error ?? 'failed'}`,
+          updated_at: now,
+        }),
+      );
       return;
     }
-    if (!webhook.failing_since) await tx.webhook.update({ where: { id: delivery.webhookId }, data: { failingSince } });
+    if (!webhook.failingSince) await tx.write(setWebhook.set({ failing_since: failingSince }));
     const delay = schedule[delivery.attempt - 1];
     if (delay === undefined || !webhook.active) return; // the schedule is spent: the log keeps the failure
-    const attempts = await tx.webhookDelivery.findMany({
-      where: { webhookId: delivery.webhookId, eventId: delivery.eventId },
-      select: { attempt: true, state: true },
-    });
+    const attempts = await tx.all(
+      tables
+        .selectFrom('webhook_deliveries')
+        .select(['webhook_deliveries.attempt', 'webhook_deliveries.state'])
+        .where('webhook_deliveries.webhook_id', '=', delivery.webhookId)
+        .where('webhook_deliveries.event_id', '=', delivery.eventId),
+    );
     if (attempts.some((a) => a.state === 'pending' || a.state === 'delivering')) return; // one attempt at a time per event
-    await tx.webhookDelivery.create({
-      data: {
+    await tx.write(
+      tables.insertInto('webhook_deliveries').values({
         id: uuidv7(),
-        webhookId: delivery.webhookId,
-        eventId: delivery.eventId,
-        eventType: delivery.eventType,
+        webhook_id: delivery.webhookId,
+        event_id: delivery.eventId,
+        event_type: delivery.eventType,
         attempt: Math.max(...attempts.map((a) => a.attempt)) + 1,
-        nextAttemptAt: new Date(now.getTime() + jittered(delay)),
-      },
-    });
+        next_attempt_at: new Date(now.getTime() + jittered(delay)),
+      }),
+    );
   });
 }
 
 async function attempt(ctx: AppContext, claimed: Claimed, leaseId: string, signal: AbortSignal): Promise<void> {
-  const delivery = await ctx.db.prisma.webhookDelivery.findUnique({
-    where: { id: claimed.id },
-    include: { webhook: { include: { owner: { select: { role: true } } } }, event: true },
-  });
+  const delivery = await ctx.db.sql.first(
+    tables
+      .selectFrom('webhook_deliveries as d')
+      .innerJoin('webhooks as w', 'w.id', 'd.webhook_id')
+      .innerJoin('users as owner', 'owner.id', 'w.owner_id')
+      .innerJoin('events as e', 'e.id', 'd.event_id')
+      .select([
+        'd.id',
+        'd.webhook_id as webhookId',
+        'd.attempt',
+        'w.active',
+        'w.owner_id as ownerId',
+        'w.url',
+        'w.secret',
+        'owner.role as ownerRole',
+        'e.id as eventId',
+        'e.type as eventType',
+        'e.occurred_at as occurredAt',
+        'e.actor_id as actorId',
+        'e.data',
+        'e.audience',
+      ])
+      .where('d.id', '=', claimed.id),
+  );
   if (!delivery) return;
   const metrics = eventMetrics(ctx);
   const failed = (result: AttemptResult) =>
@@ -104,7 +147,7 @@ async function attempt(ctx: AppContext, claimed: Claimed, leaseId: string, signa
       },
       'webhook delivery attempt failed',
     );
-  if (!delivery.webhook.active) {
+  if (!delivery.active) {
     const result = { ok: false, statusCode: null, error: 'the webhook is switched off', durationMs: 0 };
     failed(result);
     await finish(ctx, claimed, leaseId, result, false);
@@ -112,8 +155,18 @@ async function attempt(ctx: AppContext, claimed: Claimed, leaseId: string, signa
   }
   const { allowPrivateTargets, timeoutMs } = ctx.config.webhooks;
   // The owner's role now, as the live stream decides it per event.
-  const owner = { userId: delivery.webhook.ownerId, admin: delivery.webhook.owner.role === 'admin' };
-  const stored = readableEvent(ctx, delivery.event, 'webhook');
+  const owner = { userId: delivery.ownerId, admin: delivery.ownerRole === 'admin' };
+  const stored = readableEvent(
+    ctx,
+    {
+      id: delivery.eventId,
+      type: delivery.eventType,
+      occurredAt: delivery.occurredAt,
+      actorId: delivery.actorId,
+      data: delivery.data,
+    },
+    'webhook',
+  );
   if (!stored) {
     // Sending it again would fail the same way: the attempt fails once, without retries.
     const result = {
@@ -126,8 +179,8 @@ async function attempt(ctx: AppContext, claimed: Claimed, leaseId: string, signa
     await finish(ctx, claimed, leaseId, result, false);
     return;
   }
-  const event = eventSeenBy(owner, { event: stored, audience: delivery.event.audience });
-  const result = await sendEvent(delivery.webhook, event, {
+  const event = eventSeenBy(owner, { event: stored, audience: delivery.audience });
+  const result = await sendEvent(delivery, event, {
     network: webhookNetwork(ctx),
     allowPrivateTargets,
     timeoutMs,
@@ -136,17 +189,31 @@ async function attempt(ctx: AppContext, claimed: Claimed, leaseId: string, signa
   metrics.deliveryAttempts.inc({ outcome: result.ok ? 'succeeded' : 'failed' });
   metrics.deliveryDuration.observe(result.durationMs / 1000);
   if (result.ok && delivery.attempt === 1)
-    metrics.deliveryLag.observe((Date.now() - delivery.event.occurredAt.getTime()) / 1000);
+    metrics.deliveryLag.observe((Date.now() - delivery.occurredAt.getTime()) / 1000);
   if (!result.ok) failed(result);
   await finish(ctx, claimed, leaseId, result, true);
 }
 
 /** How long to wait before the next attempt falls due (a signal or a finished attempt wakes the worker sooner). */
 async function untilNextDue(ctx: AppContext): Promise<number> {
-  const [next] = await ctx.db.prisma.$queryRaw<{ at: Date | null }[]>`
-    SELECT min(CASE WHEN state = 'pending' THEN next_attempt_at ELSE lease_until END) AS at
-    FROM webhook_deliveries
-    WHERE (state = 'pending' AND next_attempt_at > now()) OR (state = 'delivering' AND lease_until >= now())`;
+  const now = sql<Date>`now()`;
+  const next = await ctx.db.sql.first(
+    tables
+      .selectFrom('webhook_deliveries')
+      .select((eb) =>
+        eb.fn
+          .min(
+            eb.case().when('state', '=', 'pending').then(eb.ref('next_attempt_at')).else(eb.ref('lease_until')).end(),
+          )
+          .as('at'),
+      )
+      .where((eb) =>
+        eb.or([
+          eb.and([eb('state', '=', 'pending'), eb('next_attempt_at', '>', now)]),
+          eb.and([eb('state', '=', 'delivering'), eb('lease_until', '>=', now)]),
+        ]),
+      ),
+  );
   if (!next?.at) return MAX_SLEEP_MS;
   return Math.min(MAX_SLEEP_MS, Math.max(10, next.at.getTime() - Date.now()));
 }
