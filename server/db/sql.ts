@@ -20,9 +20,6 @@ export interface SqlSession {
   write(built: Compilable<unknown>): Promise<number>;
 }
 
-/** A pipelined statement's rows, typed as its SQL selects them (pg hands rows over untyped). */
-export const rowsOf = <T>(rows: unknown[] | undefined): T[] => (rows ?? []) as T[];
-
 export interface SqlDatabase extends SqlSession {
   /**
    * Runs `work` in one interactive transaction: rows it locks (`SELECT … FOR UPDATE`) stay locked
@@ -40,8 +37,6 @@ export interface SqlDatabase extends SqlSession {
    * Under an Idempotency-Key it does not commit: the answer keeper commits it with the answer.
    */
   pipeline<S extends PipelineSteps>(steps: S, options?: PipelineOptions): Promise<PipelineResults<S>>;
-  /** The pipeline of statements whose rows are read by position: being replaced by `pipeline`. */
-  pipelineList(statements: Statement[], options?: PipelineOptions): Promise<unknown[][]>;
 }
 
 /** One step of a pipeline: a built query, whose rows come back typed, or a statement run for its effect. */
@@ -168,7 +163,6 @@ export function pgSql(pool: pg.Pool, { statementTimeoutMs, direct = false }: Sql
       // pg hands rows over untyped: each built query's rows are what its select says.
       return named as PipelineResults<S>;
     },
-    pipelineList: (statements, options) => runPipeline(statements, options),
   };
   return database;
 
