@@ -30,10 +30,10 @@ export interface SqlDatabase extends SqlSession {
    */
   transaction<T>(work: (tx: SqlSession) => Promise<T>): Promise<T>;
   /**
-   * Runs `statements` in one transaction sent at once (pg's pipeline mode): one round trip, and
-   * no lock waits on the client between statements. Each statement decides in SQL what the one
-   * before it found, since none can be chosen after seeing another's answer. Returns each
-   * statement's rows; a failing statement aborts the rest (they answer 25P02) and throws its error.
+   * Runs `steps` in one transaction sent at once (pg's pipeline mode): one round trip, and no lock
+   * waits on the client between statements. Each statement decides in SQL what the one before it
+   * found, since none can be chosen after seeing another's answer. Returns each built query's rows
+   * under its step's name; a failing statement aborts the rest (they answer 25P02) and throws its error.
    * Under an Idempotency-Key it does not commit: the answer keeper commits it with the answer.
    */
   pipeline<S extends PipelineSteps>(steps: S, options?: PipelineOptions): Promise<PipelineResults<S>>;
