@@ -3,6 +3,7 @@
 import { runLoads } from './load/run.js';
 import type { LoadRequests, LoadResult } from './load/spec.js';
 import { sampleRss } from './rss.js';
+import type { TurnRequests } from './workloads.js';
 
 export interface Timing {
   connections: number;
@@ -47,8 +48,12 @@ export async function measure(
 export interface Target {
   url: string;
   pid: number;
-  requests: LoadRequests;
+  requests: TurnRequests;
 }
+
+/** The requests of one turn: made afresh when they are made per turn. */
+export const turnRequests = (requests: TurnRequests): Promise<LoadRequests> =>
+  typeof requests === 'function' ? requests() : Promise.resolve(requests);
 
 /** A turn of the full run: long enough that its 50 connections' start and end weigh little. */
 const TURN_SECONDS = 3;
@@ -73,7 +78,7 @@ export async function measureInTurns(targets: Target[], timing: Timing): Promise
           target.url,
           target.pid,
           { ...timing, warmupSeconds, seconds: timing.seconds / turns },
-          target.requests,
+          await turnRequests(target.requests),
         ),
       );
     }

@@ -41,6 +41,9 @@ function rssKiB(pid: number): number {
   return match?.[1] ? Number(match[1]) : 0;
 }
 
+/** VmRSS of a process now, in MiB; 0 once it has exited. */
+export const rssMiB = (pid: number): number => rssKiB(pid) / 1024;
+
 export interface RssSampler {
   /** Stops polling; the peak sum of VmRSS over the tree, in MiB. */
   stop(): Promise<number>;
