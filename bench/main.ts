@@ -109,6 +109,7 @@ async function workloadRows(
   }
   const r = m.result;
   const notes = [
+    `CPU ${m.cpuMsPerAnswer.toFixed(2)} ms/answer`,
     oddAnswers(r),
     m.probe ? `/healthz p99 ${m.probe.p99Ms.toFixed(1)} ms (${m.probe.errors} errors)` : '',
   ];

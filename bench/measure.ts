@@ -2,7 +2,7 @@
 // process tree is sampled for its peak resident memory.
 import { runLoads } from './load/run.js';
 import type { LoadRequests, LoadResult } from './load/spec.js';
-import { sampleRss } from './rss.js';
+import { cpuSeconds, sampleRss } from './rss.js';
 import type { TurnRequests } from './workloads.js';
 
 export interface Timing {
@@ -15,6 +15,11 @@ export interface Measured {
   result: LoadResult;
   probe: LoadResult | undefined;
   peakRssMiB: number;
+  /**
+   * CPU milliseconds the target's Node.js processes used per answer, warm-up included in both (from
+   * /proc: exact where a profile's samples count time spent waiting for a core as the code's).
+   */
+  cpuMsPerAnswer: number;
 }
 
 /**
@@ -32,6 +37,7 @@ export async function measure(
   probe?: LoadRequests,
 ): Promise<Measured> {
   const sampler = sampleRss(pid);
+  const cpuBefore = await cpuSeconds(pid);
   const load = { url, ...timing, requests };
   const loads = probe ? [load, { ...load, connections: 1, rate: PROBES_PER_SECOND, requests: probe }] : [load];
   const results = await runLoads(loads).catch(async (error: unknown) => {
@@ -39,9 +45,12 @@ export async function measure(
     throw error;
   });
   const peakRssMiB = await sampler.stop();
+  const cpuUsed = (await cpuSeconds(pid)) - cpuBefore;
   const [result, probeResult] = results;
   if (!result) throw new Error('the load generator returned no result');
-  return { result, probe: probeResult, peakRssMiB };
+  // The warm-up's answers are not counted: at the measured rate, it answered about as many per second.
+  const answered = result.answers * (1 + timing.warmupSeconds / timing.seconds);
+  return { result, probe: probeResult, peakRssMiB, cpuMsPerAnswer: answered > 0 ? (cpuUsed * 1000) / answered : 0 };
 }
 
 /** What a measurement is taken of: a server (its process tree for memory) and the requests sent to it. */
@@ -106,6 +115,8 @@ function combined(parts: Measured[], seconds: number): Measured {
     },
     probe: undefined,
     peakRssMiB: Math.max(...parts.map((part) => part.peakRssMiB)),
+    cpuMsPerAnswer:
+      parts.reduce((sum, part) => sum + part.cpuMsPerAnswer * part.result.answers, 0) / Math.max(1, answers),
   };
 }
 
