@@ -10,6 +10,7 @@
 //   PATCH /tasks/{id}  one round trip: the task's row locked, then in a subtransaction visibility,
 //                      If-Match, the change, its event, deliveries; the event placed; NOTIFY after.
 import { createServer } from 'node:http';
+import { v7 as uuidv7 } from 'uuid';
 import { listenAndReport } from './listen.js';
 import { callerCheck } from './stack-caller.js';
 import { STACK_CONFIG_VARIABLE, StackConfigSchema } from './stack-config.js';
@@ -29,7 +30,14 @@ const TASK_PATH = /^\/tasks\/([0-9a-f-]{36})$/;
 
 const server = createServer((req, res) => {
   const send = ({ status, body, headers }: Answer) => {
-    res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', ...headers });
+    // The headers the service sends on every answer (server/http/middleware.ts): a request id, no caching.
+    res.writeHead(status, {
+      'content-type': 'application/json; charset=utf-8',
+      'x-request-id': uuidv7(),
+      'cache-control': 'no-store',
+      'x-content-type-options': 'nosniff',
+      ...headers,
+    });
     res.end(body);
   };
   (async (): Promise<Answer> => {
