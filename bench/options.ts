@@ -67,7 +67,7 @@ export function parseOptions(argv: string[]): BenchOptions {
       tasksPerUser: Math.round(number(values['tasks-per-user'], 1_000, 'tasks-per-user')),
     },
     connections: 50,
-    // Quick: 11 rows (5 of them bare twins), the login's 8 s and the start-up within about a minute.
+    // Quick: the targets' 7 rows (6 with bare twins), seeding and the login's 8 s in about two minutes.
     warmupSeconds: number(values.warmup, quick ? 0.5 : 5, 'warmup'),
     seconds: number(values.seconds, quick ? 2 : 15, 'seconds'),
     deepPage: 50,
