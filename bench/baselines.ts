@@ -33,7 +33,7 @@ export function baselineRow(name: string, m: Measured): Row {
     vsBare: null,
     target: null,
     service: false,
-    note: oddAnswers(r),
+    note: [`CPU ${m.cpuMsPerAnswer.toFixed(2)} ms/answer`, oddAnswers(r)].filter(Boolean).join('; '),
   };
 }
 

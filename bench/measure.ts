@@ -2,7 +2,8 @@
 // process tree is sampled for its peak resident memory.
 import { runLoads } from './load/run.js';
 import type { LoadRequests, LoadResult } from './load/spec.js';
-import { sampleRss } from './rss.js';
+import { cpuSeconds, sampleRss } from './rss.js';
+import type { TurnRequests } from './workloads.js';
 
 export interface Timing {
   connections: number;
@@ -14,6 +15,11 @@ export interface Measured {
   result: LoadResult;
   probe: LoadResult | undefined;
   peakRssMiB: number;
+  /**
+   * CPU milliseconds the target's Node.js processes used per answer, warm-up included in both (from
+   * /proc: exact where a profile's samples count time spent waiting for a core as the code's).
+   */
+  cpuMsPerAnswer: number;
 }
 
 /**
@@ -31,6 +37,7 @@ export async function measure(
   probe?: LoadRequests,
 ): Promise<Measured> {
   const sampler = sampleRss(pid);
+  const cpuBefore = await cpuSeconds(pid);
   const load = { url, ...timing, requests };
   const loads = probe ? [load, { ...load, connections: 1, rate: PROBES_PER_SECOND, requests: probe }] : [load];
   const results = await runLoads(loads).catch(async (error: unknown) => {
@@ -38,17 +45,24 @@ export async function measure(
     throw error;
   });
   const peakRssMiB = await sampler.stop();
+  const cpuUsed = (await cpuSeconds(pid)) - cpuBefore;
   const [result, probeResult] = results;
   if (!result) throw new Error('the load generator returned no result');
-  return { result, probe: probeResult, peakRssMiB };
+  // The warm-up's answers are not counted: at the measured rate, it answered about as many per second.
+  const answered = result.answers * (1 + timing.warmupSeconds / timing.seconds);
+  return { result, probe: probeResult, peakRssMiB, cpuMsPerAnswer: answered > 0 ? (cpuUsed * 1000) / answered : 0 };
 }
 
 /** What a measurement is taken of: a server (its process tree for memory) and the requests sent to it. */
 export interface Target {
   url: string;
   pid: number;
-  requests: LoadRequests;
+  requests: TurnRequests;
 }
+
+/** The requests of one turn: made afresh when they are made per turn. */
+export const turnRequests = (requests: TurnRequests): Promise<LoadRequests> =>
+  typeof requests === 'function' ? requests() : Promise.resolve(requests);
 
 /** A turn of the full run: long enough that its 50 connections' start and end weigh little. */
 const TURN_SECONDS = 3;
@@ -73,7 +87,7 @@ export async function measureInTurns(targets: Target[], timing: Timing): Promise
           target.url,
           target.pid,
           { ...timing, warmupSeconds, seconds: timing.seconds / turns },
-          target.requests,
+          await turnRequests(target.requests),
         ),
       );
     }
@@ -101,6 +115,8 @@ function combined(parts: Measured[], seconds: number): Measured {
     },
     probe: undefined,
     peakRssMiB: Math.max(...parts.map((part) => part.peakRssMiB)),
+    cpuMsPerAnswer:
+      parts.reduce((sum, part) => sum + part.cpuMsPerAnswer * part.result.answers, 0) / Math.max(1, answers),
   };
 }
 

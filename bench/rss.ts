@@ -41,6 +41,25 @@ function rssKiB(pid: number): number {
   return match?.[1] ? Number(match[1]) : 0;
 }
 
+/** Clock ticks a second of /proc/<pid>/stat's CPU times (USER_HZ: 100 on every Linux this runs on). */
+const TICKS_PER_SECOND = 100;
+
+/** CPU seconds (user and system) a process has used so far; 0 once it has exited. */
+function cpuSecondsOf(pid: number): number {
+  const stat = read(`/proc/${pid}/stat`);
+  const fields = stat?.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // After the name: state is field 3, utime 14 and stime 15.
+  return fields ? (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND : 0;
+}
+
+/** CPU seconds used so far by the Node.js processes of the tree. */
+export async function cpuSeconds(root: number): Promise<number> {
+  return (await nodeProcesses(root)).reduce((sum, pid) => sum + cpuSecondsOf(pid), 0);
+}
+
+/** VmRSS of a process now, in MiB; 0 once it has exited. */
+export const rssMiB = (pid: number): number => rssKiB(pid) / 1024;
+
 export interface RssSampler {
   /** Stops polling; the peak sum of VmRSS over the tree, in MiB. */
   stop(): Promise<number>;

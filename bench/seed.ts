@@ -16,9 +16,12 @@ export interface BenchUser {
   email: string;
   password: string;
   token: string;
+  /** The first of the user's own tasks, oldest first (at most TASKS_KEPT). */
+  tasks: string[];
 }
 
 export interface Seeded {
+  /** The users the load is spread over. */
   users: BenchUser[];
   /** The login workload's accounts (no tasks, no sessions). */
   loginAccounts: { email: string; password: string }[];
@@ -29,6 +32,9 @@ export interface Seeded {
   storedAttachmentCount: boolean;
   seconds: number;
 }
+
+/** Tasks of each user the workloads draw from: reads, and two disjoint sets to patch (service, twin). */
+const TASKS_KEPT = 200;
 
 const USER_PASSWORD = 'bench user password';
 const TAGS_PER_USER = 5;
@@ -78,28 +84,43 @@ const INSERT_LOGIN_ACCOUNTS = `
   FROM users u CROSS JOIN generate_series(1, $2::int) AS k WHERE u.id = $1
   RETURNING email`;
 
-/** All at once: each is an argon2 hash, and the service hashes several in parallel. */
-function registerUsers(base: string, count: number): Promise<BenchUser[]> {
-  return Promise.all(
-    Array.from({ length: count }, async (_, n) => {
-      const email = `bench-user-${n + 1}@example.test`;
-      const { user, accessToken } = await register(base, email, USER_PASSWORD, `Bench User ${n + 1}`);
-      return { id: user.id, email, password: USER_PASSWORD, token: accessToken };
-    }),
-  );
+// The load's users besides the first, registered one: copies of its row (its password hash, so its
+// password), each then logged in through the API (a registration per user would meet the service's
+// per-address registration limit).
+const INSERT_USERS = `
+  INSERT INTO users (id, email, name, role, password_hash, created_at, updated_at)
+  SELECT gen_random_uuid(), 'bench-user-' || k || '@example.test', 'Bench User ' || k, 'user', u.password_hash, now(), now()
+  FROM users u CROSS JOIN generate_series(2, $2::int) AS k WHERE u.id = $1
+  RETURNING id, email`;
+
+/** At most `limit` of `work` at once. */
+async function inBatches<T, R>(items: T[], limit: number, work: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = [];
+  for (let i = 0; i < items.length; i += limit)
+    results.push(...(await Promise.all(items.slice(i, i + limit).map(work))));
+  return results;
 }
 
 export async function seed(base: string, databaseUrl: string, size: SeedSize): Promise<Seeded> {
   const started = Date.now();
-  const [users, adminLogin] = await Promise.all([
-    registerUsers(base, size.users),
+  const firstEmail = 'bench-user-1@example.test';
+  const [first, adminLogin] = await Promise.all([
+    register(base, firstEmail, USER_PASSWORD, 'Bench User 1'),
     login(base, ADMIN.email, ADMIN.password),
   ]);
   const adminToken = adminLogin.accessToken;
   const db = new pg.Client({ connectionString: databaseUrl });
   await db.connect();
   try {
-    const ids = users.map((user) => user.id);
+    const { rows: others } = await db.query<{ id: string; email: string }>(INSERT_USERS, [first.user.id, size.users]);
+    // Two logins at a time per core are as many as the service hashes at once.
+    const loggedIn = await inBatches(others, 4, async ({ id, email }) => ({
+      id,
+      email,
+      token: (await login(base, email, USER_PASSWORD)).accessToken,
+    }));
+    const accounts = [{ id: first.user.id, email: firstEmail, token: first.accessToken }, ...loggedIn];
+    const ids = accounts.map((user) => user.id);
     const { rows: columns } = await db.query<{ column_name: string }>(
       "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'tasks'",
     );
@@ -112,6 +133,24 @@ export async function seed(base: string, databaseUrl: string, size: SeedSize): P
     await db.query(INSERT_ATTACHMENTS, [ids]);
     if (storedAttachmentCount) await db.query(UPDATE_ATTACHMENT_COUNT);
     await db.query('ANALYZE');
+    const { rows: kept } = await db.query<{ owner_id: string; id: string; version: number }>(
+      `SELECT owner_id, id, version FROM (
+         SELECT owner_id, id, version, row_number() OVER (PARTITION BY owner_id ORDER BY created_at, id) AS n
+         FROM tasks WHERE owner_id = ANY($1::uuid[])) AS t
+       WHERE n <= $2 ORDER BY owner_id, n`,
+      [ids, TASKS_KEPT],
+    );
+    const tasksOf = new Map<string, { id: string; version: number }[]>();
+    for (const row of kept) {
+      const list = tasksOf.get(row.owner_id) ?? [];
+      list.push(row);
+      tasksOf.set(row.owner_id, list);
+    }
+    const users = accounts.map((account) => ({
+      ...account,
+      password: USER_PASSWORD,
+      tasks: (tasksOf.get(account.id) ?? []).map((task) => task.id),
+    }));
     const { rows: ownTasks } = await db.query<{ id: string; version: number }>(
       'SELECT id, version FROM tasks WHERE owner_id = $1 ORDER BY created_at, id',
       [ids[0]],

@@ -1,5 +1,6 @@
-// The service under test: the production build (`node dist/server/main.js`) in a child process, on
-// a scratch DATA_DIR with its own embedded PostgreSQL, or on a fresh database of DATABASE_URL's server.
+// The service under test, started as users start it: `npm start` (which checks the build and runs
+// dist/server/main.js) in a process group of its own, on a scratch DATA_DIR with its own embedded
+// PostgreSQL, or on a fresh database of a given server.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { readFile } from 'node:fs/promises';
@@ -63,7 +64,10 @@ export async function embeddedDatabaseUrl(dataDir: string): Promise<string> {
 
 export interface RunningService {
   url: string;
+  /** The root of the service's process tree: npm's process (or the service's, when profiled). */
   pid: number;
+  /** Whether the root is npm, whose own process is not the service's. */
+  viaNpm: boolean;
   /** Log lines at error level or above since the start. */
   errorLines: () => string[];
   stop(): Promise<void>;
@@ -97,6 +101,9 @@ export async function startService({ dataDir, databaseUrl, workers }: ServiceOpt
     HOST: '127.0.0.1',
     DATA_DIR: dataDir,
     DATABASE_URL: databaseUrl ?? '',
+    // A server reached directly, as docs/operations.md says to declare it: statements prepared,
+    // the statement timeout the session's, LISTEN for the event readers.
+    DATABASE_DIRECT_URL: databaseUrl ?? '',
     LOG_LEVEL: 'warn',
     RATE_LIMIT_PER_MINUTE: '0',
     // Every login takes a point from its account's and its address's budget until its password is
@@ -115,12 +122,17 @@ export async function startService({ dataDir, databaseUrl, workers }: ServiceOpt
     // user, its answers would be 409s, not uploads.
     USER_STORAGE_QUOTA_BYTES: String(2 ** 40),
   };
-  // BENCH_CPU_PROF=DIR: the service writes a V8 CPU profile per process into DIR when it stops.
-  const profile = process.env.BENCH_CPU_PROF
-    ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(process.env.BENCH_CPU_PROF)}`]
-    : [];
-  const child = spawn(process.execPath, [...profile, 'dist/server/main.js'], {
+  // BENCH_CPU_PROF=DIR: the service's processes write a V8 CPU profile each into DIR when they stop.
+  // Node refuses --cpu-prof in NODE_OPTIONS, so the service is then started as npm starts it (the
+  // same node scripts/run.mjs server/main), without npm.
+  const profileDir = process.env.BENCH_CPU_PROF;
+  const [command, args] = profileDir
+    ? [process.execPath, ['--cpu-prof', `--cpu-prof-dir=${path.resolve(profileDir)}`, 'scripts/run.mjs', 'server/main']]
+    : ['npm', ['start', '--silent']];
+  const child = spawn(command, args, {
     env,
+    // A process group of its own, stopped as a terminal or a supervisor stops it.
+    detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const errors: string[] = [];
@@ -137,12 +149,16 @@ export async function startService({ dataDir, databaseUrl, workers }: ServiceOpt
   return {
     url,
     pid: child.pid,
+    viaNpm: !profileDir,
     errorLines: () => [...errors],
     stop: async () => {
       if (child.exitCode !== null) return;
       const exited = once(child, 'exit');
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      const group = (signal: NodeJS.Signals) => {
+        if (child.pid !== undefined) process.kill(-child.pid, signal);
+      };
+      group('SIGTERM');
+      const timer = setTimeout(() => group('SIGKILL'), 30_000);
       await exited;
       clearTimeout(timer);
     },

@@ -1,23 +1,29 @@
 // The workloads of the table, as requests for the load generator. Set-up that needs the service
-// (deep cursors, files to download) happens here, before any load.
+// (deep cursors, files to download) happens here, before any load. The load is spread as users
+// spread it: every request is sent as one of the seeded users drawn at random, for one of that
+// user's tasks (or pages) drawn at random.
+import { randomBytes } from 'node:crypto';
 import type { Attachment } from '../contract/attachments.js';
 import { bearer, deepCursor, upload } from './api.js';
 import type { LoadRequests } from './load/spec.js';
 import type { BenchOptions } from './options.js';
-import type { Seeded } from './seed.js';
+import type { BenchUser, Seeded } from './seed.js';
 import { TARGETS } from './targets.js';
+
+/** Requests as they are, or made afresh for each turn (a PATCH load starts from the versions its tasks have then). */
+export type TurnRequests = LoadRequests | (() => Promise<LoadRequests>);
 
 export interface Workload {
   name: string;
   /** Compared with the argon2 baseline rather than the request baselines. */
   login?: boolean;
-  requests: LoadRequests;
+  requests: TurnRequests;
   /** A light load run alongside (the /healthz probe during the login storm). */
   probe?: LoadRequests;
   /** A floor under the measured window: 50 logins queue for seconds, and a shorter window sees no answer. */
   minSeconds?: number;
-  /** The same work on the stack baseline (the bare handler), and the share of its req/s the service should reach. */
-  bare?: { requests: LoadRequests; target: number };
+  /** The same work on the stack baseline (the bare twin), and the share of its req/s the service should reach. */
+  bare?: { requests: TurnRequests; target: number };
 }
 
 /** Where the workloads are sent: the service, and the stack baseline serving the same routes. */
@@ -26,39 +32,68 @@ export interface Targets {
   bare: string;
 }
 
-/** GET /tasks/{id} over many of the first user's tasks: the same requests for the service and the stack baseline. */
+/** The current versions of tasks, read from the database (the start of each PATCH turn). */
+export type Versions = (ids: string[]) => Promise<Map<string, number>>;
+
+/** Tasks of each user patched by the spread PATCH row: the service's and the twin's are disjoint. */
+const PATCHED_PER_USER = 8;
+
+/** GET /tasks/{id} of the first user's tasks: the runtime baseline's requests (it answers any path alike). */
 export function taskReads(seeded: Seeded, token: string): LoadRequests {
   const paths = seeded.ownTasks.slice(0, 1000).map((task) => `/tasks/${task.id}`);
   return { kind: 'rotate', method: 'GET', paths, headers: bearer(token) };
 }
 
-/** One page asked over and over; a deep page's cursor is each server's own (both sign their cursors). */
-async function listPage(
+/** GET /tasks/{id}: a random user, one of their tasks at random; the same requests for the service and its twin. */
+function spreadReads(seeded: Seeded): LoadRequests {
+  return {
+    kind: 'spread',
+    method: 'GET',
+    users: seeded.users.map((user) => ({ headers: bearer(user.token), paths: user.tasks.map((id) => `/tasks/${id}`) })),
+  };
+}
+
+/** At most `limit` of `work` at once. */
+async function inBatches<T, R>(items: T[], limit: number, work: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = [];
+  for (let i = 0; i < items.length; i += limit)
+    results.push(...(await Promise.all(items.slice(i, i + limit).map(work))));
+  return results;
+}
+
+/**
+ * One page of each caller's list (page 1, or a deep page found once by following `nextCursor`:
+ * each server signs its own cursors), asked for over and over as a random caller. A list shorter
+ * than the page is asked for its last page; the page reached is the shallowest of the callers'.
+ */
+async function listPages(
   base: string,
-  token: string,
+  callers: { token: string }[],
   sort: string,
   page: number | 'first',
   options: BenchOptions,
 ): Promise<{ requests: LoadRequests; page: number }> {
   const path = `/tasks?limit=${options.pageLimit}${sort === '-createdAt' ? '' : `&sort=${sort}`}`;
-  const requests = (at: string): LoadRequests => ({
-    kind: 'rotate',
-    method: 'GET',
-    paths: [at],
-    headers: bearer(token),
+  const pages = await inBatches(callers, 5, async ({ token }) => {
+    if (page === 'first') return { token, path, page: 1 };
+    const deep = await deepCursor(base, token, `sort=${sort}`, page, options.pageLimit);
+    return { token, path: deep.cursor ? `${path}&cursor=${deep.cursor}` : path, page: deep.page };
   });
-  if (page === 'first') return { requests: requests(path), page: 1 };
-  const deep = await deepCursor(base, token, `sort=${sort}`, page, options.pageLimit);
-  return { requests: requests(deep.cursor ? `${path}&cursor=${deep.cursor}` : path), page: deep.page };
+  return {
+    requests: {
+      kind: 'spread',
+      method: 'GET',
+      users: pages.map(({ token, path: at }) => ({ headers: bearer(token), paths: [at] })),
+    },
+    page: Math.min(...pages.map((p) => p.page)),
+  };
 }
 
-/** Page 1 and a deep page of the default sort for a user; the admin's and other sorts' in full runs. */
+/** Page 1 and page 50 of the default sort over the users; the admin's and other sorts' in full runs. */
 async function listWorkloads(targets: Targets, seeded: Seeded, options: BenchOptions): Promise<Workload[]> {
-  const user = seeded.users[0];
-  if (!user) throw new Error('no users were seeded');
-  const callers = [
-    { who: 'user', token: user.token },
-    { who: 'admin', token: seeded.adminToken },
+  const groups = [
+    { who: '', callers: seeded.users },
+    { who: ' (admin)', callers: [{ token: seeded.adminToken }] },
   ];
   const lists = [
     { sort: '-createdAt', firstPage: true },
@@ -67,16 +102,16 @@ async function listWorkloads(targets: Targets, seeded: Seeded, options: BenchOpt
   ];
   const workloads: Workload[] = [];
   for (const { sort, firstPage } of lists) {
-    for (const { who, token } of callers) {
-      if ((who === 'admin' || sort !== '-createdAt') && !options.everything) continue;
+    for (const { who, callers } of groups) {
+      if ((who !== '' || sort !== '-createdAt') && !options.everything) continue;
       const sortName = sort === '-createdAt' ? '' : ` sort=${sort}`;
       for (const page of firstPage ? (['first', options.deepPage] as const) : [options.deepPage]) {
-        const service = await listPage(targets.service, token, sort, page, options);
-        const bare = await listPage(targets.bare, token, sort, page, options);
+        const service = await listPages(targets.service, callers, sort, page, options);
+        const bare = await listPages(targets.bare, callers, sort, page, options);
         if (bare.page !== service.page)
           throw new Error(`the stack baseline's list ends at page ${bare.page}, the service's at ${service.page}`);
         workloads.push({
-          name: `GET /tasks${sortName} page ${service.page} (${who})`,
+          name: `GET /tasks${sortName} page ${service.page}${who}`,
           requests: service.requests,
           bare: { requests: bare.requests, target: TARGETS.list },
         });
@@ -86,18 +121,49 @@ async function listWorkloads(targets: Targets, seeded: Seeded, options: BenchOpt
   return workloads;
 }
 
-export async function buildWorkloads(targets: Targets, seeded: Seeded, options: BenchOptions): Promise<Workload[]> {
+/** PATCH with If-Match over `pick` of each user's tasks, each turn from the versions they have then. */
+function spreadPatches(users: BenchUser[], pick: (user: BenchUser) => string[], versions: Versions) {
+  const tasks = users.flatMap((user, index) => pick(user).map((id) => ({ id, user: index })));
+  return async (): Promise<LoadRequests> => {
+    const known = await versions(tasks.map((task) => task.id));
+    return {
+      kind: 'patch',
+      users: users.map((user) => ({ headers: bearer(user.token) })),
+      tasks: tasks.map((task) => ({ ...task, version: known.get(task.id) ?? 1 })),
+    };
+  };
+}
+
+/** PATCH without If-Match of one task by every connection at once, each request a title no write has set. */
+function hotPatches(user: BenchUser, taskId: string) {
+  return async (): Promise<LoadRequests> => {
+    const turn = randomBytes(4).toString('hex');
+    return {
+      kind: 'spread',
+      method: 'PATCH',
+      users: [{ headers: bearer(user.token), paths: [`/tasks/${taskId}`] }],
+      bodies: Array.from({ length: 1000 }, (_, n) => ({
+        kind: 'json' as const,
+        value: JSON.stringify({ title: `Hot ${turn}-${n}` }),
+      })),
+    };
+  };
+}
+
+export async function buildWorkloads(
+  targets: Targets,
+  seeded: Seeded,
+  options: BenchOptions,
+  versions: Versions,
+): Promise<Workload[]> {
   const [user] = seeded.users;
   if (!user) throw new Error('no users were seeded');
+  if (seeded.users.some((u) => u.tasks.length < 4 * PATCHED_PER_USER))
+    throw new Error(`too few tasks per user for the PATCH workloads (${4 * PATCHED_PER_USER} needed)`);
   const auth = bearer(user.token);
-  // Disjoint tasks: an upload changes its task's version, which the PATCH workload must know, and
-  // the stack baseline patches tasks of its own, as many, each at version 1 like the service's.
-  const patched = options.connections * 4;
-  const patchTasks = seeded.ownTasks.slice(0, patched);
-  const uploadTasks = seeded.ownTasks.slice(patched, patched + 500);
-  const barePatchTasks = seeded.ownTasks.slice(patched + 500, 2 * patched + 500);
-  if (barePatchTasks.length < patched)
-    throw new Error(`too few tasks per user for the PATCH workloads (${2 * patched + 500} needed)`);
+  // The uploads' tasks are the first user's last ones: an upload changes its task's version,
+  // which the PATCH loads read at each turn anyway, and no other row touches them.
+  const uploadTasks = seeded.ownTasks.slice(-500);
   const downloads: Attachment[] = [];
   if (options.everything)
     for (const task of uploadTasks.slice(0, 10))
@@ -107,12 +173,14 @@ export async function buildWorkloads(targets: Targets, seeded: Seeded, options: 
     value: JSON.stringify({ email, password }),
   }));
   const create: LoadRequests = {
-    kind: 'rotate',
+    kind: 'spread',
     method: 'POST',
-    paths: ['/tasks'],
+    users: seeded.users.map((u) => ({ headers: bearer(u.token), paths: ['/tasks'] })),
     bodies: [{ kind: 'json', value: JSON.stringify({ title: 'Bench task', priority: 'high' }) }],
-    headers: auth,
   };
+  const hot = seeded.users[1] ?? user;
+  const [hotTask, bareHotTask] = hot.tasks.slice(-2);
+  if (!hotTask || !bareHotTask) throw new Error('no task to patch');
   const files: Workload[] = [
     {
       name: `POST /tasks/{id}/attachments (${options.uploadBytes / 1024} KiB)`,
@@ -137,15 +205,23 @@ export async function buildWorkloads(targets: Targets, seeded: Seeded, options: 
   return [
     {
       name: 'GET /tasks/{id}',
-      requests: taskReads(seeded, user.token),
-      bare: { requests: taskReads(seeded, user.token), target: TARGETS.read },
+      requests: spreadReads(seeded),
+      bare: { requests: spreadReads(seeded), target: TARGETS.read },
     },
     ...(await listWorkloads(targets, seeded, options)),
     { name: 'POST /tasks', requests: create, bare: { requests: create, target: TARGETS.create } },
     {
-      name: 'PATCH /tasks/{id} (If-Match)',
-      requests: { kind: 'patch', tasks: patchTasks, headers: auth },
-      bare: { requests: { kind: 'patch', tasks: barePatchTasks, headers: auth }, target: TARGETS.patch },
+      name: 'PATCH /tasks/{id} (If-Match, spread)',
+      requests: spreadPatches(seeded.users, (u) => u.tasks.slice(0, PATCHED_PER_USER), versions),
+      bare: {
+        requests: spreadPatches(seeded.users, (u) => u.tasks.slice(PATCHED_PER_USER, 2 * PATCHED_PER_USER), versions),
+        target: TARGETS.patch,
+      },
+    },
+    {
+      name: `PATCH /tasks/{id} (${options.connections} writers, one task)`,
+      requests: hotPatches(hot, hotTask),
+      bare: { requests: hotPatches(hot, bareHotTask), target: TARGETS.patch },
     },
     {
       name: 'POST /auth/login',

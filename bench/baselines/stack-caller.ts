@@ -1,32 +1,38 @@
 // Who calls the stack baseline, as the service decides it on every request: the access token verified
-// with jose (EdDSA, issuer, audience, typ), then its session read with the user's role (one query).
+// with jose (EdDSA, issuer, audience, typ) once per token and kept until it expires (as the service's
+// server/auth/tokens.ts keeps it), then its live session and the user's role read (the service's
+// statement, server/auth/sessions.ts livePrincipal).
 import { importJWK, jwtVerify } from 'jose';
-import type pg from 'pg';
 import type { StackConfig } from './stack-config.js';
+import type { StackDb } from './stack-db.js';
 
 export interface Caller {
   userId: string;
   role: string;
 }
 
-interface SessionRow {
-  user_id: string;
-  revoked_at: Date | null;
-  role: string;
+interface Claims {
+  userId: string;
+  sessionId: string;
+  expiresAtMs: number;
 }
 
 const SESSION =
-  'SELECT s.user_id, s.revoked_at, u.role FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1';
+  'SELECT u.role FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1 AND s.user_id = $2 AND s.revoked_at IS NULL';
+
+/** Tokens kept once verified: as many as the service keeps. */
+const KEPT = 10_000;
 
 /** The caller of a request from its Authorization header, or undefined for a bad token or an ended session. */
 export async function callerCheck(
   config: StackConfig,
-  pool: pg.Pool,
+  db: StackDb,
 ): Promise<(authorization: string | undefined) => Promise<Caller | undefined>> {
   const key = await importJWK(config.jwk, 'EdDSA');
-  return async (authorization) => {
-    const token = /^Bearer (.+)$/.exec(authorization ?? '')?.[1];
-    if (!token) return undefined;
+  const verified = new Map<string, Claims>();
+  const claimsOf = async (token: string): Promise<Claims | undefined> => {
+    const known = verified.get(token);
+    if (known && known.expiresAtMs > Date.now()) return known;
     const { payload } = await jwtVerify(token, key, {
       algorithms: ['EdDSA'],
       issuer: config.issuer,
@@ -34,11 +40,19 @@ export async function callerCheck(
       typ: 'at+jwt',
       requiredClaims: ['sub', 'sid', 'role', 'iat', 'exp', 'jti'],
     }).catch(() => ({ payload: undefined }));
-    const sid = payload?.sid;
-    if (typeof sid !== 'string' || typeof payload?.sub !== 'string') return undefined;
-    const { rows } = await pool.query<SessionRow>(SESSION, [sid]);
-    const session = rows[0];
-    if (!session || session.revoked_at || session.user_id !== payload.sub) return undefined;
-    return { userId: session.user_id, role: session.role };
+    if (typeof payload?.sid !== 'string' || typeof payload.sub !== 'string' || typeof payload.exp !== 'number')
+      return undefined;
+    const claims = { userId: payload.sub, sessionId: payload.sid, expiresAtMs: payload.exp * 1000 };
+    if (verified.size >= KEPT) verified.clear();
+    verified.set(token, claims);
+    return claims;
+  };
+  return async (authorization) => {
+    const token = /^Bearer (.+)$/i.exec(authorization ?? '')?.[1];
+    const claims = token === undefined ? undefined : await claimsOf(token);
+    if (!claims) return undefined;
+    const { rows } = await db.query<{ role: string }>(SESSION, [claims.sessionId, claims.userId]);
+    const role = rows[0]?.role;
+    return role === undefined ? undefined : { userId: claims.userId, role };
   };
 }

@@ -2,11 +2,11 @@
 // index range scan per branch, "owner or assignee" as two branches merged) and the rows of the page
 // in one statement, with cursors signed as the service signs its own (under a key of this process).
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import type pg from 'pg';
 import { z } from 'zod';
 import { TaskListQuerySchema, type TaskSort } from '../../contract/tasks.js';
 import type { Caller } from './stack-caller.js';
 import type { StackConfig } from './stack-config.js';
+import type { StackDb } from './stack-db.js';
 import { json, problem, type Answer } from './stack-http.js';
 import { isAdmin, serializeTask, taskColumns, type TaskRow } from './stack-tasks.js';
 
@@ -119,7 +119,7 @@ const FILTERS = [
 ] as const;
 
 /** GET /tasks for a caller: every task for an admin, else those they own or are assigned. */
-export function taskLists(pool: pg.Pool, config: StackConfig) {
+export function taskLists(db: StackDb, config: StackConfig) {
   const cursors = cursorCodec();
   const statements = new Map<string, string>();
   const statement = (sort: TaskSort, everyTask: boolean, afterCursor: boolean) => {
@@ -145,7 +145,7 @@ export function taskLists(pool: pg.Pool, config: StackConfig) {
       ...(everyTask ? [] : [caller.userId]),
       ...(cursor ? [cursor.v, cursor.id] : []),
     ];
-    const { rows } = await pool.query<TaskRow>(statement(query.sort, everyTask, cursor !== undefined), params);
+    const { rows } = await db.query<TaskRow>(statement(query.sort, everyTask, cursor !== undefined), params);
     const pageRows = rows.slice(0, query.limit);
     const last = pageRows[pageRows.length - 1];
     const nextCursor =

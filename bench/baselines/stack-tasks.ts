@@ -1,8 +1,9 @@
 // The task row as the stack baseline reads it (with its tags and attachment count), as JSON, and the
-// read of one task the caller may see (GET /tasks/{id}).
-import type pg from 'pg';
+// read of one task the caller may see (GET /tasks/{id}): one statement, the visibility rule in it, as
+// the service's (server/tasks/store.ts readVisibleTask).
 import type { Caller } from './stack-caller.js';
 import type { StackConfig } from './stack-config.js';
+import type { StackDb } from './stack-db.js';
 
 export interface TaskRow {
   id: string;
@@ -22,7 +23,7 @@ export interface TaskRow {
 }
 
 /** The tags of task `t` by name, as JSON. */
-export const TAGS_OF_TASK = `coalesce((SELECT json_agg(json_build_object('id', g.id, 'name', g.name, 'color', g.color) ORDER BY g.name, g.id)
+export const TAGS_OF_TASK = `coalesce((SELECT json_agg(json_build_object('id', g.id, 'name', g.name, 'color', g.color) ORDER BY g.name_key, g.name, g.id)
   FROM task_tags tt JOIN tags g ON g.id = tt.tag_id WHERE tt.task_id = t.id), '[]')`;
 
 /** The attachment count of task `t`: stored on the task, or counted, as the schema of the day has it. */
@@ -40,16 +41,18 @@ export const isAdmin = (caller: Caller) => caller.role === 'admin';
 
 /** The task if the caller may see it: admins every task, others what they own or are assigned to. */
 export async function readVisibleTask(
-  pool: pg.Pool,
+  db: StackDb,
   config: StackConfig,
   caller: Caller,
   taskId: string,
 ): Promise<TaskRow | undefined> {
-  const { rows } = await pool.query<TaskRow>(`SELECT ${taskColumns(config)} FROM tasks t WHERE t.id = $1`, [taskId]);
-  const task = rows[0];
-  return task && (isAdmin(caller) || task.owner_id === caller.userId || task.assignee_id === caller.userId)
-    ? task
-    : undefined;
+  const { rows } = isAdmin(caller)
+    ? await db.query<TaskRow>(`SELECT ${taskColumns(config)} FROM tasks t WHERE t.id = $1`, [taskId])
+    : await db.query<TaskRow>(
+        `SELECT ${taskColumns(config)} FROM tasks t WHERE t.id = $1 AND (t.owner_id = $2 OR t.assignee_id = $2)`,
+        [taskId, caller.userId],
+      );
+  return rows[0];
 }
 
 export const serializeTask = (t: TaskRow) => ({

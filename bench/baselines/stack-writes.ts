@@ -1,12 +1,19 @@
-// The stack baseline's writes, POST /tasks and PATCH /tasks/{id}: each ONE statement (data-modifying
-// CTEs) doing what the service's write must: the quota or the visibility and If-Match checks as
-// conditions, the task row, its event in the outbox with the task as the API shows it, each active
-// webhook's first delivery, and the NOTIFY that wakes the event readers at commit.
-import type pg from 'pg';
+// The stack baseline's writes, POST /tasks and PATCH /tasks/{id}: each one transaction sent in one
+// round trip doing what the service's does (server/tasks/store.ts, server/quotas.ts), no more:
+//
+// - the lock the service takes first: the user's row shared (the quota claim far from its limit),
+//   or the task's row FOR NO KEY UPDATE;
+// - a subtransaction (SAVEPOINT) in which ONE statement of data-modifying CTEs makes the checks as
+//   conditions (the quota from the user's holdings counters, not a COUNT of their tasks; the
+//   visibility and If-Match), writes the task, its event with the task as the API shows it, and
+//   each receiving webhook's first delivery, and returns the task's JSON, which is the answer;
+// - the event placed at the subtransaction's id (as the service places events, server/events/outbox.ts);
+// then, after the commit, one coalesced NOTIFY for the event readers.
 import { v7 as uuidv7 } from 'uuid';
 import { TaskCreateSchema, TaskPatchSchema } from '../../contract/tasks.js';
 import type { Caller } from './stack-caller.js';
 import type { StackConfig } from './stack-config.js';
+import { commitAnnouncer, type StackDb, type Statement } from './stack-db.js';
 import { problem, type Answer } from './stack-http.js';
 import {
   attachmentCountOfTask,
@@ -21,17 +28,14 @@ import {
 const EVENTS_CHANNEL = 'task_service_events';
 
 /**
- * The rest of a write after a CTE `task` returning (json, owner_id, assignee_id, version): the
- * event of `type` by actor $1, the deliveries, the wake-up; then the task's JSON and version.
- * The event's txid is the column's default (the transaction's id): one statement waits for no lock
- * between taking its id and writing, except an UPDATE queued on the row, which the service orders
- * with a subtransaction.
+ * The rest of a write's statement after a CTE `task` returning (json, owner_id, assignee_id,
+ * version): the event of `type` by actor $1 with id $2, the deliveries; then the task's JSON and version.
  */
 const recordEvent = (type: 'task.created' | 'task.updated') => `,
   event AS (
     INSERT INTO events (id, type, occurred_at, actor_id, data, audience)
     SELECT $2::uuid, '${type}', statement_timestamp(), $1::uuid, jsonb_build_object('task', task.json),
-      ARRAY(SELECT DISTINCT a FROM unnest(ARRAY[task.owner_id, task.assignee_id]) AS a WHERE a IS NOT NULL)
+      array_remove(ARRAY[task.owner_id, NULLIF(task.assignee_id, task.owner_id)], NULL)
     FROM task
     RETURNING id, type, audience
   ),
@@ -42,16 +46,21 @@ const recordEvent = (type: 'task.created' | 'task.updated') => `,
     JOIN webhooks w ON w.active AND (e.type = ANY(w.events) OR '*' = ANY(w.events))
     JOIN users u ON u.id = w.owner_id
     WHERE u.role = 'admin' OR w.owner_id = ANY(e.audience)
-  ),
-  woken AS (SELECT pg_notify('${EVENTS_CHANNEL}', '') FROM event)
-  SELECT task.json::text AS json, task.version, (SELECT count(*) FROM woken) AS woken FROM task`;
+  )
+  SELECT task.json::text AS json, task.version FROM task`;
 
-// A new task has no tags and no attachments yet: nothing to read for them.
+// The subtransaction's full id: its 32 bits (the event row's xmin) in the transaction's epoch.
+const PLACE_EVENT = `UPDATE events SET txid = ((pg_current_xact_id()::text::bigint >> 32) << 32) + xmin::text::bigint
+   + CASE WHEN xmin::text::bigint < (pg_current_xact_id()::text::bigint & 4294967295) THEN 4294967296 ELSE 0 END
+  WHERE id = $1`;
+
+// A new task has no tags and no attachments yet: nothing to read for them. The quota: the user's
+// holdings (kept by the triggers on tasks) leave room for $12 more, within $13.
 const CREATE = `
   WITH task AS (
     INSERT INTO tasks AS t (id, owner_id, title, description, status, priority, due_at, completed_at, version, created_at, updated_at)
     SELECT $3::uuid, $1::uuid, $4, $5, $6::"TaskStatus", $7::"TaskPriority", $8::timestamptz, $9::timestamptz, 1, $10::timestamptz, $10::timestamptz
-    WHERE $11::boolean OR (SELECT count(*) FROM tasks WHERE owner_id = $1::uuid) < $12::bigint
+    WHERE $11::boolean OR (SELECT coalesce(sum(tasks), 0) FROM user_holdings WHERE user_id = $1::uuid) + $12::bigint <= $13::bigint
     RETURNING t.owner_id, t.assignee_id, t.version, ${taskJson(`'[]'::json`, '0')} AS json
   )${recordEvent('task.created')}`;
 
@@ -79,32 +88,19 @@ interface Written {
   version: number;
 }
 
-/** POST /tasks; the quota is the service's USER_MAX_TASKS (admins are exempt). */
-async function createTask(pool: pg.Pool, config: StackConfig, caller: Caller, body: unknown): Promise<Answer> {
-  const input = TaskCreateSchema.safeParse(body);
-  if (!input.success) return problem(400, 'Bad Request');
-  const task = input.data;
-  if (task.assigneeId !== null || task.tagIds.length > 0)
-    return problem(400, 'The stack baseline creates tasks without assignee or tags');
-  const id = uuidv7();
-  const now = new Date();
-  const { rows } = await pool.query<Written>(CREATE, [
-    caller.userId,
-    uuidv7(),
-    id,
-    task.title,
-    task.description,
-    task.status,
-    task.priority,
-    task.dueAt,
-    task.status === 'done' ? now : null,
-    now,
-    isAdmin(caller),
-    config.maxTasksPerUser,
+/** The transaction of a write: `lock`, then `write` (parameters $1 actor, $2 event id) and the event's placing in a subtransaction. */
+async function written(db: StackDb, lock: Statement[], write: string, values: unknown[]) {
+  const results = await db.pipeline([
+    ...lock,
+    { text: 'SAVEPOINT write' },
+    { text: write, values },
+    { text: PLACE_EVENT, values: [values[1]] },
+    { text: 'RELEASE SAVEPOINT write' },
   ]);
-  const written = rows[0];
-  if (!written) return problem(409, 'Quota "tasks" reached');
-  return { status: 201, body: written.json, headers: { location: `/tasks/${id}`, etag: `"${written.version}"` } };
+  const row = results[lock.length + 1]?.[0];
+  return row && typeof row.json === 'string' && typeof row.version === 'number'
+    ? ({ json: row.json, version: row.version } satisfies Written)
+    : undefined;
 }
 
 /** The version an If-Match header asks for: null for none or `*`, and 0 (no task's) for any other tag. */
@@ -114,49 +110,81 @@ function matchedVersion(ifMatch: string | undefined): number | null {
   return version === undefined ? 0 : Number(version);
 }
 
-/** PATCH /tasks/{id} of title, description, status or priority, with or without If-Match. */
-async function patchTask(
-  pool: pg.Pool,
-  config: StackConfig,
-  patch: string,
-  caller: Caller,
-  taskId: string,
-  ifMatch: string | undefined,
-  body: unknown,
-): Promise<Answer> {
-  const input = TaskPatchSchema.safeParse(body);
-  if (!input.success) return problem(400, 'Bad Request');
-  const change = input.data;
-  if (change.assigneeId !== undefined || change.dueAt !== undefined)
-    return problem(400, 'The stack baseline changes no assignee or due date');
-  const version = matchedVersion(ifMatch);
-  const { rows } = await pool.query<Written>(patch, [
-    caller.userId,
-    uuidv7(),
-    taskId,
-    isAdmin(caller),
-    version,
-    change.title ?? null,
-    change.description ?? null,
-    change.status ?? null,
-    change.priority ?? null,
-    new Date(),
-  ]);
-  const written = rows[0];
-  if (written) return { status: 200, body: written.json, headers: { etag: `"${written.version}"` } };
-  // No row changed: the task is not visible, or stale, or the change was no change (the version stays).
-  const current = await readVisibleTask(pool, config, caller, taskId);
-  if (!current) return problem(404, 'Not Found');
-  const etag = `"${current.version}"`;
-  if (version !== null && version !== current.version) return problem(412, 'Precondition Failed', { etag });
-  return { status: 200, body: JSON.stringify(serializeTask(current)), headers: { etag } };
-}
-
-export function taskWrites(pool: pg.Pool, config: StackConfig) {
+export async function taskWrites(db: StackDb, config: StackConfig) {
   const patch = patchStatement(config);
-  return {
-    create: (caller: Caller, body: unknown) => createTask(pool, config, caller, body),
-    patch: (caller: Caller, taskId: string, ifMatch: string | undefined, body: unknown) =>
-      patchTask(pool, config, patch, caller, taskId, ifMatch, body),
+  const announce = commitAnnouncer(db, EVENTS_CHANNEL);
+  // The service's shared claim leaves room for every transaction the server may run at once.
+  const { rows } = await db.query<{ max_connections: string }>('SHOW max_connections');
+  const room = String(rows[0]?.max_connections ?? 0);
+
+  /** POST /tasks; the quota is the service's USER_MAX_TASKS (admins are exempt). */
+  const create = async (caller: Caller, body: unknown): Promise<Answer> => {
+    const input = TaskCreateSchema.safeParse(body);
+    if (!input.success) return problem(400, 'Bad Request');
+    const task = input.data;
+    if (task.assigneeId !== null || task.tagIds.length > 0)
+      return problem(400, 'The stack baseline creates tasks without assignee or tags');
+    const id = uuidv7();
+    const now = new Date();
+    const exempt = isAdmin(caller);
+    const lock = exempt ? [] : [{ text: 'SELECT 1 FROM users WHERE id = $1 FOR SHARE', values: [caller.userId] }];
+    const row = await written(db, lock, CREATE, [
+      caller.userId,
+      uuidv7(),
+      id,
+      task.title,
+      task.description,
+      task.status,
+      task.priority,
+      task.dueAt,
+      task.status === 'done' ? now : null,
+      now,
+      exempt,
+      room,
+      config.maxTasksPerUser,
+    ]);
+    if (!row) return problem(409, 'Quota "tasks" reached');
+    announce();
+    return { status: 201, body: row.json, headers: { location: `/tasks/${id}`, etag: `"${row.version}"` } };
   };
+
+  /** PATCH /tasks/{id} of title, description, status or priority, with or without If-Match. */
+  const change = async (
+    caller: Caller,
+    taskId: string,
+    ifMatch: string | undefined,
+    body: unknown,
+  ): Promise<Answer> => {
+    const input = TaskPatchSchema.safeParse(body);
+    if (!input.success) return problem(400, 'Bad Request');
+    const fields = input.data;
+    if (fields.assigneeId !== undefined || fields.dueAt !== undefined)
+      return problem(400, 'The stack baseline changes no assignee or due date');
+    const version = matchedVersion(ifMatch);
+    const lock = [{ text: 'SELECT 1 FROM tasks WHERE id = $1 FOR NO KEY UPDATE', values: [taskId] }];
+    const row = await written(db, lock, patch, [
+      caller.userId,
+      uuidv7(),
+      taskId,
+      isAdmin(caller),
+      version,
+      fields.title ?? null,
+      fields.description ?? null,
+      fields.status ?? null,
+      fields.priority ?? null,
+      new Date(),
+    ]);
+    if (row) {
+      announce();
+      return { status: 200, body: row.json, headers: { etag: `"${row.version}"` } };
+    }
+    // No row changed: the task is not visible, or stale, or the change was no change (the version stays).
+    const current = await readVisibleTask(db, config, caller, taskId);
+    if (!current) return problem(404, 'Not Found');
+    const etag = `"${current.version}"`;
+    if (version !== null && version !== current.version) return problem(412, 'Precondition Failed', { etag });
+    return { status: 200, body: JSON.stringify(serializeTask(current)), headers: { etag } };
+  };
+
+  return { create, patch: change };
 }

@@ -37,19 +37,47 @@ function rotating(spec: Extract<Requests, { kind: 'rotate' }>): autocannon.Reque
   };
 }
 
-/** In-flight requests hold distinct tasks; a task goes back to the idle queue with its new version. */
+const draw = (n: number): number => Math.floor(Math.random() * n);
+
+function spreading(spec: Extract<Requests, { kind: 'spread' }>): autocannon.Request {
+  const bodies = spec.bodies.map(bodyOf);
+  let next = 0;
+  return {
+    method: spec.method,
+    setupRequest: (request) => {
+      const user = spec.users[draw(spec.users.length)];
+      if (!user) throw new Error('no users to send as');
+      const path = user.paths[draw(user.paths.length)];
+      const body = bodies.length ? bodies[next++ % bodies.length] : undefined;
+      const headers = { ...user.headers, ...(body && { 'content-type': body.contentType }) };
+      return { ...request, path, headers, body: body?.payload };
+    },
+  };
+}
+
+/** In-flight requests hold distinct tasks, drawn at random; a task goes back to the idle ones with its new version. */
 function patching(spec: Extract<Requests, { kind: 'patch' }>): autocannon.Request {
   const idle = spec.tasks.map((task) => ({ ...task }));
-  const held = new WeakMap<object, { id: string; version: number }>();
+  const held = new WeakMap<object, { id: string; version: number; user: number }>();
   let change = 0;
+  const load = randomBytes(4).toString('hex');
   return {
     method: 'PATCH',
     setupRequest: (request, context) => {
-      const task = idle.shift();
+      const at = draw(idle.length);
+      const task = idle[at];
       if (!task) throw new Error('more connections than tasks to patch');
+      // Swap-remove: the drawn task leaves the idle ones in constant time.
+      const last = idle.pop();
+      if (last && last !== task) idle[at] = last;
       held.set(context, task);
-      const body = JSON.stringify({ priority: ['low', 'medium', 'high', 'urgent'][change++ % 4] });
-      const headers = { ...spec.headers, 'content-type': 'application/json', 'if-match': `"${task.version}"` };
+      // A title no write has set before: every request changes its task (none is a no-op answered as it is).
+      const body = JSON.stringify({ title: `Patched ${load}-${change++}` });
+      const headers = {
+        ...spec.users[task.user]?.headers,
+        'content-type': 'application/json',
+        'if-match': `"${task.version}"`,
+      };
       return { ...request, path: `/tasks/${task.id}`, headers, body };
     },
     onResponse: (status, _body, context, headers) => {
@@ -58,11 +86,12 @@ function patching(spec: Extract<Requests, { kind: 'patch' }>): autocannon.Reques
       held.delete(context);
       const etag = /^"(\d+)"$/.exec(headerValue('etag', headers) ?? '');
       // Without a new ETag (an error answer) the task's version is unknown: it stays out of the queue.
-      if (status === 200 && etag?.[1]) idle.push({ id: task.id, version: Number(etag[1]) });
+      if (status === 200 && etag?.[1]) idle.push({ ...task, version: Number(etag[1]) });
     },
   };
 }
 
 export function autocannonRequests(spec: Requests): autocannon.Request[] {
-  return [spec.kind === 'rotate' ? rotating(spec) : patching(spec)];
+  if (spec.kind === 'rotate') return [rotating(spec)];
+  return [spec.kind === 'spread' ? spreading(spec) : patching(spec)];
 }

@@ -19,13 +19,24 @@ const RequestsSchema = z.discriminatedUnion('kind', [
     headers: z.record(z.string()).default({}),
   }),
   /**
-   * PATCH /tasks/{id} with If-Match: a request takes a task no other request in flight holds,
-   * sends its known version and learns the next one from the response's ETag, so no 412 is expected.
+   * The load of many users: every request is sent as a user drawn at random (their headers: the
+   * bearer token), for one of that user's paths drawn at random, with the next body round-robin.
+   */
+  z.object({
+    kind: z.literal('spread'),
+    method: z.enum(['GET', 'POST', 'PATCH']),
+    users: z.array(z.object({ headers: z.record(z.string()), paths: z.array(z.string()).min(1) })).min(1),
+    bodies: z.array(BodySchema).default([]),
+  }),
+  /**
+   * PATCH /tasks/{id} with If-Match: a request takes a task drawn at random among those no other
+   * request in flight holds, as the task's user (`user`: an index into `users`), sends its known
+   * version and learns the next one from the response's ETag, so no 412 is expected.
    */
   z.object({
     kind: z.literal('patch'),
-    tasks: z.array(z.object({ id: z.string(), version: z.number().int() })).min(1),
-    headers: z.record(z.string()).default({}),
+    tasks: z.array(z.object({ id: z.string(), version: z.number().int(), user: z.number().int() })).min(1),
+    users: z.array(z.object({ headers: z.record(z.string()) })).min(1),
   }),
 ]);
 export type LoadRequests = z.input<typeof RequestsSchema>;
