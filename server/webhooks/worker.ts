@@ -194,28 +194,23 @@ async function attempt(ctx: AppContext, claimed: Claimed, leaseId: string, signa
   await finish(ctx, claimed, leaseId, result, true);
 }
 
-/** How long to wait before the next attempt falls due (a signal or a finished attempt wakes the worker sooner). */
-async function untilNextDue(ctx: AppContext): Promise<number> {
-  const now = sql<Date>`now()`;
+/**
+ * How many milliseconds until the next attempt falls due by the database's clock (0 or less: one is
+ * due now), or undefined when none is scheduled. One indexed look, so that a wake-up with nothing
+ * to deliver (every commit wakes the worker) costs a statement, not a claim's transaction.
+ */
+async function msUntilDue(ctx: AppContext): Promise<number | undefined> {
   const next = await ctx.db.sql.first(
     tables
       .selectFrom('webhook_deliveries')
       .select((eb) =>
-        eb.fn
-          .min(
-            eb.case().when('state', '=', 'pending').then(eb.ref('next_attempt_at')).else(eb.ref('lease_until')).end(),
-          )
-          .as('at'),
+        sql<number | null>`(extract(epoch FROM ${eb.fn.min(
+          eb.case().when('state', '=', 'pending').then(eb.ref('next_attempt_at')).else(eb.ref('lease_until')).end(),
+        )} - now()) * 1000)::float8`.as('ms'),
       )
-      .where((eb) =>
-        eb.or([
-          eb.and([eb('state', '=', 'pending'), eb('next_attempt_at', '>', now)]),
-          eb.and([eb('state', '=', 'delivering'), eb('lease_until', '>=', now)]),
-        ]),
-      ),
+      .where('state', 'in', ['pending', 'delivering']),
   );
-  if (!next?.at) return MAX_SLEEP_MS;
-  return Math.min(MAX_SLEEP_MS, Math.max(10, next.at.getTime() - Date.now()));
+  return next?.ms ?? undefined;
 }
 
 /**
@@ -259,16 +254,17 @@ export function startDeliveryWorker(ctx: AppContext): () => Promise<void> {
       woken = false;
       try {
         const free = capacity - running.size;
-        let blocked = false;
-        if (free > 0) {
+        const dueInMs = await msUntilDue(ctx);
+        sleepMs = dueInMs === undefined ? MAX_SLEEP_MS : Math.min(MAX_SLEEP_MS, Math.max(10, dueInMs));
+        if (free > 0 && dueInMs !== undefined && dueInMs <= 0) {
           const leaseId = uuidv7();
           const claim = await claimFairly(ctx, leaseId, free);
           for (const claimed of claim.claimed) start(claimed, leaseId);
-          blocked = claim.blocked;
-          if (claim.claimed.length === free && !stopped) continue; // more may be due
+          // Some claimed: look again (more may be due, or the next falls due later). None: held back
+          // by the per-host and per-user limits, or taken by another instance: look again shortly.
+          if (claim.claimed.length > 0 && !stopped) continue;
+          sleepMs = BLOCKED_POLL_MS;
         }
-        sleepMs = await untilNextDue(ctx);
-        if (blocked) sleepMs = Math.min(sleepMs, BLOCKED_POLL_MS);
       } catch (error) {
         ctx.logger.warn({ err: error }, 'webhook delivery round failed; trying again shortly');
       }
