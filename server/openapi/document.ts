@@ -84,6 +84,10 @@ const tags = [
     name: 'personalAccessTokens',
     description: 'Personal access tokens for scripts, integrations and agents, each limited to its scopes',
   },
+  {
+    name: 'oauthGrants',
+    description: 'The apps (MCP clients in chat apps and others) a user connected with OAuth, and disconnecting them',
+  },
   { name: 'events', description: 'Every change as an event: the changes feed (delta sync) and the live stream (SSE)' },
   { name: 'service', description: 'Health, readiness and the keys that verify access tokens' },
   { name: 'docs', description: 'This document and its reference page' },
