@@ -186,7 +186,8 @@ export async function authorizationStep(
       if (!(error instanceof AppError) || (error.code !== 'invalid_credentials' && error.code !== 'rate_limited'))
         throw error;
       for (const [name, value] of Object.entries(error.options.headers ?? {})) res.setHeader(name, value);
-      return signInPage(error.detail, error.status, sent.email);
+      // The form again with what went wrong (a 401 would need a challenge no browser can answer).
+      return signInPage(error.detail, error.code === 'rate_limited' ? 429 : 200, sent.email);
     }
     const scopes = requestedScopes(params.scopes);
     const granted = scopes.filter((scope) => scope !== 'admin' || user.role === 'admin');
