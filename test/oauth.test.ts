@@ -16,6 +16,7 @@ import {
 import { oauthServiceForFile } from './support/oauth.js';
 import { createPersonalToken } from './support/personal-tokens.js';
 import { expectProblem } from './support/problems.js';
+import { openSse } from './support/sse.js';
 import { registerUser } from './support/users.js';
 
 const served = oauthServiceForFile();
@@ -336,5 +337,26 @@ describe('the user’s grants', () => {
       401,
       'unauthenticated',
     );
+  });
+});
+
+describe('an app’s event stream', () => {
+  const streaming = oauthServiceForFile({ EVENT_STREAM_HEARTBEAT_SECONDS: '1' });
+
+  it('stays open through heartbeats while the grant lives, and ends when the user disconnects the app', async () => {
+    const user = await registerUser(streaming.service);
+    const { tokens } = await connectApp(streaming.baseUrl, user, { scope: 'events:read tasks:read' });
+    const sse = await openSse(streaming.baseUrl, { Authorization: `Bearer ${tokens.access_token}` });
+    expect(sse.status).toBe(200);
+    let ended = false;
+    void sse.ended.then(() => (ended = true));
+    await sse.until((frames) => frames.filter((f) => f.comment === 'heartbeat').length >= 2, 5_000);
+    expect(ended).toBe(false);
+    const listed = await streaming.service.http.get('/oauth/grants').set('Authorization', user.auth).expect(200);
+    await streaming.service.http
+      .delete(`/oauth/grants/${listed.body.items[0].id}`)
+      .set('Authorization', user.auth)
+      .expect(204);
+    await sse.ended;
   });
 });

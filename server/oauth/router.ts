@@ -161,7 +161,11 @@ export function serveOAuth(app: Express, ctx: AppContext): void {
       clientIdGeneration: false,
       // Unused clients are removed after 30 days; a secret that expired sooner would strand a live one.
       clientSecretExpirySeconds: 0,
-      rateLimit: perHour > 0 ? { windowMs: 3600_000, max: perHour } : false,
+      // Keyed by req.ip, which TRUST_PROXY governs; the app warns about forwarding itself (http/proxy.ts).
+      rateLimit:
+        perHour > 0
+          ? { windowMs: 3600_000, max: perHour, validate: { trustProxy: false, xForwardedForHeader: false } }
+          : false,
     }),
   );
 }
