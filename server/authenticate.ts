@@ -27,7 +27,10 @@ export function authenticator(ctx: AppContext): Authenticate {
   return async (authorization, audience) => {
     const bearer = /^Bearer (.+)$/i.exec(authorization ?? '')?.[1];
     if (bearer !== undefined && looksLikeOAuthAccessToken(bearer)) {
-      const checked = await oauthAccessTokenCaller(ctx, bearer, audience);
+      // With OAuth turned off, no app's token holds (the grants stay, for when it is on again).
+      const checked = ctx.config.oauth.enabled
+        ? await oauthAccessTokenCaller(ctx, bearer, audience)
+        : { rejected: 'oauth_unknown' as const };
       return 'principal' in checked
         ? caller(checked.principal, undefined, undefined)
         : caller(undefined, undefined, checked.rejected);

@@ -89,6 +89,12 @@ describe('attacks on the authorization server', () => {
     const plain = redirectedTo(await new BrowserLike(served.baseUrl).open(plainUrl.href));
     expect(plain.searchParams.get('error')).toBe('invalid_request');
     expect(plain.searchParams.has('code')).toBe(false);
+    // A challenge that is not a SHA-256 (a verifier sent as the challenge, or nothing at all).
+    for (const challenge of ['short', 'x'.repeat(44), `${'x'.repeat(42)}=`]) {
+      const url = authorizationUrl(served.baseUrl, { clientId, redirectUri: registered, challenge });
+      const refused = redirectedTo(await new BrowserLike(served.baseUrl).open(url));
+      expect(refused.searchParams.get('error'), challenge).toBe('invalid_request');
+    }
   });
 
   it('answers a resource this server does not serve with invalid_target', async () => {

@@ -1,8 +1,10 @@
 // The OAuth 2.1 authorization server for MCP clients and apps (docs/mcp.md), over HTTP against the
 // real database: discovery, registration, the authorization endpoint driven as a browser would,
 // the token endpoint, audiences, scopes, revocation and the user's grants.
+import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { SCOPES } from '../contract/index.js';
+import { hashSecret, newAccessToken } from '../server/oauth/secrets.js';
 import {
   authorizationUrl,
   BrowserLike,
@@ -358,5 +360,40 @@ describe('an app’s event stream', () => {
       .set('Authorization', user.auth)
       .expect(204);
     await sse.ended;
+  });
+});
+
+describe('with OAUTH_ENABLED=false', () => {
+  const off = oauthServiceForFile({ OAUTH_ENABLED: 'false' });
+
+  it('serves no metadata or OAuth endpoint, names none in its 401s, and refuses app tokens', async () => {
+    const user = await registerUser(off.service);
+    expect((await fetch(`${off.baseUrl}/.well-known/oauth-authorization-server`)).status).toBe(404);
+    expect((await fetch(`${off.baseUrl}/.well-known/oauth-protected-resource/mcp`)).status).toBe(404);
+    const register = await fetch(`${off.baseUrl}/oauth/register`, { method: 'POST' });
+    expect(register.status).toBe(404);
+    const anonymous = await off.service.http.get('/tasks');
+    expect(anonymous.headers['www-authenticate']).toBe('Bearer');
+    // A live grant's token, written as the token endpoint would have while OAuth was on.
+    const token = newAccessToken();
+    const [client, grant] = [randomUUID(), randomUUID()];
+    const sql = off.service.ctx.db.sql;
+    await sql.rows(
+      `INSERT INTO oauth_clients (id, name, redirect_uris, metadata, created_at, last_used_at) VALUES ($1, 'app', '{}', '{}', now(), now())`,
+      [client],
+    );
+    await sql.rows(
+      `INSERT INTO oauth_grants (id, user_id, client_id, scopes, resource, refresh_token_hash, created_at, last_used_at)
+       VALUES ($1, $2, $3, '{tasks:read}', $4, $5, now(), now())`,
+      [grant, user.user.id, client, off.service.ctx.config.publicUrl, randomUUID()],
+    );
+    await sql.rows(
+      `INSERT INTO oauth_access_tokens (token_hash, grant_id, scopes, resource, expires_at) VALUES ($1, $2, '{tasks:read}', $3, now() + interval '1 hour')`,
+      [hashSecret(token), grant, off.service.ctx.config.publicUrl],
+    );
+    const app = await off.service.http.get('/tasks').set('Authorization', `Bearer ${token}`);
+    expect(expectProblem(app, 401, 'unauthenticated').detail).toMatch(/revoked or unknown/);
+    // The user's list stays, to disconnect what was connected before.
+    await off.service.http.get('/oauth/grants').set('Authorization', user.auth).expect(200);
   });
 });

@@ -5,7 +5,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Request, Response } from 'express';
 import { z } from 'zod';
-import { InvalidTargetError } from '@modelcontextprotocol/sdk/server/auth/errors.js';
+import { InvalidRequestError, InvalidTargetError } from '@modelcontextprotocol/sdk/server/auth/errors.js';
 import type { AuthorizationParams } from '@modelcontextprotocol/sdk/server/auth/provider.js';
 import type { OAuthClientInformationFull } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { SCOPES, type Scope } from '@task-service/client';
@@ -141,6 +141,9 @@ export async function authorizationStep(
   const req = res.req;
   const audience = audienceOf(ctx.config, params.resource);
   if (audience === undefined) throw new InvalidTargetError('resource must be this service or its MCP endpoint');
+  // An S256 challenge is the base64url SHA-256 of the verifier: 43 characters, nothing else.
+  if (!/^[A-Za-z0-9_-]{43}$/.test(params.codeChallenge))
+    throw new InvalidRequestError('code_challenge must be the base64url SHA-256 of the verifier (43 characters)');
   const appName = client.client_name?.trim() || 'An unnamed app';
   const csrf = csrfToken(ctx, req, res);
   const request = {
