@@ -397,3 +397,29 @@ describe('with OAUTH_ENABLED=false', () => {
     await off.service.http.get('/oauth/grants').set('Authorization', user.auth).expect(200);
   });
 });
+
+describe('CORS with CORS_ORIGINS set', () => {
+  const cors = oauthServiceForFile({ CORS_ORIGINS: 'https://app.example.test' });
+
+  it('is open on the discovery, registration and token endpoints, and stays as configured elsewhere', async () => {
+    const preflight = (path: string) =>
+      fetch(`${cors.baseUrl}${path}`, {
+        method: 'OPTIONS',
+        headers: {
+          origin: 'https://chat.example.com',
+          'access-control-request-method': 'POST',
+          'access-control-request-headers': 'content-type',
+        },
+      });
+    for (const path of ['/oauth/token', '/oauth/register', '/oauth/revoke']) {
+      const res = await preflight(path);
+      expect(res.status, path).toBeLessThan(300);
+      expect(res.headers.get('access-control-allow-origin'), path).toBe('*');
+    }
+    const metadata = await fetch(`${cors.baseUrl}/.well-known/oauth-protected-resource/mcp`, {
+      headers: { origin: 'https://chat.example.com' },
+    });
+    expect(metadata.headers.get('access-control-allow-origin')).toBe('*');
+    expect((await preflight('/tasks')).headers.get('access-control-allow-origin')).toBeNull();
+  });
+});
