@@ -7,6 +7,7 @@ import { eventsContract } from './events.js';
 import { serviceContract } from './service.js';
 import { tagsContract } from './tags.js';
 import { tasksContract } from './tasks.js';
+import { oauthGrantsContract } from './oauth.js';
 import { personalAccessTokensContract } from './tokens.js';
 import { usersContract } from './users.js';
 import { webhooksContract } from './webhooks.js';
@@ -22,6 +23,7 @@ export type Contract = {
   events: typeof eventsContract;
   webhooks: typeof webhooksContract;
   personalAccessTokens: typeof personalAccessTokensContract;
+  oauthGrants: typeof oauthGrantsContract;
   service: typeof serviceContract;
   docs: typeof docsContract;
 };
@@ -35,6 +37,7 @@ export const contract: Contract = c.router({
   events: eventsContract,
   webhooks: webhooksContract,
   personalAccessTokens: personalAccessTokensContract,
+  oauthGrants: oauthGrantsContract,
   service: serviceContract,
   docs: docsContract,
 });

@@ -7,6 +7,7 @@ export * from './auth.js';
 export * from './answers.js';
 export * from './client.js';
 export type { AnswerValidator, CallArgs } from './call.js';
+export * from './oauth.js';
 export * from './pages.js';
 export * from './problems.js';
 export type { RetryOptions } from './retry.js';

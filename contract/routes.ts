@@ -64,6 +64,10 @@ export const routes = {
     get: { method: 'GET', path: '/tokens/:token_id' },
     remove: { method: 'DELETE', path: '/tokens/:token_id' },
   },
+  oauthGrants: {
+    list: { method: 'GET', path: '/oauth/grants' },
+    remove: { method: 'DELETE', path: '/oauth/grants/:grant_id' },
+  },
   service: {
     healthz: { method: 'GET', path: '/healthz', public: true },
     readyz: { method: 'GET', path: '/readyz', public: true },

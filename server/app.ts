@@ -8,6 +8,9 @@ import { eventsRouter } from './events/router.js';
 import { corsFor } from './http/cors.js';
 import { errorHandler, unmatchedRoute } from './http/errors.js';
 import { authenticator } from './authenticate.js';
+import { requestAudience } from './mcp/audience.js';
+import { exceptOpenOAuthPaths, oauthGrantsRouter, serveOAuth } from './oauth/router.js';
+import { resourceMetadataUrl } from './oauth/resource.js';
 import { contractRules, identifyCaller, jsonBodies, noStore, rateLimit } from './http/middleware.js';
 import { requestLog } from './http/request-log.js';
 import { warnUntrustedForwarding } from './http/proxy.js';
@@ -38,10 +41,11 @@ export function buildApp(ctx: AppContext): Express {
   app.use(metrics.record);
   app.use(requestLog(ctx.logger));
   const cors = corsFor(ctx.config.corsOrigins);
-  if (cors) app.use(cors);
+  // The OAuth discovery, registration and token endpoints answer CORS for any origin themselves.
+  if (cors) app.use(ctx.config.oauth.enabled ? exceptOpenOAuthPaths(cors) : cors);
   app.use(noStore);
   app.use(warnUntrustedForwarding(ctx));
-  app.use(identifyCaller(authenticator(ctx)));
+  app.use(identifyCaller(authenticator(ctx), requestAudience(ctx.signingKey)));
   if (ctx.requestLimiter) app.use(rateLimit(ctx.requestLimiter.limiter));
   // strict: false lets a scalar body (`"x"`, `null`) through to validation: valid JSON, wrong shape.
   app.use(
@@ -50,6 +54,7 @@ export function buildApp(ctx: AppContext): Express {
     ),
   );
 
+  if (ctx.config.oauth.enabled) serveOAuth(app, ctx);
   serveProblemPages(app);
   const routers = {
     auth: authRouter(ctx),
@@ -60,6 +65,7 @@ export function buildApp(ctx: AppContext): Express {
     events: eventsRouter(ctx),
     webhooks: webhooksRouter(ctx),
     personalAccessTokens: personalAccessTokensRouter(ctx),
+    oauthGrants: oauthGrantsRouter(ctx),
     service: serviceRouter(ctx),
     docs: docsRouter(),
   };
@@ -74,6 +80,6 @@ export function buildApp(ctx: AppContext): Express {
   serveMetrics(app, ctx, metrics);
   if (ctx.config.mcpEnabled) serveMcp(app, ctx);
   app.use(unmatchedRoute(methodsByPath(contract)));
-  app.use(errorHandler());
+  app.use(errorHandler(ctx.config.oauth.enabled ? (path) => resourceMetadataUrl(ctx.config, path) : undefined));
   return app;
 }

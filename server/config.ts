@@ -93,6 +93,19 @@ const EnvSchema = z
     SESSION_IDLE_DAYS: positiveInt.default(30),
     REGISTRATION_ENABLED: bool.default('true'),
     MCP_ENABLED: bool.default('true'),
+    /** The service's address as its clients reach it: the OAuth issuer and the resource its tokens are for. */
+    PUBLIC_URL: z
+      .string()
+      .regex(
+        /^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/,
+        'PUBLIC_URL must be the http(s) address clients reach the service at, e.g. https://tasks.example.com (no query or fragment)',
+      )
+      // The form URL parsing gives it (lower-case host, default port dropped), as clients compare it.
+      .transform((url) => new URL(url).href.replace(/\/+$/, ''))
+      .optional(),
+    OAUTH_ENABLED: bool.default('true'),
+    OAUTH_REGISTRATIONS_PER_ADDRESS_PER_HOUR: z.coerce.number().int().min(0).default(30),
+    OAUTH_MAX_CLIENTS: positiveInt.default(10_000),
     ADMIN_EMAIL: EmailSchema.optional(),
     ADMIN_PASSWORD: PasswordSchema.optional(),
     ADMIN_NAME: PersonNameSchema.default('Administrator'),
@@ -256,6 +269,10 @@ export interface Config {
   registrationEnabled: boolean;
   /** Serve the Model Context Protocol endpoint at POST /mcp. */
   mcpEnabled: boolean;
+  /** Where clients reach the service, without a trailing slash (default http://localhost:PORT). */
+  publicUrl: string;
+  /** The OAuth 2.1 authorization server for MCP clients and apps (docs/mcp.md). */
+  oauth: { enabled: boolean; registrationsPerAddressPerHour: number; maxClients: number };
   admin: { email: string; password: string; name: string } | undefined;
   rateLimitPerMinute: number;
   rateLimitStore: RateLimitStoreConfig;
@@ -398,6 +415,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     sessionIdleMs: e.SESSION_IDLE_DAYS * 24 * 3600 * 1000,
     registrationEnabled: e.REGISTRATION_ENABLED,
     mcpEnabled: e.MCP_ENABLED,
+    publicUrl: e.PUBLIC_URL ?? `http://localhost:${e.PORT}`,
+    oauth: {
+      enabled: e.OAUTH_ENABLED,
+      registrationsPerAddressPerHour: e.OAUTH_REGISTRATIONS_PER_ADDRESS_PER_HOUR,
+      maxClients: e.OAUTH_MAX_CLIENTS,
+    },
     admin:
       e.ADMIN_EMAIL && e.ADMIN_PASSWORD
         ? { email: e.ADMIN_EMAIL, password: e.ADMIN_PASSWORD, name: e.ADMIN_NAME }

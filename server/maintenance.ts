@@ -6,6 +6,8 @@ import { purgeExpiredEvents } from './events/log.js';
 import { startDeliveryWorker } from './webhooks/worker.js';
 import { purgeExpiredIdempotencyKeys } from './http/idempotency.js';
 import { purgeExpiredTokens } from './tokens/service.js';
+import { purgeEndedGrants } from './oauth/access.js';
+import { purgeUnusedClients } from './oauth/clients.js';
 
 const EVERY_MS = 5 * 60_000;
 /** Far longer than a round takes; only a crashed holder makes the others wait this long. */
@@ -37,6 +39,8 @@ export async function runMaintenance(ctx: AppContext): Promise<void> {
     ],
     ['idempotency key purge', () => purgeExpiredIdempotencyKeys(ctx)],
     ['personal access token purge', () => purgeExpiredTokens(ctx)],
+    ['OAuth grant purge', () => purgeEndedGrants(ctx)],
+    ['unused OAuth client purge', () => purgeUnusedClients(ctx)],
   ];
   for (const [name, job] of jobs) {
     // Every instance runs housekeeping; the lease lets one at a time do each job.

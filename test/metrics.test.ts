@@ -35,7 +35,7 @@ describe('GET /metrics', () => {
       .expect(401)
       .expect('Content-Type', /application\/problem\+json/);
     expect(anonymous.body.code).toBe('unauthenticated');
-    expect(anonymous.headers['www-authenticate']).toBe('Bearer');
+    expect(anonymous.headers['www-authenticate']).toMatch(/^Bearer resource_metadata="[^"]+"$/);
     await service.http.get('/metrics').set('Authorization', `Bearer ${METRICS_TOKEN}x`).expect(401);
     await service.http.get('/metrics').set('Authorization', METRICS_TOKEN).expect(401);
   });

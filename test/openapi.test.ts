@@ -8,7 +8,16 @@ import { dereference, validate } from '@readme/openapi-parser';
 import { isAppRoute, type AppRoute, type AppRouter } from '@ts-rest/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { contract, isPublicRoute, ProblemCodeSchema, problemCatalogue, ProblemPageSchema } from '../contract/index.js';
+import {
+  contract,
+  isLoginOnly,
+  isPublicRoute,
+  ProblemCodeSchema,
+  problemCatalogue,
+  ProblemPageSchema,
+  scopeOf,
+  SCOPES,
+} from '../contract/index.js';
 import { startService, type TestService } from './support/app.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -46,7 +55,20 @@ const DocumentSchema = z.object({
   info: z.object({ title: z.string(), version: z.string() }),
   paths: z.record(z.record(OperationSchema)),
   components: z.object({
-    securitySchemes: z.record(z.object({ type: z.string(), scheme: z.string(), bearerFormat: z.string() })),
+    securitySchemes: z.object({
+      bearerAuth: z.object({ type: z.string(), scheme: z.string(), bearerFormat: z.string() }),
+      oauth2: z.object({
+        type: z.literal('oauth2'),
+        flows: z.object({
+          authorizationCode: z.object({
+            authorizationUrl: z.string(),
+            tokenUrl: z.string(),
+            refreshUrl: z.string(),
+            scopes: z.record(z.string()),
+          }),
+        }),
+      }),
+    }),
   }),
 });
 type Document = z.infer<typeof DocumentSchema>;
@@ -118,7 +140,16 @@ describe('GET /openapi.json', () => {
     expect(new Set(ids).size).toBe(ids.length);
   });
 
-  it('requires the bearer token on every operation not marked public', () => {
+  it('names the OAuth flow for apps and its scopes, those of personal access tokens', () => {
+    expect(document.components.securitySchemes.oauth2.flows.authorizationCode).toMatchObject({
+      authorizationUrl: '/oauth/authorize',
+      tokenUrl: '/oauth/token',
+      refreshUrl: '/oauth/token',
+    });
+    expect(Object.keys(document.components.securitySchemes.oauth2.flows.authorizationCode.scopes)).toEqual([...SCOPES]);
+  });
+
+  it('requires the bearer token on every operation not marked public, or an app’s OAuth token with its scope', () => {
     expect(document.components.securitySchemes.bearerAuth).toMatchObject({
       type: 'http',
       scheme: 'bearer',
@@ -126,7 +157,11 @@ describe('GET /openapi.json', () => {
     });
     for (const { route } of operations) {
       expect(operationFor(route)?.security, `${route.method} ${route.path}`).toEqual(
-        isPublicRoute(route) ? [] : [{ bearerAuth: [] }],
+        isPublicRoute(route)
+          ? []
+          : isLoginOnly(route) || scopeOf(route) === undefined
+            ? [{ bearerAuth: [] }]
+            : [{ bearerAuth: [] }, { oauth2: [scopeOf(route)] }],
       );
     }
     // The public operations (docs/api-guide.md), /problems/{code} included.

@@ -5,12 +5,16 @@ import { expiredAccessToken, mintAccessToken } from './support/tokens.js';
 import { registerUser } from './support/users.js';
 
 // A 401's detail says which of missing token, expired token or ended session it is, and
-// a refused token gets RFC 6750's `error="invalid_token"` challenge with an error_description.
+// a refused token gets RFC 6750's `error="invalid_token"` challenge with an error_description. Every
+// challenge names the protected-resource metadata (RFC 9728), where an app learns how to get a token.
 let service: TestService;
 beforeAll(async () => {
   service = await startService();
 });
 afterAll(() => service.close());
+
+/** The default PUBLIC_URL's metadata for the REST interface. */
+const RESOURCE_METADATA = 'http://localhost:3000/.well-known/oauth-protected-resource';
 
 const me = (authorization?: string) => {
   const req = service.http.get('/auth/me');
@@ -33,13 +37,13 @@ describe('401 unauthenticated says why', () => {
     const res = await me();
     const problem = expectProblem(res, 401, 'unauthenticated');
     expect(problem.detail).toMatch(/access token is required/i);
-    expect(res.headers['www-authenticate']).toBe('Bearer');
+    expect(res.headers['www-authenticate']).toBe(`Bearer resource_metadata="${RESOURCE_METADATA}"`);
   });
 
   it('another scheme (Basic) counts as no bearer token', async () => {
     const res = await me('Basic dXNlcjpwYXNz');
     expect(expectProblem(res, 401, 'unauthenticated').detail).toMatch(/required/i);
-    expect(res.headers['www-authenticate']).toBe('Bearer');
+    expect(res.headers['www-authenticate']).toBe(`Bearer resource_metadata="${RESOURCE_METADATA}"`);
   });
 
   it('an expired token: detail and error_description say expired, so the client refreshes', async () => {
@@ -50,6 +54,7 @@ describe('401 unauthenticated says why', () => {
     expect(challenge(res.headers['www-authenticate'])).toEqual({
       error: 'invalid_token',
       error_description: problem.detail,
+      resource_metadata: RESOURCE_METADATA,
     });
   });
 
@@ -64,6 +69,7 @@ describe('401 unauthenticated says why', () => {
     expect(challenge(res.headers['www-authenticate'])).toEqual({
       error: 'invalid_token',
       error_description: problem.detail,
+      resource_metadata: RESOURCE_METADATA,
     });
   });
 
@@ -77,6 +83,7 @@ describe('401 unauthenticated says why', () => {
       expect(challenge(res.headers['www-authenticate'])).toEqual({
         error: 'invalid_token',
         error_description: problem.detail,
+        resource_metadata: RESOURCE_METADATA,
       });
     }
   });

@@ -19,8 +19,23 @@ export async function logIn(
   ctx: AppContext,
   attempt: { email: string; password: string; address: string; deviceToken: string | undefined },
 ): Promise<AuthResult & { deviceToken: string }> {
-  const { email, password, address } = attempt;
   const claimed = attempt.deviceToken === undefined ? undefined : claimedDevice(ctx.cursors, attempt.deviceToken);
+  const { user, taken } = await checkedAccount(ctx, attempt, claimed);
+  const session = newSession(ctx, user);
+  await Promise.all([
+    ctx.db.sql.pipeline({ settle: ctx.loginThrottle.succeeded(taken) }, NOT_DURABLE),
+    ctx.db.sql.write(session.insert),
+  ]);
+  const deviceId = claimed?.account === user.id ? claimed.deviceId : undefined;
+  return { ...(await session.answer()), deviceToken: deviceTokenFor(ctx.cursors, user.id, deviceId) };
+}
+
+/** The account the email and password name, with the attempt taken from the throttle's budgets (settled by the caller). */
+async function checkedAccount(
+  ctx: AppContext,
+  { email, password, address }: { email: string; password: string; address: string },
+  claimed: ReturnType<typeof claimedDevice> | undefined,
+) {
   // The throttle's counts need not wait for the disk (throttle.ts); the session does.
   const { account, counted } = await ctx.db.sql.pipeline(
     { account: accountByEmail(email), counted: ctx.loginThrottle.take(email, address, claimed) },
@@ -29,13 +44,20 @@ export async function logIn(
   const [user] = account;
   const taken = await ctx.loginThrottle.admit(counted);
   if (!(await passwordMatches(ctx, user, password)) || !user) throw wrongCredentials();
-  const session = newSession(ctx, user);
-  await Promise.all([
-    ctx.db.sql.pipeline({ settle: ctx.loginThrottle.succeeded(taken) }, NOT_DURABLE),
-    ctx.db.sql.write(session.insert),
-  ]);
-  const deviceId = claimed?.account === user.id ? claimed.deviceId : undefined;
-  return { ...(await session.answer()), deviceToken: deviceTokenFor(ctx.cursors, user.id, deviceId) };
+  return { user, taken };
+}
+
+/**
+ * A sign-in that opens no session (the OAuth sign-in page): the same throttle, the same answers as
+ * a login (429 when a budget is spent, 401 for a wrong email or password alike).
+ */
+export async function signIn(
+  ctx: AppContext,
+  attempt: { email: string; password: string; address: string },
+): Promise<AccountRow> {
+  const { user, taken } = await checkedAccount(ctx, attempt, undefined);
+  await ctx.db.sql.pipeline({ settle: ctx.loginThrottle.succeeded(taken) }, NOT_DURABLE);
+  return user;
 }
 
 /** The password check, or, without an account, the time of one, so an unknown email cannot be told from a wrong password. */

@@ -178,6 +178,11 @@ const TOKEN_REFUSED: Record<TokenRejection, string> = {
   token_unknown: 'The personal access token is revoked or unknown',
   token_malformed:
     'The personal access token is malformed (its checksum does not match); check that it was copied whole',
+  oauth_expired: 'The OAuth access token has expired; refresh it at the token endpoint',
+  oauth_unknown: 'The OAuth access token is revoked or unknown; connect the app again',
+  oauth_malformed: 'The OAuth access token is malformed (its checksum does not match)',
+  oauth_audience:
+    'The OAuth access token was issued for another resource (the MCP endpoint only, RFC 8707); ask for a token for this one',
 };
 
 /**

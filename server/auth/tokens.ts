@@ -23,7 +23,16 @@ export interface AccessClaims {
 }
 
 /** Why a bearer token was refused: the 401's detail and its RFC 6750 error description say which. */
-export type TokenRejection = 'expired' | 'invalid' | 'token_expired' | 'token_unknown' | 'token_malformed';
+export type TokenRejection =
+  | 'expired'
+  | 'invalid'
+  | 'token_expired'
+  | 'token_unknown'
+  | 'token_malformed'
+  | 'oauth_expired'
+  | 'oauth_unknown'
+  | 'oauth_malformed'
+  | 'oauth_audience';
 export type TokenCheck = { claims: AccessClaims } | { rejected: TokenRejection };
 
 const ClaimsSchema = z.object({ sub: z.string().uuid(), sid: z.string().uuid(), role: RoleSchema, exp: z.number() });

@@ -18,6 +18,7 @@ import {
 } from './log.js';
 import { eventSignal } from './signal.js';
 import { liveTokenRoles } from '../tokens/authenticate.js';
+import { liveGrantRoles } from '../oauth/access.js';
 
 const PAGE = 1000;
 /** A client that reads slower than events come is cut off; it resumes with Last-Event-ID. */
@@ -200,12 +201,11 @@ class StreamHub {
         .where('sessions.revoked_at', 'is', null),
     );
     const roles = new Map(live.map((session) => [session.id, session.role]));
-    // A stream opened with a personal access token carries the token's id: live while it is unexpired.
-    for (const [id, role] of await liveTokenRoles(
-      this.ctx,
-      streams.map((s) => s.sessionId),
-    ))
-      roles.set(id, role);
+    // A stream opened with a personal access token carries the token's id: live while it is unexpired;
+    // one opened with an OAuth token carries its grant's id: live until the grant is revoked.
+    const ids = streams.map((s) => s.sessionId);
+    for (const [id, role] of await liveTokenRoles(this.ctx, ids)) roles.set(id, role);
+    for (const [id, role] of await liveGrantRoles(this.ctx, ids)) roles.set(id, role);
     for (const stream of streams) {
       const role = roles.get(stream.sessionId);
       if (role === undefined) this.close(stream);

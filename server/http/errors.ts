@@ -141,10 +141,30 @@ export function problemBody(error: AppError, instance: string, requestId: string
   return problem;
 }
 
-export function errorHandler(): ErrorRequestHandler {
+/**
+ * Where a client learns how to get a token for a request's path (RFC 9728's protected-resource
+ * metadata URL), named in the Bearer challenge of every 401 and insufficient_scope 403; undefined
+ * when the service issues no tokens to apps.
+ */
+export type ResourceMetadataOf = (path: string) => string | undefined;
+
+/** `error`'s Bearer challenge with `resource_metadata` added (RFC 9728 §5.1). */
+function withResourceMetadata(error: AppError, path: string, resourceMetadataOf: ResourceMetadataOf): AppError {
+  const challenge = error.options.headers?.['WWW-Authenticate'];
+  const url = resourceMetadataOf(path);
+  if (url === undefined || challenge === undefined || !/^Bearer\b/.test(challenge)) return error;
+  const parameter = `resource_metadata="${url}"`;
+  const header = challenge === 'Bearer' ? `Bearer ${parameter}` : `${challenge}, ${parameter}`;
+  return new AppError(error.code, error.detail, {
+    ...error.options,
+    headers: { ...error.options.headers, 'WWW-Authenticate': header },
+  });
+}
+
+export function errorHandler(resourceMetadataOf: ResourceMetadataOf = () => undefined): ErrorRequestHandler {
   return (err, req, res, next) => {
     if (res.headersSent) return next(err);
-    const error = toAppError(err);
+    const error = withResourceMetadata(toAppError(err), req.path, resourceMetadataOf);
     // The request log's line carries it (with the stack and the request id): one line per failure.
     if (error.status >= 500) res.err = err instanceof Error ? err : new Error(String(err));
     res.send(problemAnswer(req, res, error));

@@ -6,7 +6,7 @@ import { randomFillSync } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import { isPublicRoute } from '@task-service/client';
 import { AppError, unauthenticated, validationFailed } from './errors.js';
-import { clientAddress, type Authenticate } from './principal.js';
+import { clientAddress, type AudienceOf, type Authenticate } from './principal.js';
 
 /** Middleware that runs for every contract route, after the route is known. */
 type RouteMiddleware = <R extends AppRoute>(req: TsRestRequest<R>, res: Response, next: NextFunction) => void;
@@ -39,9 +39,10 @@ export function requestId(req: Request, res: Response): string {
  * Finds the caller once, for the rate limit and then for authentication: only a live credential's
  * requests are its user's; a revoked token's are its address's.
  */
-export function identifyCaller(authenticate: Authenticate): RequestHandler {
+export function identifyCaller(authenticate: Authenticate, audienceOf: AudienceOf): RequestHandler {
   return (req, _res, next) => {
-    authenticate(req.headers.authorization)
+    audienceOf(req)
+      .then((audience) => authenticate(req.headers.authorization, audience))
       .then((caller) => {
         req.caller = caller;
         req.principal = caller.principal;

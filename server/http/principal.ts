@@ -24,8 +24,17 @@ export interface Caller {
   refusal(route: AppRoute): AppError | undefined;
 }
 
-/** Finds the caller of a request from its Authorization header. */
-export type Authenticate = (authorization: string | undefined) => Promise<Caller>;
+/** What a request is for: the MCP endpoint (and the REST calls its tools make) or the REST interface. */
+export type RequestAudience = 'mcp' | 'rest';
+
+/** Finds the caller of a request from its Authorization header; an OAuth token holds only for its audience. */
+export type Authenticate = (authorization: string | undefined, audience: RequestAudience) => Promise<Caller>;
+
+/** Tells which audience a request is for (the MCP endpoint, or a call its tools make, is `mcp`). */
+export type AudienceOf = (req: {
+  path: string;
+  headers: Record<string, string | string[] | undefined>;
+}) => Promise<RequestAudience>;
 
 declare module 'express-serve-static-core' {
   interface Request {

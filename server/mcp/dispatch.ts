@@ -53,7 +53,7 @@ function headerIssues(args: Args): ValidationIssue[] {
 }
 
 /** The path, query string, headers and body of the REST request a call stands for, or why there is none. */
-function requestOf(tool: McpTool, args: Args, outer: Request) {
+function requestOf(tool: McpTool, args: Args, outer: Request, extraHeaders: Record<string, string>) {
   const { ifMatch, idempotencyKey, ...fields } = args;
   const path = pathOf(tool, fields);
   const issues = [...(typeof path === 'string' ? [] : path), ...headerIssues(args)];
@@ -66,7 +66,7 @@ function requestOf(tool: McpTool, args: Args, outer: Request) {
     if (tool.queryFields.includes(name) || !tool.takesBody) query.set(name, queryValue(value));
     else body[name] = value;
   }
-  const headers: Record<string, string> = { accept: 'application/json' };
+  const headers: Record<string, string> = { ...extraHeaders, accept: 'application/json' };
   if (outer.headers.authorization) headers.authorization = outer.headers.authorization;
   if (typeof outer.id === 'string') headers['x-request-id'] = outer.id;
   if (typeof ifMatch === 'string') headers['if-match'] = ifMatch;
@@ -98,8 +98,13 @@ export function problemResult(error: AppError, outer: Request): CallToolResult {
 }
 
 /** Runs the call as its REST request and answers as MCP wants: the success answer as structured content, a problem as an error. */
-export async function dispatchToolCall(tool: McpTool, args: Args, outer: Request): Promise<CallToolResult> {
-  const request = requestOf(tool, args, outer);
+export async function dispatchToolCall(
+  tool: McpTool,
+  args: Args,
+  outer: Request,
+  extraHeaders: Record<string, string> = {},
+): Promise<CallToolResult> {
+  const request = requestOf(tool, args, outer, extraHeaders);
   if (request.refused) return problemResult(request.refused, outer);
   const { path, headers, body } = request;
   const response = await fetch(`${ownOrigin(outer)}${path}`, { method: tool.route.method, headers, body });

@@ -9,6 +9,7 @@ import type { AppContext } from '../context.js';
 import { AppError, toAppError } from '../http/errors.js';
 import { callerOf, isAdmin, type Principal } from '../http/principal.js';
 import { packageVersion } from '../project-root.js';
+import { TOOL_CALL_HEADER, toolCallProof } from './audience.js';
 import { dispatchToolCall, problemResult } from './dispatch.js';
 import { contractTools, type McpTool } from './tools.js';
 
@@ -31,6 +32,12 @@ function assertAllowedOrigin(req: Request, corsOrigins: string[]): void {
   throw new AppError('forbidden', `Origin ${origin} may not use this endpoint (CORS_ORIGINS)`);
 }
 
+/** The proof that a tool call comes from this endpoint, so a token for /mcp only holds on it (audience.ts). */
+async function toolCallHeaders(ctx: AppContext, req: Request): Promise<Record<string, string>> {
+  const authorization = req.headers.authorization;
+  return authorization === undefined ? {} : { [TOOL_CALL_HEADER]: await toolCallProof(ctx.signingKey, authorization) };
+}
+
 /** Answers POST /mcp; tools are derived from the contract once, here. */
 export function mcpHandler(ctx: AppContext): RequestHandler {
   const tools = contractTools();
@@ -49,12 +56,14 @@ export function mcpHandler(ctx: AppContext): RequestHandler {
     server.setRequestHandler(CallToolRequestSchema, (request) => {
       const tool = tools.get(request.params.name);
       if (!tool || !visible(tool)) return noSuchTool(request.params.name, req);
-      return dispatchToolCall(tool, request.params.arguments ?? {}, req).catch((error: unknown) => {
-        // The SDK would answer an exception with its message; the caller gets the generic problem
-        // with the request id, the log the exception.
-        ctx.logger.error({ err: error, requestId: req.id, tool: tool.definition.name }, 'an MCP tool call failed');
-        return problemResult(toAppError(error), req);
-      });
+      return toolCallHeaders(ctx, req)
+        .then((headers) => dispatchToolCall(tool, request.params.arguments ?? {}, req, headers))
+        .catch((error: unknown) => {
+          // The SDK would answer an exception with its message; the caller gets the generic problem
+          // with the request id, the log the exception.
+          ctx.logger.error({ err: error, requestId: req.id, tool: tool.definition.name }, 'an MCP tool call failed');
+          return problemResult(toAppError(error), req);
+        });
     });
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     res.on('close', () => {

@@ -50,6 +50,7 @@ const INTRODUCTION = [
   'Users, their tasks, tags and attachments. JSON in and out with camelCase fields; ids are UUIDv7; timestamps are RFC 3339 in UTC with milliseconds. Every answer carries `X-Request-Id`. A typed TypeScript client is the package `@task-service/client`; `npx task-service-verify --base-url URL` runs its contract tests against a service.',
   '## Authentication and refresh\n\n`POST /auth/register` or `POST /auth/login` answer `{ user, accessToken, refreshToken, expiresIn }`. Send `Authorization: Bearer <accessToken>` on every other call. The access token lasts `expiresIn` seconds (15 minutes by default); when a call answers 401 with `WWW-Authenticate: Bearer error="invalid_token", error_description="The access token has expired…"`, call `POST /auth/refresh` with the refresh token **once** (share one refresh between concurrent calls), keep the new pair (the old refresh token is spent: presenting it again ends the session) and retry. A 401 saying the session has ended means: log in again. `POST /auth/logout` ends the session everywhere.',
   `## Personal access tokens and scopes\n\nScripts, integrations and agents use a personal access token (\`tsk_pat_…\`, from \`POST /tokens\` with a login's access token) as \`Authorization: Bearer tsk_pat_…\`. Each operation names the scope a token needs (\`x-scopes\`, shown under the operation); a token without it gets 403 \`insufficient_scope\` with \`WWW-Authenticate: Bearer error="insufficient_scope", scope="…"\`. A \`write\` scope includes its \`read\`. An access token from a login carries every scope of its user. The Model Context Protocol endpoint \`POST /mcp\` serves the same operations as tools, filtered by the token's scopes.\n\n${SCOPES.map((scope) => `- \`${scope}\`: ${scopeDescriptions[scope]}`).join('\n')}`,
+  `## OAuth for MCP clients and apps\n\nApps (the MCP clients of Claude, ChatGPT, VS Code, \`mcp-remote\`) connect through OAuth 2.1 (the \`oauth2\` scheme below): they find the authorization server from \`/.well-known/oauth-protected-resource\` (or \`…/mcp\`, named in every 401's \`WWW-Authenticate\`), register at \`POST /oauth/register\`, send the user to \`/oauth/authorize\` to sign in and approve the scopes (the same as a personal access token's), and exchange the code at \`POST /oauth/token\` (PKCE S256, rotating refresh tokens). A token asked for \`<PUBLIC_URL>/mcp\` works on \`/mcp\` only. Users see and disconnect their apps with \`GET /oauth/grants\` and \`DELETE /oauth/grants/{grant_id}\`. See docs/mcp.md.`,
   '## Pagination\n\nLists answer `{ items, nextCursor }` and a `Link: <…>; rel="next"` header. Pass `nextCursor` back as `cursor` with the same filters and `sort` until it is `null`. `limit` is 1-100 (default 20). Cursors are opaque keyset positions: pages neither skip nor repeat items when others insert or delete meanwhile. Filters with several values take a comma list (`status=todo,in_progress`) or the parameter repeated.',
   '## ETags and concurrent changes\n\nA task carries `version` and `ETag: "<version>"`. Send `If-Match: "<version>"` with `PUT`, `PATCH` and `DELETE`: when someone changed the task since you read it, the answer is 412 `precondition_failed` and nothing changes; read it again, reapply your change and retry. `GET` with `If-None-Match` answers 304 when your copy is current.',
   '## Attachments\n\nUpload with `POST /tasks/{task_id}/attachments` as `multipart/form-data` with one file part named `file` (at most ATTACHMENT_MAX_BYTES, 413 beyond). Download the bytes from `GET /attachments/{attach_id}/content`: `Range: bytes=…` answers 206, and its ETag is the SHA-256 of the bytes.',
@@ -83,6 +84,10 @@ const tags = [
   {
     name: 'personalAccessTokens',
     description: 'Personal access tokens for scripts, integrations and agents, each limited to its scopes',
+  },
+  {
+    name: 'oauthGrants',
+    description: 'The apps (MCP clients in chat apps and others) a user connected with OAuth, and disconnecting them',
   },
   { name: 'events', description: 'Every change as an event: the changes feed (delta sync) and the live stream (SSE)' },
   { name: 'service', description: 'Health, readiness and the keys that verify access tokens' },
@@ -245,13 +250,31 @@ function examplesOf(route: AppRoute): AnyOperationExamples {
   return examples;
 }
 
+/**
+ * OAuth 2.1 for apps (docs/mcp.md): the authorization code flow with PKCE, its scopes those of
+ * personal access tokens. URLs are relative to the server, as `servers` is.
+ */
+const oauth2 = {
+  type: 'oauth2',
+  description:
+    'OAuth 2.1 for MCP clients and apps: dynamic client registration at `/oauth/register` (RFC 7591), the authorization code flow with PKCE S256 only, rotating refresh tokens, revocation at `/oauth/revoke`; metadata at `/.well-known/oauth-authorization-server` and `/.well-known/oauth-protected-resource`. Access tokens are opaque (`tsk_oat_…`, not JWTs, so the JWT practices of RFC8725 have nothing to pin); one issued for the `/mcp` resource works there only (RFC 8707).',
+  flows: {
+    authorizationCode: {
+      authorizationUrl: '/oauth/authorize',
+      tokenUrl: '/oauth/token',
+      refreshUrl: '/oauth/token',
+      scopes: Object.fromEntries(SCOPES.map((scope) => [scope, scopeDescriptions[scope]])),
+    },
+  },
+};
+
 /** The scope a personal access token needs, as `x-scopes` (OpenAPI 3.0 names scopes only for OAuth schemes) and in the text. */
 function scopeExtension(route: AppRoute): { description?: string; 'x-scopes'?: string[] } {
   if (isPublicRoute(route)) return {};
   const scope = scopeOf(route);
   const rule = isLoginOnly(route)
-    ? 'Needs an access token from a login: a personal access token is 403 `forbidden`.'
-    : `A personal access token needs the scope \`${scope}\` (else 403 \`insufficient_scope\`).`;
+    ? 'Needs an access token from a login: a personal access token or an OAuth token is 403 `forbidden`.'
+    : `A personal access token or an OAuth token needs the scope \`${scope}\` (else 403 \`insufficient_scope\`).`;
   return { description: [route.description, rule].filter(Boolean).join('\n\n'), 'x-scopes': scope ? [scope] : [] };
 }
 
@@ -264,6 +287,13 @@ function withCodeSamples(operation: Parameters<OperationMapper>[0], route: AppRo
   };
 }
 
+/** A login's or a personal access token's bearer token, or an app's OAuth token with the operation's scope. */
+function securityOf(route: AppRoute): Record<string, string[]>[] {
+  if (isPublicRoute(route)) return [];
+  const scope = scopeOf(route);
+  return isLoginOnly(route) || scope === undefined ? [{ bearerAuth: [] }] : [{ bearerAuth: [] }, { oauth2: [scope] }];
+}
+
 const describeScopedOperation: OperationMapper = (operation, route) => ({
   ...operation,
   ...withCodeSamples(operation, route),
@@ -273,7 +303,7 @@ const describeScopedOperation: OperationMapper = (operation, route) => ({
   ],
   ...(operation.requestBody ? { requestBody: describeRequestBody(route, operation.requestBody) } : {}),
   responses: describeResponses(route, operation.responses),
-  security: isPublicRoute(route) ? [] : [{ bearerAuth: [] }],
+  security: securityOf(route),
 });
 
 /** Each operation: its scope rule, then its code samples (which show the scoped description). */
@@ -323,7 +353,7 @@ export function buildOpenApiDocument(): OpenApiDocument {
         },
       ],
       tags,
-      components: { securitySchemes: { bearerAuth }, headers, responses: problemResponses() },
+      components: { securitySchemes: { bearerAuth, oauth2 }, headers, responses: problemResponses() },
     },
     { setOperationId: 'concatenated-path', operationMapper: describeOperation },
   );

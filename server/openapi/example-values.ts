@@ -7,6 +7,7 @@ import type {
   CreatedWebhook,
   Delivery,
   Event,
+  OAuthGrant,
   PersonalAccessToken,
   Tag,
   Task,
@@ -25,6 +26,8 @@ export const ids = {
   delivery: '0193a5c7-5b6c-7d8e-9f0a-1b2c3d4e5f6a',
   event: '0193a5c5-8c9d-7e0f-8a1b-2c3d4e5f6a7b',
   token: '0193a5c8-2d3e-7f4a-8b5c-6d7e8f9a0b1c',
+  grant: '0193a5c9-4e5f-7a6b-9c7d-8e9f0a1b2c3d',
+  client: '0193a5c9-1a2b-7c3d-8e4f-5a6b7c8d9e0f',
 };
 
 /** The path parameter values every example path is written with. */
@@ -35,6 +38,7 @@ export const pathParamValues: Record<string, string> = {
   attach_id: ids.attachment,
   webhook_id: ids.webhook,
   delivery_id: ids.delivery,
+  grant_id: ids.grant,
   token_id: ids.token,
   code: 'precondition_failed',
 };
@@ -188,6 +192,16 @@ export const personalAccessToken: PersonalAccessToken = {
   createdAt: '2026-11-22T15:20:00.000Z',
   expiresAt: '2026-12-22T15:20:00.000Z',
   lastUsedAt: null,
+};
+
+export const oauthGrant: OAuthGrant = {
+  id: ids.grant,
+  clientId: ids.client,
+  clientName: 'Claude',
+  scopes: ['tasks:write', 'tags:read'],
+  resource: 'https://tasks.example.com/mcp',
+  createdAt: '2026-11-22T16:00:00.000Z',
+  lastUsedAt: '2026-11-22T16:45:00.000Z',
 };
 
 export const createdPersonalAccessToken: CreatedPersonalAccessToken = {

@@ -433,7 +433,7 @@ export const examples: ContractExamples<Contract> = {
         403: [
           {
             code: 'forbidden',
-            detail: 'This operation needs an access token from a login, not a personal access token',
+            detail: 'This operation needs an access token from a login, not a personal access token or an OAuth token',
           },
         ],
         409: [
@@ -451,6 +451,10 @@ export const examples: ContractExamples<Contract> = {
       problems: { 404: [{ code: 'not_found', detail: 'No such token' }] },
     },
     remove: { request: undefined, responses: {}, problems: { 404: [{ code: 'not_found', detail: 'No such token' }] } },
+  },
+  oauthGrants: {
+    list: { request: undefined, responses: { 200: { items: [v.oauthGrant] } } },
+    remove: { request: undefined, responses: {}, problems: { 404: [{ code: 'not_found', detail: 'No such grant' }] } },
   },
   service: {
     healthz: { request: undefined, responses: { 200: { status: 'ok' } } },

@@ -74,7 +74,7 @@ export async function liveTokenRoles(ctx: AppContext, ids: string[]): Promise<Ma
 
 /** 403 with RFC 6750 §3.1's challenge naming the scope the operation needs. */
 const insufficientScope = (scope: string) =>
-  new AppError('insufficient_scope', `This personal access token lacks the scope "${scope}" this operation needs`, {
+  new AppError('insufficient_scope', `This token lacks the scope "${scope}" this operation needs`, {
     headers: {
       'WWW-Authenticate': `Bearer error="insufficient_scope", scope="${scope}", error_description="The token lacks the scope ${scope}"`,
     },
@@ -85,7 +85,10 @@ export function scopeRefusal(principal: Principal, route: AppRoute): AppError | 
   const token = principal.token;
   if (!token) return undefined; // an access token from a login carries every scope of its user
   if (isLoginOnly(route))
-    return new AppError('forbidden', 'This operation needs an access token from a login, not a personal access token');
+    return new AppError(
+      'forbidden',
+      'This operation needs an access token from a login, not a personal access token or an OAuth token',
+    );
   const needed = scopeOf(route);
   if (!needed)
     return new AppError('forbidden', 'This operation declares no scope, so no personal access token may call it');

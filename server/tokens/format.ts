@@ -8,9 +8,9 @@ import { PERSONAL_ACCESS_TOKEN_PREFIX } from '@task-service/client';
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 const RANDOM_LENGTH = 43;
 const CHECKSUM_LENGTH = 6;
-const SHAPE = new RegExp(
-  `^${PERSONAL_ACCESS_TOKEN_PREFIX}([0-9A-Za-z]{${RANDOM_LENGTH}})([0-9A-Za-z]{${CHECKSUM_LENGTH}})$`,
-);
+const shapeOf = (prefix: string) =>
+  new RegExp(`^${prefix}([0-9A-Za-z]{${RANDOM_LENGTH}})([0-9A-Za-z]{${CHECKSUM_LENGTH}})$`);
+const SHAPE = shapeOf(PERSONAL_ACCESS_TOKEN_PREFIX);
 
 function base62(value: bigint, length: number): string {
   let text = '';
@@ -20,23 +20,26 @@ function base62(value: bigint, length: number): string {
 
 const checksumOf = (random: string): string => base62(BigInt(crc32(random)), CHECKSUM_LENGTH);
 
-/** A new token: shown to its owner once, stored only as its hash. */
-export function newPersonalAccessToken(): { token: string; prefix: string } {
+/** A new token in this format under `prefix`: shown to its holder once, stored only as its hash. */
+export function newPrefixedToken(prefix: string): { token: string; prefix: string } {
   const random = base62(BigInt(`0x${randomBytes(32).toString('hex')}`), RANDOM_LENGTH);
-  return {
-    token: `${PERSONAL_ACCESS_TOKEN_PREFIX}${random}${checksumOf(random)}`,
-    prefix: `${PERSONAL_ACCESS_TOKEN_PREFIX}${random.slice(0, 4)}`,
-  };
+  return { token: `${prefix}${random}${checksumOf(random)}`, prefix: `${prefix}${random.slice(0, 4)}` };
+}
+
+export const newPersonalAccessToken = () => newPrefixedToken(PERSONAL_ACCESS_TOKEN_PREFIX);
+
+/** Whether `token` has this format under `prefix` and its checksum matches. */
+export function isWellFormedPrefixedToken(prefix: string, token: string): boolean {
+  const parts = (prefix === PERSONAL_ACCESS_TOKEN_PREFIX ? SHAPE : shapeOf(prefix)).exec(token);
+  return parts !== null && parts[1] !== undefined && checksumOf(parts[1]) === parts[2];
 }
 
 /** Whether a bearer value claims to be a personal access token (then it is never checked as a JWT). */
 export const looksLikePersonalAccessToken = (value: string): boolean => value.startsWith(PERSONAL_ACCESS_TOKEN_PREFIX);
 
 /** Whether the token has the format and its checksum matches. */
-export function isWellFormedToken(token: string): boolean {
-  const parts = SHAPE.exec(token);
-  return parts !== null && parts[1] !== undefined && checksumOf(parts[1]) === parts[2];
-}
+export const isWellFormedToken = (token: string): boolean =>
+  isWellFormedPrefixedToken(PERSONAL_ACCESS_TOKEN_PREFIX, token);
 
 /** Tokens are stored only as this hash. */
 export const hashPersonalAccessToken = (token: string): string => createHash('sha256').update(token).digest('hex');

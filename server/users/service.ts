@@ -4,6 +4,7 @@ import { recordingEvents } from '../events/signal.js';
 import { discardStoredBytes, storageKeysOfUser } from '../storage/stored-bytes.js';
 import { passwordAccepted } from '../auth/credentials.js';
 import { revokeOtherSessions } from '../auth/sessions.js';
+import { revokeUserGrants } from '../oauth/access.js';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { tables } from '../db/query.js';
@@ -222,6 +223,7 @@ export async function patchUser(
   });
   if (body.password !== undefined) {
     await revokeOtherSessions(ctx, user.id, ownPassword ? principal.sessionId : undefined);
+    await revokeUserGrants(ctx, user.id);
   }
   return updated;
 }

@@ -9,10 +9,10 @@ export interface ListeningService {
   close(): Promise<void>;
 }
 
-/** The service's app on a real socket (port 0), for clients that speak HTTP themselves. */
-export async function listen(service: TestService): Promise<ListeningService> {
+/** The service's app on a real socket (port 0 unless given), for clients that speak HTTP themselves. */
+export async function listen(service: TestService, port = 0): Promise<ListeningService> {
   const server = createHttpServer(service.ctx);
-  server.listen(0, '127.0.0.1');
+  server.listen(port, '127.0.0.1');
   await once(server, 'listening');
   const address = server.address();
   if (address === null || typeof address === 'string') throw new Error('expected a TCP address');
