@@ -5,6 +5,7 @@ import type { Cursor } from '../server/http/pagination.js';
 import { sortOf, taskPageQuery, type TaskSet } from '../server/tasks/list-query.js';
 import { taskPageStatement } from '../server/tasks/store.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
+import { storedTask } from './support/rows.js';
 
 // Plans as tests: at a realistic volume, every page of GET /tasks (each sort, a user and an admin,
 // first and deep pages, with and without filters) must be index range scans that read about
@@ -73,7 +74,8 @@ async function deepCursor(set: TaskSet, sort: TaskSort): Promise<Cursor> {
     taskPageQuery(set, TaskListQuerySchema.parse({ sort }), undefined, DEEP),
   );
   const id = rows[rows.length - 1]?.id;
-  const task = await database.db.prisma.task.findUniqueOrThrow({ where: { id } });
+  if (id === undefined) throw new Error(`the list is not ${DEEP} rows long`);
+  const task = await storedTask(database.db.sql, id);
   const value = task[sortOf(sort).field];
   return { s: sort, v: value instanceof Date ? value.toISOString() : value, id: task.id };
 }
