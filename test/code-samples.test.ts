@@ -11,8 +11,8 @@ import { isCreatingPost } from '../server/http/idempotency.js';
 import { useWebhookNetwork } from '../server/webhooks/network.js';
 import { startService, type TestService } from './support/app.js';
 import { listen } from './support/listening.js';
-import { makeAdmin } from './support/rows.js';
 import { bash, CURL_STATUS_PRELUDE } from './support/shell.js';
+import { makeAdmin } from './support/rows.js';
 import { registerUser, uniqueEmail } from './support/users.js';
 import { stubNetwork } from './support/webhook-network.js';
 

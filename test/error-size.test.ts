@@ -4,11 +4,11 @@
 import { isAppRoute, type AppRoute, type AppRouter } from '@ts-rest/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { contract } from '../contract/index.js';
 import { tables } from '../server/db/query.js';
+import { countOf } from './support/rows.js';
+import { contract } from '../contract/index.js';
 import { startService, type TestService } from './support/app.js';
 import { expectProblem } from './support/problems.js';
-import { countOf } from './support/rows.js';
 import { registerUser, type TestUser } from './support/users.js';
 
 const MAX_PROBLEM_BYTES = 16 * 1024;

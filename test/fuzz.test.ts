@@ -15,10 +15,10 @@ import { IdSchema, ProblemSchema, TimestampInputSchema } from '../contract/commo
 import { WebhookUrlSchema } from '../contract/webhooks.js';
 import { contractTools } from '../server/mcp/tools.js';
 import { tables } from '../server/db/query.js';
+import { countOwned } from './support/rows.js';
 import { useWebhookNetwork } from '../server/webhooks/network.js';
 import { startService, type TestService } from './support/app.js';
 import { listen, type ListeningService } from './support/listening.js';
-import { countOwned } from './support/rows.js';
 import { createTask } from './support/tasks.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 import { stubNetwork } from './support/webhook-network.js';

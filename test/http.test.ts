@@ -10,9 +10,9 @@ import { loadConfig } from '../server/config.js';
 import { openPostgres, type Database } from '../server/db/database.js';
 import { startService, type TestService } from './support/app.js';
 import { freshDatabase } from './support/databases.js';
-import { countUsersWithEmail } from './support/rows.js';
 import { registerUser, uniqueEmail, type TestUser } from './support/users.js';
 import { errorPaths, expectProblem } from './support/problems.js';
+import { countUsersWithEmail } from './support/rows.js';
 
 const METRICS_TOKEN = 'a-scrape-token-of-at-least-32-characters';
 

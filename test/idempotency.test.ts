@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TaskSchema } from '../contract/tasks.js';
-import { tables } from '../server/db/query.js';
 import { startService, type TestService } from './support/app.js';
 import { errorPaths, expectProblem } from './support/problems.js';
+import { tables } from '../server/db/query.js';
 import { countAttachments, countOf } from './support/rows.js';
 import { createTask } from './support/tasks.js';
 import { registerUser, type TestUser } from './support/users.js';

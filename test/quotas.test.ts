@@ -3,8 +3,8 @@
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { v7 as uuidv7 } from 'uuid';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tables } from '../server/db/query.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService, type TestService } from './support/app.js';
 import { expectProblem } from './support/problems.js';
 import { countOf, countOwned, insertTags } from './support/rows.js';

@@ -1,6 +1,6 @@
 // `q` is served by trigram indexes (found by an attack: a search was a scan of every task).
-import pg from 'pg';
 import { sql } from 'kysely';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TaskListQuerySchema } from '../contract/tasks.js';
 import { rawQuery, statementOf, type Statement } from '../server/db/query.js';

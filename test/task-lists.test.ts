@@ -9,10 +9,10 @@ import {
   type TaskCreate,
   type TaskSort,
 } from '../contract/tasks.js';
-import { tables } from '../server/db/query.js';
 import { startService, type TestService } from './support/app.js';
 import { registerUser, type TestUser } from './support/users.js';
 import { expectProblem } from './support/problems.js';
+import { tables } from '../server/db/query.js';
 import { walkPages } from './support/pages.js';
 import { insertTags } from './support/rows.js';
 import { createTask, getTask } from './support/tasks.js';

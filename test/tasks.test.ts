@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pageOf, ProblemSchema } from '../contract/common.js';
-import { TaskSchema, type Task } from '../contract/tasks.js';
 import { tables } from '../server/db/query.js';
+import { TaskSchema, type Task } from '../contract/tasks.js';
 import { startService, type TestService } from './support/app.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 import { errorPaths, expectProblem } from './support/problems.js';

@@ -13,14 +13,14 @@ import {
   type Scope,
 } from '../contract/index.js';
 import { buildApp } from '../server/app.js';
-import { createContext } from '../server/bootstrap.js';
 import { tables } from '../server/db/query.js';
+import { createContext } from '../server/bootstrap.js';
 import { startService, type TestService } from './support/app.js';
 import { listeningForFile } from './support/listening.js';
 import { eventCount, openSse } from './support/sse.js';
 import { createPersonalToken } from './support/personal-tokens.js';
-import { expectProblem } from './support/problems.js';
 import { countOf } from './support/rows.js';
+import { expectProblem } from './support/problems.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 
 let service: TestService;
