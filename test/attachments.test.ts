@@ -13,11 +13,13 @@ import { listOf, ProblemSchema } from '../contract/common.js';
 import type { Task } from '../contract/tasks.js';
 import { buildApp } from '../server/app.js';
 import { sweepOrphans, ORPHAN_GRACE_MS } from '../server/attachments/sweep.js';
+import { tables } from '../server/db/query.js';
 import { startService, type TestService } from './support/app.js';
 import { binary, sha256 } from './support/binary.js';
 import { startObjectStore, type TestObjectStore } from './support/object-store.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 import { expectProblem } from './support/problems.js';
+import { countAttachments } from './support/rows.js';
 import { createTask, getTask } from './support/tasks.js';
 
 // A full disk, on demand: a partial attachment file opened while `fullDisk.on` fails its writes
@@ -450,7 +452,7 @@ describe('rejected uploads leave nothing behind', () => {
     expect((await getTask(service, alice, taskId)).attachmentCount).toBe(0);
     await eventually(noPartialWrites, 'partial writes removed');
     const keys = new Set(
-      (await service.ctx.db.prisma.attachment.findMany({ select: { storageKey: true } })).map((a) => a.storageKey),
+      (await service.ctx.db.sql.all(tables.selectFrom('attachments').select('storage_key'))).map((a) => a.storage_key),
     );
     expect((await storedObjects()).filter((key) => !keys.has(key))).toEqual([]);
   }
@@ -553,10 +555,10 @@ describe('rejected uploads leave nothing behind', () => {
     upload.req.end(body.subarray(body.length / 2));
     const answer = await upload.answer;
     expect(answer.status).toBe(404);
-    expect(await service.ctx.db.prisma.attachment.count({ where: { taskId: task.id } })).toBe(0);
+    expect(await countAttachments(service.ctx.db.sql, task.id)).toBe(0);
     await eventually(noPartialWrites, 'partial writes removed');
     const keys = new Set(
-      (await service.ctx.db.prisma.attachment.findMany({ select: { storageKey: true } })).map((a) => a.storageKey),
+      (await service.ctx.db.sql.all(tables.selectFrom('attachments').select('storage_key'))).map((a) => a.storage_key),
     );
     expect((await storedObjects()).filter((key) => !keys.has(key))).toEqual([]);
   });
@@ -710,20 +712,21 @@ describe('who may do what', () => {
       );
     }
     const keys = (
-      await service.ctx.db.prisma.attachment.findMany({ where: { taskId: task.id }, select: { storageKey: true } })
-    ).map((a) => a.storageKey);
+      await service.ctx.db.sql.all(
+        tables.selectFrom('attachments').select('storage_key').where('task_id', '=', task.id),
+      )
+    ).map((a) => a.storage_key);
     expect((await storedObjects()).filter((key) => keys.includes(key)).sort()).toEqual([...keys].sort());
   });
 });
 
 describe('deleting what attachments belong to', () => {
   async function storageKeysOf(ids: string[]): Promise<string[]> {
-    const rows = await service.ctx.db.prisma.attachment.findMany({
-      where: { id: { in: ids } },
-      select: { storageKey: true },
-    });
+    const rows = await service.ctx.db.sql.all(
+      tables.selectFrom('attachments').select('storage_key').where('id', 'in', ids),
+    );
     expect(rows).toHaveLength(ids.length);
-    return rows.map((row) => row.storageKey);
+    return rows.map((row) => row.storage_key);
   }
 
   it('removes the bytes with their task', async () => {
@@ -781,8 +784,8 @@ describe('orphan sweep', () => {
       const task = await createTask(service, alice);
       const kept = await upload(alice, task.id, Buffer.from('referenced'));
       const [keptKey] = (
-        await service.ctx.db.prisma.attachment.findMany({ where: { id: kept.id }, select: { storageKey: true } })
-      ).map((a) => a.storageKey);
+        await service.ctx.db.sql.all(tables.selectFrom('attachments').select('storage_key').where('id', '=', kept.id))
+      ).map((a) => a.storage_key);
       const now = new Date();
       const old = new Date(now.getTime() - ORPHAN_GRACE_MS - 60_000);
       await mkdir(storageDir('objects'), { recursive: true });

@@ -12,9 +12,11 @@ import { buildApp } from '../server/app.js';
 import { createContext } from '../server/bootstrap.js';
 import { loadConfig } from '../server/config.js';
 import type { AppContext } from '../server/context.js';
+import { tables } from '../server/db/query.js';
 import { openPostgres } from '../server/db/database.js';
 import { startService, type TestService } from './support/app.js';
 import { errorPaths, expectProblem } from './support/problems.js';
+import { countOf, storedTask } from './support/rows.js';
 import { createTask } from './support/tasks.js';
 import { login, registerUser, type TestUser } from './support/users.js';
 
@@ -37,7 +39,7 @@ describe('a JSON body in a charset other than UTF-8 (weakness 5)', () => {
       .set('Content-Type', 'application/json; charset=utf-7')
       .send(`{"title":"${title} +ADw-script+AD4-"}`);
     expectProblem(res, 415, 'unsupported_media_type', '/tasks');
-    expect(await service.ctx.db.prisma.task.count({ where: { title: { startsWith: title } } })).toBe(0);
+    expect(await countOf(service.ctx.db.sql, tables.selectFrom('tasks').where('title', 'like', `${title}%`))).toBe(0);
   });
 
   it('answers utf-16le with 415, on PATCH too', async () => {
@@ -55,7 +57,7 @@ describe('a JSON body in a charset other than UTF-8 (weakness 5)', () => {
       .set('Content-Type', 'application/json; charset=UTF-16')
       .send(body);
     expectProblem(created, 415, 'unsupported_media_type');
-    expect((await service.ctx.db.prisma.task.findUniqueOrThrow({ where: { id: task.id } })).title).toBe('unchanged');
+    expect((await storedTask(service.ctx.db.sql, task.id)).title).toBe('unchanged');
   });
 
   it('takes UTF-8 however it is spelled, and no charset at all', async () => {
@@ -253,7 +255,7 @@ describe('database work past the statement timeout (weakness 3)', () => {
         expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
         expect(Date.now() - started).toBeLessThan(5000);
         await holder.query('ROLLBACK');
-        expect((await service.ctx.db.prisma.task.findUniqueOrThrow({ where: { id: task.id } })).title).toBe('locked');
+        expect((await storedTask(service.ctx.db.sql, task.id)).title).toBe('locked');
         await http
           .patch(`/tasks/${task.id}`)
           .set('Authorization', alice.auth)

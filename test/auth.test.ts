@@ -20,10 +20,12 @@ import { AuthResultSchema } from '../contract/auth.js';
 import { UserSchema } from '../contract/users.js';
 import { purgeEndedSessions } from '../server/auth/sessions.js';
 import { createContext } from '../server/bootstrap.js';
+import { tables } from '../server/db/query.js';
 import { loadConfig } from '../server/config.js';
 import { startService, type TestService } from './support/app.js';
 import { login, loginRequest, registerUser, uniqueEmail, type TestUser } from './support/users.js';
 import { errorPaths, expectProblem } from './support/problems.js';
+import { countUsersWithEmail } from './support/rows.js';
 import { expiredAccessToken, mintAccessToken, type MintOptions } from './support/tokens.js';
 
 const ADMIN_EMAIL = 'Root.Admin@Example.TEST';
@@ -138,7 +140,7 @@ describe('POST /auth/register', () => {
       const email = uniqueEmail();
       const res = await closed.http.post('/auth/register').send({ email, password: PASSWORD, name: 'Late' });
       expectProblem(res, 403, 'forbidden');
-      expect(await closed.ctx.db.prisma.user.count({ where: { email } })).toBe(0);
+      expect(await countUsersWithEmail(closed.ctx.db.sql, email)).toBe(0);
     } finally {
       await closed.close();
     }
@@ -374,10 +376,12 @@ describe('POST /auth/refresh', () => {
   /** Moves the rotation of every rotated-out token of the session `seconds` into the past. */
   const rotatedAgo = async (accessToken: string, seconds: number) => {
     const sessionId = z.string().parse(decodeJwt(accessToken).sid);
-    await service.ctx.db.prisma.rotatedRefreshToken.updateMany({
-      where: { sessionId },
-      data: { rotatedAt: new Date(Date.now() - seconds * 1000) },
-    });
+    await service.ctx.db.sql.write(
+      tables
+        .updateTable('rotated_refresh_tokens')
+        .set({ rotated_at: new Date(Date.now() - seconds * 1000) })
+        .where('session_id', '=', sessionId),
+    );
   };
 
   it('treats an already-rotated token as reuse once the grace has passed: 401, and the whole session is revoked', async () => {
@@ -461,24 +465,32 @@ describe('ended sessions', () => {
     await service.http.post('/auth/logout').set('Authorization', revoked.auth).expect(204);
     const idle = await registerUser(service);
     const live = await registerUser(service);
-    const sessionOf = async (user: TestUser) =>
-      (await service.ctx.db.prisma.session.findFirstOrThrow({ where: { userId: user.user.id } })).id;
+    const sessionOf = async (user: TestUser) => {
+      const session = await service.ctx.db.sql.first(
+        tables.selectFrom('sessions').select('id').where('user_id', '=', user.user.id),
+      );
+      if (!session) throw new Error(`${user.email} has no session`);
+      return session.id;
+    };
     const [revokedId, idleId, liveId] = await Promise.all([sessionOf(revoked), sessionOf(idle), sessionOf(live)]);
     const day = 24 * 3600 * 1000;
-    await service.ctx.db.prisma.session.update({
-      where: { id: revokedId },
-      data: { revokedAt: new Date(Date.now() - 2 * day) },
-    });
-    await service.ctx.db.prisma.session.update({
-      where: { id: idleId },
-      data: { lastUsedAt: new Date(Date.now() - 32 * day) },
-    });
+    await service.ctx.db.sql.write(
+      tables
+        .updateTable('sessions')
+        .set({ revoked_at: new Date(Date.now() - 2 * day) })
+        .where('id', '=', revokedId),
+    );
+    await service.ctx.db.sql.write(
+      tables
+        .updateTable('sessions')
+        .set({ last_used_at: new Date(Date.now() - 32 * day) })
+        .where('id', '=', idleId),
+    );
 
     expect(await purgeEndedSessions(service.ctx)).toBeGreaterThanOrEqual(2);
-    const left = await service.ctx.db.prisma.session.findMany({
-      where: { id: { in: [revokedId, idleId, liveId] } },
-      select: { id: true },
-    });
+    const left = await service.ctx.db.sql.all(
+      tables.selectFrom('sessions').select('id').where('id', 'in', [revokedId, idleId, liveId]),
+    );
     expect(left.map((s) => s.id)).toEqual([liveId]);
     // A purged session's tokens are refused like a revoked one's.
     await service.http.post('/auth/refresh').send({ refreshToken: idle.refreshToken }).expect(401);
@@ -669,14 +681,14 @@ describe('the signing key', () => {
   });
 
   it('adopts the key an earlier version kept in DATA_DIR/keys when the database has none yet', async () => {
-    const { prisma } = service.ctx.db;
+    const db = service.ctx.db.sql;
     const [dataDir, otherDir] = await Promise.all([1, 2].map(() => mkdtemp(path.join(tmpdir(), 'task-service-keys-'))));
-    const kept = await prisma.signingKey.findMany();
+    const kept = await db.all(tables.selectFrom('signing_keys').selectAll());
     try {
       const { privateKey } = await generateKeyPair('EdDSA', { crv: 'Ed25519', extractable: true });
       await mkdir(path.join(dataDir!, 'keys'));
       await writeFile(path.join(dataDir!, 'keys', 'jwt-ed25519.pem'), await exportPKCS8(privateKey), { mode: 0o600 });
-      await prisma.signingKey.deleteMany();
+      await db.write(tables.deleteFrom('signing_keys'));
 
       const upgraded = await createContext(
         loadConfig({ DATA_DIR: dataDir!, LOG_LEVEL: 'silent' }),
@@ -693,8 +705,8 @@ describe('the signing key', () => {
       expect(await other.tokens.verify(token)).toBeDefined();
       expect(upgraded.signingKey.kid).not.toBe(service.ctx.signingKey.kid);
     } finally {
-      await prisma.signingKey.deleteMany();
-      await prisma.signingKey.createMany({ data: kept });
+      await db.write(tables.deleteFrom('signing_keys'));
+      if (kept.length > 0) await db.write(tables.insertInto('signing_keys').values(kept));
       await Promise.all([dataDir, otherDir].map((dir) => rm(dir!, { recursive: true, force: true })));
     }
   });

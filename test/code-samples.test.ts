@@ -12,6 +12,7 @@ import { useWebhookNetwork } from '../server/webhooks/network.js';
 import { startService, type TestService } from './support/app.js';
 import { listen } from './support/listening.js';
 import { bash, CURL_STATUS_PRELUDE } from './support/shell.js';
+import { makeAdmin } from './support/rows.js';
 import { registerUser, uniqueEmail } from './support/users.js';
 import { stubNetwork } from './support/webhook-network.js';
 
@@ -173,7 +174,7 @@ describe('the examples on /docs', () => {
           email: uniqueEmail('admin'),
           password: 'correct horse battery staple',
         });
-        await service.ctx.db.prisma.user.update({ where: { id: admin.user.id }, data: { role: 'admin' } });
+        await makeAdmin(service.ctx.db.sql, admin.user.id);
         const variables: Record<string, string> = { TOKEN: admin.accessToken, USER_ID: admin.user.id };
         const answers: string[] = [];
         const runSample = async (name: string) => {

@@ -4,6 +4,8 @@
 import { isAppRoute, type AppRoute, type AppRouter } from '@ts-rest/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { tables } from '../server/db/query.js';
+import { countOf } from './support/rows.js';
 import { contract } from '../contract/index.js';
 import { startService, type TestService } from './support/app.js';
 import { expectProblem } from './support/problems.js';
@@ -156,7 +158,8 @@ describe('error answers stay small', () => {
   });
 
   it('keeps nothing under an Idempotency-Key for a request the contract refused', async () => {
-    const kept = async () => service.ctx.db.prisma.idempotencyKey.count({ where: { userId: alice.user.id } });
+    const kept = async () =>
+      countOf(service.ctx.db.sql, tables.selectFrom('idempotency_keys').where('user_id', '=', alice.user.id));
     const before = await kept();
     const res = await service.http
       .post('/tasks')

@@ -1,4 +1,5 @@
 import { v7 as uuidv7 } from 'uuid';
+import { sql } from 'kysely';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -8,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../server/app.js';
 import { createContext } from '../server/bootstrap.js';
 import { loadConfig } from '../server/config.js';
+import { rawQuery } from '../server/db/query.js';
 import { eventMetrics } from '../server/events/metrics.js';
 import { startService, type TestService } from './support/app.js';
 import { openTestDatabase } from './support/databases.js';
@@ -140,9 +142,11 @@ describe('GET /events (Server-Sent Events)', () => {
     const listeners = async () =>
       Number(
         (
-          await service.ctx.db.prisma.$queryRaw<{ n: bigint }[]>`
-          SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'task-service event listener'`
-        )[0]?.n,
+          await service.ctx.db.sql.first(
+            rawQuery(sql<{ n: string }>`
+            SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'task-service event listener'`),
+          )
+        )?.n,
       );
     await expect.poll(gauge, { timeout: 5_000 }).toBe(0);
     await expect.poll(listeners, { timeout: 5_000 }).toBe(0);

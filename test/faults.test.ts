@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService, type TestService } from './support/app.js';
 import { expectProblem } from './support/problems.js';
+import { countAttachments } from './support/rows.js';
 import { createTask } from './support/tasks.js';
 import { registerUser, type TestUser } from './support/users.js';
 
@@ -37,7 +38,7 @@ describe('an unwritable attachment directory', () => {
           .set('Authorization', alice.auth)
           .attach('file', Buffer.alloc(50_000, 3), { filename: 'doomed.bin', contentType: 'application/octet-stream' });
         expectProblem(res, 500, 'internal');
-        expect(await service.ctx.db.prisma.attachment.count({ where: { taskId: task.id } })).toBe(0);
+        expect(await countAttachments(service.ctx.db.sql, task.id)).toBe(0);
         expect(
           (await service.http.get(`/tasks/${task.id}`).set('Authorization', alice.auth).expect(200)).body.version,
         ).toBe(task.version);

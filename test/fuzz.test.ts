@@ -14,6 +14,8 @@ import { contract } from '../contract/index.js';
 import { IdSchema, ProblemSchema, TimestampInputSchema } from '../contract/common.js';
 import { WebhookUrlSchema } from '../contract/webhooks.js';
 import { contractTools } from '../server/mcp/tools.js';
+import { tables } from '../server/db/query.js';
+import { countOwned } from './support/rows.js';
 import { useWebhookNetwork } from '../server/webhooks/network.js';
 import { startService, type TestService } from './support/app.js';
 import { listen, type ListeningService } from './support/listening.js';
@@ -47,16 +49,15 @@ async function refreshFixture(): Promise<void> {
   // A generated request may have logged alice out or deleted her: she comes back as someone new.
   if ((await service.http.get('/auth/me').set('Authorization', alice.auth)).status !== 200)
     alice = await registerUser(service);
-  const prisma = service.ctx.db.prisma;
-  if ((await prisma.task.count({ where: { ownerId: alice.user.id } })) === 0)
-    await createTask(service, alice, { title: 'fixture' });
-  if ((await prisma.tag.count({ where: { ownerId: alice.user.id } })) === 0) {
+  const db = service.ctx.db.sql;
+  if ((await countOwned(db, 'tasks', alice.user.id)) === 0) await createTask(service, alice, { title: 'fixture' });
+  if ((await countOwned(db, 'tags', alice.user.id)) === 0) {
     await service.http
       .post('/tags')
       .set('Authorization', alice.auth)
       .send({ name: `fixture ${Date.now()}` });
   }
-  if ((await prisma.webhook.count({ where: { ownerId: alice.user.id } })) === 0) {
+  if ((await countOwned(db, 'webhooks', alice.user.id)) === 0) {
     await service.http
       .post('/webhooks')
       .set('Authorization', alice.auth)
@@ -64,13 +65,17 @@ async function refreshFixture(): Promise<void> {
       .expect(201);
     await createTask(service, alice, { title: 'a delivery for the fixture' }); // its delivery row is written with the event
   }
+  const newest = (
+    table: 'tasks' | 'tags' | 'attachments' | 'users' | 'webhooks' | 'webhook_deliveries',
+    take: number,
+  ) => db.all(tables.selectFrom(table).select('id').orderBy('id', 'desc').limit(take));
   const [tasks, tags, attachments, users, webhooks, deliveries] = await Promise.all([
-    prisma.task.findMany({ select: { id: true }, take: 5, orderBy: { id: 'desc' } }),
-    prisma.tag.findMany({ select: { id: true }, take: 3, orderBy: { id: 'desc' } }),
-    prisma.attachment.findMany({ select: { id: true }, take: 3, orderBy: { id: 'desc' } }),
-    prisma.user.findMany({ select: { id: true }, take: 3, orderBy: { id: 'desc' } }),
-    prisma.webhook.findMany({ select: { id: true }, take: 3, orderBy: { id: 'desc' } }),
-    prisma.webhookDelivery.findMany({ select: { id: true }, take: 3, orderBy: { id: 'desc' } }),
+    newest('tasks', 5),
+    newest('tags', 3),
+    newest('attachments', 3),
+    newest('users', 3),
+    newest('webhooks', 3),
+    newest('webhook_deliveries', 3),
   ]);
   ids = [
     alice.user.id,

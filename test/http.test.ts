@@ -12,6 +12,7 @@ import { startService, type TestService } from './support/app.js';
 import { freshDatabase } from './support/databases.js';
 import { registerUser, uniqueEmail, type TestUser } from './support/users.js';
 import { errorPaths, expectProblem } from './support/problems.js';
+import { countUsersWithEmail } from './support/rows.js';
 
 const METRICS_TOKEN = 'a-scrape-token-of-at-least-32-characters';
 
@@ -125,7 +126,7 @@ describe('request bodies', () => {
       .set('Content-Type', 'text/plain')
       .send(JSON.stringify({ email, password: 'correct horse battery', name: 'Plain' }));
     expectProblem(res, 415, 'unsupported_media_type', '/auth/register');
-    expect(await service.ctx.db.prisma.user.count({ where: { email } })).toBe(0);
+    expect(await countUsersWithEmail(service.ctx.db.sql, email)).toBe(0);
   });
 
   it('answers a form-encoded body with 415', async () => {

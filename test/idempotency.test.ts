@@ -2,6 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TaskSchema } from '../contract/tasks.js';
 import { startService, type TestService } from './support/app.js';
 import { errorPaths, expectProblem } from './support/problems.js';
+import { tables } from '../server/db/query.js';
+import { countAttachments, countOf } from './support/rows.js';
 import { createTask } from './support/tasks.js';
 import { registerUser, type TestUser } from './support/users.js';
 
@@ -20,7 +22,8 @@ afterAll(() => service.close());
 const postTask = (user: TestUser, key: string, body: Record<string, unknown>) =>
   service.http.post('/tasks').set('Authorization', user.auth).set('Idempotency-Key', key).send(body);
 
-const tasksTitled = async (title: string) => service.ctx.db.prisma.task.count({ where: { title } });
+const tasksTitled = async (title: string) =>
+  countOf(service.ctx.db.sql, tables.selectFrom('tasks').where('title', '=', title));
 
 describe('Idempotency-Key', () => {
   it('replays the first answer to the same request, with Idempotent-Replayed, and creates nothing more', async () => {
@@ -91,10 +94,12 @@ describe('Idempotency-Key', () => {
   it('runs a request again once its key expired after 24 hours', async () => {
     const key = freshKey();
     await postTask(alice, key, { title: 'expiring' }).expect(201);
-    await service.ctx.db.prisma.idempotencyKey.updateMany({
-      where: { key },
-      data: { expiresAt: new Date(Date.now() - 1000) },
-    });
+    await service.ctx.db.sql.write(
+      tables
+        .updateTable('idempotency_keys')
+        .set({ expires_at: new Date(Date.now() - 1000) })
+        .where('key', '=', key),
+    );
     const again = await postTask(alice, key, { title: 'expiring' }).expect(201);
     expect(again.headers['idempotent-replayed']).toBeUndefined();
     expect(await tasksTitled('expiring')).toBe(2);
@@ -104,17 +109,19 @@ describe('Idempotency-Key', () => {
     const key = freshKey();
     // What a process killed mid-request leaves behind: the claim, with no answer.
     const claimed = async (ageMs: number) => {
-      await service.ctx.db.prisma.idempotencyKey.deleteMany({ where: { userId: alice.user.id, key } });
+      await service.ctx.db.sql.write(
+        tables.deleteFrom('idempotency_keys').where('user_id', '=', alice.user.id).where('key', '=', key),
+      );
       const createdAt = new Date(Date.now() - ageMs);
-      await service.ctx.db.prisma.idempotencyKey.create({
-        data: {
-          userId: alice.user.id,
+      await service.ctx.db.sql.write(
+        tables.insertInto('idempotency_keys').values({
+          user_id: alice.user.id,
           key,
           fingerprint: 'of a request that died',
-          createdAt,
-          expiresAt: new Date(createdAt.getTime() + 24 * 3600 * 1000),
-        },
-      });
+          created_at: createdAt,
+          expires_at: new Date(createdAt.getTime() + 24 * 3600 * 1000),
+        }),
+      );
     };
     await claimed(30_000);
     expectProblem(await postTask(alice, key, { title: 'after a crash' }), 422, 'idempotency_key_reused');
@@ -133,10 +140,13 @@ describe('Idempotency-Key', () => {
       const post = (key: string) =>
         capped.http.post('/tags').set('Authorization', carol.auth).set('Idempotency-Key', key).send({ name: key });
       for (const key of ['k1', 'k2', 'k3', 'k4', 'k5']) await post(key).expect(201);
-      const kept = await capped.ctx.db.prisma.idempotencyKey.findMany({
-        where: { userId: carol.user.id },
-        orderBy: { createdAt: 'asc' },
-      });
+      const kept = await capped.ctx.db.sql.all(
+        tables
+          .selectFrom('idempotency_keys')
+          .selectAll()
+          .where('user_id', '=', carol.user.id)
+          .orderBy('created_at', 'asc'),
+      );
       expect(kept.map((row) => row.key)).toEqual(['k3', 'k4', 'k5']);
       expect((await post('k5').expect(201)).headers['idempotent-replayed']).toBe('true');
       // k1 expired early: it runs again (a tag of that name exists now, so this is its 409).
@@ -177,7 +187,7 @@ describe('Idempotency-Key', () => {
     expect(again.headers['idempotent-replayed']).toBe('true');
     expect(again.body).toEqual(first.body);
     expectProblem(await upload('other bytes'), 422, 'idempotency_key_reused');
-    expect(await service.ctx.db.prisma.attachment.count({ where: { taskId: task.id } })).toBe(1);
+    expect(await countAttachments(service.ctx.db.sql, task.id)).toBe(1);
   });
 
   it('applies to every creating POST: tags, tag links and webhooks', async () => {

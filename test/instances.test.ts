@@ -16,10 +16,12 @@ import { underLease } from '../server/db/leases.js';
 import { runMaintenance } from '../server/maintenance.js';
 import { pgSql } from '../server/db/sql.js';
 import { migrate, pendingMigrations, readMigrations } from '../server/db/migrate.js';
+import { tables } from '../server/db/query.js';
 import type { TestService } from './support/app.js';
 import { binary } from './support/binary.js';
 import { freshDatabase, openTestDatabase, postgresUrl, serviceUrl, type TestDatabase } from './support/databases.js';
 import { startObjectStore, type TestObjectStore } from './support/object-store.js';
+import { countOf, storageKeyOf } from './support/rows.js';
 import { createTask } from './support/tasks.js';
 import { registerUser } from './support/users.js';
 
@@ -78,7 +80,7 @@ describe('several instances on one PostgreSQL database', () => {
     it('start together with one generated signing key, and keep no bytes of their own', async () => {
       expect(a.baseUrl).not.toBe(b.baseUrl);
       expect(a.ctx.signingKey.kid).toBe(b.ctx.signingKey.kid);
-      expect(await database.db.prisma.signingKey.count()).toBe(1);
+      expect(await countOf(database.db.sql, tables.selectFrom('signing_keys'))).toBe(1);
       const jwks = await b.http.get('/.well-known/jwks.json').expect(200);
       expect(jwks.body.keys.map((k: { kid: string }) => k.kid)).toEqual([a.ctx.signingKey.kid]);
     });
@@ -117,7 +119,7 @@ describe('several instances on one PostgreSQL database', () => {
       expect(Buffer.compare(part.body, bytes.subarray(5242870, 5242890))).toBe(0);
 
       // The bytes are in the bucket, not in either data directory.
-      const key = (await database.db.prisma.attachment.findUniqueOrThrow({ where: { id: attachment.id } })).storageKey;
+      const key = await storageKeyOf(database.db.sql, attachment.id);
       expect(await storedKeys(b)).toContain(key);
       for (const instance of [a, b]) expect(await readdir(instance.ctx.config.dataDir)).not.toContain('attachments');
     });
@@ -132,7 +134,7 @@ describe('several instances on one PostgreSQL database', () => {
           .attach('file', Buffer.from(`bytes of ${randomUUID()}`), 'a.txt')
           .expect(201);
         const { id } = AttachmentSchema.parse(res.body);
-        return { id, key: (await database.db.prisma.attachment.findUniqueOrThrow({ where: { id } })).storageKey };
+        return { id, key: await storageKeyOf(database.db.sql, id) };
       };
       const single = await upload(task.id);
       const ofTask = await upload(task.id);

@@ -6,6 +6,7 @@ import { rawQuery, statementOf } from '../server/db/query.js';
 import { sortOf, taskPageQuery, type TaskSet } from '../server/tasks/list-query.js';
 import { taskPage } from '../server/tasks/store.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
+import { storedTask } from './support/rows.js';
 
 // Plans as tests: at a realistic volume, every page of GET /tasks (each sort, a user and an admin,
 // first and deep pages, with and without filters) must be index range scans that read about
@@ -74,7 +75,8 @@ async function deepCursor(set: TaskSet, sort: TaskSort): Promise<Cursor> {
     rawQuery(taskPageQuery(set, TaskListQuerySchema.parse({ sort }), undefined, DEEP)),
   );
   const id = rows[rows.length - 1]?.id;
-  const task = await database.db.prisma.task.findUniqueOrThrow({ where: { id } });
+  if (id === undefined) throw new Error(`the list is not ${DEEP} rows long`);
+  const task = await storedTask(database.db.sql, id);
   const value = task[sortOf(sort).field];
   return { s: sort, v: value instanceof Date ? value.toISOString() : value, id: task.id };
 }

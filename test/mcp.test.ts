@@ -8,6 +8,7 @@ import { createTask } from './support/tasks.js';
 import { listeningForFile } from './support/listening.js';
 import { createPersonalToken } from './support/personal-tokens.js';
 import { expectProblem } from './support/problems.js';
+import { countTasks } from './support/rows.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 
 const served = listeningForFile({ CORS_ORIGINS: 'https://app.example.test' });
@@ -242,12 +243,12 @@ describe('the MCP endpoint', () => {
 
   it('a validation error is an error result carrying the problem details, and nothing is created', async () => {
     const client = await connect(ada.auth);
-    const before = await served.service.ctx.db.prisma.task.count();
+    const before = await countTasks(served.service.ctx.db.sql);
     const result = await client.callTool({ name: 'tasks_create', arguments: { title: '', unknownField: 1 } });
     const problem = problemOf(result);
     expect(problem).toMatchObject({ status: 400, code: 'validation_failed' });
     expect(problem.errors?.map((issue) => issue.path)).toEqual(expect.arrayContaining(['body.title']));
-    expect(await served.service.ctx.db.prisma.task.count()).toBe(before);
+    expect(await countTasks(served.service.ctx.db.sql)).toBe(before);
   });
 
   it('updates with If-Match and replays a create with the same idempotency key', async () => {

@@ -4,12 +4,14 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { sql } from 'kysely';
 import { pino } from 'pino';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { closeContext, createContext } from '../server/bootstrap.js';
 import { loadConfig } from '../server/config.js';
 import { openPostgres } from '../server/db/database.js';
+import { rawQuery } from '../server/db/query.js';
 import { createHttpServer } from '../server/serve.js';
 import type { TestService } from './support/app.js';
 import { directUrlOf, freshDatabase, throughPooler, type TestDatabase } from './support/databases.js';
@@ -123,13 +125,14 @@ describe.runIf(throughPooler())('behind PgBouncer in transaction mode', () => {
     } finally {
       await holder.end();
     }
-    // Every way the service sends SQL runs with the timeout: Prisma and plain SQL, in a transaction and not.
+    // Every way the service sends SQL runs with the timeout: built queries and plain SQL, in a transaction and not.
     const bounded = openPostgres(database.url, { poolSize: 2, statementTimeoutMs: 250 });
     const unbounded = openPostgres(database.url, { poolSize: 2 });
     const timeout = `SELECT current_setting('statement_timeout') AS t`;
+    const setting = rawQuery(sql<{ t: string }>`SELECT current_setting('statement_timeout') AS t`);
     try {
-      expect(await bounded.prisma.$queryRawUnsafe(timeout)).toEqual([{ t: '250ms' }]);
-      expect(await bounded.prisma.$transaction((tx) => tx.$queryRawUnsafe(timeout))).toEqual([{ t: '250ms' }]);
+      expect(await bounded.sql.first(setting)).toEqual({ t: '250ms' });
+      expect(await bounded.sql.transaction((tx) => tx.first(setting))).toEqual({ t: '250ms' });
       expect(await bounded.sql.rows(timeout)).toEqual([{ t: '250ms' }]);
       expect(await bounded.sql.transaction((tx) => tx.rows(timeout))).toEqual([{ t: '250ms' }]);
       // …and leaves nothing behind on the server connections the pooler hands to others.

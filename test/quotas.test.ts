@@ -3,9 +3,11 @@
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { v7 as uuidv7 } from 'uuid';
+import { tables } from '../server/db/query.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService, type TestService } from './support/app.js';
 import { expectProblem } from './support/problems.js';
+import { countOf, countOwned, insertTags } from './support/rows.js';
 import { createTask } from './support/tasks.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 
@@ -43,7 +45,7 @@ describe('the task quota', () => {
     const refused = responses.filter((r) => r.status !== 201);
     for (const res of refused)
       expect(expectProblem(res, 409, 'quota_exceeded', '/tasks').detail).toContain('USER_MAX_TASKS');
-    expect(await service.ctx.db.prisma.task.count({ where: { ownerId: user.user.id } })).toBe(MAX_TASKS);
+    expect(await countOwned(service.ctx.db.sql, 'tasks', user.user.id)).toBe(MAX_TASKS);
   });
 
   it('has room again once a task is deleted; other users and admins are not affected', async () => {
@@ -79,14 +81,16 @@ describe('the task quota far from its limit', () => {
   it('lets exactly the quota through when parallel creates cross from the shared region into the margin', async () => {
     const user = await registerUser(roomy);
     const seeded = 30;
-    await roomy.ctx.db.prisma.task.createMany({
-      data: Array.from({ length: seeded }, (_, i) => ({
-        id: uuidv7(),
-        ownerId: user.user.id,
-        title: `seeded ${i}`,
-        updatedAt: new Date(),
-      })),
-    });
+    await roomy.ctx.db.sql.write(
+      tables.insertInto('tasks').values(
+        Array.from({ length: seeded }, (_, i) => ({
+          id: uuidv7(),
+          owner_id: user.user.id,
+          title: `seeded ${i}`,
+          updated_at: new Date(),
+        })),
+      ),
+    );
     const room = connections + 40 - seeded;
     const responses = await Promise.all(
       Array.from({ length: room + 30 }, (_, i) =>
@@ -98,7 +102,7 @@ describe('the task quota far from its limit', () => {
     );
     expect(statuses(responses).filter((s) => s === 201)).toHaveLength(room);
     for (const res of responses.filter((r) => r.status !== 201)) expectProblem(res, 409, 'quota_exceeded');
-    expect(await roomy.ctx.db.prisma.task.count({ where: { ownerId: user.user.id } })).toBe(connections + 40);
+    expect(await countOwned(roomy.ctx.db.sql, 'tasks', user.user.id)).toBe(connections + 40);
   }, 60_000);
 });
 
@@ -116,22 +120,22 @@ describe('the tag quota', () => {
     expect(statuses(responses).filter((s) => s === 201)).toHaveLength(MAX_TAGS);
     for (const res of responses.filter((r) => r.status !== 201))
       expect(expectProblem(res, 409, 'quota_exceeded', '/tags').detail).toContain('USER_MAX_TAGS');
-    expect(await service.ctx.db.prisma.tag.count({ where: { ownerId: user.user.id } })).toBe(MAX_TAGS);
+    expect(await countOwned(service.ctx.db.sql, 'tags', user.user.id)).toBe(MAX_TAGS);
   });
 });
 
 describe('the tag quota one below its limit', () => {
   const oneBelow = async (target: TestService, limit: number) => {
     const user = await registerUser(target);
-    await target.ctx.db.prisma.tag.createMany({
-      data: Array.from({ length: limit - 1 }, (_, i) => ({
+    await insertTags(
+      target.ctx.db.sql,
+      Array.from({ length: limit - 1 }, (_, i) => ({
         id: uuidv7(),
         ownerId: user.user.id,
         name: `seeded ${i}`,
-        nameKey: `seeded ${i}`,
         color: '#000000',
       })),
-    });
+    );
     const responses = await Promise.all(
       Array.from({ length: 32 }, (_, i) =>
         target.http
@@ -143,7 +147,7 @@ describe('the tag quota one below its limit', () => {
     expect(statuses(responses).filter((s) => s === 201)).toHaveLength(1);
     for (const res of responses.filter((r) => r.status !== 201))
       expect(expectProblem(res, 409, 'quota_exceeded', '/tags').detail).toContain('USER_MAX_TAGS');
-    expect(await target.ctx.db.prisma.tag.count({ where: { ownerId: user.user.id } })).toBe(limit);
+    expect(await countOwned(target.ctx.db.sql, 'tags', user.user.id)).toBe(limit);
   };
 
   it('lets exactly one of 32 parallel creates through', () => oneBelow(service, MAX_TAGS));
@@ -169,7 +173,9 @@ describe('the storage quota', () => {
     const files = await storedFiles();
     const res = await upload(user, task.id, 4_000);
     expect(expectProblem(res, 409, 'quota_exceeded').detail).toContain('USER_STORAGE_QUOTA_BYTES');
-    expect(await service.ctx.db.prisma.attachment.count({ where: { uploadedBy: user.user.id } })).toBe(2);
+    expect(
+      await countOf(service.ctx.db.sql, tables.selectFrom('attachments').where('uploaded_by', '=', user.user.id)),
+    ).toBe(2);
     expect(await storedFiles()).toBe(files);
     await upload(user, task.id, 1_000).expect(201); // what still fits
   });
@@ -180,10 +186,12 @@ describe('the storage quota', () => {
     const responses = await Promise.all(Array.from({ length: 8 }, () => upload(user, task.id, 3_000)));
     expect(statuses(responses).filter((s) => s === 201)).toHaveLength(3);
     for (const res of responses.filter((r) => r.status !== 201)) expectProblem(res, 409, 'quota_exceeded');
-    const used = await service.ctx.db.prisma.attachment.aggregate({
-      where: { uploadedBy: user.user.id },
-      _sum: { size: true },
-    });
-    expect(Number(used._sum.size)).toBe(9_000);
+    const used = await service.ctx.db.sql.first(
+      tables
+        .selectFrom('attachments')
+        .select((eb) => eb.fn.sum<string | null>('size').as('size'))
+        .where('uploaded_by', '=', user.user.id),
+    );
+    expect(Number(used?.size)).toBe(9_000);
   });
 });

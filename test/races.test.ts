@@ -3,6 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuthResultSchema } from '../contract/auth.js';
 import { TagSchema, type Tag } from '../contract/tags.js';
 import { TaskSchema } from '../contract/tasks.js';
+import { tables } from '../server/db/query.js';
+import { countAdmins, makeAdmin } from './support/rows.js';
 import { UserSchema } from '../contract/users.js';
 import { startService, type TestService } from './support/app.js';
 import { registerUser, uniqueEmail, type TestUser } from './support/users.js';
@@ -396,14 +398,14 @@ describe('the last admin under concurrent promotions, demotions and deletions', 
   });
   afterAll(() => service.close());
 
-  const admins = () => service.ctx.db.prisma.user.count({ where: { role: 'admin' } });
+  const admins = () => countAdmins(service.ctx.db.sql);
 
   it('always keeps at least one admin', async () => {
     const failures = await everyRound(async () => {
       // One admin, one user; at once: the user is promoted, the user is deleted, the admin steps down.
       const [admin, user] = await Promise.all([registerUser(service), registerUser(service)]);
-      await service.ctx.db.prisma.user.updateMany({ where: { role: 'admin' }, data: { role: 'user' } });
-      await service.ctx.db.prisma.user.update({ where: { id: admin.user.id }, data: { role: 'admin' } });
+      await service.ctx.db.sql.write(tables.updateTable('users').set({ role: 'user' }).where('role', '=', 'admin'));
+      await makeAdmin(service.ctx.db.sql, admin.user.id);
       await Promise.all([
         service.http.patch(`/users/${user.user.id}`).set('Authorization', admin.auth).send({ role: 'admin' }),
         service.http.delete(`/users/${user.user.id}`).set('Authorization', admin.auth),
@@ -426,7 +428,7 @@ describe('deleting an ordinary user', () => {
 
   it('does not wait for the admins: it completes while another transaction holds an admin row', async () => {
     const [admin, user] = await Promise.all([registerUser(service), registerUser(service)]);
-    await service.ctx.db.prisma.user.update({ where: { id: admin.user.id }, data: { role: 'admin' } });
+    await makeAdmin(service.ctx.db.sql, admin.user.id);
     const other = new pg.Client({ connectionString: service.databaseUrl });
     await other.connect();
     try {

@@ -2,6 +2,7 @@ import type { SqlSession } from '../server/db/sql.js';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../server/config.js';
+import { tables } from '../server/db/query.js';
 import { OperatorError } from '../server/operator-error.js';
 import { openRequestLimiter, RateLimitStoreUnavailableError } from '../server/limits/request-limiter.js';
 import { startService } from './support/app.js';
@@ -74,7 +75,7 @@ describe('RATE_LIMIT_STORE', () => {
       const service = await startService({ RATE_LIMIT_PER_MINUTE: '5', RATE_LIMIT_STORE: 'postgres' });
       try {
         await service.http.get('/auth/me').expect(401); // probes are not counted: an API request is
-        const rows = await service.ctx.db.prisma.requestRateLimit.findMany();
+        const rows = await service.ctx.db.sql.all(tables.selectFrom('request_rate_limits').selectAll());
         expect(rows).toEqual([expect.objectContaining({ key: expect.stringMatching(/^request:ip:/), points: 1 })]);
         expect(Number(rows[0]?.expire)).toBeGreaterThan(Date.now());
         // Unlogged: counts cost no WAL.

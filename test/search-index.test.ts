@@ -1,8 +1,8 @@
 // `q` is served by trigram indexes (found by an attack: a search was a scan of every task).
+import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TaskListQuerySchema } from '../contract/tasks.js';
-import { Prisma } from '../server/generated/prisma/client.js';
 import { rawQuery, statementOf, type Statement } from '../server/db/query.js';
 import { taskPageQuery } from '../server/tasks/list-query.js';
 import { startService, type TestService } from './support/app.js';
@@ -63,11 +63,17 @@ describe('searches at volume', () => {
 
   it('searches users by email or name, and tags by name, through their indexes', async () => {
     const users = await plan(
-      Prisma.sql`SELECT id FROM users WHERE email ILIKE ${'%seed-4242@%'} OR name ILIKE ${'%seed-4242@%'} ORDER BY id LIMIT 21`,
+      statementOf(
+        rawQuery(
+          sql`SELECT id FROM users WHERE email ILIKE ${'%seed-4242@%'} OR name ILIKE ${'%seed-4242@%'} ORDER BY id LIMIT 21`,
+        ),
+      ),
     );
     expect(users).toContain('users_email_trgm_idx');
     expect(users).toContain('users_name_trgm_idx');
-    const tags = await plan(Prisma.sql`SELECT id FROM tags WHERE name ILIKE ${'%a1b2c3d%'} ORDER BY id LIMIT 21`);
+    const tags = await plan(
+      statementOf(rawQuery(sql`SELECT id FROM tags WHERE name ILIKE ${'%a1b2c3d%'} ORDER BY id LIMIT 21`)),
+    );
     expect(tags).toContain('tags_name_trgm_idx');
   });
 });

@@ -2,10 +2,12 @@ import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listOf, pageOf } from '../contract/common.js';
 import { TagSchema, type Tag } from '../contract/tags.js';
+import { tables } from '../server/db/query.js';
 import { TaskSchema } from '../contract/tasks.js';
 import { startService, type TestService } from './support/app.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 import { errorPaths, expectProblem } from './support/problems.js';
+import { countOf } from './support/rows.js';
 import { createTask, getTask } from './support/tasks.js';
 
 const TagPageSchema = pageOf(TagSchema);
@@ -46,7 +48,7 @@ const linkTag = (user: TestUser, taskId: string, tagId: string) =>
 /** Moves a task's updatedAt into the past, so that a bump is visible whatever the clock does. */
 const PAST = new Date('2020-01-01T00:00:00.000Z');
 async function ageTask(taskId: string): Promise<void> {
-  await service.ctx.db.prisma.task.update({ where: { id: taskId }, data: { updatedAt: PAST } });
+  await service.ctx.db.sql.write(tables.updateTable('tasks').set({ updated_at: PAST }).where('id', '=', taskId));
 }
 
 describe('POST /tags', () => {
@@ -111,7 +113,7 @@ describe('POST /tags', () => {
     const res = await service.http.post('/tags').send({ name });
     expectProblem(res, 401, 'unauthenticated');
     expect(res.headers['www-authenticate']).toMatch(/^Bearer/);
-    expect(await service.ctx.db.prisma.tag.count({ where: { name } })).toBe(0);
+    expect(await countOf(service.ctx.db.sql, tables.selectFrom('tags').where('name', '=', name))).toBe(0);
   });
 });
 

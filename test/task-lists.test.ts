@@ -12,7 +12,9 @@ import {
 import { startService, type TestService } from './support/app.js';
 import { registerUser, type TestUser } from './support/users.js';
 import { expectProblem } from './support/problems.js';
+import { tables } from '../server/db/query.js';
 import { walkPages } from './support/pages.js';
+import { insertTags } from './support/rows.js';
 import { createTask, getTask } from './support/tasks.js';
 
 const TaskPageSchema = pageOf(TaskSchema);
@@ -59,7 +61,7 @@ const HOUR = 60 * MINUTE;
 
 async function createTag(ownerId: string, name: string, color: string): Promise<string> {
   const id = randomUUID();
-  await service.ctx.db.prisma.tag.create({ data: { id, ownerId, name, nameKey: name.toLowerCase(), color } });
+  await insertTags(service.ctx.db.sql, [{ id, ownerId, name, color }]);
   return id;
 }
 
@@ -83,13 +85,15 @@ beforeAll(async () => {
     });
     ids.push(task.id);
     // Timestamps out of id order and with many ties, so the keyset must use the sort key and then the id.
-    await service.ctx.db.prisma.task.update({
-      where: { id: task.id },
-      data: {
-        createdAt: new Date(at('2026-06-01T00:00:00.000Z', Math.floor(((i * 7) % COUNT) / 2) * MINUTE)),
-        updatedAt: new Date(at('2026-07-01T00:00:00.000Z', Math.floor(((i * 11) % COUNT) / 3) * 1000)),
-      },
-    });
+    await service.ctx.db.sql.write(
+      tables
+        .updateTable('tasks')
+        .set({
+          created_at: new Date(at('2026-06-01T00:00:00.000Z', Math.floor(((i * 7) % COUNT) / 2) * MINUTE)),
+          updated_at: new Date(at('2026-07-01T00:00:00.000Z', Math.floor(((i * 11) % COUNT) / 3) * 1000)),
+        })
+        .where('id', '=', task.id),
+    );
   }
   // Tasks the lister must never see.
   await createTask(service, stranger, { title: 'apple', description: 'NEEDLE 100%' });

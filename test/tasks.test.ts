@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pageOf, ProblemSchema } from '../contract/common.js';
+import { tables } from '../server/db/query.js';
 import { TaskSchema, type Task } from '../contract/tasks.js';
 import { startService, type TestService } from './support/app.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { walkPages } from './support/pages.js';
+import { countOf, countOwned, countTasks, insertTags } from './support/rows.js';
 import { createTask, getTask } from './support/tasks.js';
 
 const TaskPageSchema = pageOf(TaskSchema);
@@ -99,12 +101,10 @@ describe('POST /tasks', () => {
   it("attaches the owner's own tags given as tagIds, and rejects anyone else's", async () => {
     const mine = randomUUID();
     const theirs = randomUUID();
-    await service.ctx.db.prisma.tag.createMany({
-      data: [
-        { id: mine, ownerId: alice.user.id, name: 'Mine', nameKey: 'mine', color: '#000000' },
-        { id: theirs, ownerId: bob.user.id, name: 'Theirs', nameKey: 'theirs', color: '#ffffff' },
-      ],
-    });
+    await insertTags(service.ctx.db.sql, [
+      { id: mine, ownerId: alice.user.id, name: 'Mine', color: '#000000' },
+      { id: theirs, ownerId: bob.user.id, name: 'Theirs', color: '#ffffff' },
+    ]);
     const task = await createTask(service, alice, { tagIds: [mine, mine] });
     expect(task.tags).toEqual([{ id: mine, name: 'Mine', color: '#000000' }]);
     expect(task.version).toBe(1);
@@ -196,11 +196,11 @@ describe('POST /tasks', () => {
   });
 
   it('answers 401 with WWW-Authenticate without a token, and creates nothing', async () => {
-    const before = await service.ctx.db.prisma.task.count();
+    const before = await countTasks(service.ctx.db.sql);
     const res = await service.http.post('/tasks').send({ title: 'anonymous' });
     expectProblem(res, 401, 'unauthenticated');
     expect(res.headers['www-authenticate']).toMatch(/^Bearer/);
-    expect(await service.ctx.db.prisma.task.count()).toBe(before);
+    expect(await countTasks(service.ctx.db.sql)).toBe(before);
   });
 
   it('answers 401 for a malformed token', async () => {
@@ -798,14 +798,12 @@ describe('DELETE /tasks/{id}', () => {
 
   it('removes its tag links but not the tags', async () => {
     const tagId = randomUUID();
-    await service.ctx.db.prisma.tag.create({
-      data: { id: tagId, ownerId: alice.user.id, name: 'doomed', nameKey: 'doomed', color: '#123456' },
-    });
+    await insertTags(service.ctx.db.sql, [{ id: tagId, ownerId: alice.user.id, name: 'doomed', color: '#123456' }]);
     const task = await createTask(service, alice, { tagIds: [tagId] });
     expect(task.tags).toEqual([{ id: tagId, name: 'doomed', color: '#123456' }]);
     await service.http.delete(`/tasks/${task.id}`).set('Authorization', alice.auth).expect(204);
-    expect(await service.ctx.db.prisma.taskTag.count({ where: { taskId: task.id } })).toBe(0);
-    expect(await service.ctx.db.prisma.tag.count({ where: { id: tagId } })).toBe(1);
+    expect(await countOf(service.ctx.db.sql, tables.selectFrom('task_tags').where('task_id', '=', task.id))).toBe(0);
+    expect(await countOf(service.ctx.db.sql, tables.selectFrom('tags').where('id', '=', tagId))).toBe(1);
   });
 
   it('answers 400 for a malformed id', async () => {
@@ -854,12 +852,12 @@ describe('admin', () => {
     const b = await createTask(service, bob, { title: 'admin sees bob' });
     const all = (await listAll(admin)).map((t) => t.id);
     expect(all).toEqual(expect.arrayContaining([a.id, b.id]));
-    expect(all).toHaveLength(await service.ctx.db.prisma.task.count());
+    expect(all).toHaveLength(await countTasks(service.ctx.db.sql));
 
     const bobs = await listAll(admin, `&ownerId=${bob.user.id}`);
     expect(bobs.map((t) => t.id)).toContain(b.id);
     expect(bobs.every((t) => t.ownerId === bob.user.id)).toBe(true);
-    expect(bobs).toHaveLength(await service.ctx.db.prisma.task.count({ where: { ownerId: bob.user.id } }));
+    expect(bobs).toHaveLength(await countOwned(service.ctx.db.sql, 'tasks', bob.user.id));
   });
 
   it("reads and changes anyone's task", async () => {

@@ -13,11 +13,13 @@ import {
   type Scope,
 } from '../contract/index.js';
 import { buildApp } from '../server/app.js';
+import { tables } from '../server/db/query.js';
 import { createContext } from '../server/bootstrap.js';
 import { startService, type TestService } from './support/app.js';
 import { listeningForFile } from './support/listening.js';
 import { eventCount, openSse } from './support/sse.js';
 import { createPersonalToken } from './support/personal-tokens.js';
+import { countOf } from './support/rows.js';
 import { expectProblem } from './support/problems.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 
@@ -33,6 +35,15 @@ beforeAll(async () => {
 afterAll(() => service.close());
 
 const TOKEN_FORMAT = /^tsk_pat_[0-9A-Za-z]{43}[0-9A-Za-z]{6}$/;
+
+/** A personal access token as stored, by id; throws when there is none. */
+async function storedToken(id: string) {
+  const row = await service.ctx.db.sql.first(
+    tables.selectFrom('personal_access_tokens').selectAll().where('id', '=', id),
+  );
+  if (!row) throw new Error(`no personal access token ${id} in the database`);
+  return row;
+}
 
 function routesOf(router: AppRouter, into: AppRoute[] = []): AppRoute[] {
   for (const entry of Object.values(router)) {
@@ -88,8 +99,8 @@ describe('managing tokens', () => {
     expect(lastUsedAt).toBeNull();
     expect(Date.parse(expiresAt) - Date.parse(createdAt)).toBe(7 * 24 * 3600 * 1000);
 
-    const row = await service.ctx.db.prisma.personalAccessToken.findUniqueOrThrow({ where: { id } });
-    expect(row.tokenHash).toBe(createHash('sha256').update(token).digest('hex'));
+    const row = await storedToken(id);
+    expect(row.token_hash).toBe(createHash('sha256').update(token).digest('hex'));
     expect(JSON.stringify(row)).not.toContain(token.slice(8));
 
     const shown = await service.http.get(`/tokens/${id}`).set('Authorization', ada.auth).expect(200);
@@ -129,7 +140,7 @@ describe('managing tokens', () => {
   });
 
   it('bad input is the documented 400 and creates nothing', async () => {
-    const before = await service.ctx.db.prisma.personalAccessToken.count();
+    const before = await countOf(service.ctx.db.sql, tables.selectFrom('personal_access_tokens'));
     for (const body of [
       { name: 'x', scopes: ['tasks:delete'] },
       { name: 'x', scopes: [] },
@@ -144,7 +155,7 @@ describe('managing tokens', () => {
         'validation_failed',
       );
     }
-    expect(await service.ctx.db.prisma.personalAccessToken.count()).toBe(before);
+    expect(await countOf(service.ctx.db.sql, tables.selectFrom('personal_access_tokens'))).toBe(before);
   });
 
   it('only an administrator may grant the admin scope', async () => {
@@ -358,10 +369,12 @@ describe('authenticating with a token', () => {
 
   it('an expired token is 401 saying expired', async () => {
     const pat = await createPersonalToken(service, ada, ['tasks:read']);
-    await service.ctx.db.prisma.personalAccessToken.update({
-      where: { id: pat.id },
-      data: { expiresAt: new Date(Date.now() - 1000) },
-    });
+    await service.ctx.db.sql.write(
+      tables
+        .updateTable('personal_access_tokens')
+        .set({ expires_at: new Date(Date.now() - 1000) })
+        .where('id', '=', pat.id),
+    );
     const res = await service.http.get('/tasks').set('Authorization', pat.auth);
     expect(expectProblem(res, 401, 'unauthenticated').detail).toMatch(/expired/);
     expect(res.headers['www-authenticate']).toMatch(/^Bearer error="invalid_token", error_description=".*expired/);
@@ -386,21 +399,20 @@ describe('authenticating with a token', () => {
   it('lastUsedAt is written on use, at most once a minute', async () => {
     const pat = await createPersonalToken(service, ada, ['tasks:read']);
     await service.http.get('/tasks').set('Authorization', pat.auth).expect(200);
-    const first = (await service.ctx.db.prisma.personalAccessToken.findUniqueOrThrow({ where: { id: pat.id } }))
-      .lastUsedAt;
+    const first = (await storedToken(pat.id)).last_used_at;
     expect(first).not.toBeNull();
     await service.http.get('/tasks').set('Authorization', pat.auth).expect(200);
-    const second = (await service.ctx.db.prisma.personalAccessToken.findUniqueOrThrow({ where: { id: pat.id } }))
-      .lastUsedAt;
+    const second = (await storedToken(pat.id)).last_used_at;
     expect(second?.getTime()).toBe(first?.getTime());
     // A minute later, the next use writes it again.
-    await service.ctx.db.prisma.personalAccessToken.update({
-      where: { id: pat.id },
-      data: { lastUsedAt: new Date(Date.now() - 61_000) },
-    });
+    await service.ctx.db.sql.write(
+      tables
+        .updateTable('personal_access_tokens')
+        .set({ last_used_at: new Date(Date.now() - 61_000) })
+        .where('id', '=', pat.id),
+    );
     await service.http.get('/tasks').set('Authorization', pat.auth).expect(200);
-    const third = (await service.ctx.db.prisma.personalAccessToken.findUniqueOrThrow({ where: { id: pat.id } }))
-      .lastUsedAt;
+    const third = (await storedToken(pat.id)).last_used_at;
     expect(third!.getTime()).toBeGreaterThan(Date.now() - 30_000);
   });
 

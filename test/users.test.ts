@@ -5,11 +5,13 @@ import { AttachmentSchema, type Attachment } from '../contract/attachments.js';
 import { listOf, pageOf } from '../contract/common.js';
 import { TagSchema } from '../contract/tags.js';
 import { TaskSchema, type Task } from '../contract/tasks.js';
+import { tables } from '../server/db/query.js';
 import { UserSchema, type User } from '../contract/users.js';
 import { startService, type TestService } from './support/app.js';
 import { login, loginRequest, registerAdmin, registerUser, uniqueEmail, type TestUser } from './support/users.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { nextLink, walkPages } from './support/pages.js';
+import { countAdmins, countOf, countOwned, countUsersWithEmail, storageKeyOf } from './support/rows.js';
 import { createTask } from './support/tasks.js';
 
 const UserPageSchema = pageOf(UserSchema);
@@ -25,7 +27,7 @@ async function upload(service: TestService, uploader: TestUser, taskId: string, 
 }
 
 async function adminCount(service: TestService): Promise<number> {
-  return service.ctx.db.prisma.user.count({ where: { role: 'admin' } });
+  return countAdmins(service.ctx.db.sql);
 }
 
 const ids = (items: { id: string }[]) => items.map((item) => item.id);
@@ -53,7 +55,7 @@ describe('users', () => {
 
     it('pages through every user oldest first, with no duplicates or gaps', async () => {
       for (let i = 0; i < 5; i++) await registerUser(service);
-      const all = await service.ctx.db.prisma.user.findMany({ orderBy: { id: 'asc' }, select: { id: true } });
+      const all = await service.ctx.db.sql.all(tables.selectFrom('users').select('id').orderBy('id', 'asc'));
       const pages = await walkPages(service, admin.auth, '/users?limit=2', UserPageSchema);
       expect(pages.length).toBe(Math.ceil(all.length / 2));
       for (const page of pages.slice(0, -1)) expect(page.length).toBe(2);
@@ -333,7 +335,7 @@ describe('users', () => {
       const body = { email: uniqueEmail(), password: 'a fine password', name: 'Nope' };
       expectProblem(await service.http.post('/users').set('Authorization', user.auth).send(body), 403, 'forbidden');
       expectProblem(await service.http.post('/users').send(body), 401, 'unauthenticated');
-      expect(await service.ctx.db.prisma.user.count({ where: { email: body.email } })).toBe(0);
+      expect(await countUsersWithEmail(service.ctx.db.sql, body.email)).toBe(0);
     });
 
     it('answers 409 email_taken for an email in use, whatever its case', async () => {
@@ -364,7 +366,7 @@ describe('users', () => {
         );
         expect(problem.errors?.map((e) => e.path)).toContain(path);
       }
-      expect(await service.ctx.db.prisma.user.count({ where: { email: valid.email } })).toBe(0);
+      expect(await countUsersWithEmail(service.ctx.db.sql, valid.email)).toBe(0);
     });
   });
 
@@ -705,8 +707,7 @@ describe('users', () => {
       const onOwnTask = await upload(service, dave, tagged.id, 'own.txt');
       const onErinsTask = await upload(service, dave, erinsTask.id, 'as-assignee.txt');
       const erinsOwn = await upload(service, erin, erinsTask.id, 'erins.txt');
-      const keyOf = async (id: string) =>
-        (await service.ctx.db.prisma.attachment.findUniqueOrThrow({ where: { id } })).storageKey;
+      const keyOf = (id: string) => storageKeyOf(service.ctx.db.sql, id);
       const goneKeys = [await keyOf(onOwnTask.id), await keyOf(onErinsTask.id)];
       const keptKey = await keyOf(erinsOwn.id);
 
@@ -757,9 +758,9 @@ describe('users', () => {
       expect(keptBytes).toBeDefined();
       keptBytes?.destroy();
 
-      const { prisma } = service.ctx.db;
-      expect(await prisma.tag.count({ where: { ownerId: dave.user.id } })).toBe(0);
-      expect(await prisma.session.count({ where: { userId: dave.user.id } })).toBe(0);
+      const db = service.ctx.db.sql;
+      expect(await countOwned(db, 'tags', dave.user.id)).toBe(0);
+      expect(await countOf(db, tables.selectFrom('sessions').where('user_id', '=', dave.user.id))).toBe(0);
       // The email is free again.
       await registerUser(service, { email: dave.email });
     });
@@ -769,7 +770,7 @@ describe('users', () => {
       await createTask(service, frank);
       await service.http.delete(`/users/${frank.user.id}`).set('Authorization', frank.auth).expect(204);
       expectProblem(await service.http.get('/auth/me').set('Authorization', frank.auth), 401, 'unauthenticated');
-      expect(await service.ctx.db.prisma.task.count({ where: { ownerId: frank.user.id } })).toBe(0);
+      expect(await countOwned(service.ctx.db.sql, 'tasks', frank.user.id)).toBe(0);
     });
 
     it('hides other users (404) and tells malformed ids (400) from unknown ones (404)', async () => {
@@ -878,7 +879,7 @@ describe('two admins removing each other at once', () => {
   }
 
   async function remainingAdmin(candidates: { user: User; auth: string }[]) {
-    const admins = await service.ctx.db.prisma.user.findMany({ where: { role: 'admin' }, select: { id: true } });
+    const admins = await service.ctx.db.sql.all(tables.selectFrom('users').select('id').where('role', '=', 'admin'));
     expect(admins.length).toBe(1);
     const next = candidates.find((c) => c.user.id === admins[0]?.id);
     expect(next).toBeDefined();

@@ -1,8 +1,10 @@
 import { z } from 'zod';
 import { contract, formatResult, verify } from '../contract/index.js';
+import { tables } from '../server/db/query.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listeningForFile } from './support/listening.js';
 import { deliverOffline, type OfflineDeliveries } from './support/offline-deliveries.js';
+import { countOf } from './support/rows.js';
 import { isLoopback } from './support/webhook-network.js';
 
 const served = listeningForFile();
@@ -34,7 +36,10 @@ describe('verify(): the contract tests anyone can run', () => {
       expect(lines).toHaveLength(operationCount);
       expect(lines.every((line) => line.startsWith('PASS '))).toBe(true);
       expect(report.results.find((result) => result.operation === 'tasks.update')?.statuses).toEqual([412, 200]);
-      const leftover = await served.service.ctx.db.prisma.user.count({ where: { email: { startsWith: 'verify-' } } });
+      const leftover = await countOf(
+        served.service.ctx.db.sql,
+        tables.selectFrom('users').where('email', 'like', 'verify-%'),
+      );
       expect(leftover).toBe(0);
     },
     VERIFY_RUN_MS,

@@ -17,6 +17,7 @@ import { startDeliveryWorker } from '../server/webhooks/worker.js';
 import { startService, type TestService } from './support/app.js';
 import { expectProblem } from './support/problems.js';
 import { startReceiver, type Receiver } from './support/receiver.js';
+import { countOwned } from './support/rows.js';
 import { createTask } from './support/tasks.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 
@@ -369,7 +370,7 @@ describe('the webhook quota', () => {
     expect(answers.filter((r) => r.status === 201)).toHaveLength(20);
     for (const res of answers.filter((r) => r.status !== 201))
       expect(expectProblem(res, 409, 'quota_exceeded', '/webhooks').detail).toContain('USER_MAX_WEBHOOKS');
-    expect(await quota.ctx.db.prisma.webhook.count({ where: { ownerId: user.user.id } })).toBe(20);
+    expect(await countOwned(quota.ctx.db.sql, 'webhooks', user.user.id)).toBe(20);
     const admin = await registerAdmin(quota);
     const byAdmin = await Promise.all(Array.from({ length: 22 }, (_, i) => create(admin, i)));
     expect(byAdmin.every((r) => r.status === 201)).toBe(true);

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pageOf } from '../contract/common.js';
 import { CreatedWebhookSchema, DeliverySchema, type Delivery } from '../contract/webhooks.js';
+import { tables } from '../server/db/query.js';
 import { useWebhookNetwork } from '../server/webhooks/network.js';
 import { startDeliveryWorker } from '../server/webhooks/worker.js';
 import { startService, type TestService } from './support/app.js';
@@ -267,7 +268,9 @@ describe('delivering', () => {
       (await register(`http://${name}/old`, ['tag.created']).expect(201)).body,
     );
     for (const url of ['http://203.0.113.9/old', 'http://[64:ff9b::7f00:1]/old']) {
-      await service.ctx.db.prisma.webhook.update({ where: { id: created.id }, data: { url, failingSince: null } });
+      await service.ctx.db.sql.write(
+        tables.updateTable('webhooks').set({ url, failing_since: null }).where('id', '=', created.id),
+      );
       const before = network.connections.length;
       await service.http
         .post('/tags')

@@ -16,6 +16,7 @@ import { createContext } from '../server/bootstrap.js';
 import { loadConfig } from '../server/config.js';
 import type { AppContext } from '../server/context.js';
 import type { Database } from '../server/db/database.js';
+import { tables } from '../server/db/query.js';
 import { openTestDatabase } from './support/databases.js';
 import { startDeliveryWorker } from '../server/webhooks/worker.js';
 import { startService, type TestService } from './support/app.js';
@@ -261,10 +262,12 @@ describe('deliveries', () => {
   it('switches a webhook off after 3 days of failures, with the reason', async () => {
     const webhook = await hook(alice, ['tag.created']);
     receiver.answer(webhook.path, () => 503);
-    await service.ctx.db.prisma.webhook.update({
-      where: { id: webhook.id },
-      data: { failingSince: new Date(Date.now() - 3 * 24 * 3600 * 1000 - 1000) },
-    });
+    await service.ctx.db.sql.write(
+      tables
+        .updateTable('webhooks')
+        .set({ failing_since: new Date(Date.now() - 3 * 24 * 3600 * 1000 - 1000) })
+        .where('id', '=', webhook.id),
+    );
     await service.http.post('/tags').set('Authorization', alice.auth).send({ name: 'doomed' }).expect(201);
     await expect
       .poll(

@@ -1,4 +1,6 @@
+import { sql } from 'kysely';
 import { ChangesPageSchema, type Event, type EventType } from '../../contract/events.js';
+import { rawQuery } from '../../server/db/query.js';
 import type { TestService } from './app.js';
 
 type Caller = { auth: string };
@@ -9,8 +11,10 @@ type Caller = { auth: string };
  */
 export async function feedSettled(service: TestService): Promise<void> {
   for (let waited = 0; waited < 20_000; waited += 50) {
-    const [row] = await service.ctx.db.prisma.$queryRaw<{ settled: boolean }[]>`
-      SELECT (pg_snapshot_xmin(pg_current_snapshot())::text)::bigint > coalesce(max(txid), 0) AS settled FROM events`;
+    const row = await service.ctx.db.sql.first(
+      rawQuery(sql<{ settled: boolean }>`
+        SELECT (pg_snapshot_xmin(pg_current_snapshot())::text)::bigint > coalesce(max(txid), 0) AS settled FROM events`),
+    );
     if (row?.settled) return;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { AuthResultSchema, type AuthResult } from '../../contract/auth.js';
 import type { TestService } from './app.js';
+import { makeAdmin } from './rows.js';
 
 export interface TestUser extends AuthResult {
   email: string;
@@ -43,6 +44,6 @@ export async function login(
 /** Registers a user and makes them an admin directly in the database (the bootstrap path). */
 export async function registerAdmin(service: TestService): Promise<TestUser> {
   const user = await registerUser(service, { email: uniqueEmail('admin') });
-  await service.ctx.db.prisma.user.update({ where: { id: user.user.id }, data: { role: 'admin' } });
+  await makeAdmin(service.ctx.db.sql, user.user.id);
   return { ...user, user: { ...user.user, role: 'admin' } };
 }
