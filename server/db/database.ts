@@ -1,14 +1,10 @@
-import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
-import { PrismaClient } from '../generated/prisma/client.js';
 import { StartAborted } from '../lifecycle.js';
 import { OperatorError } from '../operator-error.js';
 import { startEmbeddedPostgres, type EmbeddedPostgresOptions } from './embedded-postgres.js';
 import { pgSql, type SqlDatabase } from './sql.js';
-import { BoundedPrismaPg, boundedPool, keptConnectionPool } from './statement-timeout.js';
+import { boundedPool, keptConnectionPool } from './statement-timeout.js';
 import { superviseEmbedded } from './supervise.js';
-
-export type { PrismaClient };
 
 export interface Database {
   /** Where the data lives, for logs: the service's own server in DATA_DIR, or DATABASE_URL's. */
@@ -21,7 +17,6 @@ export interface Database {
    * DATABASE_URL is known, which may be a pooler (then events are polled for).
    */
   directUrl: string | undefined;
-  prisma: PrismaClient;
   sql: SqlDatabase;
   /** The connection pool's state now, for /metrics. */
   poolStats(): PoolStats;
@@ -92,18 +87,13 @@ export function openPostgres(
   });
   // What every query goes through: the timeout set per transaction where a pooler may be in front.
   const queries = perTransaction === undefined ? keptConnectionPool(pool) : boundedPool(pool, perTransaction);
-  const prisma = new PrismaClient({
-    adapter: perTransaction === undefined ? new PrismaPg(queries) : new BoundedPrismaPg(queries, perTransaction),
-  });
   return {
     kind,
     url,
     directUrl,
-    prisma,
     sql: pgSql(queries, { statementTimeoutMs: perTransaction, direct }),
     poolStats: () => ({ max: poolSize, open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     close: async () => {
-      await prisma.$disconnect();
       await pool.end();
       await onClose?.();
     },

@@ -1,48 +1,32 @@
 import pg from 'pg';
 import { z } from 'zod';
-import { Prisma } from '../generated/prisma/client.js';
 
-// PostgreSQL's own codes, where a driver adapter passes them through as the cause of a
-// DriverAdapterError instead of letting Prisma map them to P2002/P2003.
+// PostgreSQL's error codes (SQLSTATE) the service acts on.
 const UNIQUE_VIOLATION = '23505';
 const FOREIGN_KEY_VIOLATION = '23503';
 const SERIALIZATION_FAILURE = '40001';
 const DEADLOCK_DETECTED = '40P01';
 
-// A raw query's failure comes as P2010 with the driver's error in `meta` (seen for 40P01).
-const RawQueryFailure = z.object({
-  meta: z.object({ driverAdapterError: z.object({ cause: z.object({ code: z.string() }) }) }),
-});
-
-// What pg itself throws (plain SQL and the pipelined writes): the code on the error.
+// What pg throws: the code on the error.
 const PgFailure = z.object({ code: z.string().regex(/^[0-9A-Z]{5}$/) });
 
 function postgresCode(error: unknown): string | undefined {
-  const raw = RawQueryFailure.safeParse(error);
-  if (raw.success) return raw.data.meta.driverAdapterError.cause.code;
   if (error instanceof pg.DatabaseError) return PgFailure.safeParse(error).data?.code;
   if (!(error instanceof Error) || !(error.cause instanceof Object) || !('code' in error.cause)) return undefined;
   return typeof error.cause.code === 'string' ? error.cause.code : undefined;
 }
 
-const prismaCode = (error: unknown): string | undefined =>
-  error instanceof Prisma.PrismaClientKnownRequestError ? error.code : undefined;
-
 /** A unique constraint was violated. */
-export const isUniqueViolation = (error: unknown): boolean =>
-  prismaCode(error) === 'P2002' || postgresCode(error) === UNIQUE_VIOLATION;
+export const isUniqueViolation = (error: unknown): boolean => postgresCode(error) === UNIQUE_VIOLATION;
 
 /** A referenced row does not exist, or the row to change is gone. */
-export const isMissingRow = (error: unknown): boolean =>
-  prismaCode(error) === 'P2003' || prismaCode(error) === 'P2025' || postgresCode(error) === FOREIGN_KEY_VIOLATION;
+export const isMissingRow = (error: unknown): boolean => postgresCode(error) === FOREIGN_KEY_VIOLATION;
 
 /** PostgreSQL aborted the transaction for a deadlock or a serialization failure: it may run again. */
 export const isTransactionConflict = (error: unknown): boolean =>
-  prismaCode(error) === 'P2034' ||
-  postgresCode(error) === SERIALIZATION_FAILURE ||
-  postgresCode(error) === DEADLOCK_DETECTED;
+  postgresCode(error) === SERIALIZATION_FAILURE || postgresCode(error) === DEADLOCK_DETECTED;
 
-// Network errors, PostgreSQL connection and shutdown states, Prisma's "cannot reach / timed out" codes.
+// Network errors, PostgreSQL connection and shutdown states.
 const UNREACHABLE_CODES = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
@@ -62,10 +46,6 @@ const UNREACHABLE_CODES = new Set([
   '57P01',
   '57P02',
   '57P03',
-  'P1001',
-  'P1002',
-  'P1017',
-  'P2024',
 ]);
 // A handle closed under a request (shutdown), or a connection that broke under it, gives plain errors:
 // pg's and pg.Pool's.

@@ -1,4 +1,3 @@
-import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
 
 /**
@@ -17,8 +16,7 @@ export const beginBounded = (timeoutMs: number | undefined): string =>
 type QueryText = string | pg.QueryConfig;
 
 /**
- * `pool` whose `query()` (a statement outside any transaction, as Prisma and plain SQL send
- * them) runs in a transaction of its own with the timeout set: BEGIN, the statement and COMMIT go
+ * `pool` whose `query()` (a statement outside any transaction) runs in a transaction of its own with the timeout set: BEGIN, the statement and COMMIT go
  * out together on a pipelined connection, so it still costs one round trip.
  */
 export function boundedPool(pool: pg.Pool, timeoutMs: number): pg.Pool {
@@ -67,32 +65,4 @@ export function keptConnectionPool(pool: pg.Pool): pg.Pool {
   return new Proxy(pool, {
     get: (target, property, receiver) => (property === 'query' ? query : Reflect.get(target, property, receiver)),
   });
-}
-
-/** Prisma on `pool`, each interactive transaction bounded by the timeout (set right after its BEGIN). */
-export class BoundedPrismaPg extends PrismaPg {
-  constructor(
-    pool: pg.Pool,
-    private readonly timeoutMs: number,
-  ) {
-    super(pool);
-  }
-
-  override async connect(): ReturnType<PrismaPg['connect']> {
-    const adapter = await super.connect();
-    const start = adapter.startTransaction.bind(adapter);
-    const setTimeout = { sql: setLocalTimeout(this.timeoutMs), args: [], argTypes: [] };
-    adapter.startTransaction = async (isolationLevel) => {
-      const tx = await start(isolationLevel);
-      try {
-        await tx.executeRaw(setTimeout);
-      } catch (error) {
-        await tx.executeRaw({ sql: 'ROLLBACK', args: [], argTypes: [] }).catch(() => undefined);
-        await tx.rollback();
-        throw error;
-      }
-      return tx;
-    };
-    return adapter;
-  }
 }
