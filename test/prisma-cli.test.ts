@@ -1,5 +1,5 @@
 // Nothing the project runs calls a host of its own accord: Prisma's CLI (run by npm install's
-// postinstall, by @prisma/client's own install step and by the migration scripts) asks Prisma's
+// postinstall and by the migration scripts) asks Prisma's
 // update-check host unless CHECKPOINT_DISABLE is set, which prisma.config.ts does for every run.
 import { execFile } from 'node:child_process';
 import path from 'node:path';
