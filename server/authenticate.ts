@@ -5,7 +5,7 @@ import type { AppContext } from './context.js';
 import type { Authenticate, Caller } from './http/principal.js';
 import { personalAccessTokenCaller, scopeRefusal } from './tokens/authenticate.js';
 import { looksLikePersonalAccessToken } from './tokens/format.js';
-import type { AccessClaims, TokenRejection } from './auth/tokens.js';
+import type { AccessClaims, TokenRejection } from './security/tokens.js';
 
 /** A caller: `principal` when the credential holds, else the 401 that says why not. */
 function caller(

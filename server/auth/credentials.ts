@@ -2,9 +2,9 @@ import type { AuthResult } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { AppError } from '../http/errors.js';
 import { accountByEmail, type AccountRow } from '../users/accounts.js';
-import { claimedDevice, deviceTokenFor } from './devices.js';
+import { claimedDevice, deviceTokenFor } from '../security/devices.js';
 import { newSession } from './sessions.js';
-import { NOT_DURABLE } from './throttle.js';
+import { NOT_DURABLE } from '../security/throttle.js';
 
 const wrongCredentials = () => new AppError('invalid_credentials', 'The email or the password is wrong');
 

@@ -13,7 +13,7 @@ import {
   type AccessClaims,
   type TokenCheck,
   type TokenRejection,
-} from './tokens.js';
+} from '../security/tokens.js';
 
 async function authResult(
   ctx: AppContext,
