@@ -8,14 +8,9 @@ import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { tables } from '../db/query.js';
 import type { SqlSession } from '../db/sql.js';
-import {
-  attachmentDeleted,
-  recordTaskUpdates,
-  taskDeleted,
-  tagDeleted,
-  userDeleted,
-  userUpdated,
-} from '../events/domain-events.js';
+import { attachmentDeleted, recordTaskUpdates, taskDeleted } from '../tasks/events.js';
+import { tagDeleted } from '../tags/events.js';
+import { userDeleted, userUpdated } from './events.js';
 import { recordEvent } from '../events/outbox.js';
 import { AppError, invalidField, notFound } from '../http/errors.js';
 import { createdAfterId, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
