@@ -142,20 +142,6 @@ export async function revokeSession(ctx: AppContext, sessionId: string): Promise
   );
 }
 
-/** Revokes every live session of the user except `keepSessionId`. */
-export async function revokeOtherSessions(
-  ctx: AppContext,
-  userId: string,
-  keepSessionId: string | undefined,
-): Promise<void> {
-  const live = tables
-    .updateTable('sessions')
-    .set({ revoked_at: new Date() })
-    .where('user_id', '=', userId)
-    .where('revoked_at', 'is', null);
-  await ctx.db.sql.write(keepSessionId ? live.where('id', '<>', keepSessionId) : live);
-}
-
 /**
  * The bearer token's check (signature, algorithm, issuer, audience, type, expiry), or undefined when
  * no bearer token was sent.
