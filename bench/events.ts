@@ -21,7 +21,7 @@ import { loadConfig } from '../server/config.js';
 import { openDatabase } from '../server/db/database.js';
 import { tables } from '../server/db/query.js';
 import { migrate } from '../server/db/migrate.js';
-import { taskChanged } from '../server/events/domain-events.js';
+import { taskChanged } from '../server/tasks/events.js';
 import { recordEvent } from '../server/events/outbox.js';
 import { readTasksById } from '../server/tasks/store.js';
 import { startDeliveryWorker } from '../server/webhooks/worker.js';

@@ -7,7 +7,7 @@ import { personalAccessTokenCaller, scopeRefusal } from './tokens/authenticate.j
 import { looksLikePersonalAccessToken } from './tokens/format.js';
 import { oauthAccessTokenCaller } from './oauth/access.js';
 import { looksLikeOAuthAccessToken } from './oauth/secrets.js';
-import type { AccessClaims, TokenRejection } from './auth/tokens.js';
+import type { AccessClaims, TokenRejection } from './security/tokens.js';
 
 /** A caller: `principal` when the credential holds, else the 401 that says why not. */
 function caller(

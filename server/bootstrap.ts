@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
-import { derivedSecret, loadSigningKey } from './auth/keys.js';
-import { passwordHasher } from './auth/passwords.js';
-import { loginThrottle, registrationThrottle } from './auth/throttle.js';
-import { accessTokens } from './auth/tokens.js';
+import { derivedSecret, loadSigningKey } from './security/keys.js';
+import { passwordHasher } from './security/passwords.js';
+import { loginThrottle, registrationThrottle } from './security/throttle.js';
+import { accessTokens } from './security/tokens.js';
 import type { Config } from './config.js';
 import type { AppContext } from './context.js';
 import type { Database } from './db/database.js';

@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
 import type { AttachmentStorage } from './storage/storage.js';
-import type { AccessTokens } from './auth/tokens.js';
-import type { PasswordHasher } from './auth/passwords.js';
-import type { SigningKey } from './auth/keys.js';
-import type { LoginThrottle, RegistrationThrottle } from './auth/throttle.js';
+import type { AccessTokens } from './security/tokens.js';
+import type { PasswordHasher } from './security/passwords.js';
+import type { SigningKey } from './security/keys.js';
+import type { LoginThrottle, RegistrationThrottle } from './security/throttle.js';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
 import type { RequestLimiter } from './limits/request-limiter.js';

@@ -76,7 +76,7 @@ describe.skipIf(throughPooler())('a direct pool', () => {
   });
 });
 
-// The login throttle's transactions (server/auth/throttle.ts): every login from one address locks
+// The login throttle's transactions (server/security/throttle.ts): every login from one address locks
 // that address's budget, and a commit that waits for the disk would hold it through one flush per login.
 describe('a pipeline that need not be durable', () => {
   let database: TestDatabase;

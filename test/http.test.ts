@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ProblemSchema, type ProblemCode } from '../contract/common.js';
 import { HealthSchema, ReadinessSchema } from '../contract/service.js';
 import { buildApp } from '../server/app.js';
-import { loginThrottle } from '../server/auth/throttle.js';
+import { loginThrottle } from '../server/security/throttle.js';
 import type { AppContext } from '../server/context.js';
 import { loadConfig } from '../server/config.js';
 import { openPostgres, type Database } from '../server/db/database.js';

@@ -2,8 +2,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
-import { startHashingThreads } from '../server/auth/hashing-threads.js';
-import { passwordHasher, type PasswordHasher } from '../server/auth/passwords.js';
+import { startHashingThreads } from '../server/security/hashing-threads.js';
+import { passwordHasher, type PasswordHasher } from '../server/security/passwords.js';
 
 const HashedSchema = z.object({ hash: z.string() });
 

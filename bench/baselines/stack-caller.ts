@@ -1,6 +1,6 @@
 // Who calls the stack baseline, as the service decides it on every request: the access token verified
 // with jose (EdDSA, issuer, audience, typ) once per token and kept until it expires (as the service's
-// server/auth/tokens.ts keeps it), then its live session and the user's role read (the service's
+// server/security/tokens.ts keeps it), then its live session and the user's role read (the service's
 // statement, server/auth/sessions.ts livePrincipal).
 import { importJWK, jwtVerify } from 'jose';
 import type { StackConfig } from './stack-config.js';

@@ -1,10 +1,10 @@
 import type { AuthResult } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { AppError } from '../http/errors.js';
-import { accountByEmail, type AccountRow } from '../users/accounts.js';
-import { claimedDevice, deviceTokenFor } from './devices.js';
+import { accountByEmail, passwordMatches, type AccountRow } from '../users/accounts.js';
+import { claimedDevice, deviceTokenFor } from '../security/devices.js';
 import { newSession } from './sessions.js';
-import { NOT_DURABLE } from './throttle.js';
+import { NOT_DURABLE } from '../security/throttle.js';
 
 const wrongCredentials = () => new AppError('invalid_credentials', 'The email or the password is wrong');
 
@@ -58,27 +58,4 @@ export async function signIn(
   const { user, taken } = await checkedAccount(ctx, attempt, undefined);
   await ctx.db.sql.pipeline({ settle: ctx.loginThrottle.succeeded(taken) }, NOT_DURABLE);
   return user;
-}
-
-/** The password check, or, without an account, the time of one, so an unknown email cannot be told from a wrong password. */
-async function passwordMatches(ctx: AppContext, user: AccountRow | undefined, password: string): Promise<boolean> {
-  if (user) return ctx.passwords.verify(user.passwordHash, password);
-  await ctx.passwords.burn(password);
-  return false;
-}
-
-/**
- * Checks a known account's password outside a login (a password change) under the same throttle:
- * a failure counts against the account and the address, a success gives the attempt back.
- */
-export async function passwordAccepted(
-  ctx: AppContext,
-  user: AccountRow,
-  password: string,
-  address: string,
-): Promise<boolean> {
-  const taken = await ctx.loginThrottle.begin(user.email, address);
-  const valid = await passwordMatches(ctx, user, password);
-  if (valid) await ctx.db.sql.pipeline({ settle: ctx.loginThrottle.succeeded(taken) }, NOT_DURABLE);
-  return valid;
 }

@@ -13,7 +13,7 @@ import {
   type AccessClaims,
   type TokenCheck,
   type TokenRejection,
-} from './tokens.js';
+} from '../security/tokens.js';
 
 async function authResult(
   ctx: AppContext,
@@ -140,20 +140,6 @@ export async function revokeSession(ctx: AppContext, sessionId: string): Promise
       .where('id', '=', sessionId)
       .where('revoked_at', 'is', null),
   );
-}
-
-/** Revokes every live session of the user except `keepSessionId`. */
-export async function revokeOtherSessions(
-  ctx: AppContext,
-  userId: string,
-  keepSessionId: string | undefined,
-): Promise<void> {
-  const live = tables
-    .updateTable('sessions')
-    .set({ revoked_at: new Date() })
-    .where('user_id', '=', userId)
-    .where('revoked_at', 'is', null);
-  await ctx.db.sql.write(keepSessionId ? live.where('id', '<>', keepSessionId) : live);
 }
 
 /**

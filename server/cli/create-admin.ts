@@ -3,7 +3,7 @@
 // never lands in shell history or on the screen. Works while the service runs (on its database).
 import { assertNoUnfinishedRestore } from '../backup/restore-marker.js';
 import { EmailSchema, PasswordSchema } from '@task-service/client';
-import { passwordHasher } from '../auth/passwords.js';
+import { passwordHasher } from '../security/passwords.js';
 import { loadConfig } from '../config.js';
 import { openDatabaseForCommand } from '../db/command-database.js';
 import { migrate } from '../db/migrate.js';

@@ -4,7 +4,9 @@ import type { TsRestRequest } from '@ts-rest/express';
 import type { AppRoute } from '@ts-rest/core';
 import { z } from 'zod';
 import { isLoginOnly, isPublicRoute } from '@task-service/client';
-import type { AppContext } from '../context.js';
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import type { Database } from '../db/database.js';
 import { sql, type Compilable, type ExpressionBuilder } from 'kysely';
 import { AnswerKeeper, keepingAnswers } from '../db/answer-keeper.js';
 import { rawQuery, statementOf, tables, type DB } from '../db/query.js';
@@ -55,8 +57,15 @@ type Claim =
   | { kind: 'in_use' }
   | { kind: 'reused' };
 
+/** What the keys need of the service: its database, two settings and its logger. */
+export interface IdempotencyNeeds {
+  db: Database;
+  config: Pick<Config, 'idempotencyMaxKeysPerUser' | 'crashAtKeptAnswer'>;
+  logger: Logger;
+}
+
 /** INSERT … ON CONFLICT DO NOTHING claims the key: of concurrent requests with one key, one runs. */
-async function claim(ctx: AppContext, userId: string, key: string, fingerprint: string): Promise<Claim> {
+async function claim(ctx: IdempotencyNeeds, userId: string, key: string, fingerprint: string): Promise<Claim> {
   const db = ctx.db.sql;
   const now = new Date();
   const abandoned = new Date(now.getTime() - ABANDONED_MS);
@@ -116,7 +125,7 @@ function passesContract(route: AppRoute, req: Request): boolean {
 
 let answersToKeep = 0;
 /** Test only (TEST_CRASH_AT_KEPT_ANSWER): the process group dies as in a power cut, as the Nth answer is about to be kept. */
-function crashIfDue(ctx: AppContext): void {
+function crashIfDue(ctx: IdempotencyNeeds): void {
   if (ctx.config.crashAtKeptAnswer !== undefined && ++answersToKeep === ctx.config.crashAtKeptAnswer)
     process.kill(0, 'SIGKILL');
 }
@@ -129,7 +138,7 @@ const keptAnswer = (userId: string, key: string, status: number, response: z.inf
     .set({ status, response: JSON.stringify(response) });
 
 /** Frees the key of a request that kept no answer (a 5xx, a connection gone), so that a retry runs again. */
-const releaseKey = (ctx: AppContext, userId: string, key: string) =>
+const releaseKey = (ctx: IdempotencyNeeds, userId: string, key: string) =>
   ctx.db.sql
     .write(tables.deleteFrom('idempotency_keys').where(isKey(userId, key)).where('status', 'is', null))
     .catch((error: unknown) => ctx.logger.warn({ err: error }, 'could not release an idempotency key'));
@@ -140,7 +149,7 @@ const releaseKey = (ctx: AppContext, userId: string, key: string) =>
  * or neither. After a 5xx, or when the connection closed first, the change is rolled back and the
  * key freed, so that a retry runs again. A failed commit answers its 5xx instead.
  */
-function keepAnswer(ctx: AppContext, req: Request, res: Response, userId: string, key: string): AnswerKeeper {
+function keepAnswer(ctx: IdempotencyNeeds, req: Request, res: Response, userId: string, key: string): AnswerKeeper {
   const keeper = new AnswerKeeper();
   const send = res.send.bind(res);
   let sent = false;
@@ -181,7 +190,7 @@ function keepAnswer(ctx: AppContext, req: Request, res: Response, userId: string
 }
 
 /** The answer that replaces one whose change did not commit: the commit's own failure, as a problem. */
-function failedCommit(ctx: AppContext, req: Request, res: Response, error: unknown): string {
+function failedCommit(ctx: IdempotencyNeeds, req: Request, res: Response, error: unknown): string {
   ctx.logger.error({ err: error }, 'a change could not be committed with its answer');
   for (const name of REPLAYED_HEADERS) res.removeHeader(name);
   return problemAnswer(req, res, toAppError(error));
@@ -193,7 +202,7 @@ function failedCommit(ctx: AppContext, req: Request, res: Response, error: unkno
  * answer with `Idempotent-Replayed: true`; another request with the key is 422, one while the
  * first still runs 409. `contentOf` says what of the request must match (default: the JSON body).
  */
-export function idempotencyKeys(ctx: AppContext, upload?: { contentOf: (req: Request) => unknown }) {
+export function idempotencyKeys(ctx: IdempotencyNeeds, upload?: { contentOf: (req: Request) => unknown }) {
   const contentOf = upload?.contentOf ?? ((req: Request) => req.body);
   return <R extends AppRoute>(req: TsRestRequest<R>, res: Response, next: NextFunction): void => {
     const key = req.headers['idempotency-key'];
@@ -247,6 +256,6 @@ export function idempotencyKeys(ctx: AppContext, upload?: { contentOf: (req: Req
 }
 
 /** Deletes answers kept past their 24 hours (housekeeping). */
-export async function purgeExpiredIdempotencyKeys(ctx: AppContext, now = new Date()): Promise<number> {
+export async function purgeExpiredIdempotencyKeys(ctx: IdempotencyNeeds, now = new Date()): Promise<number> {
   return ctx.db.sql.write(expiredKeys(now));
 }

@@ -1,11 +1,12 @@
 import type { RequestHandler } from 'express';
-import type { AppContext } from '../context.js';
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
 
 /**
  * Behind a proxy with TRUST_PROXY unset, every client has the proxy's address, so the rate limit
  * and login throttle treat all users as one: say so once, when the first forwarded request arrives.
  */
-export function warnUntrustedForwarding(ctx: AppContext): RequestHandler {
+export function warnUntrustedForwarding(ctx: { config: Pick<Config, 'trustProxy'>; logger: Logger }): RequestHandler {
   let warned = ctx.config.trustProxy !== false && ctx.config.trustProxy !== 0;
   return (req, _res, next) => {
     if (!warned && req.headers['x-forwarded-for'] !== undefined) {

@@ -4,7 +4,7 @@
 // token under a key derived from the signing key, which every instance shares (a call may land on
 // another worker), and which a client can neither see nor forge.
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { derivedSecret, type SigningKey } from '../auth/keys.js';
+import { derivedSecret, type SigningKey } from '../security/keys.js';
 import type { AudienceOf } from '../http/principal.js';
 
 export const TOOL_CALL_HEADER = 'x-mcp-tool-call';

@@ -4,7 +4,7 @@
 import { RoleSchema, type OAuthGrant, type Role } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { tables } from '../db/query.js';
-import type { TokenRejection } from '../auth/tokens.js';
+import type { TokenRejection } from '../security/tokens.js';
 import { notFound } from '../http/errors.js';
 import type { Principal } from '../http/principal.js';
 import { scopesOf } from '../tokens/serialize.js';

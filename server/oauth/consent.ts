@@ -9,7 +9,7 @@ import { InvalidRequestError, InvalidTargetError } from '@modelcontextprotocol/s
 import type { AuthorizationParams } from '@modelcontextprotocol/sdk/server/auth/provider.js';
 import type { OAuthClientInformationFull } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { SCOPES, type Scope } from '@task-service/client';
-import { derivedSecret } from '../auth/keys.js';
+import { derivedSecret } from '../security/keys.js';
 import { signIn } from '../auth/credentials.js';
 import type { AppContext } from '../context.js';
 import { tables } from '../db/query.js';

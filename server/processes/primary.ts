@@ -1,7 +1,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
 import type { Logger } from 'pino';
-import { checkConfiguredKey } from '../auth/keys.js';
+import { checkConfiguredKey } from '../security/keys.js';
 import type { Config } from '../config.js';
 import type { AppContext } from '../context.js';
 import type { Database } from '../db/database.js';

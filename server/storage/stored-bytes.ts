@@ -1,6 +1,7 @@
-import type { AppContext } from '../context.js';
+import type { Logger } from 'pino';
 import { tables } from '../db/query.js';
 import type { SqlSession } from '../db/sql.js';
+import type { AttachmentStorage } from './storage.js';
 
 /**
  * The storage keys of the attachments that go with a user's account (those on their tasks and those
@@ -22,7 +23,10 @@ export async function storageKeysOfUser(db: SqlSession, userId: string): Promise
  * Removes bytes whose rows are already gone. Best effort: a failure is logged, and the orphan
  * sweep removes what is left.
  */
-export async function discardStoredBytes(ctx: AppContext, keys: string[]): Promise<void> {
+export async function discardStoredBytes(
+  ctx: { attachmentStorage: AttachmentStorage; logger: Logger },
+  keys: string[],
+): Promise<void> {
   for (const key of keys) {
     await ctx.attachmentStorage.remove(key).catch((error: unknown) => {
       ctx.logger.warn(

@@ -20,15 +20,6 @@ export function filterTags<O>(
   return filtered;
 }
 
-/** What can be ordered by a column of tags: a query on tags, or an aggregate of them. */
-interface OrderableByTag<T> {
-  orderBy(column: 'tags.name_key' | 'tags.name' | 'tags.id'): T;
-}
-
-/** Tags by name ignoring case, ties broken by id: for tag lists and for a task's `tags` (an aggregate's order). */
-export const byName = <T extends OrderableByTag<T>>(tags: T): T =>
-  tags.orderBy('tags.name_key').orderBy('tags.name').orderBy('tags.id');
-
 /** The key that makes tag names unique per owner regardless of case. */
 export const nameKeyOf = (name: string): string => name.toLowerCase();
 

@@ -4,7 +4,7 @@ import { announceEvents } from '../events/signal.js';
 import { notFound } from '../http/errors.js';
 import type { Principal } from '../http/principal.js';
 import { findVisibleTaskRef } from '../tasks/service.js';
-import { byName } from './queries.js';
+import { byName } from '../tasks/serialize.js';
 import { tagColumns, type TagRow } from './serialize.js';
 import { linkTag, unlinkTag } from './store.js';
 

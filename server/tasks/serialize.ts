@@ -1,7 +1,6 @@
 import type { Task } from '@task-service/client';
 import { sql, type Expression, type RawBuilder, type Selectable } from 'kysely';
 import { tables, type DB } from '../db/query.js';
-import { byName } from '../tags/queries.js';
 
 /** The form of a timestamp in the API (Date.prototype.toISOString's), as to_char writes it. */
 export const ISO_TIMESTAMP_FORMAT = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`;
@@ -11,6 +10,15 @@ export const isoTimestamp = (value: Expression<Date | null>): RawBuilder<string 
   sql<string | null>`to_char(${value} AT TIME ZONE 'UTC', ${sql.raw(ISO_TIMESTAMP_FORMAT)})`;
 
 type TaskColumns = Selectable<DB['tasks']>;
+
+/** What can be ordered by a column of tags: a query on tags, or an aggregate of them. */
+interface OrderableByTag<T> {
+  orderBy(column: 'tags.name_key' | 'tags.name' | 'tags.id'): T;
+}
+
+/** Tags by name ignoring case, ties broken by id: for tag lists and for a task's `tags` (an aggregate's order). */
+export const byName = <T extends OrderableByTag<T>>(tags: T): T =>
+  tags.orderBy('tags.name_key').orderBy('tags.name').orderBy('tags.id');
 
 /** A task's `tags` (the task's id `taskId`): by name, as JSON. */
 const tagsOfTask = (taskId: Expression<string>) =>

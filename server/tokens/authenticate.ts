@@ -2,7 +2,7 @@
 // passes (called by the one authentication middleware, never by handlers).
 import type { AppRoute } from '@ts-rest/core';
 import { grantsScope, isLoginOnly, RoleSchema, scopeOf, type Role } from '@task-service/client';
-import type { TokenRejection } from '../auth/tokens.js';
+import type { TokenRejection } from '../security/tokens.js';
 import type { AppContext } from '../context.js';
 import { sql } from 'kysely';
 import { tables } from '../db/query.js';

@@ -4,6 +4,7 @@ import type { Role } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { tables, type DB } from '../db/query.js';
+import { NOT_DURABLE } from '../security/throttle.js';
 import { AppError } from '../http/errors.js';
 import { userColumns, type UserRow } from './serialize.js';
 
@@ -87,4 +88,31 @@ export async function ensureAdmin(
     if (error instanceof AppError && error.code === 'email_taken') return ensureAdmin(ctx, admin, { promoteExisting });
     throw error;
   }
+}
+
+/** The password check, or, without an account, the time of one, so an unknown email cannot be told from a wrong password. */
+export async function passwordMatches(
+  ctx: AppContext,
+  user: AccountRow | undefined,
+  password: string,
+): Promise<boolean> {
+  if (user) return ctx.passwords.verify(user.passwordHash, password);
+  await ctx.passwords.burn(password);
+  return false;
+}
+
+/**
+ * Checks a known account's password outside a login (a password change) under the same throttle:
+ * a failure counts against the account and the address, a success gives the attempt back.
+ */
+export async function passwordAccepted(
+  ctx: AppContext,
+  user: AccountRow,
+  password: string,
+  address: string,
+): Promise<boolean> {
+  const taken = await ctx.loginThrottle.begin(user.email, address);
+  const valid = await passwordMatches(ctx, user, password);
+  if (valid) await ctx.db.sql.pipeline({ settle: ctx.loginThrottle.succeeded(taken) }, NOT_DURABLE);
+  return valid;
 }

@@ -2,27 +2,20 @@ import type { Role, User, UserListQuery, UserPatch, UserReplace } from '@task-se
 import { sql } from 'kysely';
 import { recordingEvents } from '../events/signal.js';
 import { discardStoredBytes, storageKeysOfUser } from '../storage/stored-bytes.js';
-import { passwordAccepted } from '../auth/credentials.js';
-import { revokeOtherSessions } from '../auth/sessions.js';
 import { revokeUserGrants } from '../oauth/access.js';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { tables } from '../db/query.js';
 import type { SqlSession } from '../db/sql.js';
-import {
-  attachmentDeleted,
-  recordTaskUpdates,
-  taskDeleted,
-  tagDeleted,
-  userDeleted,
-  userUpdated,
-} from '../events/domain-events.js';
+import { attachmentDeleted, recordTaskUpdates, taskDeleted } from '../tasks/events.js';
+import { tagDeleted } from '../tags/events.js';
+import { userDeleted, userUpdated } from './events.js';
 import { recordEvent } from '../events/outbox.js';
 import { AppError, invalidField, notFound } from '../http/errors.js';
 import { createdAfterId, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { touchTasks } from '../tasks/versions.js';
-import { accountColumns, emailTaken, type AccountRow } from './accounts.js';
+import { accountColumns, emailTaken, passwordAccepted, type AccountRow } from './accounts.js';
 import { filterUsers } from './queries.js';
 import { serializeUser, userColumns, type UserRow } from './serialize.js';
 
@@ -195,6 +188,16 @@ async function proveCurrentPassword(
   if (!(await passwordAccepted(ctx, user, currentPassword, address))) {
     throw invalidField(CURRENT_PASSWORD, 'invalid_current_password', 'The current password is wrong');
   }
+}
+
+/** Revokes every live session of the user except `keepSessionId`. */
+async function revokeOtherSessions(ctx: AppContext, userId: string, keepSessionId: string | undefined): Promise<void> {
+  const live = tables
+    .updateTable('sessions')
+    .set({ revoked_at: new Date() })
+    .where('user_id', '=', userId)
+    .where('revoked_at', 'is', null);
+  await ctx.db.sql.write(keepSessionId ? live.where('id', '<>', keepSessionId) : live);
 }
 
 /** `address` is the client's, for throttling guesses of the current password as login does. */

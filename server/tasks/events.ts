@@ -1,8 +1,7 @@
 import type { SqlSession } from '../db/sql.js';
 import type { Task } from '@task-service/client';
-import { readTasksById } from '../tasks/store.js';
-import { serializeUser, type UserRow } from '../users/serialize.js';
-import { recordEvents, type OutboxEvent } from './outbox.js';
+import { recordEvents, type OutboxEvent } from '../events/outbox.js';
+import { readTasksById } from './store.js';
 
 /** Who may see a task's events: its owner and assignee, and an assignee the change removed. */
 interface TaskParties {
@@ -30,24 +29,6 @@ export const attachmentDeleted = (row: { id: string; taskId: string }, task: Tas
   type: 'attachment.deleted',
   data: { attachmentId: row.id, taskId: row.taskId },
   audience: [task.ownerId, task.assigneeId],
-});
-
-export const tagDeleted = (row: { id: string; ownerId: string }): OutboxEvent => ({
-  type: 'tag.deleted',
-  data: { tagId: row.id },
-  audience: [row.ownerId],
-});
-
-export const userUpdated = (row: UserRow): OutboxEvent => ({
-  type: 'user.updated',
-  data: { user: serializeUser(row) },
-  audience: [row.id],
-});
-
-export const userDeleted = (userId: string): OutboxEvent => ({
-  type: 'user.deleted',
-  data: { userId },
-  audience: [userId],
 });
 
 /**
