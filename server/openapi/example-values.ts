@@ -7,7 +7,9 @@ import type {
   CreatedWebhook,
   Delivery,
   Event,
+  Member,
   PersonalAccessToken,
+  Project,
   Tag,
   Task,
   User,
@@ -25,6 +27,7 @@ export const ids = {
   delivery: '0193a5c7-5b6c-7d8e-9f0a-1b2c3d4e5f6a',
   event: '0193a5c5-8c9d-7e0f-8a1b-2c3d4e5f6a7b',
   token: '0193a5c8-2d3e-7f4a-8b5c-6d7e8f9a0b1c',
+  project: '0193a5c9-6e7f-7a8b-9c0d-1e2f3a4b5c6d',
 };
 
 /** The path parameter values every example path is written with. */
@@ -36,6 +39,7 @@ export const pathParamValues: Record<string, string> = {
   webhook_id: ids.webhook,
   delivery_id: ids.delivery,
   token_id: ids.token,
+  project_id: ids.project,
   code: 'precondition_failed',
 };
 
@@ -193,4 +197,31 @@ export const personalAccessToken: PersonalAccessToken = {
 export const createdPersonalAccessToken: CreatedPersonalAccessToken = {
   ...personalAccessToken,
   token: 'tsk_pat_YdAT7TurZhuecoTvgbrdaJn7qsz7YuWpR3XxzfAIz220dn7jw',
+};
+
+export const project: Project = {
+  id: ids.project,
+  name: 'Analytical Engine',
+  description: 'Notes and programs for the engine',
+  role: 'admin',
+  memberCount: 2,
+  version: 3,
+  createdAt: '2026-11-06T10:00:00.000Z',
+  updatedAt: '2026-11-12T15:30:00.000Z',
+};
+
+export const adaMember: Member = {
+  userId: ids.ada,
+  name: 'Ada Lovelace',
+  email: 'ada@example.com',
+  role: 'admin',
+  addedAt: '2026-11-06T10:00:00.000Z',
+};
+
+export const graceMember: Member = {
+  userId: ids.grace,
+  name: 'Grace Hopper',
+  email: 'grace@example.com',
+  role: 'editor',
+  addedAt: '2026-11-07T11:20:00.000Z',
 };

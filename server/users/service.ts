@@ -1,5 +1,6 @@
 import type { Role, User, UserListQuery, UserPatch, UserReplace } from '@task-service/client';
 import { recordingEvents } from '../events/signal.js';
+import { leaveProjectsOf } from '../projects/leave.js';
 import { discardStoredBytes, storageKeysOf } from '../storage/stored-bytes.js';
 import { passwordAccepted } from '../auth/credentials.js';
 import { revokeOtherSessions } from '../auth/sessions.js';
@@ -197,6 +198,7 @@ export async function patchUser(
 export async function deleteUser(ctx: AppContext, principal: Principal, userId: string): Promise<void> {
   await findVisibleUser(ctx, principal, userId);
   if (principal.token) throw needsLogin('delete an account');
+  const projectKeys = await ctx.db.sql.transaction((tx) => leaveProjectsOf(tx, userId, principal.userId));
   const storageKeys = await recordingEvents(ctx, async (tx) => {
     const user = await lockUser(tx, userId);
     if (user.role === 'admin') await assertAnotherAdminRemains(tx, user.id);
@@ -227,5 +229,5 @@ export async function deleteUser(ctx: AppContext, principal: Principal, userId: 
     ]);
     return keys;
   });
-  await discardStoredBytes(ctx, storageKeys);
+  await discardStoredBytes(ctx, [...projectKeys, ...storageKeys]);
 }
