@@ -110,3 +110,8 @@ CREATE OR REPLACE FUNCTION recount_user_holdings() RETURNS void LANGUAGE sql AS 
     (SELECT count(*) FROM projects p WHERE p.created_by = u.id)
   FROM users u;
 $$;
+
+-- Webhooks made with a login hold every scope there was; with projects they hold the new ones too,
+-- so that they go on receiving every event their owner sees (a token's narrower set stays as it is).
+UPDATE "webhooks" SET "scopes" = "scopes" || ARRAY['projects:read', 'projects:write']
+WHERE "scopes" @> ARRAY['tasks:read', 'tasks:write', 'tags:read', 'tags:write', 'webhooks:read', 'webhooks:write', 'events:read', 'account:read', 'account:write', 'admin'];
