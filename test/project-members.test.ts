@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pageOf } from '../contract/common.js';
 import { MemberSchema, ProjectSchema, type Member, type Project } from '../contract/projects.js';
 import { startService, type TestService } from './support/app.js';
+import { readAllChanges } from './support/events.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 
@@ -281,7 +282,24 @@ describe('deleting a user', () => {
     const theirs = await createProject(alice);
     await add(alice, theirs.id, leaver, 'editor').expect(201);
 
+    const [fromCarol, fromAlice] = [
+      (await readAllChanges(service, carol)).cursor,
+      (await readAllChanges(service, alice)).cursor,
+    ];
     await service.http.delete(`/users/${leaver.user.id}`).set(as(admin)).expect(204);
+    // Carol is told she became admin, then that the leaver left; Alice that the leaver left hers.
+    const carols = (await readAllChanges(service, carol, fromCarol)).events;
+    expect(carols.map((event) => [event.type, event.data])).toEqual([
+      [
+        'project.member_updated',
+        { projectId: handedOver.id, member: expect.objectContaining({ userId: carol.user.id, role: 'admin' }) },
+      ],
+      ['project.member_removed', { projectId: handedOver.id, userId: leaver.user.id }],
+    ]);
+    const alices = (await readAllChanges(service, alice, fromAlice)).events;
+    expect(alices.map((event) => [event.type, event.data])).toEqual([
+      ['project.member_removed', { projectId: theirs.id, userId: leaver.user.id }],
+    ]);
 
     expect((await listMembers(carol, handedOver.id)).map((m) => [m.userId, m.role])).toEqual([
       [carol.user.id, 'admin'],

@@ -2,6 +2,7 @@ import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pageOf } from '../contract/common.js';
 import { MemberSchema, ProjectSchema, type Project } from '../contract/projects.js';
+import { tables } from '../server/db/query.js';
 import { startService, type TestService } from './support/app.js';
 import { readAllChanges } from './support/events.js';
 import { createPersonalToken } from './support/personal-tokens.js';
@@ -245,6 +246,66 @@ describe('DELETE /projects/{id}', () => {
     expect(answers.map((res) => res.status).sort()).toEqual([204, 404, 404]);
     expectProblem(await service.http.get(path).set(as(alice)), 404, 'not_found');
     expectProblem(await service.http.get(path).set(as(bob)), 404, 'not_found');
+  });
+});
+
+/** The keys of every object the attachment storage holds. */
+async function storedKeys(): Promise<string[]> {
+  const keys: string[] = [];
+  for await (const entry of service.ctx.attachmentStorage.list()) keys.push(entry.key);
+  return keys.sort();
+}
+
+/**
+ * A task of `user` with one attachment, and a tag of theirs, both moved into `projectId` in the
+ * database (creating them in a project through the API comes with tasks in projects).
+ */
+async function projectTaskAndTag(user: TestUser, projectId: string): Promise<{ taskId: string; tagId: string }> {
+  const task = (await service.http.post('/tasks').set(as(user)).send({ title: 'In the project' }).expect(201)).body as {
+    id: string;
+  };
+  await service.http
+    .post(`/tasks/${task.id}/attachments`)
+    .set(as(user))
+    .attach('file', Buffer.from('project notes'), { filename: 'notes.txt', contentType: 'text/plain' })
+    .expect(201);
+  const tag = (
+    await service.http
+      .post('/tags')
+      .set(as(user))
+      .send({ name: `t-${uuidv7().slice(-6)}` })
+      .expect(201)
+  ).body as { id: string };
+  await service.ctx.db.sql.write(tables.updateTable('tasks').set({ project_id: projectId }).where('id', '=', task.id));
+  await service.ctx.db.sql.write(tables.updateTable('tags').set({ project_id: projectId }).where('id', '=', tag.id));
+  return { taskId: task.id, tagId: tag.id };
+}
+
+describe('deleting a project with its work', () => {
+  it("deletes its tasks (attachments' bytes included), tags and memberships as one change: one project.deleted", async () => {
+    const project = await sharedProject('editor');
+    const before = await storedKeys();
+    const { taskId, tagId } = await projectTaskAndTag(alice, project.id);
+    const withAttachment = await storedKeys();
+    expect(withAttachment).toHaveLength(before.length + 1);
+    const from = (await readAllChanges(service, admin)).cursor;
+    await service.http.delete(`/projects/${project.id}`).set(as(alice)).expect(204);
+    expectProblem(await service.http.get(`/tasks/${taskId}`).set(as(alice)), 404, 'not_found');
+    expectProblem(await service.http.get(`/tags/${tagId}`).set(as(alice)), 404, 'not_found');
+    expect(await storedKeys()).toEqual(before);
+    const events = (await readAllChanges(service, admin, from)).events;
+    expect(events).toEqual([expect.objectContaining({ type: 'project.deleted', data: { projectId: project.id } })]);
+  });
+
+  it("deleting a user deletes a project left without members, with its attachments' bytes", async () => {
+    const leaver = await registerUser(service, { name: 'Leaver' });
+    const project = await createProject(leaver);
+    const before = await storedKeys();
+    const { taskId } = await projectTaskAndTag(alice, project.id);
+    await service.http.delete(`/users/${leaver.user.id}`).set(as(admin)).expect(204);
+    expectProblem(await service.http.get(`/projects/${project.id}`).set(as(admin)), 404, 'not_found');
+    expectProblem(await service.http.get(`/tasks/${taskId}`).set(as(admin)), 404, 'not_found');
+    expect(await storedKeys()).toEqual(before);
   });
 });
 
