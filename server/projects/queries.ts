@@ -40,11 +40,21 @@ export function projectsListed(principal: Principal, query: ProjectListQuery, af
   }
   let picked = tables
     .selectFrom('project_members as listing')
-    .innerJoin('projects as named', 'named.id', 'listing.project_id')
     .select('listing.project_id')
     .where('listing.user_id', '=', memberOf);
   if (after !== undefined) picked = picked.where('listing.project_id', '>', after);
-  if (query.q) picked = picked.where('named.name', 'ilike', containsPattern(query.q));
+  const { q } = query;
+  if (q) {
+    picked = picked.where((eb) =>
+      eb.exists(
+        eb
+          .selectFrom('projects as named')
+          .select('named.id')
+          .whereRef('named.id', '=', 'listing.project_id')
+          .where('named.name', 'ilike', containsPattern(q)),
+      ),
+    );
+  }
   if (memberOf !== principal.userId && !isAdmin(principal)) {
     picked = picked.where((eb) =>
       eb.exists(
