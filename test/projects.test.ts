@@ -309,6 +309,42 @@ describe('deleting a project with its work', () => {
   });
 });
 
+describe('roles', () => {
+  it.each(['viewer', 'editor'] as const)(
+    'a %s reads the project and its members, and manages nothing (403)',
+    async (role) => {
+      const project = await sharedProject(role);
+      await addMember(alice, project.id, carol, 'viewer').expect(201);
+      const path = `/projects/${project.id}`;
+      await service.http.get(path).set(as(bob)).expect(200);
+      await service.http.get(`${path}/members`).set(as(bob)).expect(200);
+      expectProblem(await service.http.patch(path).set(as(bob)).send({ name: 'x' }), 403, 'forbidden');
+      expectProblem(await service.http.delete(path).set(as(bob)), 403, 'forbidden');
+      expectProblem(await addMember(bob, project.id, admin, 'viewer'), 403, 'forbidden');
+      expectProblem(
+        await service.http.patch(`${path}/members/${carol.user.id}`).set(as(bob)).send({ role: 'editor' }),
+        403,
+        'forbidden',
+      );
+      expectProblem(await service.http.delete(`${path}/members/${carol.user.id}`).set(as(bob)), 403, 'forbidden');
+      await deleteProjectsOf(alice);
+    },
+  );
+
+  it('a creating POST with an Idempotency-Key makes one project, the retry replaying its answer', async () => {
+    const send = () =>
+      service.http.post('/projects').set(as(bob)).set('Idempotency-Key', 'create-once').send({ name: 'Once' });
+    const [first, again] = [await send(), await send()];
+    expect(first.status).toBe(201);
+    expect(again.status).toBe(201);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.body).toEqual(first.body);
+    const page = ProjectPageSchema.parse((await service.http.get('/projects').set(as(bob)).expect(200)).body);
+    expect(page.items.map((p) => p.name)).toEqual(['Once']);
+    await deleteProjectsOf(bob);
+  });
+});
+
 describe('project events', () => {
   it('reach the members at the time of the event, the removed member last of all', async () => {
     const start = (await readAllChanges(service, admin)).cursor;
