@@ -289,7 +289,12 @@ describe('deleting a project with its work', () => {
     const withAttachment = await storedKeys();
     expect(withAttachment).toHaveLength(before.length + 1);
     const from = (await readAllChanges(service, admin)).cursor;
+    const fromBob = (await readAllChanges(service, bob)).cursor;
     await service.http.delete(`/projects/${project.id}`).set(as(alice)).expect(204);
+    // A member receives the deletion too: the members are read before they go with the project.
+    expect((await readAllChanges(service, bob, fromBob)).events.map((event) => event.type)).toEqual([
+      'project.deleted',
+    ]);
     expectProblem(await service.http.get(`/tasks/${taskId}`).set(as(alice)), 404, 'not_found');
     expectProblem(await service.http.get(`/tags/${tagId}`).set(as(alice)), 404, 'not_found');
     expect(await storedKeys()).toEqual(before);
