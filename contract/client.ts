@@ -21,6 +21,7 @@ import {
 } from './retry.js';
 import type { RouteInfo } from './route-table.js';
 import { routes } from './routes.js';
+import type { Project } from './projects.js';
 import type { Tag } from './tags.js';
 import type { Task, TaskListQuery, TaskListQuerySchema, TaskPriority, TaskStatus } from './tasks.js';
 import type { User } from './users.js';
@@ -121,9 +122,10 @@ export type UserTasksArgs = ListArgs<Operations['users']['listTasks']> & {
 };
 type UserListArgs = Args<Operations['users']['list']>;
 type TagListArgs = Args<Operations['tags']['list']>;
+type ProjectListArgs = Args<Operations['projects']['list']>;
 
 /** The typed client: every operation, and the session, pagination and event stream around them. */
-export type Client = Omit<Operations, 'tasks' | 'users' | 'tags' | 'events'> & {
+export type Client = Omit<Operations, 'tasks' | 'users' | 'tags' | 'projects' | 'events'> & {
   tasks: Omit<Operations['tasks'], 'list'> & {
     /** Filters take arrays: `{ status: ['todo', 'in_progress'] }` (sent as `status=todo,in_progress`). */
     list(args?: TaskListArgs): ReturnType<Operations['tasks']['list']>;
@@ -142,6 +144,10 @@ export type Client = Omit<Operations, 'tasks' | 'users' | 'tags' | 'events'> & {
   tags: Operations['tags'] & {
     pages(args?: TagListArgs): AsyncGenerator<Page<Tag>, void, undefined>;
     all(args?: TagListArgs): AsyncGenerator<Tag, void, undefined>;
+  };
+  projects: Operations['projects'] & {
+    pages(args?: ProjectListArgs): AsyncGenerator<Page<Project>, void, undefined>;
+    all(args?: ProjectListArgs): AsyncGenerator<Project, void, undefined>;
   };
   events: Operations['events'] & {
     /**
@@ -325,6 +331,8 @@ export function createClient(options: ClientOptions): Client {
     pagesOf(async (cursor) => (await ok(api.users.list(at(args, cursor)))).body);
   const tagPages = (args: TagListArgs = {}) =>
     pagesOf(async (cursor) => (await ok(api.tags.list(at(args, cursor)))).body);
+  const projectPages = (args: ProjectListArgs = {}) =>
+    pagesOf(async (cursor) => (await ok(api.projects.list(at(args, cursor)))).body);
 
   return {
     ...api,
@@ -344,6 +352,11 @@ export function createClient(options: ClientOptions): Client {
       allTasks: (args: UserTasksArgs) => itemsOf(userTaskPages(args)),
     },
     tags: { ...api.tags, pages: tagPages, all: (args: TagListArgs = {}) => itemsOf(tagPages(args)) },
+    projects: {
+      ...api.projects,
+      pages: projectPages,
+      all: (args: ProjectListArgs = {}) => itemsOf(projectPages(args)),
+    },
     events: {
       ...api.events,
       subscribe: (subscribeOptions?: SubscribeOptions) =>

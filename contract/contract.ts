@@ -4,6 +4,7 @@ import { attachmentsContract } from './attachments.js';
 import { authContract } from './auth.js';
 import { docsContract } from './docs.js';
 import { eventsContract } from './events.js';
+import { projectsContract } from './projects.js';
 import { serviceContract } from './service.js';
 import { tagsContract } from './tags.js';
 import { tasksContract } from './tasks.js';
@@ -19,6 +20,7 @@ export type Contract = {
   users: typeof usersContract;
   tasks: typeof tasksContract;
   tags: typeof tagsContract;
+  projects: typeof projectsContract;
   attachments: typeof attachmentsContract;
   events: typeof eventsContract;
   webhooks: typeof webhooksContract;
@@ -33,6 +35,7 @@ export const contract: Contract = c.router({
   users: usersContract,
   tasks: tasksContract,
   tags: tagsContract,
+  projects: projectsContract,
   attachments: attachmentsContract,
   events: eventsContract,
   webhooks: webhooksContract,

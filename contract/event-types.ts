@@ -10,4 +10,10 @@ export const EVENT_TYPES = [
   'tag.deleted',
   'user.updated',
   'user.deleted',
+  'project.created',
+  'project.updated',
+  'project.deleted',
+  'project.member_added',
+  'project.member_updated',
+  'project.member_removed',
 ] as const;

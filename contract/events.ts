@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { EVENT_TYPES } from './event-types.js';
 import { AttachmentSchema } from './attachments.js';
 import { c, commonErrors, IdSchema, ProblemSchema, TimestampSchema, type Named } from './common.js';
+import { MemberSchema, ProjectSchema } from './projects.js';
 import { needs } from './scopes.js';
 import { TagSchema } from './tags.js';
 import { TaskSchema } from './tasks.js';
@@ -33,6 +34,23 @@ export const EventSchema = z.discriminatedUnion('type', [
   eventOf('tag.deleted', { tagId: IdSchema.describe('The deleted tag') }),
   eventOf('user.updated', { user: UserSchema.describe('The account after the change') }),
   eventOf('user.deleted', { userId: IdSchema.describe('The deleted user') }),
+  eventOf('project.created', { project: ProjectSchema.describe('The new project (`role` null)') }),
+  eventOf('project.updated', { project: ProjectSchema.describe('The project after the change (`role` null)') }),
+  eventOf('project.deleted', {
+    projectId: IdSchema.describe('The deleted project: drop its tasks and tags, which went with it'),
+  }),
+  eventOf('project.member_added', {
+    projectId: IdSchema.describe('The project'),
+    member: MemberSchema.describe('The new member'),
+  }),
+  eventOf('project.member_updated', {
+    projectId: IdSchema.describe('The project'),
+    member: MemberSchema.describe('The member with their new role'),
+  }),
+  eventOf('project.member_removed', {
+    projectId: IdSchema.describe('The project'),
+    userId: IdSchema.describe('The member who left or was removed: they receive nothing more of the project'),
+  }),
 ]);
 export type Event = z.infer<typeof EventSchema>;
 export type EventType = Event['type'];
@@ -90,7 +108,7 @@ export const eventsContract = c.router(
         '(or at the oldest retained event). Deletions appear as `*.deleted` events (tombstones). A transaction ' +
         'that commits late is never skipped: the feed stops before the oldest transaction still running. ' +
         '`nextCursor` is always present; an empty page means up to date. A personal access token sees only the events ' +
-        'its other scopes read: `task.*` and `attachment.*` with `tasks:read`, `tag.*` with `tags:read`, `user.*` with `account:read`. A cursor older than the event ' +
+        'its other scopes read: `task.*` and `attachment.*` with `tasks:read`, `project.*` with `projects:read`, `tag.*` with `tags:read`, `user.*` with `account:read`. A cursor older than the event ' +
         'retention (`EVENT_RETENTION_DAYS`) is 410 `cursor_expired`: do a full sync.',
     },
     stream: {

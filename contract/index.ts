@@ -14,6 +14,7 @@ export type { RetryOptions } from './retry.js';
 export * from './docs.js';
 export * from './events.js';
 export { serverSentEvents, subscribeToEvents, type ServerSentEvent, type SubscribeOptions } from './event-stream.js';
+export * from './projects.js';
 export * from './service.js';
 export * from './tags.js';
 export * from './tasks.js';

@@ -12,6 +12,8 @@ export const PROBLEM_CODES = [
   'email_taken',
   'tag_name_taken',
   'last_admin',
+  'already_member',
+  'last_project_admin',
   'conflict',
   'quota_exceeded',
   'idempotency_key_in_use',

@@ -89,6 +89,18 @@ export const problemCatalogue: Record<ProblemCode, Entry> = {
     meaning: 'The change would leave the service without an administrator.',
     action: 'Make another user an administrator first.',
   },
+  already_member: {
+    status: 409,
+    title: 'Already a member',
+    meaning: 'The user is already a member of the project.',
+    action: "Change the member's role instead (PATCH /projects/{project_id}/members/{user_id}), or leave it as it is.",
+  },
+  last_project_admin: {
+    status: 409,
+    title: "Cannot remove the project's last admin",
+    meaning: 'The change would leave the project without an admin: a project always keeps one.',
+    action: 'Make another member an admin first, or delete the project.',
+  },
   conflict: {
     status: 409,
     title: 'Conflict',
@@ -99,9 +111,9 @@ export const problemCatalogue: Record<ProblemCode, Entry> = {
     status: 409,
     title: 'Quota exceeded',
     meaning:
-      'The account holds as much as one account may (`detail` names the quota: stored attachment bytes, tasks or tags); administrators are exempt.',
+      'The account holds as much as one account may (`detail` names the quota: stored attachment bytes, tasks, tags, webhooks or projects; administrators are exempt), or a project has as many members as one project may (PROJECT_MAX_MEMBERS).',
     action:
-      'Delete what is no longer needed (attachments, tasks or tags) and try again, or ask an administrator to raise the quota.',
+      'Delete what is no longer needed (attachments, tasks, tags, projects or members) and try again, or ask an administrator to raise the limit.',
   },
   idempotency_key_in_use: {
     status: 409,

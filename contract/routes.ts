@@ -38,6 +38,17 @@ export const routes = {
     addToTask: { method: 'POST', path: '/tasks/:task_id/tags/:tag_id' },
     removeFromTask: { method: 'DELETE', path: '/tasks/:task_id/tags/:tag_id' },
   },
+  projects: {
+    list: { method: 'GET', path: '/projects' },
+    create: { method: 'POST', path: '/projects' },
+    get: { method: 'GET', path: '/projects/:project_id' },
+    update: { method: 'PATCH', path: '/projects/:project_id' },
+    remove: { method: 'DELETE', path: '/projects/:project_id' },
+    listMembers: { method: 'GET', path: '/projects/:project_id/members' },
+    addMember: { method: 'POST', path: '/projects/:project_id/members' },
+    updateMember: { method: 'PATCH', path: '/projects/:project_id/members/:user_id' },
+    removeMember: { method: 'DELETE', path: '/projects/:project_id/members/:user_id' },
+  },
   attachments: {
     upload: { method: 'POST', path: '/tasks/:task_id/attachments', multipart: true },
     listForTask: { method: 'GET', path: '/tasks/:task_id/attachments' },

@@ -6,6 +6,8 @@ import { z } from 'zod';
 export const SCOPES = [
   'tasks:read',
   'tasks:write',
+  'projects:read',
+  'projects:write',
   'tags:read',
   'tags:write',
   'webhooks:read',
@@ -18,7 +20,7 @@ export const SCOPES = [
 export const ScopeSchema = z
   .enum(SCOPES)
   .describe(
-    '`tasks:*` (tasks, their tag links and attachments), `tags:*`, `webhooks:*`, `events:read` (changes feed and live stream, showing the events of what the other scopes read), `account:*` (own profile, not the password, the email or deleting the account), `admin`; `write` implies `read`',
+    '`tasks:*` (tasks, their tag links and attachments), `projects:*` (projects and their members), `tags:*`, `webhooks:*`, `events:read` (changes feed and live stream, showing the events of what the other scopes read), `account:*` (own profile, not the password, the email or deleting the account), `admin`; `write` implies `read`',
   );
 export type Scope = z.infer<typeof ScopeSchema>;
 
@@ -26,12 +28,15 @@ export type Scope = z.infer<typeof ScopeSchema>;
 export const scopeDescriptions: Record<Scope, string> = {
   'tasks:read': 'Read tasks, their tags and attachments',
   'tasks:write': 'Create, change and delete tasks, their tag links and attachments (implies tasks:read)',
+  'projects:read': 'Read projects and their members',
+  'projects:write':
+    'Create, rename and delete projects, and add, change and remove their members (implies projects:read)',
   'tags:read': 'Read tags',
   'tags:write': 'Create, rename, recolour and delete tags (implies tags:read)',
   'webhooks:read': 'Read webhooks and their delivery logs',
   'webhooks:write': 'Create, change, delete webhooks and retry deliveries (implies webhooks:read)',
   'events:read':
-    'Read the changes feed (/changes) and the live stream (/events): the events of what the other scopes of the token read (task and attachment events with tasks:read, tag events with tags:read, account events with account:read)',
+    'Read the changes feed (/changes) and the live stream (/events): the events of what the other scopes of the token read (task and attachment events with tasks:read, project events with projects:read, tag events with tags:read, account events with account:read)',
   'account:read': 'Read your own profile',
   'account:write':
     'Change your own profile, not the password or the email, and not delete the account: those need a login (implies account:read)',
@@ -41,7 +46,8 @@ export const scopeDescriptions: Record<Scope, string> = {
 /**
  * The scope that lets a token read what an event of `type` carries, which it needs besides
  * `events:read` (or, for a webhook, besides `webhooks:*`) to receive the event: `task.*` and
- * `attachment.*` need `tasks:read`, `tag.*` `tags:read`, `user.*` `account:read`. Undefined for a
+ * `attachment.*` need `tasks:read`, `project.*` `projects:read`, `tag.*` `tags:read`, `user.*`
+ * `account:read`. Undefined for a
  * type no scope reads (none is received by a token).
  */
 export function scopeToReadEvent(type: string): Scope | undefined {
@@ -49,6 +55,8 @@ export function scopeToReadEvent(type: string): Scope | undefined {
     case 'task':
     case 'attachment':
       return 'tasks:read';
+    case 'project':
+      return 'projects:read';
     case 'tag':
       return 'tags:read';
     case 'user':

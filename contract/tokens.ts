@@ -50,7 +50,7 @@ const personalAccessTokenCreateSchema = z
     name: storableText(z.string().trim().min(1).max(100)).describe(
       'What the token is for, 1 to 100 characters after trimming',
     ),
-    scopes: boundedArray(ScopeSchema, 10, 1).describe(
+    scopes: boundedArray(ScopeSchema, 20, 1).describe(
       'One or more scopes; `admin` only for administrators (403 otherwise)',
     ),
     expiresInDays: z

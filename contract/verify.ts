@@ -443,6 +443,46 @@ export async function verify(options: VerifyOptions): Promise<VerifyReport> {
       await check('tasks.get', 404, () => client.tasks.get({ params: { task_id: UNKNOWN_ID } }));
       await check('tasks.remove', 204, () => client.tasks.remove({ params }));
     }
+
+    // A project of the throw-away account alone: its members' checks answer the account itself.
+    const project = bodyOf(
+      await check('projects.create', 201, () =>
+        client.projects.create({ body: { name: 'Contract verification', description: 'Made by verify()' } }),
+      ),
+      201,
+    );
+    await check('projects.list', 200, () => client.projects.list({ query: { q: 'verification', limit: 10 } }));
+    if (project) {
+      const params = { project_id: project.id };
+      const self = { ...params, user_id: userId };
+      await check('projects.get', 200, () => client.projects.get({ params }));
+      await check('projects.update', 412, () =>
+        client.projects.update({ params, headers: { 'if-match': '"999"' }, body: { name: 'Stale' } }),
+      );
+      await check('projects.update', 200, () =>
+        client.projects.update({
+          params,
+          headers: { 'if-match': `"${project.version}"` },
+          body: { name: 'Contract verification (renamed)' },
+        }),
+      );
+      await check('projects.listMembers', 200, () => client.projects.listMembers({ params, query: { limit: 10 } }));
+      await check('projects.addMember', 409, () =>
+        client.projects.addMember({ params, body: { userId, role: 'viewer' } }),
+      );
+      await check('projects.addMember', 404, () =>
+        client.projects.addMember({ params, body: { email: `verify-${randomId()}@example.com`, role: 'viewer' } }),
+      );
+      await check('projects.updateMember', 200, () =>
+        client.projects.updateMember({ params: self, body: { role: 'admin' } }),
+      );
+      await check('projects.updateMember', 409, () =>
+        client.projects.updateMember({ params: self, body: { role: 'viewer' } }),
+      );
+      await check('projects.removeMember', 409, () => client.projects.removeMember({ params: self }));
+      await check('projects.remove', 204, () => client.projects.remove({ params }));
+      await check('projects.get', 404, () => client.projects.get({ params }));
+    }
     if (tag) await check('tags.remove', 204, () => client.tags.remove({ params: { tag_id: tag.id } }));
     if (other) await check('tags.remove', 204, () => client.tags.remove({ params: { tag_id: other.id } }));
     await check('users.remove', 204, () => client.users.remove({ params: { user_id: userId } }));

@@ -21,6 +21,7 @@ import { serveMcp } from './mcp/router.js';
 import { httpMetrics } from './metrics/http-metrics.js';
 import { serveProblemPages } from './openapi/problem-pages.js';
 import { docsRouter, serveDocsAssets } from './openapi/router.js';
+import { projectsRouter } from './projects/router.js';
 import { serviceRouter } from './service/router.js';
 import { tagsRouter } from './tags/router.js';
 import { tasksRouter } from './tasks/router.js';
@@ -62,6 +63,7 @@ export function buildApp(ctx: AppContext): Express {
     tasks: tasksRouter(ctx),
     attachments: attachmentsRouter(ctx),
     tags: tagsRouter(ctx),
+    projects: projectsRouter(ctx),
     events: eventsRouter(ctx),
     webhooks: webhooksRouter(ctx),
     personalAccessTokens: personalAccessTokensRouter(ctx),

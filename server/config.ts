@@ -140,6 +140,8 @@ const EnvSchema = z
     USER_MAX_TASKS: positiveInt.default(100_000),
     USER_MAX_TAGS: positiveInt.default(1_000),
     USER_MAX_WEBHOOKS: positiveInt.default(20),
+    USER_MAX_PROJECTS: positiveInt.default(1_000),
+    PROJECT_MAX_MEMBERS: positiveInt.default(1_000),
     EVENT_RETENTION_DAYS: positiveInt.default(30),
     EVENT_STREAM_HEARTBEAT_SECONDS: positiveInt.max(300).default(15),
     EVENTS_MAX_STREAMS_PER_USER: positiveInt.default(10),
@@ -292,7 +294,9 @@ export interface Config {
   argon2: { memoryCost: number; timeCost: number; concurrency: number };
   attachments: { maxBytes: number; maxPerTask: number; storage: { kind: 'fs' } | S3StorageConfig };
   /** Per-user ceilings (admins exempt), so one account cannot fill the disk or the tables. */
-  quotas: { storageBytes: number; tasks: number; tags: number; webhooks: number };
+  quotas: { storageBytes: number; tasks: number; tags: number; webhooks: number; projects: number };
+  /** Members one project may have (admins exempt). */
+  projectMaxMembers: number;
   metricsToken: string | undefined;
   /** Open live streams are capped per user and per instance (counted over all its worker processes). */
   events: { retentionDays: number; heartbeatSeconds: number; maxStreamsPerUser: number; maxStreams: number };
@@ -452,7 +456,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       tasks: e.USER_MAX_TASKS,
       tags: e.USER_MAX_TAGS,
       webhooks: e.USER_MAX_WEBHOOKS,
+      projects: e.USER_MAX_PROJECTS,
     },
+    projectMaxMembers: e.PROJECT_MAX_MEMBERS,
     metricsToken: e.METRICS_TOKEN,
     events: {
       retentionDays: e.EVENT_RETENTION_DAYS,

@@ -13,7 +13,7 @@ interface QuotaRule {
   variable: string;
   unit: string;
   /** The column of user_holdings that counts it. */
-  column: 'tasks' | 'tags' | 'webhooks' | 'storage_bytes';
+  column: 'tasks' | 'tags' | 'webhooks' | 'storage_bytes' | 'projects';
   /** The most one transaction adds. */
   perTransaction(config: Config): number;
 }
@@ -22,6 +22,7 @@ const QUOTAS: Record<Quota, QuotaRule> = {
   tasks: { variable: 'USER_MAX_TASKS', unit: 'tasks', column: 'tasks', perTransaction: () => 1 },
   tags: { variable: 'USER_MAX_TAGS', unit: 'tags', column: 'tags', perTransaction: () => 1 },
   webhooks: { variable: 'USER_MAX_WEBHOOKS', unit: 'webhooks', column: 'webhooks', perTransaction: () => 1 },
+  projects: { variable: 'USER_MAX_PROJECTS', unit: 'projects', column: 'projects', perTransaction: () => 1 },
   storageBytes: {
     variable: 'USER_STORAGE_QUOTA_BYTES',
     unit: 'bytes of attachments',

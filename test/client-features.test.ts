@@ -102,6 +102,12 @@ describe('list filters, pages and problems', () => {
     await ok(client.tags.create({ body: { name: 'two' } }));
     for await (const tag of client.tags.all({ query: { limit: 1 } })) tags.push(tag.name);
     expect(tags).toEqual(['one', 'two']);
+
+    const projects: string[] = [];
+    await ok(client.projects.create({ body: { name: 'first' } }));
+    await ok(client.projects.create({ body: { name: 'second' } }));
+    for await (const project of client.projects.all({ query: { limit: 1 } })) projects.push(project.name);
+    expect(projects).toEqual(['first', 'second']);
   });
 
   it('a page that fails throws a typed ProblemError', async () => {

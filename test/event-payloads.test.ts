@@ -5,6 +5,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EVENT_TYPES, type Event } from '../contract/events.js';
 import { AttachmentSchema } from '../contract/attachments.js';
+import { pageOf } from '../contract/common.js';
+import { MemberSchema, ProjectSchema } from '../contract/projects.js';
 import { TagSchema } from '../contract/tags.js';
 import { TaskSchema } from '../contract/tasks.js';
 import { UserSchema } from '../contract/users.js';
@@ -31,6 +33,17 @@ const getTask = async (id: string) =>
   TaskSchema.parse((await service.http.get(`/tasks/${id}`).set(as(alice)).expect(200)).body);
 const getTag = async (id: string) =>
   TagSchema.parse((await service.http.get(`/tags/${id}`).set(as(alice)).expect(200)).body);
+// An event carries no caller's role (it goes to every member): null, as an outsider sees it.
+const getProject = async (id: string) => ({
+  ...ProjectSchema.parse((await service.http.get(`/projects/${id}`).set(as(alice)).expect(200)).body),
+  role: null,
+});
+const getMember = async (projectId: string, userId: string) => {
+  const page = pageOf(MemberSchema).parse(
+    (await service.http.get(`/projects/${projectId}/members?limit=100`).set(as(alice)).expect(200)).body,
+  );
+  return page.items.find((member) => member.userId === userId);
+};
 const getUser = async (id: string) =>
   UserSchema.parse((await service.http.get(`/users/${id}`).set(as(admin)).expect(200)).body);
 
@@ -58,6 +71,15 @@ async function asTheApiShowsIt(event: Event): Promise<Event['data']> {
       };
     case 'user.updated':
       return { user: await getUser(event.data.user.id) };
+    case 'project.created':
+    case 'project.updated':
+      return { project: await getProject(event.data.project.id) };
+    case 'project.member_added':
+    case 'project.member_updated':
+      return {
+        projectId: event.data.projectId,
+        member: await getMember(event.data.projectId, event.data.member.userId),
+      };
     default:
       return event.data; // tombstones carry ids only
   }
@@ -157,6 +179,34 @@ describe('event payloads', () => {
       service.http.patch(`/users/${alice.user.id}`).set(as(alice)).send({ name: 'Alice Renamed' }).expect(200),
     );
     await step(['task.deleted'], () => service.http.delete(`/tasks/${taskId}`).set(as(alice)).expect(204));
+    let projectId = '';
+    await step(['project.created'], async () => {
+      projectId = ProjectSchema.parse(
+        (await service.http.post('/projects').set(as(alice)).send({ name: 'Shared', description: 'd' }).expect(201))
+          .body,
+      ).id;
+    });
+    await step(['project.member_added'], () =>
+      service.http
+        .post(`/projects/${projectId}/members`)
+        .set(as(alice))
+        .send({ email: bob.email, role: 'viewer' })
+        .expect(201),
+    );
+    await step(['project.updated'], () =>
+      service.http.patch(`/projects/${projectId}`).set(as(alice)).send({ name: 'Shared work' }).expect(200),
+    );
+    await step(['project.member_updated'], () =>
+      service.http
+        .patch(`/projects/${projectId}/members/${bob.user.id}`)
+        .set(as(alice))
+        .send({ role: 'editor' })
+        .expect(200),
+    );
+    await step(['project.member_removed'], () =>
+      service.http.delete(`/projects/${projectId}/members/${bob.user.id}`).set(as(alice)).expect(204),
+    );
+    await step(['project.deleted'], () => service.http.delete(`/projects/${projectId}`).set(as(alice)).expect(204));
     await step(['user.deleted'], () => service.http.delete(`/users/${bob.user.id}`).set(as(admin)).expect(204));
 
     expect([...seen].sort()).toEqual([...EVENT_TYPES].sort());

@@ -94,6 +94,21 @@ describe('the MCP endpoint', () => {
         ['attachments_get', 'task_attachments_list', 'task_tags_list', 'tasks_get', 'tasks_list', 'user_tasks_list'],
       ],
       [['tags:write'], ['tags_create', 'tags_delete', 'tags_get', 'tags_list', 'tags_update']],
+      [['projects:read'], ['project_members_list', 'projects_get', 'projects_list']],
+      [
+        ['projects:write'],
+        [
+          'project_members_add',
+          'project_members_delete',
+          'project_members_list',
+          'project_members_update',
+          'projects_create',
+          'projects_delete',
+          'projects_get',
+          'projects_list',
+          'projects_update',
+        ],
+      ],
       [
         ['events:read', 'account:read'],
         ['auth_me_get', 'changes_list', 'users_get'],

@@ -39,6 +39,8 @@ const HAND_WRITTEN_INDEXES = [
   'tasks_due_key_id_idx',
   'tasks_owner_id_due_key_id_idx',
   'tasks_assignee_id_due_key_id_idx',
+  'tasks_project_id_due_key_id_idx',
+  'tags_owner_id_name_key_key',
 ];
 
 describe('migration history', () => {

@@ -310,6 +310,16 @@ describe('authenticating with a token', () => {
       refused: () => service.http.get('/tags'),
       needs: 'tags:read',
     },
+    'projects:read': {
+      allowed: () => service.http.get('/projects'),
+      refused: () => service.http.post('/projects').send({ name: 'no' }),
+      needs: 'projects:write',
+    },
+    'projects:write': {
+      allowed: () => service.http.post('/projects').send({ name: 'by token' }),
+      refused: () => service.http.get('/tasks'),
+      needs: 'tasks:read',
+    },
     'tags:read': {
       allowed: () => service.http.get('/tags'),
       refused: () => service.http.post('/tags').send({ name: 'no' }),

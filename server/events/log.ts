@@ -109,6 +109,14 @@ function actorKnownTo(reader: Reader, event: Event, audience: string[]): boolean
     case 'attachment.created':
     case 'attachment.deleted':
       return audience.includes(reader.userId);
+    // Their audience is the project's members, who see each other in its member list.
+    case 'project.created':
+    case 'project.updated':
+    case 'project.deleted':
+    case 'project.member_added':
+    case 'project.member_updated':
+    case 'project.member_removed':
+      return audience.includes(reader.userId);
     default:
       return false;
   }

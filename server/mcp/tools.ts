@@ -29,6 +29,10 @@ const VERBS: Record<string, string> = {
   deliveries: 'list',
   changes: 'list',
   me: 'get',
+  listMembers: 'list',
+  addMember: 'add',
+  updateMember: 'update',
+  removeMember: 'delete',
 };
 
 /** `<resource>_<verb>` from the path's fixed segments: /tasks/:id/tags/:id + addToTask → `task_tags_add`. */

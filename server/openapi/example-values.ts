@@ -8,7 +8,9 @@ import type {
   Delivery,
   Event,
   OAuthGrant,
+  Member,
   PersonalAccessToken,
+  Project,
   Tag,
   Task,
   User,
@@ -28,6 +30,7 @@ export const ids = {
   token: '0193a5c8-2d3e-7f4a-8b5c-6d7e8f9a0b1c',
   grant: '0193a5c9-4e5f-7a6b-9c7d-8e9f0a1b2c3d',
   client: '0193a5c9-1a2b-7c3d-8e4f-5a6b7c8d9e0f',
+  project: '0193a5c9-6e7f-7a8b-9c0d-1e2f3a4b5c6d',
 };
 
 /** The path parameter values every example path is written with. */
@@ -40,6 +43,7 @@ export const pathParamValues: Record<string, string> = {
   delivery_id: ids.delivery,
   grant_id: ids.grant,
   token_id: ids.token,
+  project_id: ids.project,
   code: 'precondition_failed',
 };
 
@@ -207,4 +211,31 @@ export const oauthGrant: OAuthGrant = {
 export const createdPersonalAccessToken: CreatedPersonalAccessToken = {
   ...personalAccessToken,
   token: 'tsk_pat_YdAT7TurZhuecoTvgbrdaJn7qsz7YuWpR3XxzfAIz220dn7jw',
+};
+
+export const project: Project = {
+  id: ids.project,
+  name: 'Analytical Engine',
+  description: 'Notes and programs for the engine',
+  role: 'admin',
+  memberCount: 2,
+  version: 3,
+  createdAt: '2026-11-06T10:00:00.000Z',
+  updatedAt: '2026-11-12T15:30:00.000Z',
+};
+
+export const adaMember: Member = {
+  userId: ids.ada,
+  name: 'Ada Lovelace',
+  email: 'ada@example.com',
+  role: 'admin',
+  addedAt: '2026-11-06T10:00:00.000Z',
+};
+
+export const graceMember: Member = {
+  userId: ids.grace,
+  name: 'Grace Hopper',
+  email: 'grace@example.com',
+  role: 'editor',
+  addedAt: '2026-11-07T11:20:00.000Z',
 };

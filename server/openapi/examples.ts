@@ -49,6 +49,17 @@ const noSuchUser: ProblemExample = { code: 'not_found', detail: 'No such user' }
 const noSuchTag: ProblemExample = { code: 'not_found', detail: 'No such tag' };
 const noSuchAttachment: ProblemExample = { code: 'not_found', detail: 'No such attachment' };
 const noSuchWebhook: ProblemExample = { code: 'not_found', detail: 'No such webhook' };
+const noSuchProject: ProblemExample = { code: 'not_found', detail: 'No such project' };
+const noSuchMember: ProblemExample = { code: 'not_found', detail: 'No such member' };
+const onlyProjectAdmins = (what: string): ProblemExample => ({
+  code: 'forbidden',
+  detail: `Only an admin of the project (or an administrator) may ${what}`,
+});
+const lastProjectAdmin: ProblemExample = {
+  code: 'last_project_admin',
+  detail: 'A project keeps at least one admin: make another member an admin first',
+};
+const projectChanged: ProblemExample = { code: 'precondition_failed', detail: 'The project is at version 3' };
 const taskChanged: ProblemExample = { code: 'precondition_failed', detail: 'The task is at version 5' };
 const emailTaken: ProblemExample = { code: 'email_taken', detail: 'An account with this email already exists' };
 const lastAdmin: ProblemExample = { code: 'last_admin', detail: 'The service must keep at least one admin' };
@@ -101,6 +112,12 @@ export const problemExamples: Record<ProblemCode, ProblemExample & { path: strin
     path: '/tags',
   },
   last_admin: { ...lastAdmin, path: '/users/{user_id}' },
+  already_member: {
+    code: 'already_member',
+    detail: 'This user is already a member of the project',
+    path: '/projects/{project_id}/members',
+  },
+  last_project_admin: { ...lastProjectAdmin, path: '/projects/{project_id}/members/{user_id}' },
   conflict: { code: 'conflict', detail: 'A task holds at most 20 attachments', path: '/tasks/{task_id}/attachments' },
   quota_exceeded: { ...quota('tasks', '100000', 'tasks', 'USER_MAX_TASKS'), path: '/tasks' },
   idempotency_key_in_use: {
@@ -320,6 +337,63 @@ export const examples: ContractExamples<Contract> = {
       request: undefined,
       responses: {},
       problems: { 404: [{ code: 'not_found', detail: 'The tag is not on this task' }] },
+    },
+  },
+  projects: {
+    list: { request: undefined, responses: { 200: { items: [v.project], nextCursor: null } } },
+    create: {
+      request: { name: 'Analytical Engine', description: 'Notes and programs for the engine' },
+      responses: { 201: { ...v.project, memberCount: 1, version: 1, updatedAt: v.project.createdAt } },
+      problems: { 409: [quota('projects', '1000', 'projects', 'USER_MAX_PROJECTS')] },
+    },
+    get: { request: undefined, responses: { 200: v.project }, problems: { 404: [noSuchProject] } },
+    update: {
+      request: { name: 'Difference Engine' },
+      responses: { 200: { ...v.project, name: 'Difference Engine', version: 4 } },
+      problems: { 403: [onlyProjectAdmins('change the project')], 404: [noSuchProject], 412: [projectChanged] },
+    },
+    remove: {
+      request: undefined,
+      responses: {},
+      problems: { 403: [onlyProjectAdmins('delete the project')], 404: [noSuchProject], 412: [projectChanged] },
+    },
+    listMembers: {
+      request: undefined,
+      responses: { 200: { items: [v.adaMember, v.graceMember], nextCursor: null } },
+      problems: { 404: [noSuchProject] },
+    },
+    addMember: {
+      request: { email: 'grace@example.com', role: 'editor' },
+      responses: { 201: v.graceMember },
+      problems: {
+        403: [onlyProjectAdmins('add members')],
+        404: [noSuchProject, { code: 'not_found', detail: 'No such user' }],
+        409: [
+          { code: 'already_member', detail: 'This user is already a member of the project' },
+          {
+            code: 'quota_exceeded',
+            detail: 'Quota "projectMembers" reached: a project has at most 1000 members (PROJECT_MAX_MEMBERS)',
+          },
+        ],
+      },
+    },
+    updateMember: {
+      request: { role: 'viewer' },
+      responses: { 200: { ...v.graceMember, role: 'viewer' } },
+      problems: {
+        403: [onlyProjectAdmins("change a member's role")],
+        404: [noSuchProject, noSuchMember],
+        409: [lastProjectAdmin],
+      },
+    },
+    removeMember: {
+      request: undefined,
+      responses: {},
+      problems: {
+        403: [onlyProjectAdmins('remove another member')],
+        404: [noSuchProject, noSuchMember],
+        409: [lastProjectAdmin],
+      },
     },
   },
   attachments: {

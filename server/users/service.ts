@@ -3,6 +3,7 @@ import { sql } from 'kysely';
 import { recordingEvents } from '../events/signal.js';
 import { discardStoredBytes, storageKeysOfUser } from '../storage/stored-bytes.js';
 import { revokeUserGrants } from '../oauth/access.js';
+import { leaveProjectsOf } from '../projects/leave.js';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { tables } from '../db/query.js';
@@ -241,8 +242,10 @@ export async function deleteUser(ctx: AppContext, principal: Principal, userId: 
   const storageKeys = await recordingEvents(ctx, async (tx) => {
     const user = await lockUser(tx, userId);
     if (user.role === 'admin') await assertAnotherAdminRemains(tx, user.id);
+    // Their projects pass on to another member, or go when nobody is left (with their bytes).
+    const projectKeys = await leaveProjectsOf(tx, user.id, principal.userId);
     // Bytes of attachments added after this read are left to the orphan sweep.
-    const doomed = await storageKeysOfUser(tx, user.id);
+    const doomed = [...projectKeys, ...(await storageKeysOfUser(tx, user.id))];
     // Tombstones for what goes with the account, so that assignees and admins learn of it. The
     // user's row lock keeps new tasks, tags and uploads referencing it out until this commits.
     const tasks = await tx.all(

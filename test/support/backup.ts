@@ -133,6 +133,8 @@ export async function populate(base: string): Promise<Population> {
     asAlice('POST', '/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['*'], description: 'nowhere' }),
     201,
   );
+  const shared = await ok(asAlice('POST', '/projects', { name: 'Shared', description: 'Both of us' }), 201);
+  await ok(asAlice('POST', `/projects/${String(shared.id)}/members`, { userId: bob.user.id, role: 'editor' }), 201);
   const work = await ok(asAlice('POST', '/tags', { name: 'Work', color: '#aa0000' }), 201);
   const home = await ok(asAlice('POST', '/tags', { name: 'Home' }), 201);
   const first = await ok(
@@ -231,8 +233,9 @@ export async function databaseView(url: string): Promise<Record<string, unknown>
       // user's holdings are spread over slots is not either, only their sums.
       const source =
         name === 'user_holdings'
-          ? `SELECT user_id, sum(tasks) AS tasks, sum(tags) AS tags, sum(webhooks) AS webhooks, sum(storage_bytes) AS storage_bytes FROM user_holdings GROUP BY user_id
-             HAVING sum(tasks) <> 0 OR sum(tags) <> 0 OR sum(webhooks) <> 0 OR sum(storage_bytes) <> 0`
+          ? `SELECT user_id, sum(tasks) AS tasks, sum(tags) AS tags, sum(webhooks) AS webhooks, sum(storage_bytes) AS storage_bytes,
+               sum(projects) AS projects FROM user_holdings GROUP BY user_id
+             HAVING sum(tasks) <> 0 OR sum(tags) <> 0 OR sum(webhooks) <> 0 OR sum(storage_bytes) <> 0 OR sum(projects) <> 0`
           : `SELECT * FROM "${name}"`;
       const { rows } = await db.query<{ rows: unknown }>(
         `SELECT coalesce(json_agg(r ORDER BY r::text), '[]') AS rows FROM (SELECT to_jsonb(t) - 'storage_key' - 'applied_at' AS r FROM (${source}) t) x`,

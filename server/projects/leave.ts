@@ -1,0 +1,83 @@
+// What a user's deletion does to their projects, run in the transaction that deletes the user
+// (server/users/service.ts) before the user's row goes.
+import { sql } from 'kysely';
+import { rawQuery, tables } from '../db/query.js';
+import type { SqlSession } from '../db/sql.js';
+import { EVENT_WRITES, PLACE_NEW_EVENTS, UUIDV7_SQL } from '../events/outbox.js';
+import { memberJson } from './serialize.js';
+
+/**
+ * Takes user `userId` out of every project they belong to: a project where they were the last
+ * admin passes to its longest-standing remaining member, made admin (`project.member_updated`); a
+ * project left without members is deleted with its tasks and tags (`project.deleted`); from the
+ * others they are removed (`project.member_removed`, to the remaining members and to them). The
+ * projects are locked first, in id order, as every change of a project locks it (store.ts).
+ * Answers the storage keys of the deleted projects' attachments, to discard after commit.
+ */
+export async function leaveProjectsOf(db: SqlSession, userId: string, actorId: string | null): Promise<string[]> {
+  await db.all(
+    tables
+      .selectFrom('projects')
+      .select('projects.id')
+      .where(
+        'projects.id',
+        'in',
+        tables.selectFrom('project_members').select('project_members.project_id').where('user_id', '=', userId),
+      )
+      .orderBy('projects.id')
+      .forUpdate(),
+  );
+  await db.exec('SAVEPOINT leave_projects');
+  const [left] = await db.all(
+    rawQuery(sql<{ storage_keys: string[] }>`
+      WITH mine AS (SELECT m.project_id, m.role FROM project_members m WHERE m.user_id = ${userId}::uuid),
+      others AS (
+        SELECT o.* FROM project_members o JOIN mine ON o.project_id = mine.project_id WHERE o.user_id <> ${userId}::uuid
+      ),
+      doomed AS (
+        SELECT mine.project_id FROM mine WHERE NOT EXISTS (SELECT 1 FROM others o WHERE o.project_id = mine.project_id)
+      ),
+      heirs AS (
+        SELECT DISTINCT ON (o.project_id) o.project_id, o.user_id
+        FROM others o JOIN mine ON mine.project_id = o.project_id AND mine.role = 'admin'
+        WHERE NOT EXISTS (SELECT 1 FROM others a WHERE a.project_id = o.project_id AND a.role = 'admin')
+        ORDER BY o.project_id, o.added_at, o.user_id
+      ),
+      promoted AS (
+        UPDATE project_members m SET role = 'admin' FROM heirs h
+        WHERE m.project_id = h.project_id AND m.user_id = h.user_id
+        RETURNING m.*
+      ),
+      doomed_keys AS (
+        SELECT a.storage_key FROM attachments a JOIN tasks t ON t.id = a.task_id JOIN doomed d ON t.project_id = d.project_id
+      ),
+      removed AS (
+        DELETE FROM project_members m WHERE m.user_id = ${userId}::uuid AND m.project_id NOT IN (SELECT project_id FROM doomed)
+        RETURNING m.project_id
+      ),
+      deleted AS (DELETE FROM projects p USING doomed d WHERE p.id = d.project_id RETURNING p.id),
+      changes AS (
+        SELECT p.project_id, 1 AS k, 'project.member_updated' AS type,
+               jsonb_build_object('projectId', p.project_id, 'member', ${sql.raw(memberJson('p', 'u'))}) AS data,
+               ARRAY(SELECT o.user_id FROM others o WHERE o.project_id = p.project_id) AS audience
+        FROM promoted p JOIN users u ON u.id = p.user_id
+        UNION ALL
+        SELECT r.project_id, 2, 'project.member_removed', jsonb_build_object('projectId', r.project_id, 'userId', ${userId}::uuid),
+               ARRAY(SELECT o.user_id FROM others o WHERE o.project_id = r.project_id) || ${userId}::uuid
+        FROM removed r
+        UNION ALL
+        SELECT d.id, 3, 'project.deleted', jsonb_build_object('projectId', d.id), ARRAY[${userId}::uuid]
+        FROM deleted d
+      ),
+      new_events AS (
+        SELECT ${sql.raw(UUIDV7_SQL)} AS id, type, data, audience, ${actorId}::uuid AS actor_id,
+               row_number() OVER (ORDER BY project_id, k) AS n
+        FROM changes
+      ),
+      ${sql.raw(EVENT_WRITES)}
+      SELECT ARRAY(SELECT storage_key FROM doomed_keys) AS storage_keys`),
+  );
+  await db.exec(PLACE_NEW_EVENTS);
+  await db.exec('RELEASE SAVEPOINT leave_projects');
+  return left?.storage_keys ?? [];
+}
