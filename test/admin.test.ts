@@ -9,8 +9,7 @@ import { UserSchema } from '../contract/users.js';
 import { ensureAdmin } from '../server/users/accounts.js';
 import { startService, type TestService } from './support/app.js';
 import { freshDatabase, serverReachableTempDir, type TestDatabase } from './support/databases.js';
-import { ROOT, runCli } from './support/processes.js';
-import { startServiceProcess, type ServiceProcess } from './support/service-process.js';
+import { ROOT, runCli, startServiceProcess, type ServiceProcess } from './support/processes.js';
 import { login, registerUser, uniqueEmail } from './support/users.js';
 
 describe('the configured administrator', () => {

@@ -13,7 +13,7 @@ import { createHttpServer } from '../server/serve.js';
 import { startService, type TestService } from './support/app.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
 import { listeningForFile } from './support/listening.js';
-import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/service-process.js';
+import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/processes.js';
 import { createTask } from './support/tasks.js';
 import { registerUser, type TestUser } from './support/users.js';
 

@@ -16,7 +16,7 @@ import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
-import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/service-process.js';
+import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/processes.js';
 import { bash, CURL_STATUS_PRELUDE } from './support/shell.js';
 
 const run = promisify(execFile);

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService, type TestService } from './support/app.js';
 import { listen, type ListeningService } from './support/listening.js';
 import { expectProblem } from './support/problems.js';
-import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/service-process.js';
+import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/processes.js';
 import { eventCount, openSse, type SseConnection } from './support/sse.js';
 import { createTask } from './support/tasks.js';
 import { mintAccessToken } from './support/tokens.js';

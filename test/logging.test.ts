@@ -10,7 +10,7 @@ import { registrationNotice } from '../server/processes/primary.js';
 import { startService, type TestService } from './support/app.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
 import { expectProblem } from './support/problems.js';
-import { killIfRunning, startServiceProcess } from './support/service-process.js';
+import { killIfRunning, startServiceProcess } from './support/processes.js';
 import { registerUser, type TestUser } from './support/users.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -125,7 +125,7 @@ describe('the service log on a terminal and off it', () => {
       WEB_CONCURRENCY: '1',
       LOG_LEVEL: 'info',
     };
-    const child = spawn('script', ['-qfec', `${process.execPath} --import tsx server/main.ts`, '/dev/null'], {
+    const child = spawn('script', ['-qfec', `${process.execPath} dist/server/main.js`, '/dev/null'], {
       cwd: ROOT,
       env,
       detached: true,

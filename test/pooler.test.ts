@@ -14,7 +14,7 @@ import { createHttpServer } from '../server/serve.js';
 import type { TestService } from './support/app.js';
 import { directUrlOf, freshDatabase, throughPooler, type TestDatabase } from './support/databases.js';
 import { expectProblem } from './support/problems.js';
-import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/service-process.js';
+import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/processes.js';
 import { eventCount, openSse } from './support/sse.js';
 import { createTask } from './support/tasks.js';
 import { login, registerUser } from './support/users.js';
