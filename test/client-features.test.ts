@@ -11,8 +11,7 @@ import {
   type SessionTokens,
 } from '../contract/index.js';
 import { validateAnswers } from '../contract/validate.js';
-import { startService } from './support/app.js';
-import { listen, listeningForFile } from './support/listening.js';
+import { listen, serviceForFile, startService } from './support/app.js';
 import { expiredAccessToken } from './support/tokens.js';
 import { uniqueEmail } from './support/users.js';
 
@@ -43,7 +42,7 @@ async function register(client: TestClient) {
   ).body;
 }
 
-const served = listeningForFile();
+const served = serviceForFile({}, { listen: true });
 
 describe('list filters, pages and problems', () => {
   it('takes filters as arrays of their values and sends them as comma lists', async () => {
@@ -293,7 +292,7 @@ describe('sharing a session', () => {
     const tokens = client.tokens();
     if (!tokens) throw new Error('no tokens');
     return {
-      accessToken: await expiredAccessToken(served.service, tokens.accessToken),
+      accessToken: await expiredAccessToken(served, tokens.accessToken),
       refreshToken: tokens.refreshToken,
     };
   }
@@ -312,7 +311,7 @@ describe('sharing a session', () => {
       const tokens = await store.get();
       if (!tokens) throw new Error('the session ended');
       await store.set({
-        accessToken: await expiredAccessToken(served.service, tokens.accessToken),
+        accessToken: await expiredAccessToken(served, tokens.accessToken),
         refreshToken: tokens.refreshToken,
       });
     }
@@ -336,7 +335,7 @@ describe('sharing a session', () => {
     const tokens = saved;
     if (!tokens) throw new Error('the session ended');
     const stale = {
-      accessToken: await expiredAccessToken(served.service, tokens.accessToken),
+      accessToken: await expiredAccessToken(served, tokens.accessToken),
       refreshToken: tokens.refreshToken,
     };
     saved = stale;

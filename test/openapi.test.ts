@@ -9,7 +9,7 @@ import { isAppRoute, type AppRoute, type AppRouter } from '@ts-rest/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { contract, isPublicRoute, ProblemCodeSchema, problemCatalogue, ProblemPageSchema } from '../contract/index.js';
-import { startService, type TestService } from './support/app.js';
+import { serviceForFile } from './support/app.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
@@ -63,7 +63,7 @@ function operationsOf(router: AppRouter, prefix: string[] = []): ContractOperati
 const operations = operationsOf(contract);
 const openApiPath = (route: AppRoute) => route.path.replace(/:(\w+)/g, '{$1}');
 
-let service: TestService;
+const service = serviceForFile();
 let workDir: string;
 let served: unknown;
 let documentFile: string;
@@ -71,7 +71,6 @@ let documentFile: string;
 let document: Document;
 
 beforeAll(async () => {
-  service = await startService();
   workDir = await mkdtemp(path.join(tmpdir(), 'openapi-test-'));
   const res = await service.http
     .get('/openapi.json')
@@ -84,7 +83,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await rm(workDir, { recursive: true, force: true });
-  await service.close();
 });
 
 const operationFor = (route: AppRoute) => document.paths[openApiPath(route)]?.[route.method.toLowerCase()];

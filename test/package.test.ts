@@ -6,8 +6,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { startService, type TestService } from './support/app.js';
-import { listen, type ListeningService } from './support/listening.js';
+import { serviceForFile } from './support/app.js';
 import { deliverOffline, type OfflineDeliveries } from './support/offline-deliveries.js';
 import { isLoopback } from './support/webhook-network.js';
 
@@ -69,21 +68,16 @@ const tsconfig = {
   include: ['src'],
 };
 
-let service: TestService;
-let listening: ListeningService;
+const service = serviceForFile({}, { listen: true });
 let work: string;
 let offline: OfflineDeliveries | undefined;
 beforeAll(async () => {
-  service = await startService();
-  listening = await listen(service);
   // task-service-verify retries its webhook's delivery once the first attempt has run.
   offline = deliverOffline(service.ctx);
   work = await mkdtemp(path.join(tmpdir(), 'task-service-package-'));
 });
 afterAll(async () => {
   await offline?.stop();
-  await listening.close();
-  await service.close();
   await rm(work, { recursive: true, force: true });
 });
 
@@ -129,11 +123,7 @@ describe('the client package from its tarball', () => {
         ['main.mjs', []],
         ['main.cjs', ['--no-experimental-require-module']],
       ] as const) {
-        const { stdout } = await run(process.execPath, [
-          ...flags,
-          path.join(project, 'out', script),
-          listening.baseUrl,
-        ]);
+        const { stdout } = await run(process.execPath, [...flags, path.join(project, 'out', script), service.baseUrl]);
         const result = JSON.parse(stdout);
         expect(result, script).toMatchObject({
           version: 1,
@@ -149,7 +139,7 @@ describe('the client package from its tarball', () => {
 
       const verified = await run(path.join(project, 'node_modules', '.bin', 'task-service-verify'), [
         '--base-url',
-        listening.baseUrl,
+        service.baseUrl,
       ]);
       expect(verified.stdout).toMatch(/^All \d+ operations conform to the contract\.$/m);
       expect(verified.stdout).not.toMatch(/^FAIL/m);

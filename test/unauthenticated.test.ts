@@ -1,16 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startService, type TestService } from './support/app.js';
+import { describe, expect, it } from 'vitest';
+import { serviceForFile } from './support/app.js';
 import { expectProblem } from './support/problems.js';
 import { expiredAccessToken, mintAccessToken } from './support/tokens.js';
 import { registerUser } from './support/users.js';
 
 // A 401's detail says which of missing token, expired token or ended session it is, and
 // a refused token gets RFC 6750's `error="invalid_token"` challenge with an error_description.
-let service: TestService;
-beforeAll(async () => {
-  service = await startService();
-});
-afterAll(() => service.close());
+const service = serviceForFile();
 
 const me = (authorization?: string) => {
   const req = service.http.get('/auth/me');

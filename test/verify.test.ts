@@ -1,18 +1,18 @@
 import { z } from 'zod';
 import { contract, formatResult, verify } from '../contract/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listeningForFile } from './support/listening.js';
+import { serviceForFile } from './support/app.js';
 import { deliverOffline, type OfflineDeliveries } from './support/offline-deliveries.js';
 import { isLoopback } from './support/webhook-network.js';
 
-const served = listeningForFile();
+const served = serviceForFile({}, { listen: true });
 
 // verify() retries its webhook's delivery once the first attempt has run. Every name resolves to a
 // public address here and every connection is recorded (then refused), so a test sees where the
 // service would have sent a delivery.
 let offline: OfflineDeliveries;
 beforeAll(() => {
-  offline = deliverOffline(served.service.ctx);
+  offline = deliverOffline(served.ctx);
 });
 afterAll(() => offline.stop());
 
@@ -34,7 +34,7 @@ describe('verify(): the contract tests anyone can run', () => {
       expect(lines).toHaveLength(operationCount);
       expect(lines.every((line) => line.startsWith('PASS '))).toBe(true);
       expect(report.results.find((result) => result.operation === 'tasks.update')?.statuses).toEqual([412, 200]);
-      const leftover = await served.service.ctx.db.prisma.user.count({ where: { email: { startsWith: 'verify-' } } });
+      const leftover = await served.ctx.db.prisma.user.count({ where: { email: { startsWith: 'verify-' } } });
       expect(leftover).toBe(0);
     },
     VERIFY_RUN_MS,
