@@ -5,16 +5,15 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { serviceForFile } from './support/app.js';
 import { deliverOffline, type OfflineDeliveries } from './support/offline-deliveries.js';
+import { packedClient } from './support/packed-client.js';
 import { isLoopback } from './support/webhook-network.js';
 
 // The client as a user gets it: `npm pack --workspace contract`, installed into a fresh project,
 // compiled with plain tsc (strict, exactOptionalPropertyTypes) and run with node, as ES module and
 // as CommonJS, against a listening service. Asynchronous processes only: the service is in this one.
 const run = promisify(execFile);
-const root = path.resolve(import.meta.dirname, '..');
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
 const npm = (args: string[], cwd: string) =>
   run('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'], { cwd });
@@ -86,13 +85,7 @@ describe('the client package from its tarball', () => {
     'installs alone with its two dependencies, compiles with strict tsc and runs as ESM and CommonJS',
     { timeout: 240_000 },
     async () => {
-      const { stdout: packed } = await npm(
-        ['pack', '--workspace', 'contract', '--pack-destination', work, '--json'],
-        root,
-      );
-      const [{ filename }] = z
-        .tuple([z.object({ filename: z.string() })])
-        .parse(JSON.parse(packed.slice(packed.indexOf('['))));
+      const tarball = await packedClient();
       const project = path.join(work, 'consumer');
       await mkdir(path.join(project, 'src'), { recursive: true });
       // `process` and `console` without @types/node: the consumer needs nothing but the package.
@@ -104,7 +97,7 @@ describe('the client package from its tarball', () => {
       await writeFile(path.join(project, 'tsconfig.json'), JSON.stringify(tsconfig));
       await writeFile(path.join(project, 'src', 'main.mts'), nodeGlobals + consumerSource('esm'));
       await writeFile(path.join(project, 'src', 'main.cts'), nodeGlobals + consumerSource('cjs'));
-      await npm(['install', '--prefer-offline', path.join(work, filename)], project);
+      await npm(['install', '--prefer-offline', tarball], project);
 
       const installed = (await run('npm', ['ls', '--all', '--parseable'], { cwd: project })).stdout
         .trim()
