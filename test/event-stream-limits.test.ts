@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { serviceForFile } from './support/app.js';
 import { expectProblem } from './support/problems.js';
 import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/processes.js';
-import { eventCount, openSse, type SseConnection } from './support/sse.js';
+import { eventCount, openSse, type SseConnection, streamsTo } from './support/sse.js';
 import { createTask } from './support/tasks.js';
 import { mintAccessToken } from './support/tokens.js';
 import { registerUser, userForFile } from './support/users.js';
@@ -21,16 +21,7 @@ describe('live stream limits', () => {
   const alice = userForFile(service);
   const bob = userForFile(service);
   const carol = userForFile(service);
-  const open: SseConnection[] = [];
-  const connect = async (user: { auth: string }, headers: Record<string, string> = {}) => {
-    const sse = await openSse(service.baseUrl, { Authorization: user.auth, ...headers });
-    open.push(sse);
-    return sse;
-  };
-
-  afterAll(() => {
-    for (const sse of open) sse.close();
-  });
+  const { connect, closeAll } = streamsTo(service);
 
   it('answers 429 rate_limited with Retry-After past EVENTS_MAX_STREAMS_PER_USER, and frees the slot when a stream closes', async () => {
     const [first, second] = [await connect(alice), await connect(alice)];
@@ -58,7 +49,7 @@ describe('live stream limits', () => {
     expect(refused.status).toBe(503);
     expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
     expect(JSON.parse(refused.body())).toMatchObject({ code: 'unavailable', status: 503 });
-    for (const sse of open) sse.close();
+    closeAll();
     await expect
       .poll(async () => {
         const again = await connect(carol);
@@ -69,7 +60,7 @@ describe('live stream limits', () => {
   });
 
   it('ends a stream when the access token that opened it expires', async () => {
-    for (const sse of open) sse.close();
+    closeAll();
     const shortLived = await mintAccessToken(service, carol.accessToken, { exp: Math.floor(Date.now() / 1000) + 3 });
     let sse = await connect({ auth: `Bearer ${shortLived}` });
     // The slots of the streams just closed are given back as the server sees them close.
@@ -89,16 +80,7 @@ describe('live stream visibility', () => {
   const bob = userForFile(service);
   const admin = userForFile(service, { admin: true });
   const otherAdmin = userForFile(service, { admin: true });
-  const open: SseConnection[] = [];
-  const connect = async (user: { auth: string }, headers: Record<string, string> = {}) => {
-    const sse = await openSse(service.baseUrl, { Authorization: user.auth, ...headers });
-    open.push(sse);
-    return sse;
-  };
-
-  afterAll(() => {
-    for (const sse of open) sse.close();
-  });
+  const { connect } = streamsTo(service);
 
   it("stops sending others' events to a demoted admin with the next event", async () => {
     const sse = await connect(admin);

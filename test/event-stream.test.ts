@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
 import request from 'supertest';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { buildApp } from '../server/app.js';
 import { createContext } from '../server/bootstrap.js';
 import { loadConfig } from '../server/config.js';
@@ -13,7 +13,7 @@ import { serviceForFile } from './support/app.js';
 import { openTestDatabase } from './support/databases.js';
 import { readAllChanges } from './support/events.js';
 import { expectProblem } from './support/problems.js';
-import { eventCount, openSse, type SseConnection } from './support/sse.js';
+import { eventCount, streamsTo } from './support/sse.js';
 import { createTask } from './support/tasks.js';
 import { registerUser, userForFile } from './support/users.js';
 
@@ -22,17 +22,7 @@ describe('GET /events (Server-Sent Events)', () => {
   const alice = userForFile(service);
   const bob = userForFile(service);
   const admin = userForFile(service, { admin: true });
-  const open: SseConnection[] = [];
-
-  const connect = async (user: { auth: string }, headers: Record<string, string> = {}) => {
-    const sse = await openSse(service.baseUrl, { Authorization: user.auth, ...headers });
-    open.push(sse);
-    return sse;
-  };
-
-  afterAll(() => {
-    for (const sse of open) sse.close();
-  });
+  const { connect, closeAll } = streamsTo(service);
 
   it('answers with the headers at once, then each event as id, event and data', async () => {
     const sse = await connect(alice);
@@ -126,7 +116,7 @@ describe('GET /events (Server-Sent Events)', () => {
   });
 
   it('cleans up on disconnect: the open-stream gauge goes back, and the LISTEN connection closes with the last stream', async () => {
-    for (const sse of open) sse.close();
+    closeAll();
     const gauge = async () => (await eventMetrics(service.ctx).openStreams.get()).values[0]?.value ?? 0;
     const listeners = async () =>
       Number(
