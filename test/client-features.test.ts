@@ -1,4 +1,3 @@
-import { once } from 'node:events';
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import {
@@ -14,6 +13,7 @@ import { validateAnswers } from '../contract/validate.js';
 import { listen, serviceForFile, startService } from './support/app.js';
 import { expiredAccessToken } from './support/tokens.js';
 import { uniqueEmail } from './support/users.js';
+import { listenOnLoopback } from './support/loopback.js';
 
 const PASSWORD = 'correct horse battery';
 
@@ -257,17 +257,14 @@ describe('retries, timeouts and cancellation', () => {
     // A server that accepts connections and never answers.
     const sockets: net.Socket[] = [];
     const silent = net.createServer((socket) => void sockets.push(socket));
-    silent.listen(0, '127.0.0.1');
-    await once(silent, 'listening');
-    const address = silent.address();
-    if (address === null || typeof address === 'string') throw new Error('expected a TCP address');
+    const port = await listenOnLoopback(silent);
     let attempts = 0;
     const counting: typeof fetch = (input, init) => {
       attempts++;
       return fetch(input, init);
     };
     try {
-      const client = createClient({ baseUrl: `http://127.0.0.1:${address.port}`, timeoutMs: 200, fetch: counting });
+      const client = createClient({ baseUrl: `http://127.0.0.1:${port}`, timeoutMs: 200, fetch: counting });
       const started = Date.now();
       await expect(client.service.healthz()).rejects.toMatchObject({ name: 'TimeoutError' });
       expect(Date.now() - started).toBeLessThan(2000);

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -18,6 +17,7 @@ import { killIfRunning, startServiceProcess, type ServiceProcess } from './suppo
 import { eventCount, openSse } from './support/sse.js';
 import { createTask } from './support/tasks.js';
 import { login, registerUser } from './support/users.js';
+import { listenOnLoopback } from './support/loopback.js';
 
 // Project "pgbouncer" only: DATABASE_URL is a PgBouncer in transaction mode with its default
 // settings (TEST_POOLER_URL, started by .ci/run), in front of TEST_DATABASE_URL's server.
@@ -200,11 +200,8 @@ async function startInstance(
   const db = openPostgres(url, { poolSize: 5, statementTimeoutMs: config.databaseStatementTimeoutMs, directUrl });
   const ctx = await createContext(config, db, pino({ level: 'silent' }));
   const server = createHttpServer(ctx);
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('expected a TCP address');
-  const baseUrl = `http://127.0.0.1:${address.port}`;
+  const port = await listenOnLoopback(server);
+  const baseUrl = `http://127.0.0.1:${port}`;
   return {
     ctx,
     baseUrl,

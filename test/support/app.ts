@@ -1,4 +1,3 @@
-import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -12,6 +11,7 @@ import { loadConfig, type Config } from '../../server/config.js';
 import type { AppContext } from '../../server/context.js';
 import { createHttpServer } from '../../server/serve.js';
 import { freshDatabase } from './databases.js';
+import { listenOnLoopback } from './loopback.js';
 
 export interface TestService {
   ctx: AppContext;
@@ -62,12 +62,9 @@ export interface ListeningService {
 /** The service's app on a real socket (port 0), for clients that speak HTTP themselves. */
 export async function listen(service: TestService): Promise<ListeningService> {
   const server = createHttpServer(service.ctx);
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('expected a TCP address');
+  const port = await listenOnLoopback(server);
   return {
-    baseUrl: `http://127.0.0.1:${address.port}`,
+    baseUrl: `http://127.0.0.1:${port}`,
     close: () =>
       new Promise<void>((resolve, reject) => {
         server.close((error) => (error ? reject(error) : resolve()));
