@@ -7,18 +7,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuthResultSchema } from '../contract/auth.js';
 import { UserSchema } from '../contract/users.js';
 import { ensureAdmin } from '../server/users/accounts.js';
-import { startService, type TestService } from './support/app.js';
+import { serviceForFile } from './support/app.js';
 import { freshDatabase, serverReachableTempDir, type TestDatabase } from './support/databases.js';
-import { ROOT, runCli } from './support/processes.js';
-import { startServiceProcess, type ServiceProcess } from './support/service-process.js';
+import { ROOT, runCli, startServiceProcess, type ServiceProcess } from './support/processes.js';
 import { login, registerUser, uniqueEmail } from './support/users.js';
 
 describe('the configured administrator', () => {
-  let service: TestService;
-  beforeAll(async () => {
-    service = await startService();
-  });
-  afterAll(() => service.close());
+  const service = serviceForFile();
 
   it('is created when missing, and left as it is when present', async () => {
     const email = uniqueEmail('admin');

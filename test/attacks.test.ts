@@ -4,7 +4,7 @@ import { exportPKCS8, generateKeyPair } from 'jose';
 import pg from 'pg';
 import { pino } from 'pino';
 import request from 'supertest';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { pageOf } from '../contract/common.js';
 import { TaskSchema } from '../contract/tasks.js';
 import { AuthResultSchema } from '../contract/auth.js';
@@ -14,21 +14,16 @@ import { loadConfig } from '../server/config.js';
 import type { AppContext } from '../server/context.js';
 import { tables } from '../server/db/query.js';
 import { openPostgres } from '../server/db/database.js';
-import { startService, type TestService } from './support/app.js';
+import { serviceForFile, startService, type TestService } from './support/app.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { countOf, storedTask } from './support/rows.js';
 import { createTask } from './support/tasks.js';
-import { login, registerUser, type TestUser } from './support/users.js';
+import { login, registerUser, userForFile } from './support/users.js';
 
 const TaskPage = pageOf(TaskSchema);
 
-let service: TestService;
-let alice: TestUser;
-beforeAll(async () => {
-  service = await startService();
-  alice = await registerUser(service);
-});
-afterAll(() => service.close());
+const service = serviceForFile();
+const alice = userForFile(service);
 
 describe('a JSON body in a charset other than UTF-8 (weakness 5)', () => {
   it('answers utf-7 with 415 and stores nothing (+ADw-script+AD4- is not decoded into <script>)', async () => {

@@ -14,7 +14,7 @@ import {
 import { pino } from 'pino';
 import type { Response } from 'supertest';
 import { v7 as uuidv7 } from 'uuid';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { AuthResultSchema } from '../contract/auth.js';
 import { UserSchema } from '../contract/users.js';
@@ -22,8 +22,8 @@ import { purgeEndedSessions } from '../server/auth/sessions.js';
 import { createContext } from '../server/bootstrap.js';
 import { tables } from '../server/db/query.js';
 import { loadConfig } from '../server/config.js';
-import { startService, type TestService } from './support/app.js';
-import { login, loginRequest, registerUser, uniqueEmail, type TestUser } from './support/users.js';
+import { serviceForFile, startService, type TestService } from './support/app.js';
+import { login, loginRequest, registerUser, type TestUser, uniqueEmail } from './support/users.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { countUsersWithEmail } from './support/rows.js';
 import { expiredAccessToken, mintAccessToken, type MintOptions } from './support/tokens.js';
@@ -32,11 +32,7 @@ const ADMIN_EMAIL = 'Root.Admin@Example.TEST';
 const ADMIN_PASSWORD = 'admin password 123';
 const PASSWORD = 'correct horse battery';
 
-let service: TestService;
-beforeAll(async () => {
-  service = await startService({ ADMIN_EMAIL, ADMIN_PASSWORD });
-});
-afterAll(() => service.close());
+const service = serviceForFile({ ADMIN_EMAIL, ADMIN_PASSWORD });
 
 function expectUnauthenticated(res: Response) {
   expectProblem(res, 401, 'unauthenticated');

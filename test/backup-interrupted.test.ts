@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli, spawnCli, spawnService, startProcess } from './support/processes.js';
+import { runCli, spawnCli, spawnService, startServiceProcess } from './support/processes.js';
 import {
   project,
   embeddedPlace,
@@ -36,7 +36,7 @@ describe.runIf(project === 'embedded')('dump and restore stopped midway, on the 
     source = await embeddedPlace('task-service-dump-');
     archives = await archiveDir();
     made.push(source.dataDir, archives);
-    const running = await startProcess(source.dataDir, serviceEnv(source));
+    const running = await startServiceProcess({ DATA_DIR: source.dataDir, ...serviceEnv(source) });
     try {
       const { tokens } = await populate(running.url);
       const asAlice = client(running.url, tokens.alice);
@@ -129,7 +129,7 @@ describe.runIf(project === 'embedded')('dump and restore stopped midway, on the 
     );
     expect(await postgresRuns(target.dataDir)).toBe(false);
 
-    const service = spawnService(target.dataDir, serviceEnv(target));
+    const service = spawnService({ DATA_DIR: target.dataDir, ...serviceEnv(target) });
     expect(await service.exited, service.stderr()).toBe(1);
     expect(service.stderr().trim()).toMatch(
       /^task-service: The database holds an unfinished restore: run `npm run restore -- FILE` again with the same archive to finish it$/,
@@ -139,7 +139,7 @@ describe.runIf(project === 'embedded')('dump and restore stopped midway, on the 
     const again = await runCli('restore', [file], target.dataDir, target.env);
     expect(again.stdout).toMatch(/^restored .*, 3 attachments$/m);
     expect(await dbView(target)).toEqual(await dbView(source));
-    const restarted = await startProcess(target.dataDir, serviceEnv(target));
+    const restarted = await startServiceProcess({ DATA_DIR: target.dataDir, ...serviceEnv(target) });
     await stop(restarted);
   }
 

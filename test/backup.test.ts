@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { startObjectStore, type TestObjectStore } from './support/object-store.js';
-import { runCli, startProcess } from './support/processes.js';
+import { runCli, startServiceProcess } from './support/processes.js';
 import {
   project,
   Json,
@@ -102,7 +102,7 @@ describe('dump and restore with DATABASE_URL', () => {
     let archive: string;
     beforeAll(async () => {
       source = await place('task-service-dump-');
-      const running = await startProcess(source.dataDir, serviceEnv(source));
+      const running = await startServiceProcess({ DATA_DIR: source.dataDir, ...serviceEnv(source) });
       try {
         await populate(running.url);
       } finally {

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AttachmentSchema } from '../contract/attachments.js';
 import { ChangesPageSchema } from '../contract/events.js';
 import { TagSchema } from '../contract/tags.js';
@@ -6,23 +6,17 @@ import { TaskSchema } from '../contract/tasks.js';
 import { UserSchema } from '../contract/users.js';
 import { purgeExpiredEvents } from '../server/events/log.js';
 import { recordEvent } from '../server/events/outbox.js';
-import { startService, type TestService } from './support/app.js';
+import { serviceForFile } from './support/app.js';
 import { createPersonalToken } from './support/personal-tokens.js';
 import { feedSettled, ofType, readAllChanges } from './support/events.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { createTask } from './support/tasks.js';
-import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+import { registerUser, type TestUser, userForFile } from './support/users.js';
 
-let service: TestService;
-let alice: TestUser;
-let bob: TestUser;
-let admin: TestUser;
-
-beforeAll(async () => {
-  service = await startService();
-  [alice, bob, admin] = await Promise.all([registerUser(service), registerUser(service), registerAdmin(service)]);
-});
-afterAll(() => service.close());
+const service = serviceForFile();
+const alice = userForFile(service);
+const bob = userForFile(service);
+const admin = userForFile(service, { admin: true });
 
 /** The cursor at the end of the caller's feed now: what follows it is what the next steps did. */
 const endOfFeed = async (user: TestUser) => (await readAllChanges(service, user)).cursor;

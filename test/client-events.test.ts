@@ -16,12 +16,15 @@ import {
 } from '../contract/index.js';
 import { eventMetrics } from '../server/events/metrics.js';
 import { startDeliveryWorker } from '../server/webhooks/worker.js';
-import { listeningForFile } from './support/listening.js';
+import { serviceForFile } from './support/app.js';
 import { startReceiver, type Receiver } from './support/receiver.js';
 import { expiredAccessToken } from './support/tokens.js';
 import { uniqueEmail } from './support/users.js';
 
-const served = listeningForFile({ WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', EVENT_STREAM_HEARTBEAT_SECONDS: '1' });
+const served = serviceForFile(
+  { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', EVENT_STREAM_HEARTBEAT_SECONDS: '1' },
+  { listen: true },
+);
 
 async function signedUp(options: { fetch?: typeof fetch } = {}) {
   const client = createClient({ baseUrl: served.baseUrl, ...options });
@@ -50,7 +53,7 @@ async function take(events: AsyncIterator<Event>, count: number, ms = 10_000): P
   return taken;
 }
 
-const openStreams = async () => (await eventMetrics(served.service.ctx).openStreams.get()).values[0]?.value ?? 0;
+const openStreams = async () => (await eventMetrics(served.ctx).openStreams.get()).values[0]?.value ?? 0;
 const taskIdOf = (event: Event) => ('task' in event.data ? event.data.task.id : undefined);
 
 describe('serverSentEvents: the stream format', () => {
@@ -226,7 +229,7 @@ describe('client.events.subscribe', () => {
   it('renews an expired access token and goes on', async () => {
     const { client, account } = await signedUp();
     client.useTokens({
-      accessToken: await expiredAccessToken(served.service, account.accessToken),
+      accessToken: await expiredAccessToken(served, account.accessToken),
       refreshToken: account.refreshToken,
     });
     let opened = 0;
@@ -425,7 +428,7 @@ describe('verifyWebhook', () => {
     let stopWorker: () => Promise<void>;
     beforeAll(async () => {
       receiver = await startReceiver();
-      stopWorker = startDeliveryWorker(served.service.ctx);
+      stopWorker = startDeliveryWorker(served.ctx);
     });
     afterAll(async () => {
       await stopWorker();

@@ -1,4 +1,3 @@
-import { once } from 'node:events';
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import {
@@ -11,10 +10,10 @@ import {
   type SessionTokens,
 } from '../contract/index.js';
 import { validateAnswers } from '../contract/validate.js';
-import { startService } from './support/app.js';
-import { listen, listeningForFile } from './support/listening.js';
+import { listen, serviceForFile, startService } from './support/app.js';
 import { expiredAccessToken } from './support/tokens.js';
 import { uniqueEmail } from './support/users.js';
+import { listenOnLoopback } from './support/loopback.js';
 
 const PASSWORD = 'correct horse battery';
 
@@ -43,7 +42,7 @@ async function register(client: TestClient) {
   ).body;
 }
 
-const served = listeningForFile();
+const served = serviceForFile({}, { listen: true });
 
 describe('list filters, pages and problems', () => {
   it('takes filters as arrays of their values and sends them as comma lists', async () => {
@@ -264,17 +263,14 @@ describe('retries, timeouts and cancellation', () => {
     // A server that accepts connections and never answers.
     const sockets: net.Socket[] = [];
     const silent = net.createServer((socket) => void sockets.push(socket));
-    silent.listen(0, '127.0.0.1');
-    await once(silent, 'listening');
-    const address = silent.address();
-    if (address === null || typeof address === 'string') throw new Error('expected a TCP address');
+    const port = await listenOnLoopback(silent);
     let attempts = 0;
     const counting: typeof fetch = (input, init) => {
       attempts++;
       return fetch(input, init);
     };
     try {
-      const client = createClient({ baseUrl: `http://127.0.0.1:${address.port}`, timeoutMs: 200, fetch: counting });
+      const client = createClient({ baseUrl: `http://127.0.0.1:${port}`, timeoutMs: 200, fetch: counting });
       const started = Date.now();
       await expect(client.service.healthz()).rejects.toMatchObject({ name: 'TimeoutError' });
       expect(Date.now() - started).toBeLessThan(2000);
@@ -299,7 +295,7 @@ describe('sharing a session', () => {
     const tokens = client.tokens();
     if (!tokens) throw new Error('no tokens');
     return {
-      accessToken: await expiredAccessToken(served.service, tokens.accessToken),
+      accessToken: await expiredAccessToken(served, tokens.accessToken),
       refreshToken: tokens.refreshToken,
     };
   }
@@ -318,7 +314,7 @@ describe('sharing a session', () => {
       const tokens = await store.get();
       if (!tokens) throw new Error('the session ended');
       await store.set({
-        accessToken: await expiredAccessToken(served.service, tokens.accessToken),
+        accessToken: await expiredAccessToken(served, tokens.accessToken),
         refreshToken: tokens.refreshToken,
       });
     }
@@ -342,7 +338,7 @@ describe('sharing a session', () => {
     const tokens = saved;
     if (!tokens) throw new Error('the session ended');
     const stale = {
-      accessToken: await expiredAccessToken(served.service, tokens.accessToken),
+      accessToken: await expiredAccessToken(served, tokens.accessToken),
       refreshToken: tokens.refreshToken,
     };
     saved = stale;

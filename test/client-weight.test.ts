@@ -11,7 +11,7 @@ import {
   typeCheck,
   type CheckCost,
 } from './support/consumer-projects.js';
-import { listeningForFile } from './support/listening.js';
+import { serviceForFile } from './support/app.js';
 import { uniqueEmail } from './support/users.js';
 
 // What the client costs the people who use it, held to its targets beside openapi-fetch (docs/client.md): the
@@ -19,7 +19,7 @@ import { uniqueEmail } from './support/users.js';
 // the packed client is installed. Sizes and type-level assertions here; timings in
 // `npm run bench -- --client` (a shared CPU makes them too noisy to assert).
 const KB = 1024;
-const served = listeningForFile();
+const served = serviceForFile({}, { listen: true });
 
 let work: string;
 let project: string;

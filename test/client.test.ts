@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createClient, type Client, type SessionTokens } from '../contract/index.js';
 import { validateAnswers } from '../contract/validate.js';
-import { listeningForFile } from './support/listening.js';
+import { serviceForFile } from './support/app.js';
 import { expiredAccessToken } from './support/tokens.js';
 import { uniqueEmail } from './support/users.js';
 
@@ -31,7 +31,7 @@ async function registered(client: Client, name = 'Client User') {
 }
 
 // One listening service for the file: every test registers its own account.
-const served = listeningForFile();
+const served = serviceForFile({}, { listen: true });
 
 describe('typed client against a listening service', () => {
   it('registers, keeps the tokens and sends them', async () => {
@@ -195,7 +195,7 @@ describe('typed client when the access token expires', () => {
     const tokens = client.tokens();
     if (!tokens) throw new Error('no tokens to expire');
     client.useTokens({
-      accessToken: await expiredAccessToken(served.service, tokens.accessToken),
+      accessToken: await expiredAccessToken(served, tokens.accessToken),
       refreshToken: tokens.refreshToken,
     });
     return tokens;

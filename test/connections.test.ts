@@ -10,10 +10,9 @@ import { buildApp } from '../server/app.js';
 import { loadConfig } from '../server/config.js';
 import { applyConnectionTimeouts } from '../server/http/timeouts.js';
 import { createHttpServer } from '../server/serve.js';
-import { startService, type TestService } from './support/app.js';
+import { serviceForFile, startService, type TestService } from './support/app.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
-import { listeningForFile } from './support/listening.js';
-import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/service-process.js';
+import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/processes.js';
 import { createTask } from './support/tasks.js';
 import { registerUser, type TestUser } from './support/users.js';
 
@@ -174,7 +173,7 @@ describe('a response the client stops reading', () => {
 });
 
 describe('connections per client address', () => {
-  const served = listeningForFile({ MAX_CONNECTIONS_PER_ADDRESS: '5' });
+  const served = serviceForFile({ MAX_CONNECTIONS_PER_ADDRESS: '5' }, { listen: true });
 
   it('takes MAX_CONNECTIONS_PER_ADDRESS and HTTP_RESPONSE_IDLE_TIMEOUT_MS as positive integers (defaults 256 and 60 s)', () => {
     const defaults = loadConfig({});
@@ -228,7 +227,7 @@ describe('connection timeouts in the service process', () => {
 });
 
 describe("requests Node's parser refuses", () => {
-  const served = listeningForFile();
+  const served = serviceForFile({}, { listen: true });
 
   /** Sends `raw` and reads the whole answer (the server closes the connection after it). */
   async function answerTo(raw: string): Promise<{ head: string; body: unknown }> {

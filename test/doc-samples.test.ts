@@ -6,20 +6,17 @@
 //   client packed from this checkout, and every `ts` block is compiled there with its tsc and run;
 // - every relative link and anchor resolves;
 // - every variable server/config.ts reads has its row in docs/configuration.md.
-import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
-import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/service-process.js';
+import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/processes.js';
+import { packedClient } from './support/packed-client.js';
 import { bash, CURL_STATUS_PRELUDE } from './support/shell.js';
 
-const run = promisify(execFile);
 const ROOT = path.resolve(import.meta.dirname, '..');
 const SAMPLE_URL = 'http://localhost:3000';
 
@@ -260,21 +257,14 @@ describe('shell samples', () => {
     'the TypeScript samples compile in a project made as docs/client.md says, and run against the service',
     { timeout: 600_000 },
     async () => {
-      const { stdout: packed } = await run(
-        'npm',
-        ['pack', '--workspace', 'contract', '--pack-destination', work, '--json', '--loglevel=error'],
-        { cwd: ROOT },
-      );
-      const [{ filename }] = z
-        .tuple([z.object({ filename: z.string() })])
-        .parse(JSON.parse(packed.slice(packed.indexOf('['))));
+      const tarball = await packedClient();
       const setUp = shellBlocks('project');
       expect(setUp.map((b) => b.file)).toEqual(['docs/client.md']);
       const [{ source }] = setUp as [Block];
       expect(source).toContain('../task-service/task-service-client-0.1.0.tgz');
       // The client packed from this checkout where the docs name the tarball; npm from its cache when it can.
       const made = await bash(
-        `set -euo pipefail\n${source.replaceAll('../task-service/task-service-client-0.1.0.tgz', path.join(work, filename))}\n`,
+        `set -euo pipefail\n${source.replaceAll('../task-service/task-service-client-0.1.0.tgz', tarball)}\n`,
         work,
         {
           npm_config_prefer_offline: 'true',

@@ -2,14 +2,14 @@
 // `truncated`), at most 16 KiB, every request array and string bounded in the contract and the
 // bound checked before the items, and nothing of it kept under an Idempotency-Key.
 import { isAppRoute, type AppRoute, type AppRouter } from '@ts-rest/core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { tables } from '../server/db/query.js';
 import { countOf } from './support/rows.js';
 import { contract } from '../contract/index.js';
-import { startService, type TestService } from './support/app.js';
+import { serviceForFile } from './support/app.js';
 import { expectProblem } from './support/problems.js';
-import { registerUser, type TestUser } from './support/users.js';
+import { userForFile } from './support/users.js';
 
 const MAX_PROBLEM_BYTES = 16 * 1024;
 
@@ -105,14 +105,8 @@ describe('the contract bounds every request array and string', () => {
 });
 
 describe('error answers stay small', () => {
-  let service: TestService;
-  let alice: TestUser;
-
-  beforeAll(async () => {
-    service = await startService();
-    alice = await registerUser(service);
-  });
-  afterAll(() => service.close());
+  const service = serviceForFile();
+  const alice = userForFile(service);
 
   it('answers 150,000 bad array items with one issue in a small body', async () => {
     const res = await service.http

@@ -2,7 +2,7 @@
 // events (most build their payload in SQL, beside the change) is walked once, and each event it wrote
 // must carry exactly what the API answers for that object right after the write. A payload builder
 // that drifts from the contract fails here, not in a reader in production (which would skip it).
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { EVENT_TYPES, type Event } from '../contract/events.js';
 import { AttachmentSchema } from '../contract/attachments.js';
 import { pageOf } from '../contract/common.js';
@@ -10,23 +10,19 @@ import { MemberSchema, ProjectSchema } from '../contract/projects.js';
 import { TagSchema } from '../contract/tags.js';
 import { TaskSchema } from '../contract/tasks.js';
 import { UserSchema } from '../contract/users.js';
-import { startService, type TestService } from './support/app.js';
+import { serviceForFile } from './support/app.js';
 import { readAllChanges } from './support/events.js';
 import { samplesOf, valueOf } from './support/metrics.js';
-import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+import { type TestUser, userForFile } from './support/users.js';
 
-let service: TestService;
-let alice: TestUser;
-let bob: TestUser;
-let admin: TestUser;
+const service = serviceForFile();
 let cursor: string;
-
+const alice = userForFile(service);
+const bob = userForFile(service);
+const admin = userForFile(service, { admin: true });
 beforeAll(async () => {
-  service = await startService();
-  [alice, bob, admin] = await Promise.all([registerUser(service), registerUser(service), registerAdmin(service)]);
   cursor = (await readAllChanges(service, admin)).cursor;
 });
-afterAll(() => service.close());
 
 const as = (user: TestUser) => ({ Authorization: user.auth });
 const getTask = async (id: string) =>

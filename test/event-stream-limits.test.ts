@@ -1,15 +1,14 @@
 // The live stream's limits: caps per user and per instance, a stream ends with its token, role and
 // actor decided per event, and a Last-Event-ID that tells nothing about others' events.
 import { v7 as uuidv7 } from 'uuid';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startService, type TestService } from './support/app.js';
-import { listen, type ListeningService } from './support/listening.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { serviceForFile } from './support/app.js';
 import { expectProblem } from './support/problems.js';
-import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/service-process.js';
-import { eventCount, openSse, type SseConnection } from './support/sse.js';
+import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/processes.js';
+import { eventCount, openSse, type SseConnection, streamsTo } from './support/sse.js';
 import { createTask } from './support/tasks.js';
 import { mintAccessToken } from './support/tokens.js';
-import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+import { registerUser, userForFile } from './support/users.js';
 
 const withTimeout = <T>(promise: Promise<T>, ms: number, what: string): Promise<T> =>
   Promise.race([
@@ -18,28 +17,11 @@ const withTimeout = <T>(promise: Promise<T>, ms: number, what: string): Promise<
   ]);
 
 describe('live stream limits', () => {
-  let service: TestService;
-  let server: ListeningService;
-  let alice: TestUser;
-  let bob: TestUser;
-  let carol: TestUser;
-  const open: SseConnection[] = [];
-  const connect = async (user: { auth: string }, headers: Record<string, string> = {}) => {
-    const sse = await openSse(server.baseUrl, { Authorization: user.auth, ...headers });
-    open.push(sse);
-    return sse;
-  };
-
-  beforeAll(async () => {
-    service = await startService({ EVENTS_MAX_STREAMS_PER_USER: '2', EVENTS_MAX_STREAMS: '4' });
-    server = await listen(service);
-    [alice, bob, carol] = await Promise.all([registerUser(service), registerUser(service), registerUser(service)]);
-  });
-  afterAll(async () => {
-    for (const sse of open) sse.close();
-    await server.close();
-    await service.close();
-  });
+  const service = serviceForFile({ EVENTS_MAX_STREAMS_PER_USER: '2', EVENTS_MAX_STREAMS: '4' }, { listen: true });
+  const alice = userForFile(service);
+  const bob = userForFile(service);
+  const carol = userForFile(service);
+  const { connect, closeAll } = streamsTo(service);
 
   it('answers 429 rate_limited with Retry-After past EVENTS_MAX_STREAMS_PER_USER, and frees the slot when a stream closes', async () => {
     const [first, second] = [await connect(alice), await connect(alice)];
@@ -67,7 +49,7 @@ describe('live stream limits', () => {
     expect(refused.status).toBe(503);
     expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
     expect(JSON.parse(refused.body())).toMatchObject({ code: 'unavailable', status: 503 });
-    for (const sse of open) sse.close();
+    closeAll();
     await expect
       .poll(async () => {
         const again = await connect(carol);
@@ -78,7 +60,7 @@ describe('live stream limits', () => {
   });
 
   it('ends a stream when the access token that opened it expires', async () => {
-    for (const sse of open) sse.close();
+    closeAll();
     const shortLived = await mintAccessToken(service, carol.accessToken, { exp: Math.floor(Date.now() / 1000) + 3 });
     let sse = await connect({ auth: `Bearer ${shortLived}` });
     // The slots of the streams just closed are given back as the server sees them close.
@@ -92,35 +74,13 @@ describe('live stream limits', () => {
 });
 
 describe('live stream visibility', () => {
-  let service: TestService;
-  let server: ListeningService;
-  let alice: TestUser;
-  let bob: TestUser;
-  let admin: TestUser;
-  let otherAdmin: TestUser;
-  const open: SseConnection[] = [];
-  const connect = async (user: { auth: string }, headers: Record<string, string> = {}) => {
-    const sse = await openSse(server.baseUrl, { Authorization: user.auth, ...headers });
-    open.push(sse);
-    return sse;
-  };
-
-  beforeAll(async () => {
-    // The default heartbeat (15 s): role changes must not wait for it.
-    service = await startService();
-    server = await listen(service);
-    [alice, bob, admin, otherAdmin] = await Promise.all([
-      registerUser(service),
-      registerUser(service),
-      registerAdmin(service),
-      registerAdmin(service),
-    ]);
-  });
-  afterAll(async () => {
-    for (const sse of open) sse.close();
-    await server.close();
-    await service.close();
-  });
+  // The default heartbeat (15 s): role changes must not wait for it.
+  const service = serviceForFile({}, { listen: true });
+  const alice = userForFile(service);
+  const bob = userForFile(service);
+  const admin = userForFile(service, { admin: true });
+  const otherAdmin = userForFile(service, { admin: true });
+  const { connect } = streamsTo(service);
 
   it("stops sending others' events to a demoted admin with the next event", async () => {
     const sse = await connect(admin);
@@ -187,18 +147,13 @@ describe('live stream visibility', () => {
 });
 
 describe('live stream caps across worker processes', () => {
-  let service: TestService;
+  const service = serviceForFile();
   let spawned: ServiceProcess | undefined;
   const open: SseConnection[] = [];
-
-  beforeAll(async () => {
-    service = await startService();
-  });
   afterAll(async () => {
     for (const sse of open) sse.close();
     killIfRunning(spawned);
     await spawned?.exited;
-    await service.close();
   });
 
   it('counts EVENTS_MAX_STREAMS_PER_USER over every worker of the instance', async () => {

@@ -5,45 +5,26 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
 import request from 'supertest';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { buildApp } from '../server/app.js';
 import { createContext } from '../server/bootstrap.js';
 import { loadConfig } from '../server/config.js';
 import { rawQuery } from '../server/db/query.js';
 import { eventMetrics } from '../server/events/metrics.js';
-import { startService, type TestService } from './support/app.js';
+import { serviceForFile } from './support/app.js';
 import { openTestDatabase } from './support/databases.js';
 import { readAllChanges } from './support/events.js';
-import { listen, type ListeningService } from './support/listening.js';
 import { expectProblem } from './support/problems.js';
-import { eventCount, openSse, type SseConnection } from './support/sse.js';
+import { eventCount, streamsTo } from './support/sse.js';
 import { createTask } from './support/tasks.js';
-import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+import { registerUser, userForFile } from './support/users.js';
 
 describe('GET /events (Server-Sent Events)', () => {
-  let service: TestService;
-  let server: ListeningService;
-  let alice: TestUser;
-  let bob: TestUser;
-  let admin: TestUser;
-  const open: SseConnection[] = [];
-
-  const connect = async (user: { auth: string }, headers: Record<string, string> = {}) => {
-    const sse = await openSse(server.baseUrl, { Authorization: user.auth, ...headers });
-    open.push(sse);
-    return sse;
-  };
-
-  beforeAll(async () => {
-    service = await startService({ EVENT_STREAM_HEARTBEAT_SECONDS: '1' });
-    server = await listen(service);
-    [alice, bob, admin] = await Promise.all([registerUser(service), registerUser(service), registerAdmin(service)]);
-  });
-  afterAll(async () => {
-    for (const sse of open) sse.close();
-    await server.close();
-    await service.close();
-  });
+  const service = serviceForFile({ EVENT_STREAM_HEARTBEAT_SECONDS: '1' }, { listen: true });
+  const alice = userForFile(service);
+  const bob = userForFile(service);
+  const admin = userForFile(service, { admin: true });
+  const { connect, closeAll } = streamsTo(service);
 
   it('answers with the headers at once, then each event as id, event and data', async () => {
     const sse = await connect(alice);
@@ -137,7 +118,7 @@ describe('GET /events (Server-Sent Events)', () => {
   });
 
   it('cleans up on disconnect: the open-stream gauge goes back, and the LISTEN connection closes with the last stream', async () => {
-    for (const sse of open) sse.close();
+    closeAll();
     const gauge = async () => (await eventMetrics(service.ctx).openStreams.get()).values[0]?.value ?? 0;
     const listeners = async () =>
       Number(

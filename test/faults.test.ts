@@ -1,20 +1,15 @@
 // Faults quick enough for every run; the process-level ones are in test/stress.
 import { readdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startService, type TestService } from './support/app.js';
+import { describe, expect, it } from 'vitest';
+import { serviceForFile } from './support/app.js';
 import { expectProblem } from './support/problems.js';
 import { countAttachments } from './support/rows.js';
 import { createTask } from './support/tasks.js';
-import { registerUser, type TestUser } from './support/users.js';
+import { userForFile } from './support/users.js';
 
-let service: TestService;
-let alice: TestUser;
-beforeAll(async () => {
-  service = await startService();
-  alice = await registerUser(service);
-});
-afterAll(() => service.close());
+const service = serviceForFile();
+const alice = userForFile(service);
 
 /** Puts a plain file where a storage directory was (what a root-owned test can do to make it unwritable). */
 async function breakDirectory(name: 'tmp' | 'objects'): Promise<() => Promise<void>> {

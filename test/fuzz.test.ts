@@ -17,10 +17,9 @@ import { contractTools } from '../server/mcp/tools.js';
 import { tables } from '../server/db/query.js';
 import { countOwned } from './support/rows.js';
 import { useWebhookNetwork } from '../server/webhooks/network.js';
-import { startService, type TestService } from './support/app.js';
-import { listen, type ListeningService } from './support/listening.js';
+import { serviceForFile } from './support/app.js';
 import { createTask } from './support/tasks.js';
-import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+import { registerUser, type TestUser, userForFile } from './support/users.js';
 import { stubNetwork } from './support/webhook-network.js';
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 20);
@@ -35,13 +34,12 @@ function routesOf(router: AppRouter, prefix = ''): [string, AppRoute][] {
 const STREAMS = new Set(['events.stream']);
 const ROUTES = routesOf(contract);
 
-let service: TestService;
+const service = serviceForFile({}, { listen: true });
 /** Through a real socket, so that what Node's own parser refuses is answered as the service answers it. */
-let listening: ListeningService;
 let agent: TestAgent;
 let alice: TestUser;
-let bob: TestUser;
-let admin: TestUser;
+const bob = userForFile(service);
+const admin = userForFile(service, { admin: true });
 /** Ids the generated paths pick from: the caller's own objects, another user's, and unknown ones. */
 let ids: string[] = [];
 
@@ -395,7 +393,7 @@ function sendStream(route: AppRoute, c: Case): Promise<Answer> {
   if (authorization) headers.authorization = authorization;
   return new Promise((resolve, reject) => {
     const req = http.get(
-      `${listening.baseUrl}${pathFor(route, c)}${query.length ? `?${query.join('&')}` : ''}`,
+      `${service.baseUrl}${pathFor(route, c)}${query.length ? `?${query.join('&')}` : ''}`,
       { headers },
       (res) => {
         const answer = { status: res.statusCode ?? 0, headers: res.headers };
@@ -442,7 +440,6 @@ function checkAnswer(route: AppRoute, res: Answer): void {
 }
 
 beforeAll(async () => {
-  service = await startService();
   // Webhook targets resolve here, never through DNS: a name with a digit in it resolves to a private
   // address (refused), any other to a public one. No delivery worker runs, so nothing connects.
   const network = stubNetwork(() => {
@@ -452,11 +449,8 @@ beforeAll(async () => {
     ...network,
     resolve: async (hostname) => [{ address: /\d/.test(hostname) ? '10.0.0.1' : '93.184.215.14', family: 4 }],
   });
-  listening = await listen(service);
-  agent = request(listening.baseUrl);
+  agent = request(service.baseUrl);
   alice = await registerUser(service);
-  bob = await registerUser(service);
-  admin = await registerAdmin(service);
   const task = await createTask(service, alice, { title: 'with a file' });
   await service.http
     .post(`/tasks/${task.id}/attachments`)
@@ -470,8 +464,6 @@ afterAll(async () => {
   console.log(
     `contract fuzzing: ${cases} cases over ${ROUTES.length} operations; answers by status: ${JSON.stringify(Object.fromEntries([...outcomes].sort()))}`,
   );
-  await listening.close();
-  await service.close();
 });
 
 describe('contract fuzzing', () => {

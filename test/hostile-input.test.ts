@@ -1,23 +1,17 @@
 // Inputs found by review to crash a request, slip past a limit or be misread; each must answer in
 // the documented format and change nothing it should not.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AttachmentSchema } from '../contract/attachments.js';
 import { listOf } from '../contract/common.js';
 import { TaskSchema } from '../contract/tasks.js';
-import { startService, type TestService } from './support/app.js';
+import { serviceForFile } from './support/app.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { createTask, getTask } from './support/tasks.js';
-import { loginRequest, registerUser, type TestUser } from './support/users.js';
+import { loginRequest, registerUser, userForFile } from './support/users.js';
 
-let service: TestService;
-let alice: TestUser;
-let bob: TestUser;
-beforeAll(async () => {
-  service = await startService({ LOGIN_MAX_FAILURES_PER_ACCOUNT: '5' });
-  alice = await registerUser(service);
-  bob = await registerUser(service);
-});
-afterAll(() => service.close());
+const service = serviceForFile({ LOGIN_MAX_FAILURES_PER_ACCOUNT: '5' });
+const alice = userForFile(service);
+const bob = userForFile(service);
 
 describe('text the database cannot store', () => {
   it('refuses a lone surrogate in any stored text with 400 naming the field', async () => {

@@ -8,21 +8,16 @@ import { loginThrottle } from '../server/security/throttle.js';
 import type { AppContext } from '../server/context.js';
 import { loadConfig } from '../server/config.js';
 import { openPostgres, type Database } from '../server/db/database.js';
-import { startService, type TestService } from './support/app.js';
+import { serviceForFile } from './support/app.js';
 import { freshDatabase } from './support/databases.js';
-import { registerUser, uniqueEmail, type TestUser } from './support/users.js';
+import { uniqueEmail, userForFile } from './support/users.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { countUsersWithEmail } from './support/rows.js';
 
 const METRICS_TOKEN = 'a-scrape-token-of-at-least-32-characters';
 
-let service: TestService;
-let user: TestUser;
-beforeAll(async () => {
-  service = await startService();
-  user = await registerUser(service);
-});
-afterAll(() => service.close());
+const service = serviceForFile();
+const user = userForFile(service);
 
 describe('problem details', () => {
   const cases: [string, () => Promise<Response>, number, ProblemCode, string][] = [
@@ -187,16 +182,10 @@ describe('request bodies', () => {
 });
 
 describe('general rate limit', () => {
-  let limited: TestService;
-  let alice: TestUser;
-  let bob: TestUser;
-  beforeAll(async () => {
-    limited = await startService({ RATE_LIMIT_PER_MINUTE: '3', METRICS_TOKEN });
-    // Registration is anonymous: these two use up two of this address's three requests.
-    alice = await registerUser(limited);
-    bob = await registerUser(limited);
-  });
-  afterAll(() => limited.close());
+  const limited = serviceForFile({ RATE_LIMIT_PER_MINUTE: '3', METRICS_TOKEN });
+  // Registration is anonymous: these two use up two of this address's three requests.
+  const alice = userForFile(limited);
+  const bob = userForFile(limited);
 
   it('counts per user, with RateLimit headers, then 429 with Retry-After', async () => {
     for (const remaining of [2, 1, 0]) {
@@ -246,11 +235,7 @@ describe('general rate limit', () => {
 });
 
 describe('rate limit before authentication', () => {
-  let limited: TestService;
-  beforeAll(async () => {
-    limited = await startService({ RATE_LIMIT_PER_MINUTE: '2' });
-  });
-  afterAll(() => limited.close());
+  const limited = serviceForFile({ RATE_LIMIT_PER_MINUTE: '2' });
 
   it('counts requests with a bad token and unknown paths against the address', async () => {
     await limited.http.get('/auth/me').set('Authorization', 'Bearer not.a.token').expect(401);
@@ -316,11 +301,7 @@ describe('with the database gone', () => {
 });
 
 describe('CORS', () => {
-  let open: TestService;
-  beforeAll(async () => {
-    open = await startService({ CORS_ORIGINS: 'https://app.example.test, https://admin.example.test/' });
-  });
-  afterAll(() => open.close());
+  const open = serviceForFile({ CORS_ORIGINS: 'https://app.example.test, https://admin.example.test/' });
 
   it('answers a preflight from an allowed origin', async () => {
     const res = await open.http

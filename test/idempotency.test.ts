@@ -1,23 +1,17 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { TaskSchema } from '../contract/tasks.js';
-import { startService, type TestService } from './support/app.js';
+import { serviceForFile, startService } from './support/app.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { tables } from '../server/db/query.js';
 import { countAttachments, countOf } from './support/rows.js';
 import { createTask } from './support/tasks.js';
-import { registerUser, type TestUser } from './support/users.js';
+import { registerUser, type TestUser, userForFile } from './support/users.js';
 
-let service: TestService;
-let alice: TestUser;
-let bob: TestUser;
+const service = serviceForFile();
 let keyCount = 0;
 const freshKey = () => `key-${Date.now()}-${++keyCount}`;
-
-beforeAll(async () => {
-  service = await startService();
-  [alice, bob] = await Promise.all([registerUser(service), registerUser(service)]);
-});
-afterAll(() => service.close());
+const alice = userForFile(service);
+const bob = userForFile(service);
 
 const postTask = (user: TestUser, key: string, body: Record<string, unknown>) =>
   service.http.post('/tasks').set('Authorization', user.auth).set('Idempotency-Key', key).send(body);

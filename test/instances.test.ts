@@ -1,5 +1,4 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { once } from 'node:events';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
@@ -24,6 +23,7 @@ import { startObjectStore, type TestObjectStore } from './support/object-store.j
 import { countOf, storageKeyOf } from './support/rows.js';
 import { createTask } from './support/tasks.js';
 import { registerUser } from './support/users.js';
+import { listenOnLoopback } from './support/loopback.js';
 
 // Several instances of the service on one PostgreSQL database: the production set-up.
 describe('several instances on one PostgreSQL database', () => {
@@ -245,11 +245,8 @@ async function startInstance(databaseUrl: string, env: Record<string, string>): 
   const config = loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent', ...env });
   const ctx = await createContext(config, db, pino({ level: 'silent' }));
   const server = http.createServer(buildApp(ctx));
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('expected a TCP address');
-  const baseUrl = `http://127.0.0.1:${address.port}`;
+  const port = await listenOnLoopback(server);
+  const baseUrl = `http://127.0.0.1:${port}`;
   return {
     ctx,
     baseUrl,

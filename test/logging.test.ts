@@ -7,11 +7,11 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { loadConfig } from '../server/config.js';
 import { registrationNotice } from '../server/processes/primary.js';
-import { startService, type TestService } from './support/app.js';
+import { serviceForFile } from './support/app.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
 import { expectProblem } from './support/problems.js';
-import { killIfRunning, startServiceProcess } from './support/service-process.js';
-import { registerUser, type TestUser } from './support/users.js';
+import { killIfRunning, startServiceProcess } from './support/processes.js';
+import { userForFile } from './support/users.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 
@@ -32,20 +32,14 @@ const INFO = 30;
 const ERROR = 50;
 
 let lines: Line[] = [];
-let service: TestService;
-let alice: TestUser;
-
-beforeAll(async () => {
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const text of chunk.toString().split('\n').filter(Boolean)) lines.push(LineSchema.parse(JSON.parse(text)));
-      done();
-    },
-  });
-  service = await startService({ METRICS_TOKEN }, pino({ level: 'debug' }, sink));
-  alice = await registerUser(service);
+const sink = new Writable({
+  write(chunk: Buffer, _encoding, done) {
+    for (const text of chunk.toString().split('\n').filter(Boolean)) lines.push(LineSchema.parse(JSON.parse(text)));
+    done();
+  },
 });
-afterAll(() => service.close());
+const service = serviceForFile({ METRICS_TOKEN }, { logger: () => pino({ level: 'debug' }, sink) });
+const alice = userForFile(service);
 
 /** The request log lines of one path, once pino has written them. */
 async function linesOf(url: string): Promise<Line[]> {
@@ -125,7 +119,7 @@ describe('the service log on a terminal and off it', () => {
       WEB_CONCURRENCY: '1',
       LOG_LEVEL: 'info',
     };
-    const child = spawn('script', ['-qfec', `${process.execPath} --import tsx server/main.ts`, '/dev/null'], {
+    const child = spawn('script', ['-qfec', `${process.execPath} dist/server/main.js`, '/dev/null'], {
       cwd: ROOT,
       env,
       detached: true,

@@ -3,22 +3,22 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { ProblemSchema, TagSchema, TaskSchema, type Scope } from '../contract/index.js';
+import { serviceForFile } from './support/app.js';
 import { readAllChanges } from './support/events.js';
 import { createTask } from './support/tasks.js';
-import { listeningForFile } from './support/listening.js';
 import { createPersonalToken } from './support/personal-tokens.js';
 import { expectProblem } from './support/problems.js';
 import { countTasks } from './support/rows.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 
-const served = listeningForFile({ CORS_ORIGINS: 'https://app.example.test' });
+const served = serviceForFile({ CORS_ORIGINS: 'https://app.example.test' }, { listen: true });
 let ada: TestUser;
 let grace: TestUser;
 const clients: Client[] = [];
 
 beforeAll(async () => {
-  ada = await registerUser(served.service);
-  grace = await registerUser(served.service);
+  ada = await registerUser(served);
+  grace = await registerUser(served);
 });
 afterAll(async () => {
   for (const client of clients) await client.close();
@@ -115,7 +115,7 @@ describe('the MCP endpoint', () => {
       ],
     ];
     for (const [scopes, expected] of sets) {
-      const pat = await createPersonalToken(served.service, ada, scopes);
+      const pat = await createPersonalToken(served, ada, scopes);
       expect(await toolNames(await connect(pat.auth)), scopes.join(' ')).toEqual(expected);
     }
   });
@@ -124,12 +124,12 @@ describe('the MCP endpoint', () => {
     const adminOnly = ['users_create', 'users_list'];
     const plain = await toolNames(await connect(ada.auth));
     expect(plain.filter((name) => adminOnly.includes(name))).toEqual([]);
-    const admin = await registerAdmin(served.service);
+    const admin = await registerAdmin(served);
     expect(await toolNames(await connect(admin.auth))).toEqual(expect.arrayContaining(adminOnly));
     // An administrator's token acts as one only with the admin scope.
-    const withoutAdmin = await createPersonalToken(served.service, admin, ['tasks:read']);
+    const withoutAdmin = await createPersonalToken(served, admin, ['tasks:read']);
     expect(await toolNames(await connect(withoutAdmin.auth))).not.toContain('users_list');
-    const withAdmin = await createPersonalToken(served.service, admin, ['admin']);
+    const withAdmin = await createPersonalToken(served, admin, ['admin']);
     expect(await toolNames(await connect(withAdmin.auth))).toEqual(adminOnly);
     const refused = await (await connect(ada.auth)).callTool({ name: 'users_list', arguments: {} });
     expect(problemOf(refused)).toMatchObject({ code: 'not_found' });
@@ -137,11 +137,11 @@ describe('the MCP endpoint', () => {
 
   it('path arguments are validated and encoded: `..` never reaches another operation', async () => {
     const client = await connect(ada.auth);
-    const task = await createTask(served.service, ada, { title: 'Keep me' });
+    const task = await createTask(served, ada, { title: 'Keep me' });
     const tag = TagSchema.parse(
-      (await served.service.http.post('/tags').set('Authorization', ada.auth).send({ name: 'keep' }).expect(201)).body,
+      (await served.http.post('/tags').set('Authorization', ada.auth).send({ name: 'keep' }).expect(201)).body,
     );
-    await served.service.http.post(`/tasks/${task.id}/tags/${tag.id}`).set('Authorization', ada.auth).expect(201);
+    await served.http.post(`/tasks/${task.id}/tags/${tag.id}`).set('Authorization', ada.auth).expect(201);
     for (const tagId of ['..', `../../tags/${tag.id}`, '.', `${tag.id}/..`, `${tag.id}?x=1`]) {
       const result = await client.callTool({
         name: 'task_tags_remove',
@@ -156,14 +156,14 @@ describe('the MCP endpoint', () => {
       const result = await client.callTool({ name: 'tasks_delete', arguments: { task_id: taskId } });
       expect(problemOf(result), taskId).toMatchObject({ status: 400, code: 'validation_failed' });
     }
-    const kept = await served.service.http.get(`/tasks/${task.id}`).set('Authorization', ada.auth).expect(200);
+    const kept = await served.http.get(`/tasks/${task.id}`).set('Authorization', ada.auth).expect(200);
     expect(TaskSchema.parse(kept.body).tags.map((t) => t.id)).toEqual([tag.id]);
-    await served.service.http.get(`/tags/${tag.id}`).set('Authorization', ada.auth).expect(200);
+    await served.http.get(`/tags/${tag.id}`).set('Authorization', ada.auth).expect(200);
   });
 
   it('an error result never carries the text of an internal exception: a header fetch would refuse is a validation error', async () => {
     const client = await connect(ada.auth);
-    const task = await createTask(served.service, ada, { title: 'Headers' });
+    const task = await createTask(served, ada, { title: 'Headers' });
     const result = await client.callTool({
       name: 'tasks_update',
       arguments: { task_id: task.id, ifMatch: '"1"\r\nX-Injected: yes', status: 'done' },
@@ -176,7 +176,7 @@ describe('the MCP endpoint', () => {
     expect(problem.errors?.map((issue) => issue.path)).toEqual(['header.if-match']);
     expect(problem.requestId).toMatch(/^[0-9a-f-]{36}$/);
     expect(
-      TaskSchema.parse((await served.service.http.get(`/tasks/${task.id}`).set('Authorization', ada.auth)).body).status,
+      TaskSchema.parse((await served.http.get(`/tasks/${task.id}`).set('Authorization', ada.auth)).body).status,
     ).toBe('todo');
   });
 
@@ -207,9 +207,9 @@ describe('the MCP endpoint', () => {
   });
 
   it('a create runs through the REST handler: the same task, the same event as a REST create', async () => {
-    const pat = await createPersonalToken(served.service, ada, ['tasks:write']);
+    const pat = await createPersonalToken(served, ada, ['tasks:write']);
     const client = await connect(pat.auth);
-    const before = await readAllChanges(served.service, ada);
+    const before = await readAllChanges(served, ada);
     const result = await client.callTool({
       name: 'tasks_create',
       arguments: { title: 'From an agent', priority: 'high' },
@@ -220,16 +220,16 @@ describe('the MCP endpoint', () => {
     expect(JSON.parse(TextContentSchema.parse(result).content[0]!.text)).toEqual(result.structuredContent);
     const rest = TaskSchema.parse(
       (
-        await served.service.http
+        await served.http
           .post('/tasks')
           .set('Authorization', ada.auth)
           .send({ title: 'From REST', priority: 'high' })
           .expect(201)
       ).body,
     );
-    await served.service.http.get(`/tasks/${task.id}`).set('Authorization', ada.auth).expect(200);
+    await served.http.get(`/tasks/${task.id}`).set('Authorization', ada.auth).expect(200);
 
-    const { events } = await readAllChanges(served.service, ada, before.cursor);
+    const { events } = await readAllChanges(served, ada, before.cursor);
     const viaMcp = events.find((event) => event.type === 'task.created' && event.data.task.id === task.id);
     const viaRest = events.find((event) => event.type === 'task.created' && event.data.task.id === rest.id);
     expect(viaMcp).toBeDefined();
@@ -248,8 +248,7 @@ describe('the MCP endpoint', () => {
 
   it("reading another user's task is a not_found error result", async () => {
     const gracesTask = TaskSchema.parse(
-      (await served.service.http.post('/tasks').set('Authorization', grace.auth).send({ title: 'Private' }).expect(201))
-        .body,
+      (await served.http.post('/tasks').set('Authorization', grace.auth).send({ title: 'Private' }).expect(201)).body,
     );
     const client = await connect(ada.auth);
     const result = await client.callTool({ name: 'tasks_get', arguments: { task_id: gracesTask.id } });
@@ -258,12 +257,12 @@ describe('the MCP endpoint', () => {
 
   it('a validation error is an error result carrying the problem details, and nothing is created', async () => {
     const client = await connect(ada.auth);
-    const before = await countTasks(served.service.ctx.db.sql);
+    const before = await countTasks(served.ctx.db.sql);
     const result = await client.callTool({ name: 'tasks_create', arguments: { title: '', unknownField: 1 } });
     const problem = problemOf(result);
     expect(problem).toMatchObject({ status: 400, code: 'validation_failed' });
     expect(problem.errors?.map((issue) => issue.path)).toEqual(expect.arrayContaining(['body.title']));
-    expect(await countTasks(served.service.ctx.db.sql)).toBe(before);
+    expect(await countTasks(served.ctx.db.sql)).toBe(before);
   });
 
   it('updates with If-Match and replays a create with the same idempotency key', async () => {
@@ -292,7 +291,7 @@ describe('the MCP endpoint', () => {
   });
 
   it('a tool the token may not use is an error result, and the scope is enforced all the same', async () => {
-    const pat = await createPersonalToken(served.service, ada, ['tasks:read']);
+    const pat = await createPersonalToken(served, ada, ['tasks:read']);
     const client = await connect(pat.auth);
     expect(problemOf(await client.callTool({ name: 'tasks_create', arguments: { title: 'no' } }))).toMatchObject({
       code: 'not_found',
@@ -314,31 +313,28 @@ describe('the MCP endpoint over plain HTTP', () => {
   };
 
   it('without a valid bearer token is a 401 problem with WWW-Authenticate: Bearer', async () => {
-    const res = await served.service.http
-      .post('/mcp')
-      .set('Accept', 'application/json, text/event-stream')
-      .send(initialize);
+    const res = await served.http.post('/mcp').set('Accept', 'application/json, text/event-stream').send(initialize);
     expectProblem(res, 401, 'unauthenticated');
     expect(res.headers['www-authenticate']).toMatch(/^Bearer/);
-    const revoked = await served.service.http.post('/mcp').set('Authorization', 'Bearer tsk_pat_nope').send(initialize);
+    const revoked = await served.http.post('/mcp').set('Authorization', 'Bearer tsk_pat_nope').send(initialize);
     expectProblem(revoked, 401, 'unauthenticated');
   });
 
   it('GET is 405 (stateless: no stream to open)', async () => {
-    const res = await served.service.http.get('/mcp').set('Authorization', ada.auth);
+    const res = await served.http.get('/mcp').set('Authorization', ada.auth);
     expectProblem(res, 405, 'method_not_allowed');
     expect(res.headers.allow).toBe('POST');
   });
 
   it('a request from an origin that is not allowed is 403', async () => {
-    const res = await served.service.http
+    const res = await served.http
       .post('/mcp')
       .set('Authorization', ada.auth)
       .set('Origin', 'https://evil.example.test')
       .set('Accept', 'application/json, text/event-stream')
       .send(initialize);
     expectProblem(res, 403, 'forbidden');
-    await served.service.http
+    await served.http
       .post('/mcp')
       .set('Authorization', ada.auth)
       .set('Origin', 'https://app.example.test')
@@ -349,9 +345,9 @@ describe('the MCP endpoint over plain HTTP', () => {
 });
 
 describe('MCP_ENABLED=false', () => {
-  const off = listeningForFile({ MCP_ENABLED: 'false' });
+  const off = serviceForFile({ MCP_ENABLED: 'false' });
   it('has no /mcp', async () => {
-    const user = await registerUser(off.service);
-    expectProblem(await off.service.http.post('/mcp').set('Authorization', user.auth).send({}), 404, 'not_found');
+    const user = await registerUser(off);
+    expectProblem(await off.http.post('/mcp').set('Authorization', user.auth).send({}), 404, 'not_found');
   });
 });

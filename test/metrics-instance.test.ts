@@ -4,7 +4,7 @@ import { AuthResultSchema } from '../contract/auth.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
 import { samplesOf, valueOf, type Sample } from './support/metrics.js';
 import { startReceiver, type Receiver } from './support/receiver.js';
-import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/service-process.js';
+import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/processes.js';
 
 const METRICS_TOKEN = 'a-scrape-token-of-at-least-32-characters';
 

@@ -1,32 +1,24 @@
 import { randomBytes } from 'node:crypto';
 import request from 'supertest';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { buildApp } from '../server/app.js';
 import { ConfigError, loadConfig } from '../server/config.js';
-import { listen } from './support/listening.js';
 import { samplesOf, valueOf } from './support/metrics.js';
 import { openSse } from './support/sse.js';
-import { startService, type TestService } from './support/app.js';
+import { listen, serviceForFile } from './support/app.js';
 import { createTask } from './support/tasks.js';
-import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+import { userForFile } from './support/users.js';
 
 const METRICS_TOKEN = randomBytes(32).toString('base64url');
 
-let service: TestService;
-let admin: TestUser;
-let alice: TestUser;
+const service = serviceForFile({ METRICS_TOKEN });
+const admin = userForFile(service, { admin: true });
+const alice = userForFile(service);
 
 const scrape = async (auth = `Bearer ${METRICS_TOKEN}`) => {
   const res = await service.http.get('/metrics').set('Authorization', auth).expect(200);
   return samplesOf(res.text);
 };
-
-beforeAll(async () => {
-  service = await startService({ METRICS_TOKEN });
-  admin = await registerAdmin(service);
-  alice = await registerUser(service);
-});
-afterAll(() => service.close());
 
 describe('GET /metrics', () => {
   it('answers 401 without a token, or with a wrong one, with WWW-Authenticate', async () => {

@@ -18,7 +18,7 @@ import {
   scopeOf,
   SCOPES,
 } from '../contract/index.js';
-import { startService, type TestService } from './support/app.js';
+import { serviceForFile } from './support/app.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
@@ -85,7 +85,7 @@ function operationsOf(router: AppRouter, prefix: string[] = []): ContractOperati
 const operations = operationsOf(contract);
 const openApiPath = (route: AppRoute) => route.path.replace(/:(\w+)/g, '{$1}');
 
-let service: TestService;
+const service = serviceForFile();
 let workDir: string;
 let served: unknown;
 let documentFile: string;
@@ -93,7 +93,6 @@ let documentFile: string;
 let document: Document;
 
 beforeAll(async () => {
-  service = await startService();
   workDir = await mkdtemp(path.join(tmpdir(), 'openapi-test-'));
   const res = await service.http
     .get('/openapi.json')
@@ -106,7 +105,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await rm(workDir, { recursive: true, force: true });
-  await service.close();
 });
 
 const operationFor = (route: AppRoute) => document.paths[openApiPath(route)]?.[route.method.toLowerCase()];

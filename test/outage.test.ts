@@ -12,7 +12,7 @@ import { ProblemSchema } from '../contract/common.js';
 import { serverReachableTempDir } from './support/databases.js';
 import { disposablePostgres } from './support/disposable-postgres.js';
 import { postgresPid } from './support/process-tree.js';
-import { startProcess } from './support/processes.js';
+import { startServiceProcess, type ServiceProcess } from './support/processes.js';
 
 const run = promisify(execFile);
 const RECOVERY_MS = 30_000;
@@ -118,12 +118,12 @@ async function survives(
 
 describe.runIf(process.env.TEST_DB === 'embedded')('the embedded PostgreSQL server dies or is stopped', () => {
   let dataDir: string;
-  let service: Awaited<ReturnType<typeof startProcess>>;
+  let service: ServiceProcess;
   beforeAll(async () => {
     dataDir = await serverReachableTempDir('task-service-outage-');
-    service = await startProcess(dataDir, {
+    service = await startServiceProcess({
+      DATA_DIR: dataDir,
       WEB_CONCURRENCY: '2',
-      RATE_LIMIT_PER_MINUTE: '0',
       REGISTRATIONS_PER_ADDRESS_PER_HOUR: '0',
     });
   }, 120_000);
@@ -184,14 +184,14 @@ describe.runIf(process.env.TEST_DB === 'postgres' && existsSync(`${DEBIAN_BIN}/i
   () => {
     let server: Awaited<ReturnType<typeof disposableServer>>;
     let dataDir: string;
-    let service: Awaited<ReturnType<typeof startProcess>>;
+    let service: ServiceProcess;
     beforeAll(async () => {
       server = await disposableServer();
       dataDir = await serverReachableTempDir('task-service-outage-data-');
-      service = await startProcess(dataDir, {
+      service = await startServiceProcess({
+        DATA_DIR: dataDir,
         DATABASE_URL: server.url,
         WEB_CONCURRENCY: '2',
-        RATE_LIMIT_PER_MINUTE: '0',
         REGISTRATIONS_PER_ADDRESS_PER_HOUR: '0',
       });
     }, 120_000);

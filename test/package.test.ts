@@ -5,17 +5,15 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
-import { startService, type TestService } from './support/app.js';
-import { listen, type ListeningService } from './support/listening.js';
+import { serviceForFile } from './support/app.js';
 import { deliverOffline, type OfflineDeliveries } from './support/offline-deliveries.js';
+import { packedClient } from './support/packed-client.js';
 import { isLoopback } from './support/webhook-network.js';
 
 // The client as a user gets it: `npm pack --workspace contract`, installed into a fresh project,
 // compiled with plain tsc (strict, exactOptionalPropertyTypes) and run with node, as ES module and
 // as CommonJS, against a listening service. Asynchronous processes only: the service is in this one.
 const run = promisify(execFile);
-const root = path.resolve(import.meta.dirname, '..');
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
 const npm = (args: string[], cwd: string) =>
   run('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'], { cwd });
@@ -69,21 +67,16 @@ const tsconfig = {
   include: ['src'],
 };
 
-let service: TestService;
-let listening: ListeningService;
+const service = serviceForFile({}, { listen: true });
 let work: string;
 let offline: OfflineDeliveries | undefined;
 beforeAll(async () => {
-  service = await startService();
-  listening = await listen(service);
   // task-service-verify retries its webhook's delivery once the first attempt has run.
   offline = deliverOffline(service.ctx);
   work = await mkdtemp(path.join(tmpdir(), 'task-service-package-'));
 });
 afterAll(async () => {
   await offline?.stop();
-  await listening.close();
-  await service.close();
   await rm(work, { recursive: true, force: true });
 });
 
@@ -92,13 +85,7 @@ describe('the client package from its tarball', () => {
     'installs alone with its two dependencies, compiles with strict tsc and runs as ESM and CommonJS',
     { timeout: 240_000 },
     async () => {
-      const { stdout: packed } = await npm(
-        ['pack', '--workspace', 'contract', '--pack-destination', work, '--json'],
-        root,
-      );
-      const [{ filename }] = z
-        .tuple([z.object({ filename: z.string() })])
-        .parse(JSON.parse(packed.slice(packed.indexOf('['))));
+      const tarball = await packedClient();
       const project = path.join(work, 'consumer');
       await mkdir(path.join(project, 'src'), { recursive: true });
       // `process` and `console` without @types/node: the consumer needs nothing but the package.
@@ -110,7 +97,7 @@ describe('the client package from its tarball', () => {
       await writeFile(path.join(project, 'tsconfig.json'), JSON.stringify(tsconfig));
       await writeFile(path.join(project, 'src', 'main.mts'), nodeGlobals + consumerSource('esm'));
       await writeFile(path.join(project, 'src', 'main.cts'), nodeGlobals + consumerSource('cjs'));
-      await npm(['install', '--prefer-offline', path.join(work, filename)], project);
+      await npm(['install', '--prefer-offline', tarball], project);
 
       const installed = (await run('npm', ['ls', '--all', '--parseable'], { cwd: project })).stdout
         .trim()
@@ -129,11 +116,7 @@ describe('the client package from its tarball', () => {
         ['main.mjs', []],
         ['main.cjs', ['--no-experimental-require-module']],
       ] as const) {
-        const { stdout } = await run(process.execPath, [
-          ...flags,
-          path.join(project, 'out', script),
-          listening.baseUrl,
-        ]);
+        const { stdout } = await run(process.execPath, [...flags, path.join(project, 'out', script), service.baseUrl]);
         const result = JSON.parse(stdout);
         expect(result, script).toMatchObject({
           version: 1,
@@ -149,7 +132,7 @@ describe('the client package from its tarball', () => {
 
       const verified = await run(path.join(project, 'node_modules', '.bin', 'task-service-verify'), [
         '--base-url',
-        listening.baseUrl,
+        service.baseUrl,
       ]);
       expect(verified.stdout).toMatch(/^All \d+ operations conform to the contract\.$/m);
       expect(verified.stdout).not.toMatch(/^FAIL/m);

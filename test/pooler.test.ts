@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -16,10 +15,11 @@ import { createHttpServer } from '../server/serve.js';
 import type { TestService } from './support/app.js';
 import { directUrlOf, freshDatabase, throughPooler, type TestDatabase } from './support/databases.js';
 import { expectProblem } from './support/problems.js';
-import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/service-process.js';
+import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/processes.js';
 import { eventCount, openSse } from './support/sse.js';
 import { createTask } from './support/tasks.js';
 import { login, registerUser } from './support/users.js';
+import { listenOnLoopback } from './support/loopback.js';
 
 // Project "pgbouncer" only: DATABASE_URL is a PgBouncer in transaction mode with its default
 // settings (TEST_POOLER_URL, started by .ci/run), in front of TEST_DATABASE_URL's server.
@@ -203,11 +203,8 @@ async function startInstance(
   const db = openPostgres(url, { poolSize: 5, statementTimeoutMs: config.databaseStatementTimeoutMs, directUrl });
   const ctx = await createContext(config, db, pino({ level: 'silent' }));
   const server = createHttpServer(ctx);
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('expected a TCP address');
-  const baseUrl = `http://127.0.0.1:${address.port}`;
+  const port = await listenOnLoopback(server);
+  const baseUrl = `http://127.0.0.1:${port}`;
   return {
     ctx,
     baseUrl,

@@ -1,15 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { problemCatalogue, ProblemCodeSchema, ProblemPageSchema } from '../contract/index.js';
-import { startService, type TestService } from './support/app.js';
+import { serviceForFile } from './support/app.js';
 import { expectProblem } from './support/problems.js';
 
 const BROWSER_ACCEPT = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8';
 
-let service: TestService;
-beforeAll(async () => {
-  service = await startService();
-});
-afterAll(() => service.close());
+const service = serviceForFile();
 
 describe('GET /problems/{code}', () => {
   it('is a page for a browser: what the code means and what to do', async () => {

@@ -8,7 +8,7 @@ import { AuthResultSchema } from '../contract/auth.js';
 import { TaskSchema } from '../contract/tasks.js';
 import { serverReachableTempDir } from './support/databases.js';
 import { descendants, isAlive } from './support/process-tree.js';
-import { runCli, spawnService, startProcess, type SpawnedService } from './support/processes.js';
+import { runCli, spawnService, startServiceProcess, type SpawnedService } from './support/processes.js';
 
 // Processes run their own embedded PostgreSQL; once per run is enough, whatever the project.
 const once = process.env.TEST_DB === 'embedded';
@@ -47,7 +47,7 @@ describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
   afterAll(() => rm(dataDir, { recursive: true, force: true }));
 
   it('starts, refuses a second service on the same data directory but lets create-admin and migrate use its server, stops its server cleanly and keeps its data', async () => {
-    const first = await startProcess(dataDir, { WEB_CONCURRENCY: '1' });
+    const first = await startServiceProcess({ DATA_DIR: dataDir, WEB_CONCURRENCY: '1' });
     try {
       expect((await fetch(`${first.url}/readyz`)).status).toBe(200);
       const registered = await post(`${first.url}/auth/register`, {
@@ -58,7 +58,7 @@ describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
       expect(registered.status).toBe(201);
       const { accessToken } = AuthResultSchema.parse(await registered.json());
 
-      const second = spawnService(dataDir);
+      const second = spawnService({ DATA_DIR: dataDir });
       expect(await second.exited).toBe(1);
       const stderr = second.stderr();
       expect(stderr).toMatch(/in use by another process of this service \(task-service pid \d+\)/);
@@ -82,7 +82,7 @@ describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
       expect(await postgresPid(dataDir)).toBeUndefined(); // its server stopped with it
 
       // Same data directory again: the account and the signing key survived.
-      const again = await startProcess(dataDir);
+      const again = await startServiceProcess({ DATA_DIR: dataDir });
       try {
         const me = await fetch(`${again.url}/auth/me`, { headers: { authorization: `Bearer ${accessToken}` } });
         expect(me.status).toBe(200);
@@ -101,7 +101,7 @@ describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
 
   it('after kill -9, starts again on the server left running and finds every acknowledged write', async () => {
     // Two HTTP workers: the writes go through both, and the workers end with the main process.
-    const victim = await startProcess(dataDir, { WEB_CONCURRENCY: '2' });
+    const victim = await startServiceProcess({ DATA_DIR: dataDir, WEB_CONCURRENCY: '2' });
     const registered = await post(`${victim.url}/auth/register`, {
       email: 'crash@example.test',
       password: 'long enough password',
@@ -127,7 +127,7 @@ describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
     const orphan = await postgresPid(dataDir);
     expect(orphan).toBeDefined(); // the server outlived the service
 
-    const again = await startProcess(dataDir);
+    const again = await startServiceProcess({ DATA_DIR: dataDir });
     try {
       expect(await postgresPid(dataDir)).toBe(orphan); // adopted, not restarted
       expect(again.stdout()).toMatch(/adopting the embedded PostgreSQL left running/);
@@ -142,7 +142,7 @@ describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
   }, 120_000);
 
   it('after a power cut (every process killed, PostgreSQL too), starts again at once and serves', async () => {
-    const victim = await startProcess(dataDir, { WEB_CONCURRENCY: '2' }, { ownGroup: true });
+    const victim = await startServiceProcess({ DATA_DIR: dataDir, WEB_CONCURRENCY: '2' }, { ownGroup: true });
     const registered = await post(`${victim.url}/auth/register`, {
       email: 'power-cut@example.test',
       password: 'long enough password',
@@ -166,7 +166,7 @@ describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
     }
     await victim.exited;
 
-    const again = await startProcess(dataDir);
+    const again = await startServiceProcess({ DATA_DIR: dataDir });
     try {
       expect(await postgresPid(dataDir)).not.toBe(server);
       const res = await fetch(`${again.url}/tasks/${task.id}`, { headers: { authorization: `Bearer ${accessToken}` } });
@@ -178,7 +178,7 @@ describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
   }, 60_000);
 
   it('starts when postmaster.pid names a live process that is not its PostgreSQL (the PID of a reboot)', async () => {
-    const service = await startProcess(dataDir);
+    const service = await startServiceProcess({ DATA_DIR: dataDir });
     const pidFile = path.join(dataDir, 'postgres', 'postmaster.pid');
     const running = (await readFile(pidFile, 'utf8')).split('\n');
     expect(await stopped(service)).toBe(0);
@@ -188,7 +188,7 @@ describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
       const lockFile = [String(stranger.pid), ...running.slice(1, 5), ''].join('\n');
       await writeFile(pidFile, [String(stranger.pid), ...running.slice(1)].join('\n'));
       await writeFile(path.join(running[4] ?? '', '.s.PGSQL.5432.lock'), lockFile);
-      const again = await startProcess(dataDir);
+      const again = await startServiceProcess({ DATA_DIR: dataDir });
       try {
         expect((await fetch(`${again.url}/readyz`)).status).toBe(200);
         expect(again.stdout()).not.toMatch(/adopting/);
@@ -211,7 +211,8 @@ describe.runIf(once)('start-up failures', () => {
 
   /** Starts the service with `env`, expects it to stop with exit code 1 and one line on stderr. */
   async function failure(env: Record<string, string>): Promise<string> {
-    const started = spawnService(dataDir, env);
+    // The service's own request limit (the test processes have none): its store is opened, and checked, at start-up.
+    const started = spawnService({ DATA_DIR: dataDir, RATE_LIMIT_PER_MINUTE: '600', ...env });
     expect(await started.exited).toBe(1);
     const lines = started.stderr().trim().split('\n');
     expect(lines, started.stderr()).toHaveLength(1);
@@ -280,7 +281,7 @@ describe.runIf(once)('start-up failures', () => {
       ] as const) {
         const fresh = await serverReachableTempDir('task-service-precheck-');
         try {
-          const started = spawnService(fresh, env);
+          const started = spawnService({ DATA_DIR: fresh, ...env });
           expect(await started.exited).toBe(1);
           expect(started.stderr().trim().split('\n')).toHaveLength(1);
           expect(started.stderr()).toMatch(message);

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { v7 as uuidv7 } from 'uuid';
 import { tables } from '../server/db/query.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startService, type TestService } from './support/app.js';
+import { serviceForFile, startService, type TestService } from './support/app.js';
 import { expectProblem } from './support/problems.js';
 import { countOf, countOwned, insertTags } from './support/rows.js';
 import { createTask } from './support/tasks.js';
@@ -15,15 +15,11 @@ const MAX_TASKS = 5;
 const MAX_TAGS = 3;
 const STORAGE_BYTES = 10_000;
 
-let service: TestService;
-beforeAll(async () => {
-  service = await startService({
-    USER_MAX_TASKS: String(MAX_TASKS),
-    USER_MAX_TAGS: String(MAX_TAGS),
-    USER_STORAGE_QUOTA_BYTES: String(STORAGE_BYTES),
-  });
+const service = serviceForFile({
+  USER_MAX_TASKS: String(MAX_TASKS),
+  USER_MAX_TAGS: String(MAX_TAGS),
+  USER_STORAGE_QUOTA_BYTES: String(STORAGE_BYTES),
 });
-afterAll(() => service.close());
 
 const statuses = (responses: { status: number }[]) => responses.map((r) => r.status).sort();
 const createTaskRequest = (user: TestUser, title: string) =>

@@ -1,13 +1,13 @@
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AuthResultSchema } from '../contract/auth.js';
 import { TagSchema, type Tag } from '../contract/tags.js';
 import { TaskSchema } from '../contract/tasks.js';
 import { tables } from '../server/db/query.js';
 import { countAdmins, makeAdmin } from './support/rows.js';
 import { UserSchema } from '../contract/users.js';
-import { startService, type TestService } from './support/app.js';
-import { registerUser, uniqueEmail, type TestUser } from './support/users.js';
+import { serviceForFile } from './support/app.js';
+import { registerUser, type TestUser, uniqueEmail, userForFile } from './support/users.js';
 import { createTask, getTask } from './support/tasks.js';
 import { ofType, readAllChanges } from './support/events.js';
 
@@ -30,15 +30,9 @@ async function everyRound(round: (index: number) => Promise<string[]>): Promise<
 }
 
 describe('concurrent writes', () => {
-  let service: TestService;
-  let alice: TestUser;
-  let bob: TestUser;
-
-  beforeAll(async () => {
-    service = await startService({ ATTACHMENTS_MAX_PER_TASK: '3' });
-    [alice, bob] = await Promise.all([registerUser(service), registerUser(service)]);
-  });
-  afterAll(() => service.close());
+  const service = serviceForFile({ ATTACHMENTS_MAX_PER_TASK: '3' });
+  const alice = userForFile(service);
+  const bob = userForFile(service);
 
   const createTag = async (user: TestUser, name: string): Promise<Tag> =>
     TagSchema.parse((await service.http.post('/tags').set('Authorization', user.auth).send({ name }).expect(201)).body);
@@ -391,12 +385,7 @@ describe('concurrent writes', () => {
 });
 
 describe('the last admin under concurrent promotions, demotions and deletions', () => {
-  let service: TestService;
-
-  beforeAll(async () => {
-    service = await startService();
-  });
-  afterAll(() => service.close());
+  const service = serviceForFile();
 
   const admins = () => countAdmins(service.ctx.db.sql);
 
@@ -419,12 +408,7 @@ describe('the last admin under concurrent promotions, demotions and deletions', 
 });
 
 describe('deleting an ordinary user', () => {
-  let service: TestService;
-
-  beforeAll(async () => {
-    service = await startService();
-  });
-  afterAll(() => service.close());
+  const service = serviceForFile();
 
   it('does not wait for the admins: it completes while another transaction holds an admin row', async () => {
     const [admin, user] = await Promise.all([registerUser(service), registerUser(service)]);
@@ -444,12 +428,7 @@ describe('deleting an ordinary user', () => {
 });
 
 describe('refresh from two tabs at once', () => {
-  let service: TestService;
-
-  beforeAll(async () => {
-    service = await startService();
-  });
-  afterAll(() => service.close());
+  const service = serviceForFile();
 
   it('answers every concurrent refresh of one token with a pair for the same, still open session', async () => {
     const failures = await everyRound(async () => {
@@ -472,12 +451,7 @@ describe('refresh from two tabs at once', () => {
 });
 
 describe('throttles under concurrent attempts', () => {
-  let service: TestService;
-
-  beforeAll(async () => {
-    service = await startService({ TRUST_PROXY: 'true', REGISTRATIONS_PER_ADDRESS_PER_HOUR: '5' });
-  });
-  afterAll(() => service.close());
+  const service = serviceForFile({ TRUST_PROXY: 'true', REGISTRATIONS_PER_ADDRESS_PER_HOUR: '5' });
 
   it('simultaneous wrong logins from one address get at most the pair limit of password checks', async () => {
     const user = await registerUser(service);

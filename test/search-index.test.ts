@@ -1,20 +1,18 @@
 // `q` is served by trigram indexes (found by an attack: a search was a scan of every task).
 import { sql } from 'kysely';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { TaskListQuerySchema } from '../contract/tasks.js';
 import { rawQuery, statementOf, type Statement } from '../server/db/query.js';
 import { taskPageQuery } from '../server/tasks/list-query.js';
-import { startService, type TestService } from './support/app.js';
-import { registerUser, type TestUser } from './support/users.js';
+import { serviceForFile } from './support/app.js';
+import { userForFile } from './support/users.js';
 
 const TASKS = 60_000;
 
-let service: TestService;
-let owner: TestUser;
+const service = serviceForFile();
+const owner = userForFile(service);
 beforeAll(async () => {
-  service = await startService();
-  owner = await registerUser(service);
   // Realistic volume: many tasks with text unlike the search term, a few that contain it.
   await service.ctx.db.sql.exec(`
     INSERT INTO users (id, email, name, role, password_hash, created_at, updated_at)
@@ -38,7 +36,6 @@ beforeAll(async () => {
     await direct.end();
   }
 }, 120_000);
-afterAll(() => service.close());
 
 async function plan({ text, values }: Statement): Promise<string> {
   const rows = await service.ctx.db.sql.rows<{ 'QUERY PLAN': string }>(`EXPLAIN ${text}`, values);

@@ -1,11 +1,11 @@
 import { v7 as uuidv7 } from 'uuid';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { listOf, pageOf } from '../contract/common.js';
 import { TagSchema, type Tag } from '../contract/tags.js';
 import { tables } from '../server/db/query.js';
 import { TaskSchema } from '../contract/tasks.js';
-import { startService, type TestService } from './support/app.js';
-import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+import { serviceForFile } from './support/app.js';
+import { registerUser, type TestUser, userForFile } from './support/users.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { countOf } from './support/rows.js';
 import { createTask, getTask } from './support/tasks.js';
@@ -14,20 +14,10 @@ const TagPageSchema = pageOf(TagSchema);
 const TagListSchema = listOf(TagSchema);
 const TaskPageSchema = pageOf(TaskSchema);
 
-let service: TestService;
-let alice: TestUser;
-let bob: TestUser;
-let admin: TestUser;
-
-beforeAll(async () => {
-  service = await startService();
-  [alice, bob, admin] = await Promise.all([
-    registerUser(service, { name: 'Alice' }),
-    registerUser(service, { name: 'Bob' }),
-    registerAdmin(service),
-  ]);
-});
-afterAll(() => service.close());
+const service = serviceForFile();
+const alice = userForFile(service, { name: 'Alice' });
+const bob = userForFile(service, { name: 'Bob' });
+const admin = userForFile(service, { admin: true });
 
 let tagCount = 0;
 /** A tag name no other test uses. */

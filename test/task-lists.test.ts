@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { pageOf } from '../contract/common.js';
 import {
   TaskPrioritySchema,
@@ -9,8 +9,8 @@ import {
   type TaskCreate,
   type TaskSort,
 } from '../contract/tasks.js';
-import { startService, type TestService } from './support/app.js';
-import { registerUser, type TestUser } from './support/users.js';
+import { serviceForFile } from './support/app.js';
+import { registerUser, type TestUser, userForFile } from './support/users.js';
 import { expectProblem } from './support/problems.js';
 import { tables } from '../server/db/query.js';
 import { walkPages } from './support/pages.js';
@@ -46,10 +46,10 @@ const DESCRIPTIONS: Record<number, string> = {
   8: 'saved under C:\\temp\\files',
 };
 
-let service: TestService;
-let lister: TestUser;
-let helper: TestUser;
-let stranger: TestUser;
+const service = serviceForFile();
+const lister = userForFile(service);
+const helper = userForFile(service);
+const stranger = userForFile(service);
 let zetaTag: string;
 let alphaTag: string;
 /** The lister's tasks as the server holds them after setup. */
@@ -66,8 +66,6 @@ async function createTag(ownerId: string, name: string, color: string): Promise<
 }
 
 beforeAll(async () => {
-  service = await startService();
-  [lister, helper, stranger] = await Promise.all([registerUser(service), registerUser(service), registerUser(service)]);
   zetaTag = await createTag(lister.user.id, 'zeta', '#aa0000');
   alphaTag = await createTag(lister.user.id, 'alpha', '#00aa00');
 
@@ -101,7 +99,6 @@ beforeAll(async () => {
   await createTask(service, helper, { title: 'banana' });
   tasks = await Promise.all(ids.map((id) => getTask(service, lister, id)));
 });
-afterAll(() => service.close());
 
 // ---- the expected order, computed independently of the server ----
 

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { pageOf, ProblemSchema } from '../contract/common.js';
 import { tables } from '../server/db/query.js';
 import { TaskSchema, type Task } from '../contract/tasks.js';
-import { startService, type TestService } from './support/app.js';
-import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+import { serviceForFile } from './support/app.js';
+import { type TestUser, userForFile } from './support/users.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { walkPages } from './support/pages.js';
 import { countOf, countOwned, countTasks, insertTags } from './support/rows.js';
@@ -12,22 +12,11 @@ import { createTask, getTask } from './support/tasks.js';
 
 const TaskPageSchema = pageOf(TaskSchema);
 
-let service: TestService;
-let alice: TestUser;
-let bob: TestUser;
-let carol: TestUser;
-let admin: TestUser;
-
-beforeAll(async () => {
-  service = await startService();
-  [alice, bob, carol, admin] = await Promise.all([
-    registerUser(service, { name: 'Alice' }),
-    registerUser(service, { name: 'Bob' }),
-    registerUser(service, { name: 'Carol' }),
-    registerAdmin(service),
-  ]);
-});
-afterAll(() => service.close());
+const service = serviceForFile();
+const alice = userForFile(service, { name: 'Alice' });
+const bob = userForFile(service, { name: 'Bob' });
+const carol = userForFile(service, { name: 'Carol' });
+const admin = userForFile(service, { admin: true });
 
 /** Every task of GET /tasks for the user, page by page to the end. */
 const listAll = async (user: TestUser, query = ''): Promise<Task[]> =>

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { isAppRoute, type AppRoute, type AppRouter } from '@ts-rest/core';
 import { pino } from 'pino';
 import request from 'supertest';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   contract,
   isLoginOnly,
@@ -15,24 +15,16 @@ import {
 import { buildApp } from '../server/app.js';
 import { tables } from '../server/db/query.js';
 import { createContext } from '../server/bootstrap.js';
-import { startService, type TestService } from './support/app.js';
-import { listeningForFile } from './support/listening.js';
+import { serviceForFile } from './support/app.js';
 import { eventCount, openSse } from './support/sse.js';
 import { createPersonalToken } from './support/personal-tokens.js';
 import { countOf } from './support/rows.js';
 import { expectProblem } from './support/problems.js';
-import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+import { registerAdmin, registerUser, type TestUser, userForFile } from './support/users.js';
 
-let service: TestService;
-let ada: TestUser;
-let admin: TestUser;
-
-beforeAll(async () => {
-  service = await startService();
-  ada = await registerUser(service);
-  admin = await registerAdmin(service);
-});
-afterAll(() => service.close());
+const service = serviceForFile();
+const ada = userForFile(service);
+const admin = userForFile(service, { admin: true });
 
 const TOKEN_FORMAT = /^tsk_pat_[0-9A-Za-z]{43}[0-9A-Za-z]{6}$/;
 
@@ -486,24 +478,24 @@ describe('authenticating with a token', () => {
 });
 
 describe('the live stream with a token', () => {
-  const served = listeningForFile({ EVENT_STREAM_HEARTBEAT_SECONDS: '1' });
+  const served = serviceForFile({ EVENT_STREAM_HEARTBEAT_SECONDS: '1' }, { listen: true });
 
   it('stays open across heartbeats while the token lives, delivers events, and ends when the token is revoked', async () => {
-    const owner = await registerUser(served.service);
-    const pat = await createPersonalToken(served.service, owner, ['events:read', 'tasks:read']);
+    const owner = await registerUser(served);
+    const pat = await createPersonalToken(served, owner, ['events:read', 'tasks:read']);
     const sse = await openSse(served.baseUrl, { Authorization: pat.auth });
     try {
       expect(sse.status).toBe(200);
       // Each heartbeat checks the streams' credentials: two of them pass and the stream is still open.
       await sse.until((frames) => frames.filter((f) => f.comment === 'heartbeat').length >= 2, 5_000);
-      await served.service.http
+      await served.http
         .post('/tasks')
         .set('Authorization', owner.auth)
         .send({ title: 'seen by the token' })
         .expect(201);
       await sse.until((frames) => eventCount(frames) === 1, 5_000);
       expect(sse.events()[0]?.type).toBe('task.created');
-      await served.service.http.delete(`/tokens/${pat.id}`).set('Authorization', owner.auth).expect(204);
+      await served.http.delete(`/tokens/${pat.id}`).set('Authorization', owner.auth).expect(204);
       await sse.ended;
     } finally {
       sse.close();
@@ -511,18 +503,18 @@ describe('the live stream with a token', () => {
   });
 
   it('delivers only the events the other scopes of the token let it read', async () => {
-    const owner = await registerUser(served.service);
-    const pat = await createPersonalToken(served.service, owner, ['events:read', 'tags:read']);
+    const owner = await registerUser(served);
+    const pat = await createPersonalToken(served, owner, ['events:read', 'tags:read']);
     const sse = await openSse(served.baseUrl, { Authorization: pat.auth });
     try {
       expect(sse.status).toBe(200);
-      await served.service.http.post('/tasks').set('Authorization', owner.auth).send({ title: 'hidden' }).expect(201);
-      await served.service.http
+      await served.http.post('/tasks').set('Authorization', owner.auth).send({ title: 'hidden' }).expect(201);
+      await served.http
         .patch(`/users/${owner.user.id}`)
         .set('Authorization', owner.auth)
         .send({ name: 'Hidden' })
         .expect(200);
-      await served.service.http.post('/tags').set('Authorization', owner.auth).send({ name: 'seen' }).expect(201);
+      await served.http.post('/tags').set('Authorization', owner.auth).send({ name: 'seen' }).expect(201);
       // Events come in log order: the task's and the account's would have come before the tag's.
       await sse.until((frames) => eventCount(frames) >= 1, 5_000);
       expect(sse.events().map((event) => event.type)).toEqual(['tag.created']);

@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startService, type TestService } from './support/app.js';
+import { describe, expect, it } from 'vitest';
+import { serviceForFile } from './support/app.js';
 import { expectProblem } from './support/problems.js';
 import { expiredAccessToken, mintAccessToken } from './support/tokens.js';
 import { registerUser } from './support/users.js';
@@ -7,11 +7,7 @@ import { registerUser } from './support/users.js';
 // A 401's detail says which of missing token, expired token or ended session it is, and
 // a refused token gets RFC 6750's `error="invalid_token"` challenge with an error_description. Every
 // challenge names the protected-resource metadata (RFC 9728), where an app learns how to get a token.
-let service: TestService;
-beforeAll(async () => {
-  service = await startService();
-});
-afterAll(() => service.close());
+const service = serviceForFile();
 
 /** The default PUBLIC_URL's metadata for the REST interface. */
 const RESOURCE_METADATA = 'http://localhost:3000/.well-known/oauth-protected-resource';

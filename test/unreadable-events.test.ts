@@ -11,14 +11,17 @@ import { CreatedWebhookSchema, DeliverySchema } from '../contract/webhooks.js';
 import { tables } from '../server/db/query.js';
 import { recordEvent } from '../server/events/outbox.js';
 import { startDeliveryWorker } from '../server/webhooks/worker.js';
+import { serviceForFile } from './support/app.js';
 import { readAllChanges } from './support/events.js';
-import { listeningForFile } from './support/listening.js';
 import { samplesOf, valueOf } from './support/metrics.js';
 import { startReceiver, type Receiver } from './support/receiver.js';
 import { openSse } from './support/sse.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 
-const served = listeningForFile({ WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', WEBHOOK_RETRY_SCHEDULE: '0.2,0.2,0.2' });
+const served = serviceForFile(
+  { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', WEBHOOK_RETRY_SCHEDULE: '0.2,0.2,0.2' },
+  { listen: true },
+);
 let receiver: Receiver;
 let stopWorker: () => Promise<void>;
 let alice: TestUser;
@@ -26,8 +29,8 @@ let admin: TestUser;
 
 beforeAll(async () => {
   receiver = await startReceiver();
-  stopWorker = startDeliveryWorker(served.service.ctx);
-  [alice, admin] = await Promise.all([registerUser(served.service), registerAdmin(served.service)]);
+  stopWorker = startDeliveryWorker(served.ctx);
+  [alice, admin] = await Promise.all([registerUser(served), registerAdmin(served)]);
 });
 afterAll(async () => {
   await stopWorker();
@@ -35,7 +38,7 @@ afterAll(async () => {
 });
 
 const unreadable = async (reader: string): Promise<number> => {
-  const res = await served.service.http.get('/metrics').set('Authorization', admin.auth).expect(200);
+  const res = await served.http.get('/metrics').set('Authorization', admin.auth).expect(200);
   return valueOf(samplesOf(res.text), 'events_unreadable_total', { reader });
 };
 
@@ -45,7 +48,7 @@ const unreadable = async (reader: string): Promise<number> => {
  */
 async function writeUnreadableEvent(): Promise<void> {
   const tagId = randomUUID();
-  await served.service.ctx.db.sql.transaction(async (tx) => {
+  await served.ctx.db.sql.transaction(async (tx) => {
     await recordEvent(tx, alice.user.id, { type: 'tag.deleted', data: { tagId }, audience: [alice.user.id] });
     await tx.write(
       tables
@@ -59,7 +62,7 @@ async function writeUnreadableEvent(): Promise<void> {
 describe('an event that does not read as the contract says', () => {
   it('is skipped, logged and counted by the changes feed, the live stream and webhooks, which go on', async () => {
     const path = '/unreadable';
-    const hook = await served.service.http
+    const hook = await served.http
       .post('/webhooks')
       .set('Authorization', alice.auth)
       .send({ url: receiver.url(path), events: ['*'] })
@@ -71,8 +74,7 @@ describe('an event that does not read as the contract says', () => {
 
     await writeUnreadableEvent();
     const created = TagSchema.parse(
-      (await served.service.http.post('/tags').set('Authorization', alice.auth).send({ name: 'after' }).expect(201))
-        .body,
+      (await served.http.post('/tags').set('Authorization', alice.auth).send({ name: 'after' }).expect(201)).body,
     );
 
     // The live stream delivers the next event.
@@ -81,7 +83,7 @@ describe('an event that does not read as the contract says', () => {
     stream.close();
 
     // The changes feed answers every page (one event a page here), without the unreadable one.
-    const { events } = await readAllChanges(served.service, alice, undefined, 1);
+    const { events } = await readAllChanges(served, alice, undefined, 1);
     expect(events.map((event) => event.type)).toEqual(['tag.created']);
     expect(events[0]?.data).toEqual({ tag: created });
 
@@ -92,7 +94,7 @@ describe('an event that does not read as the contract says', () => {
     await new Promise((resolve) => setTimeout(resolve, 1_000)); // past the retry schedule (0.2 s)
     const deliveries = pageOf(DeliverySchema).parse(
       (
-        await served.service.http
+        await served.http
           .get(`/webhooks/${webhook.id}/deliveries`)
           .query({ limit: 100 })
           .set('Authorization', alice.auth)

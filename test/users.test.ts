@@ -1,14 +1,22 @@
 import { randomUUID } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { AttachmentSchema, type Attachment } from '../contract/attachments.js';
 import { listOf, pageOf } from '../contract/common.js';
 import { TagSchema } from '../contract/tags.js';
 import { TaskSchema, type Task } from '../contract/tasks.js';
 import { tables } from '../server/db/query.js';
 import { UserSchema, type User } from '../contract/users.js';
-import { startService, type TestService } from './support/app.js';
-import { login, loginRequest, registerAdmin, registerUser, uniqueEmail, type TestUser } from './support/users.js';
+import { serviceForFile, type TestService } from './support/app.js';
+import {
+  login,
+  loginRequest,
+  registerAdmin,
+  registerUser,
+  type TestUser,
+  uniqueEmail,
+  userForFile,
+} from './support/users.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { nextLink, walkPages } from './support/pages.js';
 import { countAdmins, countOf, countOwned, countUsersWithEmail, storageKeyOf } from './support/rows.js';
@@ -33,14 +41,8 @@ async function adminCount(service: TestService): Promise<number> {
 const ids = (items: { id: string }[]) => items.map((item) => item.id);
 
 describe('users', () => {
-  let service: TestService;
-  let admin: TestUser;
-
-  beforeAll(async () => {
-    service = await startService();
-    admin = await registerAdmin(service);
-  });
-  afterAll(() => service.close());
+  const service = serviceForFile();
+  const admin = userForFile(service, { admin: true });
 
   describe('GET /users', () => {
     it('is for admins only', async () => {
@@ -795,14 +797,8 @@ describe('users', () => {
 });
 
 describe('the last admin', () => {
-  let service: TestService;
-  let admin: TestUser;
-
-  beforeAll(async () => {
-    service = await startService();
-    admin = await registerAdmin(service);
-  });
-  afterAll(() => service.close());
+  const service = serviceForFile();
+  const admin = userForFile(service, { admin: true });
 
   it('cannot be demoted or deleted', async () => {
     expect(await adminCount(service)).toBe(1);
@@ -856,15 +852,12 @@ describe('the last admin', () => {
 });
 
 describe('two admins removing each other at once', () => {
-  let service: TestService;
+  const service = serviceForFile();
   let survivor: { user: User; auth: string };
-
   beforeAll(async () => {
-    service = await startService();
     const first = await registerAdmin(service);
     survivor = first;
   });
-  afterAll(() => service.close());
 
   /** Makes a second admin with survivor's help, so that exactly two exist. */
   async function partner() {

@@ -2,19 +2,19 @@ import { z } from 'zod';
 import { contract, formatResult, verify } from '../contract/index.js';
 import { tables } from '../server/db/query.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listeningForFile } from './support/listening.js';
+import { serviceForFile } from './support/app.js';
 import { deliverOffline, type OfflineDeliveries } from './support/offline-deliveries.js';
 import { countOf } from './support/rows.js';
 import { isLoopback } from './support/webhook-network.js';
 
-const served = listeningForFile();
+const served = serviceForFile({}, { listen: true });
 
 // verify() retries its webhook's delivery once the first attempt has run. Every name resolves to a
 // public address here and every connection is recorded (then refused), so a test sees where the
 // service would have sent a delivery.
 let offline: OfflineDeliveries;
 beforeAll(() => {
-  offline = deliverOffline(served.service.ctx);
+  offline = deliverOffline(served.ctx);
 });
 afterAll(() => offline.stop());
 
@@ -36,10 +36,7 @@ describe('verify(): the contract tests anyone can run', () => {
       expect(lines).toHaveLength(operationCount);
       expect(lines.every((line) => line.startsWith('PASS '))).toBe(true);
       expect(report.results.find((result) => result.operation === 'tasks.update')?.statuses).toEqual([412, 200]);
-      const leftover = await countOf(
-        served.service.ctx.db.sql,
-        tables.selectFrom('users').where('email', 'like', 'verify-%'),
-      );
+      const leftover = await countOf(served.ctx.db.sql, tables.selectFrom('users').where('email', 'like', 'verify-%'));
       expect(leftover).toBe(0);
     },
     VERIFY_RUN_MS,

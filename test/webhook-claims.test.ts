@@ -1,22 +1,18 @@
 // Fair delivery decided where it is decided: which due attempts a claim takes (server/webhooks/claims.ts).
 // No delivery worker runs here: the test sets the attempts in flight itself and asks for one slot.
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { CreatedWebhookSchema } from '../contract/webhooks.js';
 import { claimFairly } from '../server/webhooks/claims.js';
-import { startService, type TestService } from './support/app.js';
+import { serviceForFile } from './support/app.js';
 import { createTask } from './support/tasks.js';
 import { registerUser, type TestUser } from './support/users.js';
 
-let service: TestService;
-beforeAll(async () => {
-  service = await startService({
-    WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
-    WEBHOOK_MAX_IN_FLIGHT: '16',
-    USER_MAX_WEBHOOKS: '100',
-  });
+const service = serviceForFile({
+  WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+  WEBHOOK_MAX_IN_FLIGHT: '16',
+  USER_MAX_WEBHOOKS: '100',
 });
-afterAll(() => service.close());
 
 /** A user with `hooks` webhooks on as many hosts (nothing listens: no attempt is made here) and one task's deliveries to each. */
 async function withDueDeliveries(hooks: number, firstHost: number): Promise<TestUser> {

@@ -14,7 +14,7 @@ import { pageOf } from '../contract/common.js';
 import { CreatedWebhookSchema, DeliverySchema, type Delivery } from '../contract/webhooks.js';
 import type { AppContext } from '../server/context.js';
 import { startDeliveryWorker } from '../server/webhooks/worker.js';
-import { startService, type TestService } from './support/app.js';
+import { serviceForFile, startService, type TestService } from './support/app.js';
 import { expectProblem } from './support/problems.js';
 import { startReceiver, type Receiver } from './support/receiver.js';
 import { countOwned } from './support/rows.js';
@@ -25,23 +25,21 @@ const TIMEOUT_MS = 1000;
 const MAX_IN_FLIGHT = 16;
 const DeliveryPageSchema = pageOf(DeliverySchema);
 
-let service: TestService;
+const service = serviceForFile({
+  WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+  WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
+  WEBHOOK_MAX_IN_FLIGHT: String(MAX_IN_FLIGHT),
+  // A failed attempt's automatic retry is far away: what a test sees is what it caused.
+  WEBHOOK_RETRY_SCHEDULE: '3600',
+  USER_MAX_WEBHOOKS: '400',
+});
 let worker: AppContext;
 let receiver: Receiver;
 let stopWorker: () => Promise<void>;
 const warnings: Record<string, unknown>[] = [];
 const servers: (http.Server | net.Server)[] = [];
 let paths = 0;
-
 beforeAll(async () => {
-  service = await startService({
-    WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
-    WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
-    WEBHOOK_MAX_IN_FLIGHT: String(MAX_IN_FLIGHT),
-    // A failed attempt's automatic retry is far away: what a test sees is what it caused.
-    WEBHOOK_RETRY_SCHEDULE: '3600',
-    USER_MAX_WEBHOOKS: '400',
-  });
   const logs = new Writable({
     write(chunk: Buffer, _encoding, done) {
       for (const line of chunk.toString('utf8').split('\n').filter(Boolean))
@@ -61,7 +59,6 @@ afterAll(async () => {
     server.close();
     if (server instanceof http.Server) server.closeAllConnections();
   }
-  await service.close();
 });
 
 /** Sockets a server accepted, so the test can close them (a black hole never does). */

@@ -9,10 +9,10 @@ import { CreatedWebhookSchema, DeliverySchema, type Delivery } from '../contract
 import { tables } from '../server/db/query.js';
 import { useWebhookNetwork } from '../server/webhooks/network.js';
 import { startDeliveryWorker } from '../server/webhooks/worker.js';
-import { startService, type TestService } from './support/app.js';
+import { serviceForFile } from './support/app.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { startReceiver, type Receiver } from './support/receiver.js';
-import { registerUser, type TestUser } from './support/users.js';
+import { userForFile } from './support/users.js';
 import { stubNetwork, type StubNetwork } from './support/webhook-network.js';
 
 /** A global unicast address the stub connector pretends to reach (it connects to the loopback receiver). */
@@ -113,27 +113,23 @@ const REFUSED_ANSWERS = [
 
 const DeliveryPageSchema = pageOf(DeliverySchema);
 
-let service: TestService;
+const service = serviceForFile({ WEBHOOK_RETRY_SCHEDULE: '0.2', WEBHOOK_TIMEOUT_MS: '3000' });
 let receiver: Receiver;
 let network: StubNetwork;
 let stopWorker: () => Promise<void>;
-let carol: TestUser;
 let port = 0;
 let names = 0;
-
+const carol = userForFile(service);
 beforeAll(async () => {
-  service = await startService({ WEBHOOK_RETRY_SCHEDULE: '0.2', WEBHOOK_TIMEOUT_MS: '3000' });
   receiver = await startReceiver();
   port = Number(new URL(receiver.url('/')).port);
   network = stubNetwork(() => port, [OWN]);
   useWebhookNetwork(service.ctx, network);
   stopWorker = startDeliveryWorker(service.ctx);
-  carol = await registerUser(service);
 });
 afterAll(async () => {
   await stopWorker();
   await receiver.close();
-  await service.close();
 });
 
 const register = (url: string, events = ['*']) =>

@@ -19,35 +19,31 @@ import type { Database } from '../server/db/database.js';
 import { tables } from '../server/db/query.js';
 import { openTestDatabase } from './support/databases.js';
 import { startDeliveryWorker } from '../server/webhooks/worker.js';
-import { startService, type TestService } from './support/app.js';
+import { serviceForFile } from './support/app.js';
 import { readAllChanges } from './support/events.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { startReceiver, type Receiver } from './support/receiver.js';
 import { createPersonalToken } from './support/personal-tokens.js';
 import { createTask } from './support/tasks.js';
-import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+import { registerUser, type TestUser, userForFile } from './support/users.js';
 
 const DeliveryPageSchema = pageOf(DeliverySchema);
 const FAST_RETRIES = { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', WEBHOOK_RETRY_SCHEDULE: '0.2,0.2,0.2' };
 
-let service: TestService;
+const service = serviceForFile(FAST_RETRIES);
 let receiver: Receiver;
-let alice: TestUser;
-let bob: TestUser;
-let admin: TestUser;
 let stopWorker: () => Promise<void>;
 let pathCount = 0;
-
+const alice = userForFile(service);
+const bob = userForFile(service);
+const admin = userForFile(service, { admin: true });
 beforeAll(async () => {
-  service = await startService(FAST_RETRIES);
   receiver = await startReceiver();
   stopWorker = startDeliveryWorker(service.ctx);
-  [alice, bob, admin] = await Promise.all([registerUser(service), registerUser(service), registerAdmin(service)]);
 });
 afterAll(async () => {
   await stopWorker();
   await receiver.close();
-  await service.close();
 });
 
 /** Registers a webhook for `user` at a fresh receiver path whose requests are verified with its secret. */

@@ -15,7 +15,7 @@ import { TaskSchema } from '../contract/tasks.js';
 import { CreatedWebhookSchema } from '../contract/webhooks.js';
 import { freshDatabase, serverReachableTempDir, type TestDatabase } from './support/databases.js';
 import { startReceiver, type Receiver } from './support/receiver.js';
-import { killGroup, startServiceProcess, type ServiceProcess } from './support/service-process.js';
+import { killGroup, startServiceProcess, type ServiceProcess } from './support/processes.js';
 
 const WRITERS = 16;
 const TAGS = 4;

@@ -9,7 +9,7 @@ import { AuthResultSchema } from '../../contract/auth.js';
 import { ProblemSchema } from '../../contract/common.js';
 import { TaskSchema } from '../../contract/tasks.js';
 import { freshDatabase, type TestDatabase } from '../support/databases.js';
-import { killIfRunning, startServiceProcess, type ServiceProcess } from '../support/service-process.js';
+import { killIfRunning, startServiceProcess, type ServiceProcess } from '../support/processes.js';
 
 let database: TestDatabase;
 let dataDir: string;

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuthResultSchema } from '../../contract/auth.js';
 import { TaskSchema } from '../../contract/tasks.js';
 import { freshDatabase, type TestDatabase } from '../support/databases.js';
-import { killIfRunning, startServiceProcess, type ServiceProcess } from '../support/service-process.js';
+import { killIfRunning, startServiceProcess, type ServiceProcess } from '../support/processes.js';
 
 const SECONDS = Number(process.env.LOAD_SECONDS ?? 90);
 const CONCURRENCY = 8;

@@ -15,7 +15,7 @@ import { z } from 'zod';
 import { AuthResultSchema } from '../../contract/auth.js';
 import { startEmbeddedPostgres } from '../../server/db/embedded-postgres.js';
 import { emptyDatabase, serverReachableTempDir } from './databases.js';
-import { runCli, startProcess, type SpawnedService } from './processes.js';
+import { runCli, startServiceProcess, type ServiceProcess, type SpawnedService } from './processes.js';
 
 export const project = process.env.TEST_DB;
 export const ADMIN = { email: 'root@example.test', password: 'admin password long' };
@@ -65,8 +65,6 @@ export const serviceEnv = (place: Place) => ({
   ...place.env,
   ADMIN_EMAIL: ADMIN.email,
   ADMIN_PASSWORD: ADMIN.password,
-  RATE_LIMIT_PER_MINUTE: '0',
-  WEB_CONCURRENCY: '1',
   WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
   // One failed attempt, then the next a day later: nothing changes while the test compares.
   WEBHOOK_RETRY_SCHEDULE: '86400',
@@ -351,8 +349,8 @@ export async function expectEmptyTarget(place: Place): Promise<void> {
 
 /** The whole round trip: populate `source`, dump it while it serves, restore into `target`, compare, keep working. */
 export async function roundTrip(source: Place, target: Place, archive: string): Promise<void> {
-  const running = await startProcess(source.dataDir, serviceEnv(source));
-  let restored: (SpawnedService & { url: string }) | undefined;
+  const running = await startServiceProcess({ DATA_DIR: source.dataDir, ...serviceEnv(source) });
+  let restored: ServiceProcess | undefined;
   try {
     const population = await populate(running.url);
     const before = { api: await apiView(running.url, population.tokens), db: await dbView(source) };
@@ -369,7 +367,7 @@ export async function roundTrip(source: Place, target: Place, archive: string): 
     expect(restoring.stdout).toMatch(/^restored .*, 2 attachments$/m);
     expect(await dbView(target)).toEqual(before.db);
 
-    restored = await startProcess(target.dataDir, serviceEnv(target));
+    restored = await startServiceProcess({ DATA_DIR: target.dataDir, ...serviceEnv(target) });
     expect(await apiView(restored.url, population.tokens)).toEqual(before.api);
 
     // It keeps working: new writes, and the feed continues from a cursor taken before the dump.

@@ -11,9 +11,9 @@ import { gzipSync } from 'node:zlib';
 import { build } from 'esbuild';
 import { z } from 'zod';
 import { buildOpenApiDocument } from '../../server/openapi/document.js';
+import { packedClient } from './packed-client.js';
 
 const run = promisify(execFile);
-const root = path.resolve(import.meta.dirname, '../..');
 const require = createRequire(import.meta.url);
 const tsc = require.resolve('typescript/bin/tsc');
 const npm = (args: string[], cwd: string) =>
@@ -35,12 +35,9 @@ const compilerOptions = {
   noEmit: true,
 };
 
-/** `npm pack`s the client into `work` and installs it with openapi-fetch into a fresh project there. */
+/** Installs the packed client with openapi-fetch into a fresh project in `work`. */
 export async function consumerProject(work: string): Promise<string> {
-  const { stdout: packed } = await npm(['pack', '--workspace', 'contract', '--pack-destination', work, '--json'], root);
-  const [{ filename }] = z
-    .tuple([z.object({ filename: z.string() })])
-    .parse(JSON.parse(packed.slice(packed.indexOf('['))));
+  const tarball = await packedClient();
   const project = path.join(work, 'consumer');
   await mkdir(path.join(project, 'src'), { recursive: true });
   await writeFile(
@@ -48,7 +45,7 @@ export async function consumerProject(work: string): Promise<string> {
     JSON.stringify({ name: 'consumer', private: true, type: 'module' }),
   );
   const openapiFetch = z.object({ version: z.string() }).parse(require('openapi-fetch/package.json')).version;
-  await npm(['install', '--prefer-offline', path.join(work, filename), `openapi-fetch@${openapiFetch}`], project);
+  await npm(['install', '--prefer-offline', tarball, `openapi-fetch@${openapiFetch}`], project);
   // openapi-typescript's types from our own document (fields with defaults optional in requests).
   const document = path.join(project, 'openapi.json');
   await writeFile(document, JSON.stringify(buildOpenApiDocument()));

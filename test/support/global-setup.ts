@@ -1,13 +1,22 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { prepareTemplates, removeTemplates } from './databases.js';
 
 // Vitest calls global setup for the root and again for each project, in one process: the
-// templates are built once and shared.
+// templates are built once and shared, and so is the build.
 declare global {
   var taskServiceTemplates: Promise<void> | undefined;
+  var taskServiceBuild: Promise<unknown> | undefined;
 }
 
+const ROOT = path.resolve(import.meta.dirname, '..', '..');
+
 export default async function setup(): Promise<() => Promise<void>> {
+  // The service processes tests spawn run the build (dist/), as `npm start` does: it is brought up
+  // to date with the sources first (incremental: nothing is compiled when nothing changed).
+  globalThis.taskServiceBuild ??= promisify(execFile)(process.execPath, ['scripts/build.mjs'], { cwd: ROOT });
   globalThis.taskServiceTemplates ??= prepareTemplates();
-  await globalThis.taskServiceTemplates;
+  await Promise.all([globalThis.taskServiceBuild, globalThis.taskServiceTemplates]);
   return removeTemplates;
 }

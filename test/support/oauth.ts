@@ -6,8 +6,7 @@ import { once } from 'node:events';
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { z } from 'zod';
-import { startService, type TestService } from './app.js';
-import { listen, type ListeningService } from './listening.js';
+import { listen, startService, type ListeningService, type TestService } from './app.js';
 
 /** A port free on loopback right now. */
 async function freePort(): Promise<number> {

@@ -1,7 +1,7 @@
-import { once } from 'node:events';
 import http from 'node:http';
 import { Webhook } from 'standardwebhooks';
 import { EventSchema, type Event } from '../../contract/events.js';
+import { listenOnLoopback } from './loopback.js';
 
 export interface Received {
   path: string;
@@ -60,12 +60,9 @@ export async function startReceiver(): Promise<Receiver> {
       res.end();
     });
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('expected a TCP address');
+  const port = await listenOnLoopback(server);
   return {
-    url: (path) => `http://127.0.0.1:${address.port}${path}`,
+    url: (path) => `http://127.0.0.1:${port}${path}`,
     expect: (path, secret) => secrets.set(path, secret),
     answer: (path, status) => answers.set(path, status),
     received: (path) => log.filter((r) => r.path === path),

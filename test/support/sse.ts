@@ -1,3 +1,4 @@
+import { afterAll } from 'vitest';
 import http from 'node:http';
 import { EventSchema, type Event } from '../../contract/events.js';
 
@@ -102,3 +103,26 @@ export function openSse(baseUrl: string, headers: Record<string, string>): Promi
 
 /** The number of events (frames with data) received. */
 export const eventCount = (frames: SseFrame[]) => frames.filter((f) => f.data !== undefined).length;
+
+/**
+ * Streams to a file's (or describe block's) listening service: `connect(user)` opens one as that
+ * user; `closeAll()` closes every one opened so far, as the last test's end does.
+ */
+export function streamsTo(service: { readonly baseUrl: string }): {
+  connect(user: { auth: string }, headers?: Record<string, string>): Promise<SseConnection>;
+  closeAll(): void;
+} {
+  const open: SseConnection[] = [];
+  const closeAll = () => {
+    for (const sse of open.splice(0)) sse.close();
+  };
+  afterAll(closeAll);
+  return {
+    connect: async (user, headers = {}) => {
+      const sse = await openSse(service.baseUrl, { Authorization: user.auth, ...headers });
+      open.push(sse);
+      return sse;
+    },
+    closeAll,
+  };
+}

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { beforeAll } from 'vitest';
 import { AuthResultSchema, type AuthResult } from '../../contract/auth.js';
 import type { TestService } from './app.js';
 import { makeAdmin } from './rows.js';
@@ -46,4 +47,51 @@ export async function registerAdmin(service: TestService): Promise<TestUser> {
   const user = await registerUser(service, { email: uniqueEmail('admin') });
   await makeAdmin(service.ctx.db.sql, user.user.id);
   return { ...user, user: { ...user.user, role: 'admin' } };
+}
+
+/**
+ * A user registered before the file's first test (after the service starts, when called after
+ * serviceForFile): `const alice = userForFile(service);`. `admin`: made an admin as registerAdmin does.
+ */
+export function userForFile(
+  service: TestService,
+  options: { email?: string; name?: string; password?: string; admin?: boolean } = {},
+): TestUser {
+  let registered: TestUser | undefined;
+  beforeAll(async () => {
+    registered = options.admin ? await registerAdmin(service) : await registerUser(service, options);
+  });
+  const user = (): TestUser => {
+    if (registered === undefined) throw new Error('The user registers in beforeAll');
+    return registered;
+  };
+  return {
+    get user() {
+      return user().user;
+    },
+    get accessToken() {
+      return user().accessToken;
+    },
+    get refreshToken() {
+      return user().refreshToken;
+    },
+    get tokenType() {
+      return user().tokenType;
+    },
+    get expiresIn() {
+      return user().expiresIn;
+    },
+    get deviceToken() {
+      return user().deviceToken;
+    },
+    get email() {
+      return user().email;
+    },
+    get password() {
+      return user().password;
+    },
+    get auth() {
+      return user().auth;
+    },
+  };
 }
