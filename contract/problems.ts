@@ -97,7 +97,7 @@ export const problemCatalogue: Record<ProblemCode, Entry> = {
   },
   last_project_admin: {
     status: 409,
-    title: "Cannot remove the project's last admin",
+    title: 'Cannot remove the last admin of the project',
     meaning: 'The change would leave the project without an admin: a project always keeps one.',
     action: 'Make another member an admin first, or delete the project.',
   },

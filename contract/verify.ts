@@ -265,6 +265,11 @@ export async function verify(options: VerifyOptions): Promise<VerifyReport> {
       await check('personalAccessTokens.get', 404, () => client.personalAccessTokens.get({ params }));
     }
 
+    // Apps connected with OAuth: the throw-away account approved none, so its list is empty and a
+    // grant that is not its own is 404.
+    await check('oauthGrants.list', 200, () => client.oauthGrants.list());
+    await check('oauthGrants.remove', 404, () => client.oauthGrants.remove({ params: { grant_id: UNKNOWN_ID } }));
+
     // A user who is not an admin: listing and creating users are forbidden.
     await check('users.list', 403, () => client.users.list());
     await check('users.create', 403, () =>

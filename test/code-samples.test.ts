@@ -196,6 +196,9 @@ describe('the examples on /docs', () => {
           ['attachments.upload', 'ATTACHMENT_ID'],
           ['personalAccessTokens.create', 'TOKEN_ID'],
           ['users.create', undefined],
+          ['projects.create', 'PROJECT_ID'],
+          // The user users.create made joins the project.
+          ['projects.addMember', undefined],
         ];
         for (const [name, variable] of creates) {
           const { status, body, label } = await runSample(name);

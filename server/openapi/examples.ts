@@ -234,7 +234,7 @@ export const examples: ContractExamples<Contract> = {
         role: 'user',
       },
       responses: {
-        201: { ...v.ada, id: '0193a5c9-6a7b-7c8d-9e0f-1a2b3c4d5e6f', email: 'alan@example.com', name: 'Alan Turing' },
+        201: { ...v.ada, id: v.ids.alan, email: 'alan@example.com', name: 'Alan Turing' },
       },
       problems: { 403: [notAdmin('create users')], 409: [emailTaken] },
     },
@@ -363,8 +363,8 @@ export const examples: ContractExamples<Contract> = {
       problems: { 404: [noSuchProject] },
     },
     addMember: {
-      request: { email: 'grace@example.com', role: 'editor' },
-      responses: { 201: v.graceMember },
+      request: { email: 'alan@example.com', role: 'editor' },
+      responses: { 201: v.alanMember },
       problems: {
         403: [onlyProjectAdmins('add members')],
         404: [noSuchProject, { code: 'not_found', detail: 'No such user' }],
