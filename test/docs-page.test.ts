@@ -6,18 +6,13 @@ import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { chromium, type BrowserContext } from 'playwright-core';
+import { type BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
 import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/processes.js';
+import { browserTestRuns, CHROMIUM, launchChromium, SCREENSHOTS } from './support/browser.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const SCREENSHOTS = path.resolve(import.meta.dirname, '..', '.test-data', 'screenshots');
-const available = existsSync(CHROMIUM);
-if (!available && !process.env.CI)
-  console.warn(`test/docs-page.test.ts skipped: no ${CHROMIUM} (Debian: apt-get install chromium); in CI it fails`);
-
-describe.skipIf(!available && !process.env.CI)('the docs page in a browser', () => {
+describe.runIf(browserTestRuns('test/docs-page.test.ts'))('the docs page in a browser', () => {
   let database: TestDatabase;
   let service: ServiceProcess | undefined;
   let browser: BrowserContext | undefined;
@@ -28,22 +23,7 @@ describe.skipIf(!available && !process.env.CI)('the docs page in a browser', () 
     database = await freshDatabase();
     profile = await mkdtemp(path.join(tmpdir(), 'task-service-chromium-'));
     service = await startServiceProcess({ DATABASE_URL: database.url, DATA_DIR: path.join(profile, 'data') });
-    // A fresh profile, and nothing that reaches beyond this machine of its own accord.
-    browser = await chromium.launchPersistentContext(path.join(profile, 'browser'), {
-      executablePath: CHROMIUM,
-      headless: true,
-      viewport: { width: 1280, height: 900 },
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium(path.join(profile, 'browser'), { width: 1280, height: 900 });
   }, 120_000);
   afterAll(async () => {
     await browser?.close();

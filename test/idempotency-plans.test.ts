@@ -1,10 +1,10 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import type { Compilable } from 'kysely';
 import { statementOf } from '../server/db/query.js';
 import { expiredKeys, keysBeyondCap } from '../server/http/idempotency.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
+import { planNodes, type PlanNode } from './support/plans.js';
 
 // Plans as tests for the idempotency keys' housekeeping, at a realistic volume (100,000 keys over
 // 1,000 callers, one of them past the cap): every new key trims its caller to
@@ -16,27 +16,6 @@ const CAP = 10_000;
 const TRIM_INDEX = 'idempotency_keys_user_id_created_at_key_idx';
 const EXPIRY_INDEX = 'idempotency_keys_expires_at_idx';
 
-interface PlanNode {
-  'Node Type': string;
-  'Index Name'?: string;
-  'Scan Direction'?: string;
-  'Actual Rows': number;
-  'Actual Loops': number;
-  Plans?: PlanNode[];
-}
-const PlanNodeSchema: z.ZodType<PlanNode> = z.lazy(() =>
-  z.object({
-    'Node Type': z.string(),
-    'Index Name': z.string().optional(),
-    'Scan Direction': z.string().optional(),
-    'Actual Rows': z.number(),
-    'Actual Loops': z.number(),
-    Plans: z.array(PlanNodeSchema).optional(),
-  }),
-);
-const ExplainSchema = z.tuple([z.object({ 'QUERY PLAN': z.tuple([z.object({ Plan: PlanNodeSchema })]) })]);
-
-const nodesOf = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).flatMap(nodesOf)];
 /** What a plan reads on `index`: every node scanning it, bitmap or not. */
 const scansOn = (nodes: PlanNode[], index: string) => nodes.filter((node) => node['Index Name'] === index);
 
@@ -87,7 +66,7 @@ async function planOf(built: Compilable<unknown>): Promise<PlanNode[]> {
   await database.db.sql
     .transaction(async (tx) => {
       const rows = await tx.rows(`EXPLAIN (ANALYZE, FORMAT JSON) ${statement.text}`, statement.values);
-      nodes = nodesOf(ExplainSchema.parse(rows)[0]['QUERY PLAN'][0].Plan);
+      nodes = planNodes(rows);
       throw ROLLBACK;
     })
     .catch((error: unknown) => {

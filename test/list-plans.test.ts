@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { TaskListQuerySchema, TaskSortSchema, type TaskSort } from '../contract/tasks.js';
 import type { Cursor } from '../server/http/pagination.js';
 import { rawQuery, statementOf } from '../server/db/query.js';
@@ -7,6 +6,7 @@ import { sortOf, taskPageQuery, type TaskSet } from '../server/tasks/list-query.
 import { taskPage } from '../server/tasks/store.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
 import { storedTask } from './support/rows.js';
+import { planNodes, type PlanNode } from './support/plans.js';
 
 // Plans as tests: at a realistic volume, every page of GET /tasks (each sort, a user and an admin,
 // first and deep pages, with and without filters) must be index range scans that read about
@@ -15,30 +15,6 @@ const USERS = 10;
 const TASKS = 60_000;
 const LIMIT = 20;
 const DEEP = 2_500; // rows before the deep page's cursor (page 126 of 20)
-
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  'Actual Rows': number;
-  'Actual Loops': number;
-  'Rows Removed by Filter'?: number;
-  Plans?: PlanNode[];
-}
-const PlanNodeSchema: z.ZodType<PlanNode> = z.lazy(() =>
-  z.object({
-    'Node Type': z.string(),
-    'Relation Name': z.string().optional(),
-    'Index Name': z.string().optional(),
-    'Actual Rows': z.number(),
-    'Actual Loops': z.number(),
-    'Rows Removed by Filter': z.number().optional(),
-    Plans: z.array(PlanNodeSchema).optional(),
-  }),
-);
-const ExplainSchema = z.array(z.object({ 'QUERY PLAN': z.array(z.object({ Plan: PlanNodeSchema })) }));
-
-const nodesOf = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).flatMap(nodesOf)];
 
 let database: TestDatabase;
 let userIds: string[];
@@ -86,7 +62,7 @@ const usedIndexes = new Set<string>();
 
 async function explain(text: string, values: unknown[] = []): Promise<PlanNode[]> {
   const rows = await database.db.sql.rows(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, values);
-  const nodes = nodesOf(ExplainSchema.parse(rows)[0]!['QUERY PLAN'][0]!.Plan);
+  const nodes = planNodes(rows);
   for (const node of nodes) if (node['Index Name']) usedIndexes.add(node['Index Name']);
   return nodes;
 }

@@ -8,20 +8,13 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { authorizationUrl, oauthServiceForFile, pkcePair, registerClient } from './support/oauth.js';
 import { registerUser, type TestUser } from './support/users.js';
+import { browserTestRuns, CHROMIUM, launchChromium, SCREENSHOTS } from './support/browser.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const SCREENSHOTS = path.resolve(import.meta.dirname, '..', '.test-data', 'screenshots');
-const available = existsSync(CHROMIUM);
-if (!available && !process.env.CI)
-  console.warn(
-    `test/oauth-consent-page.test.ts skipped: no ${CHROMIUM} (Debian: apt-get install chromium); in CI it fails`,
-  );
-
-describe.skipIf(!available && !process.env.CI)('the sign-in and consent pages in a browser', () => {
+describe.runIf(browserTestRuns('test/oauth-consent-page.test.ts'))('the sign-in and consent pages in a browser', () => {
   const served = oauthServiceForFile();
   let browser: BrowserContext | undefined;
   let profile: string;
@@ -46,21 +39,7 @@ describe.skipIf(!available && !process.env.CI)('the sign-in and consent pages in
       .client_id;
     profile = await mkdtemp(path.join(tmpdir(), 'task-service-chromium-'));
     await mkdir(SCREENSHOTS, { recursive: true });
-    browser = await chromium.launchPersistentContext(path.join(profile, 'browser'), {
-      executablePath: CHROMIUM,
-      headless: true,
-      viewport: { width: 900, height: 800 },
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium(path.join(profile, 'browser'), { width: 900, height: 800 });
   }, 120_000);
   afterAll(async () => {
     await browser?.close();

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { ProjectListQuerySchema } from '../contract/projects.js';
 import { statementOf } from '../server/db/query.js';
 import type { Principal } from '../server/http/principal.js';
 import { projectsListed } from '../server/projects/queries.js';
 import { membersWithUsers } from '../server/projects/serialize.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
+import { planNodes, type PlanNode } from './support/plans.js';
 
 // Plans as tests, as test/list-plans.test.ts does for tasks: a member's projects and a project's
 // members are read along their indexes, page 100 costing what page 1 does, however many projects
@@ -14,29 +14,6 @@ const USERS = 2_000;
 const PROJECTS = 20_000;
 const LIMIT = 20;
 const DEEP = 2_000;
-
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  'Actual Rows': number;
-  'Actual Loops': number;
-  'Rows Removed by Filter'?: number;
-  Plans?: PlanNode[];
-}
-const PlanNodeSchema: z.ZodType<PlanNode> = z.lazy(() =>
-  z.object({
-    'Node Type': z.string(),
-    'Relation Name': z.string().optional(),
-    'Index Name': z.string().optional(),
-    'Actual Rows': z.number(),
-    'Actual Loops': z.number(),
-    'Rows Removed by Filter': z.number().optional(),
-    Plans: z.array(PlanNodeSchema).optional(),
-  }),
-);
-const ExplainSchema = z.array(z.object({ 'QUERY PLAN': z.array(z.object({ Plan: PlanNodeSchema })) }));
-const nodesOf = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).flatMap(nodesOf)];
 
 let database: TestDatabase;
 let member: string;
@@ -92,7 +69,7 @@ afterAll(() => database.drop());
 async function explain(built: Parameters<typeof statementOf>[0]): Promise<PlanNode[]> {
   const { text, values } = statementOf(built);
   const rows = await database.db.sql.rows(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, values);
-  return nodesOf(ExplainSchema.parse(rows)[0]!['QUERY PLAN'][0]!.Plan);
+  return planNodes(rows);
 }
 
 /** Rows the scans of `table` read, those filtered out included. */

@@ -74,6 +74,7 @@ const bearerAuth = {
 const tags = [
   { name: 'auth', description: 'Accounts and sessions: register, log in, refresh, log out' },
   { name: 'users', description: 'User accounts (self or admin)' },
+  { name: 'projects', description: 'Projects shared by a team: their members and roles' },
   { name: 'tasks', description: 'Tasks the caller owns or is assigned to (admin: all)' },
   { name: 'tags', description: "The caller's tags, and tags on tasks" },
   { name: 'attachments', description: 'Files attached to tasks' },
