@@ -734,9 +734,8 @@ describe('the password hashing cost', () => {
       .post('/auth/register')
       .send({ email: uniqueEmail(), password: PASSWORD, name: 'Cost' })
       .expect(201);
-    const row = await service.ctx.db.sql.rows<{ password_hash: string }>(
-      'SELECT password_hash FROM users WHERE id = $1',
-      [res.body.user.id],
+    const row = await service.ctx.db.sql.all(
+      tables.selectFrom('users').select('password_hash').where('id', '=', res.body.user.id),
     );
     expect(row[0]?.password_hash).toMatch(/^\$argon2id\$v=19\$m=64,t=1,p=1\$/);
   });

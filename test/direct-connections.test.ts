@@ -9,14 +9,14 @@ import { rawQuery } from '../server/db/query.js';
 import { freshDatabase, throughPooler, TEST_STATEMENT_TIMEOUT_MS, type TestDatabase } from './support/databases.js';
 
 const STATEMENT = 'SELECT $1::int + 1 AS next';
-const PREPARED = 'SELECT statement FROM pg_prepared_statements';
+const PREPARED = rawQuery(sql<{ statement: string }>`SELECT statement FROM pg_prepared_statements`);
 
 /** The statements prepared on the pool's one connection, after `STATEMENT` ran twice on it, alone and in a pipeline. */
 async function preparedAfterUse(db: Database): Promise<string[]> {
   expect(await db.sql.rows(STATEMENT, [1])).toEqual([{ next: 2 }]);
   const { next } = await db.sql.pipeline({ next: rawQuery(sql<{ next: number }>`SELECT ${2}::int + 1 AS next`) });
   expect(next).toEqual([{ next: 3 }]);
-  return (await db.sql.rows<{ statement: string }>(PREPARED)).map((row) => row.statement);
+  return (await db.sql.all(PREPARED)).map((row) => row.statement);
 }
 
 describe.skipIf(throughPooler())('a direct pool', () => {
@@ -66,7 +66,8 @@ describe.skipIf(throughPooler())('a direct pool', () => {
 
   it('keeps its connection (and what is prepared there) when a statement fails in the server', async () => {
     const db = open(database.url);
-    const backend = async () => (await db.sql.rows<{ pid: number }>('SELECT pg_backend_pid() AS pid'))[0]?.pid;
+    const backend = async () =>
+      (await db.sql.first(rawQuery(sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`)))?.pid;
     const before = await backend();
     await expect(db.sql.rows('SELECT 1 / $1::int AS never', [0])).rejects.toMatchObject({ code: '22012' });
     await expect(db.sql.first(rawQuery(sql<{ never: number }>`SELECT 1 / 0 AS never`))).rejects.toMatchObject({

@@ -4,6 +4,7 @@
 // FUZZ_RUNS sets the cases per operation (npm run test:stress runs many more).
 import { isAppRoute, type AppRoute, type AppRouter } from '@ts-rest/core';
 import fc from 'fast-check';
+import { sql } from 'kysely';
 import http from 'node:http';
 import request, { type Response } from 'supertest';
 import type TestAgent from 'supertest/lib/agent.js';
@@ -14,7 +15,7 @@ import { contract } from '../contract/index.js';
 import { IdSchema, ProblemSchema, TimestampInputSchema } from '../contract/common.js';
 import { WebhookUrlSchema } from '../contract/webhooks.js';
 import { contractTools } from '../server/mcp/tools.js';
-import { tables } from '../server/db/query.js';
+import { rawQuery, tables } from '../server/db/query.js';
 import { countOwned } from './support/rows.js';
 import { useWebhookNetwork } from '../server/webhooks/network.js';
 import { serviceForFile } from './support/app.js';
@@ -84,7 +85,8 @@ async function refreshFixture(): Promise<void> {
 
 /** Everything any request could change, as one digest: a refused request must leave it as it was. */
 async function stateDigest(): Promise<string> {
-  const rows = await service.ctx.db.sql.rows<{ digest: string | null }>(`
+  const row = await service.ctx.db.sql.first(
+    rawQuery(sql<{ digest: string | null }>`
     SELECT md5(string_agg(x, '|' ORDER BY x)) AS digest FROM (
       SELECT 't' || id || version || title || description || status || priority || coalesce(assignee_id::text, '') FROM tasks
       UNION ALL SELECT 'g' || id || name || color FROM tags
@@ -93,8 +95,9 @@ async function stateDigest(): Promise<string> {
       UNION ALL SELECT 'u' || id || email || name || role || password_hash FROM users
       UNION ALL SELECT 's' || id || refresh_token_hash || coalesce(revoked_at::text, '') FROM sessions
       UNION ALL SELECT 'w' || id || url || array_to_string(events, ',') || description || active::text || secret FROM webhooks
-      UNION ALL SELECT 'd' || id || attempt || state || coalesce(next_attempt_at::text, '') FROM webhook_deliveries) AS s(x)`);
-  return rows[0]?.digest ?? '';
+      UNION ALL SELECT 'd' || id || attempt || state || coalesce(next_attempt_at::text, '') FROM webhook_deliveries) AS s(x)`),
+  );
+  return row?.digest ?? '';
 }
 
 // Strings that broke or nearly broke services before: NUL, lone surrogates, overlong, RTL, BOM, escapes.

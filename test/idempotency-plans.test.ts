@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Compilable } from 'kysely';
-import { statementOf } from '../server/db/query.js';
+import { sql, type Compilable } from 'kysely';
+import { rawQuery, statementOf } from '../server/db/query.js';
 import { expiredKeys, keysBeyondCap } from '../server/http/idempotency.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
 import { planNodes, type PlanNode } from './support/plans.js';
@@ -25,19 +25,18 @@ let light: string;
 
 beforeAll(async () => {
   database = await freshDatabase();
-  const { sql } = database.db;
+  const db = database.db.sql;
   const ids = (
-    await sql.rows<{ id: string }>(
-      `INSERT INTO users (id, email, name, role, password_hash, created_at, updated_at)
+    await db.all(
+      rawQuery(sql<{ id: string }>`INSERT INTO users (id, email, name, role, password_hash, created_at, updated_at)
        SELECT gen_random_uuid(), 'keys' || i || '@example.test', 'Caller ' || i, 'user'::"Role", 'unused', now(), now()
-       FROM generate_series(1, $1) i RETURNING id`,
-      [CALLERS],
+       FROM generate_series(1, ${CALLERS}) i RETURNING id`),
     )
   ).map((row) => row.id);
   [capped = '', light = ''] = ids;
   // Made over the last 25 hours (a twenty-fifth has expired), kept 24 hours; the first caller holds
   // one key past the cap, as just after claiming a new one.
-  await sql.rows(
+  await db.rows(
     `INSERT INTO idempotency_keys (user_id, key, fingerprint, status, response, created_at, expires_at)
      SELECT u.id, gen_random_uuid()::text, md5(g::text), 201, '{"headers":{},"body":"{}"}'::jsonb, t.at, t.at + interval '24 hours'
      FROM unnest($1::uuid[]) WITH ORDINALITY AS u(id, n),
@@ -97,8 +96,8 @@ describe('idempotency keys at volume', () => {
   });
 
   it('purges expired answers on the expires_at index, reading only those', async () => {
-    const [expired] = await database.db.sql.rows<{ count: number }>(
-      'SELECT count(*)::int AS count FROM idempotency_keys WHERE expires_at < now()',
+    const expired = await database.db.sql.first(
+      rawQuery(sql<{ count: number }>`SELECT count(*)::int AS count FROM idempotency_keys WHERE expires_at < now()`),
     );
     expect(expired?.count).toBeGreaterThan(0);
     const nodes = await planOf(expiredKeys(new Date()));

@@ -1,7 +1,8 @@
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TaskListQuerySchema, TaskSortSchema, type TaskSort } from '../contract/tasks.js';
 import type { Cursor } from '../server/http/pagination.js';
-import { rawQuery, statementOf } from '../server/db/query.js';
+import { rawQuery, statementOf, tables } from '../server/db/query.js';
 import { sortOf, taskPageQuery, type TaskSet } from '../server/tasks/list-query.js';
 import { taskPage } from '../server/tasks/store.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
@@ -21,17 +22,17 @@ let userIds: string[];
 
 beforeAll(async () => {
   database = await freshDatabase();
-  const { sql } = database.db;
+  const db = database.db.sql;
   userIds = (
-    await sql.rows<{ id: string }>(
-      `INSERT INTO users (id, email, name, role, password_hash, created_at, updated_at)
+    await db.all(
+      rawQuery(sql<{ id: string }>`INSERT INTO users (id, email, name, role, password_hash, created_at, updated_at)
        SELECT gen_random_uuid(), 'plan' || i || '@example.test', 'User ' || i, CASE WHEN i = 0 THEN 'admin' ELSE 'user' END::"Role",
               'unused', now(), now()
-       FROM generate_series(0, ${USERS - 1}) i RETURNING id`,
+       FROM generate_series(0, ${USERS - 1}) i RETURNING id`),
     )
   ).map((row) => row.id);
   // Tasks spread over owners, one in seven assigned to someone else, one in five without a due date.
-  await sql.rows(
+  await db.rows(
     `INSERT INTO tasks (id, owner_id, assignee_id, title, description, status, priority, due_at, created_at, updated_at)
      SELECT gen_random_uuid(), u.ids[1 + i % $2], CASE WHEN i % 7 = 0 THEN u.ids[1 + (i + 1) % $2] END,
             md5(i::text), '', (ARRAY['todo','in_progress','done'])[1 + i % 3]::"TaskStatus",
@@ -41,7 +42,7 @@ beforeAll(async () => {
      FROM generate_series(1, $1) i, (SELECT $3::uuid[] AS ids) u`,
     [TASKS, USERS, userIds],
   );
-  await sql.exec('ANALYZE tasks');
+  await db.exec('ANALYZE tasks');
 }, 120_000);
 afterAll(() => database.drop());
 
@@ -116,7 +117,7 @@ describe.each(callers)('GET /tasks for %s', (_who, setOf) => {
 
 describe('the indexes on tasks', () => {
   it('a task by id reads the primary key', async () => {
-    const [task] = await database.db.sql.rows<{ id: string }>('SELECT id FROM tasks LIMIT 1');
+    const task = await database.db.sql.first(tables.selectFrom('tasks').select('id').limit(1));
     await explain('SELECT * FROM tasks WHERE id = $1', [task!.id]);
   });
 
@@ -124,8 +125,10 @@ describe('the indexes on tasks', () => {
   // uses only slows the writes down. Runs last, after every plan above. The trigram
   // indexes serve `q`, proven in search-index.test.ts (their plan needs its data to be chosen).
   it('every index on tasks is used by a plan above', async () => {
-    const indexes = await database.db.sql.rows<{ indexname: string }>(
-      "SELECT indexname FROM pg_indexes WHERE tablename = 'tasks' ORDER BY indexname",
+    const indexes = await database.db.sql.all(
+      rawQuery(
+        sql<{ indexname: string }>`SELECT indexname FROM pg_indexes WHERE tablename = 'tasks' ORDER BY indexname`,
+      ),
     );
     const searchIndexes = ['tasks_description_trgm_idx', 'tasks_title_trgm_idx'];
     // A project's task lists, one index per sort (as for owners and assignees), come with the

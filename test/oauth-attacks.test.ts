@@ -4,6 +4,7 @@
 // forged consent (CSRF), a /mcp token on the REST interface, a reused refresh token, the admin
 // scope asked by a non-admin, and registration floods.
 import { describe, expect, it } from 'vitest';
+import { tables } from '../server/db/query.js';
 import {
   authorizationUrl,
   BrowserLike,
@@ -17,6 +18,7 @@ import {
   tokensFrom,
 } from './support/oauth.js';
 import { expectProblem } from './support/problems.js';
+import { countOf } from './support/rows.js';
 import { registerAdmin, registerUser } from './support/users.js';
 
 describe('attacks on the authorization server', () => {
@@ -284,8 +286,7 @@ describe('registration floods', () => {
         expect(refused.status).toBe(400);
         expect(await refused.json()).toMatchObject({ error: 'temporarily_unavailable' });
       }
-      const rows = await served.service.ctx.db.sql.rows<{ n: string }>('SELECT count(*) AS n FROM oauth_clients');
-      expect(rows[0]?.n).toBe('3');
+      expect(await countOf(served.service.ctx.db.sql, tables.selectFrom('oauth_clients'))).toBe(3);
     });
   });
 });

@@ -4,6 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { SCOPES } from '../contract/index.js';
+import { tables } from '../server/db/query.js';
 import { hashSecret, newAccessToken } from '../server/oauth/secrets.js';
 import {
   authorizationUrl,
@@ -19,6 +20,7 @@ import { oauthServiceForFile } from './support/oauth.js';
 import { createPersonalToken } from './support/personal-tokens.js';
 import { expectProblem } from './support/problems.js';
 import { openSse } from './support/sse.js';
+import { countOf } from './support/rows.js';
 import { registerUser } from './support/users.js';
 
 const served = oauthServiceForFile();
@@ -97,9 +99,8 @@ describe('dynamic client registration', () => {
 
     const confidential = await registerClient(served.baseUrl, { token_endpoint_auth_method: 'client_secret_post' });
     expect(confidential.client_secret).toEqual(expect.any(String));
-    const stored = await served.service.ctx.db.sql.rows<{ secret_hash: string }>(
-      'SELECT secret_hash FROM oauth_clients WHERE id = $1',
-      [confidential.client_id],
+    const stored = await served.service.ctx.db.sql.all(
+      tables.selectFrom('oauth_clients').select('secret_hash').where('id', '=', confidential.client_id),
     );
     expect(stored[0]?.secret_hash).not.toContain(confidential.client_secret);
     const wrong = await tokenRequest(served.baseUrl, {
@@ -162,10 +163,11 @@ describe('the authorization code flow', () => {
     await served.service.http.get('/tasks').set('Authorization', auth).expect(200);
     expect((await mcpInitialize(served.baseUrl, auth)).status).toBe(200);
     // Nothing of it is stored as it is.
-    const rows = await served.service.ctx.db.sql.rows<{ n: string }>(
-      "SELECT count(*) AS n FROM oauth_access_tokens WHERE token_hash LIKE 'tsk_%'",
+    const stored = await countOf(
+      served.service.ctx.db.sql,
+      tables.selectFrom('oauth_access_tokens').where('token_hash', 'like', 'tsk_%'),
     );
-    expect(rows[0]?.n).toBe('0');
+    expect(stored).toBe(0);
   });
 
   it('puts code, state and iss in the redirect, and error=access_denied when the user denies', async () => {

@@ -1,6 +1,7 @@
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ProjectListQuerySchema } from '../contract/projects.js';
-import { statementOf } from '../server/db/query.js';
+import { rawQuery, statementOf, tables } from '../server/db/query.js';
 import type { Principal } from '../server/http/principal.js';
 import { projectsListed } from '../server/projects/queries.js';
 import { membersWithUsers } from '../server/projects/serialize.js';
@@ -21,18 +22,18 @@ let crowded: string;
 
 beforeAll(async () => {
   database = await freshDatabase();
-  const { sql } = database.db;
+  const db = database.db.sql;
   const users = (
-    await sql.rows<{ id: string }>(
-      `INSERT INTO users (id, email, name, role, password_hash, created_at, updated_at)
+    await db.all(
+      rawQuery(sql<{ id: string }>`INSERT INTO users (id, email, name, role, password_hash, created_at, updated_at)
        SELECT gen_random_uuid(), 'plan' || i || '@example.test', 'User ' || i, 'user', 'unused', now(), now()
-       FROM generate_series(0, ${USERS - 1}) i RETURNING id`,
+       FROM generate_series(0, ${USERS - 1}) i RETURNING id`),
     )
   ).map((row) => row.id);
   member = users[0] ?? '';
   // Ids in creation order (UUIDv7-like: time first), each project with two or three members; user 0
   // belongs to every fifth project, and the first project has every other user.
-  await sql.rows(
+  await db.rows(
     `INSERT INTO projects (id, name, description, created_by, created_at, updated_at)
      SELECT (lpad(to_hex(i), 12, '0') || '7000800000000000' || lpad(to_hex(i % 65536), 4, '0'))::uuid,
             'Project ' || i, '', u.ids[1 + i % $2], now(), now()
@@ -45,7 +46,7 @@ beforeAll(async () => {
     ['$1::uuid[]', `1 + ((p.n * 7 + 26) % ${USERS})`],
     ['$1::uuid[]', `CASE WHEN p.n % 5 = 0 THEN 1 END`],
   ]) {
-    await sql.rows(
+    await db.rows(
       `INSERT INTO project_members (project_id, user_id, role, added_at)
        SELECT p.id, (${who})[${which}], 'editor', p.created_at FROM ${numbered}
        WHERE (${who})[${which}] IS NOT NULL
@@ -53,7 +54,7 @@ beforeAll(async () => {
       [users],
     );
   }
-  await sql.rows(
+  await db.rows(
     `INSERT INTO project_members (project_id, user_id, role, added_at)
      SELECT p.id, u.id, 'viewer', now() + u.n * interval '1 millisecond'
      FROM (SELECT id FROM projects ORDER BY id LIMIT 1) p,
@@ -61,8 +62,8 @@ beforeAll(async () => {
      ON CONFLICT DO NOTHING`,
     [member],
   );
-  crowded = (await sql.rows<{ id: string }>('SELECT id FROM projects ORDER BY id LIMIT 1'))[0]?.id ?? '';
-  await sql.exec('ANALYZE projects; ANALYZE project_members; ANALYZE users');
+  crowded = (await db.first(tables.selectFrom('projects').select('id').orderBy('id').limit(1)))?.id ?? '';
+  await db.exec('ANALYZE projects; ANALYZE project_members; ANALYZE users');
 }, 120_000);
 afterAll(() => database.drop());
 
@@ -94,9 +95,14 @@ const user = (userId: string): Principal => ({ userId, sessionId: userId, role: 
 
 describe('GET /projects for a member', () => {
   it('picks the page along project_members (user_id, project_id), first and deep pages alike', async () => {
-    const [deep] = await database.db.sql.rows<{ project_id: string }>(
-      'SELECT project_id FROM project_members WHERE user_id = $1 ORDER BY project_id OFFSET $2 LIMIT 1',
-      [member, DEEP / 5],
+    const deep = await database.db.sql.first(
+      tables
+        .selectFrom('project_members')
+        .select('project_id')
+        .where('user_id', '=', member)
+        .orderBy('project_id')
+        .offset(DEEP / 5)
+        .limit(1),
     );
     for (const after of [undefined, deep?.project_id]) {
       const label = after ? 'deep page' : 'first page';
@@ -116,9 +122,15 @@ describe('GET /projects for a member', () => {
 
 describe("a project's members", () => {
   it('pages along project_members (project_id, added_at, user_id) from a cursor', async () => {
-    const [deep] = await database.db.sql.rows<{ added_at: Date; user_id: string }>(
-      'SELECT added_at, user_id FROM project_members WHERE project_id = $1 ORDER BY added_at, user_id OFFSET 100 LIMIT 1',
-      [crowded],
+    const deep = await database.db.sql.first(
+      tables
+        .selectFrom('project_members')
+        .select(['added_at', 'user_id'])
+        .where('project_id', '=', crowded)
+        .orderBy('added_at')
+        .orderBy('user_id')
+        .offset(100)
+        .limit(1),
     );
     const members = membersWithUsers().where('project_members.project_id', '=', crowded);
     const page = deep

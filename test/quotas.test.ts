@@ -2,8 +2,9 @@
 // requests, so a quota that a race could pass would show here.
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
+import { sql } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
-import { tables } from '../server/db/query.js';
+import { rawQuery, tables } from '../server/db/query.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serviceForFile, startService, type TestService } from './support/app.js';
 import { expectProblem } from './support/problems.js';
@@ -21,6 +22,8 @@ const service = serviceForFile({
   USER_STORAGE_QUOTA_BYTES: String(STORAGE_BYTES),
 });
 
+/** The server's max_connections, as SHOW gives it (text). */
+const maxConnections = rawQuery(sql<{ max_connections: string }>`SHOW max_connections`);
 const statuses = (responses: { status: number }[]) => responses.map((r) => r.status).sort();
 const createTaskRequest = (user: TestUser, title: string) =>
   service.http.post('/tasks').set('Authorization', user.auth).send({ title });
@@ -68,7 +71,7 @@ describe('the task quota far from its limit', () => {
   let roomy: TestService;
   let connections: number;
   beforeAll(async () => {
-    const [setting] = await service.ctx.db.sql.rows<{ max_connections: string }>('SHOW max_connections');
+    const setting = await service.ctx.db.sql.first(maxConnections);
     connections = Number(setting?.max_connections);
     roomy = await startService({ USER_MAX_TASKS: String(connections + 40) });
   });
@@ -149,7 +152,7 @@ describe('the tag quota one below its limit', () => {
   it('lets exactly one of 32 parallel creates through', () => oneBelow(service, MAX_TAGS));
 
   it('lets exactly one through where a create first tries the shared claim (a limit above max_connections)', async () => {
-    const [setting] = await service.ctx.db.sql.rows<{ max_connections: string }>('SHOW max_connections');
+    const setting = await service.ctx.db.sql.first(maxConnections);
     const limit = Number(setting?.max_connections) + 40;
     const roomy = await startService({ USER_MAX_TAGS: String(limit) });
     try {

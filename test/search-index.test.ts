@@ -2,6 +2,7 @@
 import { sql } from 'kysely';
 import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { TaskListQuerySchema } from '../contract/tasks.js';
 import { rawQuery, statementOf, type Statement } from '../server/db/query.js';
 import { taskPageQuery } from '../server/tasks/list-query.js';
@@ -37,8 +38,11 @@ beforeAll(async () => {
   }
 }, 120_000);
 
+/** The rows of a plain EXPLAIN: one line of the plan each. */
+const ExplainLinesSchema = z.array(z.object({ 'QUERY PLAN': z.string() }));
+
 async function plan({ text, values }: Statement): Promise<string> {
-  const rows = await service.ctx.db.sql.rows<{ 'QUERY PLAN': string }>(`EXPLAIN ${text}`, values);
+  const rows = ExplainLinesSchema.parse(await service.ctx.db.sql.rows(`EXPLAIN ${text}`, values));
   return rows.map((row) => row['QUERY PLAN']).join('\n');
 }
 

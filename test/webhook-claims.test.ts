@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { expect, it } from 'vitest';
 import { CreatedWebhookSchema } from '../contract/webhooks.js';
+import { tables } from '../server/db/query.js';
 import { claimFairly } from '../server/webhooks/claims.js';
 import { serviceForFile } from './support/app.js';
 import { createTask } from './support/tasks.js';
@@ -41,11 +42,14 @@ async function inFlight(user: TestUser, n: number): Promise<void> {
 
 const ownerOf = async (deliveryId: string) =>
   (
-    await service.ctx.db.sql.rows<{ owner_id: string }>(
-      'SELECT w.owner_id::text FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id WHERE d.id = $1',
-      [deliveryId],
+    await service.ctx.db.sql.first(
+      tables
+        .selectFrom('webhook_deliveries')
+        .innerJoin('webhooks', 'webhooks.id', 'webhook_deliveries.webhook_id')
+        .select('webhooks.owner_id')
+        .where('webhook_deliveries.id', '=', deliveryId),
     )
-  )[0]?.owner_id;
+  )?.owner_id;
 
 it('gives a freed slot to the user with the fewest attempts in flight, not to the oldest due attempt', async () => {
   // Two floods hold 15 of 16 slots (one just ended), with older due attempts on hosts that have room;

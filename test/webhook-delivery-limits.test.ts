@@ -13,11 +13,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pageOf } from '../contract/common.js';
 import { CreatedWebhookSchema, DeliverySchema, type Delivery } from '../contract/webhooks.js';
 import type { AppContext } from '../server/context.js';
+import { tables } from '../server/db/query.js';
 import { startDeliveryWorker } from '../server/webhooks/worker.js';
 import { serviceForFile, startService, type TestService } from './support/app.js';
 import { expectProblem } from './support/problems.js';
 import { startReceiver, type Receiver } from './support/receiver.js';
-import { countOwned } from './support/rows.js';
+import { countOf, countOwned } from './support/rows.js';
 import { createTask } from './support/tasks.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
 
@@ -107,6 +108,10 @@ const blackHole = (host: string) =>
     host,
   );
 
+/** Deliveries with their webhooks, to count those of some owners. */
+const deliveries = () =>
+  tables.selectFrom('webhook_deliveries').innerJoin('webhooks', 'webhooks.id', 'webhook_deliveries.webhook_id');
+
 async function register(user: TestUser, url: string, events = ['task.created']) {
   const res = await service.http.post('/webhooks').set('Authorization', user.auth).send({ url, events }).expect(201);
   return CreatedWebhookSchema.parse(res.body);
@@ -193,15 +198,17 @@ describe('a slow receiver', () => {
     let peak = baseline;
     await Promise.all(users.map((user) => createTask(service, user, { title: 'storm' })));
     const deadline = Date.now() + 30_000;
-    const failed = async () =>
-      Number(
-        (
-          await service.ctx.db.sql.rows<{ n: string }>(
-            `SELECT count(*)::text AS n FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
-             WHERE w.owner_id = ANY($1::uuid[]) AND d.state = 'failed' AND d.error LIKE 'no complete answer%'`,
-            [users.map((user) => user.user.id)],
+    const failed = () =>
+      countOf(
+        service.ctx.db.sql,
+        deliveries()
+          .where(
+            'webhooks.owner_id',
+            'in',
+            users.map((user) => user.user.id),
           )
-        )[0]?.n ?? 0,
+          .where('webhook_deliveries.state', '=', 'failed')
+          .where('webhook_deliveries.error', 'like', 'no complete answer%'),
       );
     let healthChecks = 0;
     while ((await failed()) < 100 && Date.now() < deadline) {
@@ -260,14 +267,10 @@ describe('fair delivery', () => {
     await createTask(service, user, { title: 'one host' });
     await expect
       .poll(
-        async () =>
-          Number(
-            (
-              await service.ctx.db.sql.rows<{ n: string }>(
-                `SELECT count(*)::text AS n FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id WHERE w.owner_id = $1 AND d.state = 'failed'`,
-                [user.user.id],
-              )
-            )[0]?.n,
+        () =>
+          countOf(
+            service.ctx.db.sql,
+            deliveries().where('webhooks.owner_id', '=', user.user.id).where('webhook_deliveries.state', '=', 'failed'),
           ),
         { timeout: 15_000 },
       )

@@ -11,7 +11,11 @@ export type { Statement };
 export interface SqlSession {
   /** Runs one or more statements without parameters (simple query protocol). */
   exec(sql: string): Promise<void>;
-  rows<T>(sql: string, params?: unknown[]): Promise<T[]>;
+  /**
+   * Runs one statement; its rows come back untyped. For DDL, the migrations and libraries' own SQL,
+   * whose rows are not read or are checked: rows the service reads come from a built query (`all`).
+   */
+  rows(sql: string, params?: unknown[]): Promise<unknown[]>;
   /** The rows of a built query (query.ts), typed as it selects them. */
   all<O>(built: Compilable<O>): Promise<O[]>;
   /** The first row of a built query, if any. */
@@ -114,13 +118,13 @@ const unnamed: Query = ({ text, values }) => ({ text, values });
 
 function pgSession(client: pg.Pool | pg.PoolClient, query: Query): SqlSession {
   // pg hands rows over as `any`: a built query's rows are what its select says (the types
-  // generated from the models), and a hand-written statement's what its caller names.
+  // generated from the models); a plain statement's are left unknown.
   const run = (statement: Statement) => client.query(query(statement));
   return {
     exec: async (sql) => {
       await client.query(sql);
     },
-    rows: async <T>(text: string, values: unknown[] = []): Promise<T[]> => (await run({ text, values })).rows,
+    rows: async (text: string, values: unknown[] = []): Promise<unknown[]> => (await run({ text, values })).rows,
     all: async <O>(built: Compilable<O>): Promise<O[]> => (await run(statementOf(built))).rows,
     first: async <O>(built: Compilable<O>): Promise<O | undefined> => (await run(statementOf(built))).rows[0],
     write: async (built) => (await run(statementOf(built))).rowCount ?? 0,

@@ -26,11 +26,14 @@ export interface RequestLimiter {
   close(): Promise<void>;
 }
 
-/** rate-limiter-flexible's PostgreSQL store speaks to a pg-like client; this one runs on the service's pool. */
+/**
+ * rate-limiter-flexible's PostgreSQL store speaks to a pg-like client; this one runs on the service's
+ * pool. The store reads the rows of its own statements itself (its client is typed `any`).
+ */
 function pgLikeClient(sql: SqlSession) {
   return {
     query: async ({ text, values }: { text: string; values?: unknown[] }) => {
-      const rows = await sql.rows<Record<string, unknown>>(text, values);
+      const rows = await sql.rows(text, values);
       return { rows, rowCount: rows.length };
     },
   };

@@ -1,3 +1,5 @@
+import { sql } from 'kysely';
+import { rawQuery } from '../../server/db/query.js';
 import type { SqlSession } from '../../server/db/sql.js';
 
 /**
@@ -13,7 +15,8 @@ export interface SchemaSnapshot {
 }
 
 export async function schemaSnapshot(db: SqlSession): Promise<SchemaSnapshot> {
-  const lines = async (sql: string) => (await db.rows<{ line: string }>(sql)).map((r) => r.line);
+  // Each statement below names its one column `line`.
+  const lines = async (text: string) => (await db.all(rawQuery(sql.raw<{ line: string }>(text)))).map((r) => r.line);
   return {
     enums: await lines(`
       SELECT t.typname || ': ' || string_agg(e.enumlabel, ',' ORDER BY e.enumsortorder) AS line
