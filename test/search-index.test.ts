@@ -14,8 +14,14 @@ const TASKS = 60_000;
 const service = serviceForFile();
 const owner = userForFile(service);
 beforeAll(async () => {
-  // Realistic volume: many tasks with text unlike the search term, a few that contain it.
-  await service.ctx.db.sql.exec(`
+  // A connection of its own, outside the service's statement timeout: on a busy machine the bulk
+  // load (60,000 rows into trigram indexes and the quota triggers) can outlast it. VACUUM, below,
+  // runs outside any transaction, which the service's bounded pool always opens.
+  const direct = new pg.Client({ connectionString: service.databaseUrl });
+  await direct.connect();
+  try {
+    // Realistic volume: many tasks with text unlike the search term, a few that contain it.
+    await direct.query(`
     INSERT INTO users (id, email, name, role, password_hash, created_at, updated_at)
       SELECT gen_random_uuid(), 'seed-' || i || '@example.test', 'Seed ' || md5(i::text), 'user', 'x', now(), now()
       FROM generate_series(1, 5000) AS i;
@@ -27,11 +33,7 @@ beforeAll(async () => {
     INSERT INTO tags (id, owner_id, name, name_key, color, created_at)
       SELECT gen_random_uuid(), '${owner.user.id}', 'tag ' || md5(i::text), 'tag ' || md5(i::text), '#000000', now()
       FROM generate_series(1, 5000) AS i;`);
-  // What autovacuum does after a bulk load: statistics, and GIN pending lists merged.
-  // VACUUM runs outside any transaction, which the service's bounded pool always opens: a connection of its own.
-  const direct = new pg.Client({ connectionString: service.databaseUrl });
-  await direct.connect();
-  try {
+    // What autovacuum does after a bulk load: statistics, and GIN pending lists merged.
     for (const table of ['users', 'tasks', 'tags']) await direct.query(`VACUUM ANALYZE ${table}`);
   } finally {
     await direct.end();
