@@ -18,7 +18,7 @@ import {
 } from './log.js';
 import { eventSignal } from './signal.js';
 import { liveTokenRoles } from '../tokens/authenticate.js';
-import { liveGrantRoles } from '../oauth/access.js';
+import { liveGrantRoles } from '../tokens/app-grants.js';
 
 const PAGE = 1000;
 /** A client that reads slower than events come is cut off; it resumes with Last-Event-ID. */

@@ -1,14 +1,14 @@
 // Using a grant: its access tokens authenticate requests (looked up on every request, so a revoked
 // grant is refused at once by every instance), the app revokes its tokens (RFC 7009), and the user
 // lists and revokes the apps they connected.
-import { RoleSchema, type OAuthGrant, type Role } from '@task-service/client';
+import { RoleSchema, type OAuthGrant } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { tables } from '../db/query.js';
 import type { TokenRejection } from '../security/tokens.js';
 import { notFound } from '../http/errors.js';
 import type { Principal } from '../http/principal.js';
 import { scopesOf } from '../tokens/serialize.js';
-import { revokeGrantNow } from './grants.js';
+import { revokeGrantNow } from '../tokens/app-grants.js';
 import type { RequestAudience } from '../http/principal.js';
 import { audienceCovers } from './resource.js';
 import { hashSecret, isWellFormedAccessToken, REFRESH_TOKEN_PREFIX } from './secrets.js';
@@ -115,32 +115,6 @@ export async function revokeGrant(ctx: AppContext, principal: Principal, grantId
   );
   if (!grant) throw notFound('grant');
   await ctx.db.sql.transaction((tx) => revokeGrantNow(tx, grant.id));
-}
-
-/** Revokes every grant of the user (a password change). */
-export async function revokeUserGrants(ctx: AppContext, userId: string): Promise<void> {
-  const live = tables
-    .selectFrom('oauth_grants')
-    .select('id')
-    .where('user_id', '=', userId)
-    .where('revoked_at', 'is', null);
-  await ctx.db.sql.transaction(async (tx) => {
-    for (const grant of await tx.all(live)) await revokeGrantNow(tx, grant.id);
-  });
-}
-
-/** The role each live grant among `ids` acts with now (admin only with the `admin` scope), for long-lived streams. */
-export async function liveGrantRoles(ctx: AppContext, ids: string[]): Promise<Map<string, Role>> {
-  if (ids.length === 0) return new Map();
-  const rows = await ctx.db.sql.all(
-    tables
-      .selectFrom('oauth_grants as g')
-      .innerJoin('users as u', 'u.id', 'g.user_id')
-      .select(['g.id', 'g.scopes', 'u.role'])
-      .where('g.id', 'in', [...new Set(ids)])
-      .where('g.revoked_at', 'is', null),
-  );
-  return new Map(rows.map((row) => [row.id, row.role === 'admin' && row.scopes.includes('admin') ? 'admin' : 'user']));
 }
 
 /** Housekeeping: expired codes and access tokens, and grants ended over a day ago. */

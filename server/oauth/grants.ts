@@ -21,6 +21,7 @@ import {
   newAuthorizationCode,
   newRefreshToken,
 } from './secrets.js';
+import { revokeGrantNow } from '../tokens/app-grants.js';
 
 const CODE_TTL_MS = 60_000;
 
@@ -53,17 +54,6 @@ export async function issueAuthorizationCode(ctx: AppContext, approval: Approval
 }
 
 const codeRefused = () => new InvalidGrantError('The authorization code is invalid, expired or already used');
-
-export async function revokeGrantNow(db: SqlSession, grantId: string): Promise<void> {
-  await db.write(
-    tables
-      .updateTable('oauth_grants')
-      .set({ revoked_at: new Date() })
-      .where('id', '=', grantId)
-      .where('revoked_at', 'is', null),
-  );
-  await db.write(tables.deleteFrom('oauth_access_tokens').where('grant_id', '=', grantId));
-}
 
 /** A code presented again: what its first use issued is revoked, since one of the two presenters is not the app. */
 async function codeReplayed(ctx: AppContext, grantId: string | null): Promise<InvalidGrantError> {

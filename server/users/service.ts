@@ -2,7 +2,7 @@ import type { Role, User, UserListQuery, UserPatch, UserReplace } from '@task-se
 import { sql } from 'kysely';
 import { recordingEvents } from '../events/signal.js';
 import { discardStoredBytes, storageKeysOfUser } from '../storage/stored-bytes.js';
-import { revokeUserGrants } from '../oauth/access.js';
+import { revokeUserGrants } from '../tokens/app-grants.js';
 import { leaveProjectsOf } from '../projects/leave.js';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
