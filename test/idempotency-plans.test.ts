@@ -1,9 +1,8 @@
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql, type Compilable } from 'kysely';
 import { rawQuery, statementOf } from '../server/db/query.js';
 import { expiredKeys, keysBeyondCap } from '../server/http/idempotency.js';
-import { freshDatabase, type TestDatabase } from './support/databases.js';
+import { bulkLoad, freshDatabase, type TestDatabase } from './support/databases.js';
 import { planNodes, type PlanNode } from './support/plans.js';
 
 // Plans as tests for the idempotency keys' housekeeping, at a realistic volume (100,000 keys over
@@ -36,23 +35,18 @@ beforeAll(async () => {
   [capped = '', light = ''] = ids;
   // Made over the last 25 hours (a twenty-fifth has expired), kept 24 hours; the first caller holds
   // one key past the cap, as just after claiming a new one.
-  await db.rows(
-    `INSERT INTO idempotency_keys (user_id, key, fingerprint, status, response, created_at, expires_at)
+  await bulkLoad(database.url, async (run) => {
+    await run(
+      `INSERT INTO idempotency_keys (user_id, key, fingerprint, status, response, created_at, expires_at)
      SELECT u.id, gen_random_uuid()::text, md5(g::text), 201, '{"headers":{},"body":"{}"}'::jsonb, t.at, t.at + interval '24 hours'
      FROM unnest($1::uuid[]) WITH ORDINALITY AS u(id, n),
           LATERAL generate_series(1, CASE WHEN u.n = 1 THEN $2 + 1 ELSE $3 END) g,
           LATERAL (SELECT now() - ((g * 7919 + u.n * 104729) % 90000000) * interval '1 millisecond' AS at) t`,
-    [ids, CAP, KEYS_EACH],
-  );
-  // What autovacuum does after a bulk load (statistics, the visibility map), outside the bounded
-  // pool's transactions: a connection of its own.
-  const direct = new pg.Client({ connectionString: database.url });
-  await direct.connect();
-  try {
-    await direct.query('VACUUM ANALYZE idempotency_keys');
-  } finally {
-    await direct.end();
-  }
+      [ids, CAP, KEYS_EACH],
+    );
+    // What autovacuum does after a bulk load (statistics, the visibility map).
+    await run('VACUUM ANALYZE idempotency_keys');
+  });
 }, 120_000);
 afterAll(() => database.drop());
 

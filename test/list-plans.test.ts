@@ -5,7 +5,7 @@ import type { Cursor } from '../server/http/pagination.js';
 import { rawQuery, statementOf, tables } from '../server/db/query.js';
 import { sortOf, taskPageQuery, type TaskSet } from '../server/tasks/list-query.js';
 import { taskPage } from '../server/tasks/store.js';
-import { freshDatabase, type TestDatabase } from './support/databases.js';
+import { bulkLoad, freshDatabase, type TestDatabase } from './support/databases.js';
 import { storedTask } from './support/rows.js';
 import { planNodes, type PlanNode } from './support/plans.js';
 
@@ -32,17 +32,19 @@ beforeAll(async () => {
     )
   ).map((row) => row.id);
   // Tasks spread over owners, one in seven assigned to someone else, one in five without a due date.
-  await db.rows(
-    `INSERT INTO tasks (id, owner_id, assignee_id, title, description, status, priority, due_at, created_at, updated_at)
+  await bulkLoad(database.url, async (run) => {
+    await run(
+      `INSERT INTO tasks (id, owner_id, assignee_id, title, description, status, priority, due_at, created_at, updated_at)
      SELECT gen_random_uuid(), u.ids[1 + i % $2], CASE WHEN i % 7 = 0 THEN u.ids[1 + (i + 1) % $2] END,
             md5(i::text), '', (ARRAY['todo','in_progress','done'])[1 + i % 3]::"TaskStatus",
             (ARRAY['low','medium','high','urgent'])[1 + i % 4]::"TaskPriority",
             CASE WHEN i % 5 = 0 THEN NULL ELSE now() + (i % 1000) * interval '1 hour' END,
             now() - i * interval '1 second', now() - (i % 5000) * interval '1 second'
      FROM generate_series(1, $1) i, (SELECT $3::uuid[] AS ids) u`,
-    [TASKS, USERS, userIds],
-  );
-  await db.exec('ANALYZE tasks');
+      [TASKS, USERS, userIds],
+    );
+    await run('ANALYZE tasks');
+  });
 }, 120_000);
 afterAll(() => database.drop());
 

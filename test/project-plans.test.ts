@@ -5,7 +5,7 @@ import { rawQuery, statementOf, tables } from '../server/db/query.js';
 import type { Principal } from '../server/http/principal.js';
 import { projectsListed } from '../server/projects/queries.js';
 import { membersWithUsers } from '../server/projects/serialize.js';
-import { freshDatabase, type TestDatabase } from './support/databases.js';
+import { bulkLoad, freshDatabase, type TestDatabase } from './support/databases.js';
 import { planNodes, type PlanNode } from './support/plans.js';
 
 // Plans as tests, as test/list-plans.test.ts does for tasks: a member's projects and a project's
@@ -31,39 +31,41 @@ beforeAll(async () => {
     )
   ).map((row) => row.id);
   member = users[0] ?? '';
-  // Ids in creation order (UUIDv7-like: time first), each project with two or three members; user 0
-  // belongs to every fifth project, and the first project has every other user.
-  await db.rows(
-    `INSERT INTO projects (id, name, description, created_by, created_at, updated_at)
-     SELECT (lpad(to_hex(i), 12, '0') || '7000800000000000' || lpad(to_hex(i % 65536), 4, '0'))::uuid,
-            'Project ' || i, '', u.ids[1 + i % $2], now(), now()
-     FROM generate_series(1, $1) i, (SELECT $3::uuid[] AS ids) u`,
-    [PROJECTS, USERS, users],
-  );
-  const numbered = `(SELECT id, created_at, row_number() OVER (ORDER BY id) AS n FROM projects) p`;
-  for (const [who, which] of [
-    ['$1::uuid[]', `1 + ((p.n * 7 + 13) % ${USERS})`],
-    ['$1::uuid[]', `1 + ((p.n * 7 + 26) % ${USERS})`],
-    ['$1::uuid[]', `CASE WHEN p.n % 5 = 0 THEN 1 END`],
-  ]) {
-    await db.rows(
-      `INSERT INTO project_members (project_id, user_id, role, added_at)
-       SELECT p.id, (${who})[${which}], 'editor', p.created_at FROM ${numbered}
-       WHERE (${who})[${which}] IS NOT NULL
-       ON CONFLICT DO NOTHING`,
-      [users],
+  await bulkLoad(database.url, async (run) => {
+    // Ids in creation order (UUIDv7-like: time first), each project with two or three members; user 0
+    // belongs to every fifth project, and the first project has every other user.
+    await run(
+      `INSERT INTO projects (id, name, description, created_by, created_at, updated_at)
+       SELECT (lpad(to_hex(i), 12, '0') || '7000800000000000' || lpad(to_hex(i % 65536), 4, '0'))::uuid,
+              'Project ' || i, '', u.ids[1 + i % $2], now(), now()
+       FROM generate_series(1, $1) i, (SELECT $3::uuid[] AS ids) u`,
+      [PROJECTS, USERS, users],
     );
-  }
-  await db.rows(
-    `INSERT INTO project_members (project_id, user_id, role, added_at)
-     SELECT p.id, u.id, 'viewer', now() + u.n * interval '1 millisecond'
-     FROM (SELECT id FROM projects ORDER BY id LIMIT 1) p,
-          (SELECT id, row_number() OVER (ORDER BY id) AS n FROM users WHERE id <> $1) u
-     ON CONFLICT DO NOTHING`,
-    [member],
-  );
+    const numbered = `(SELECT id, created_at, row_number() OVER (ORDER BY id) AS n FROM projects) p`;
+    for (const [who, which] of [
+      ['$1::uuid[]', `1 + ((p.n * 7 + 13) % ${USERS})`],
+      ['$1::uuid[]', `1 + ((p.n * 7 + 26) % ${USERS})`],
+      ['$1::uuid[]', `CASE WHEN p.n % 5 = 0 THEN 1 END`],
+    ]) {
+      await run(
+        `INSERT INTO project_members (project_id, user_id, role, added_at)
+         SELECT p.id, (${who})[${which}], 'editor', p.created_at FROM ${numbered}
+         WHERE (${who})[${which}] IS NOT NULL
+         ON CONFLICT DO NOTHING`,
+        [users],
+      );
+    }
+    await run(
+      `INSERT INTO project_members (project_id, user_id, role, added_at)
+       SELECT p.id, u.id, 'viewer', now() + u.n * interval '1 millisecond'
+       FROM (SELECT id FROM projects ORDER BY id LIMIT 1) p,
+            (SELECT id, row_number() OVER (ORDER BY id) AS n FROM users WHERE id <> $1) u
+       ON CONFLICT DO NOTHING`,
+      [member],
+    );
+    await run('ANALYZE projects; ANALYZE project_members; ANALYZE users');
+  });
   crowded = (await db.first(tables.selectFrom('projects').select('id').orderBy('id').limit(1)))?.id ?? '';
-  await db.exec('ANALYZE projects; ANALYZE project_members; ANALYZE users');
 }, 120_000);
 afterAll(() => database.drop());
 

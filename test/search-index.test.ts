@@ -1,12 +1,12 @@
 // `q` is served by trigram indexes (found by an attack: a search was a scan of every task).
 import { sql } from 'kysely';
-import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { TaskListQuerySchema } from '../contract/tasks.js';
 import { rawQuery, statementOf, type Statement } from '../server/db/query.js';
 import { taskPageQuery } from '../server/tasks/list-query.js';
 import { serviceForFile } from './support/app.js';
+import { bulkLoad } from './support/databases.js';
 import { userForFile } from './support/users.js';
 
 const TASKS = 60_000;
@@ -14,14 +14,11 @@ const TASKS = 60_000;
 const service = serviceForFile();
 const owner = userForFile(service);
 beforeAll(async () => {
-  // A connection of its own, outside the service's statement timeout: on a busy machine the bulk
-  // load (60,000 rows into trigram indexes and the quota triggers) can outlast it. VACUUM, below,
-  // runs outside any transaction, which the service's bounded pool always opens.
-  const direct = new pg.Client({ connectionString: service.databaseUrl });
-  await direct.connect();
-  try {
+  const url = service.databaseUrl;
+  if (!url) throw new Error('the search test needs its database URL');
+  await bulkLoad(url, async (run) => {
     // Realistic volume: many tasks with text unlike the search term, a few that contain it.
-    await direct.query(`
+    await run(`
     INSERT INTO users (id, email, name, role, password_hash, created_at, updated_at)
       SELECT gen_random_uuid(), 'seed-' || i || '@example.test', 'Seed ' || md5(i::text), 'user', 'x', now(), now()
       FROM generate_series(1, 5000) AS i;
@@ -34,10 +31,8 @@ beforeAll(async () => {
       SELECT gen_random_uuid(), '${owner.user.id}', 'tag ' || md5(i::text), 'tag ' || md5(i::text), '#000000', now()
       FROM generate_series(1, 5000) AS i;`);
     // What autovacuum does after a bulk load: statistics, and GIN pending lists merged.
-    for (const table of ['users', 'tasks', 'tags']) await direct.query(`VACUUM ANALYZE ${table}`);
-  } finally {
-    await direct.end();
-  }
+    for (const table of ['users', 'tasks', 'tags']) await run(`VACUUM ANALYZE ${table}`);
+  });
 }, 120_000);
 
 /** The rows of a plain EXPLAIN: one line of the plan each. */

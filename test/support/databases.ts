@@ -76,6 +76,28 @@ export function openTestDatabase(url: string, poolSize = 5, directUrl = throughP
   return openPostgres(url, { poolSize, statementTimeoutMs: TEST_STATEMENT_TIMEOUT_MS, directUrl });
 }
 
+/**
+ * Statements on a connection of their own to the database at `url` (directly, never through the
+ * pooler), outside the service's statement timeout and transactions: a bulk load at a realistic
+ * volume can outlast the timeout on a busy machine, and VACUUM runs outside any transaction. Rows
+ * are not read here: tests read them through typed queries.
+ */
+export async function bulkLoad(
+  url: string,
+  load: (run: (text: string, values?: unknown[]) => Promise<void>) => Promise<void>,
+): Promise<void> {
+  const client = new pg.Client({ connectionString: directUrlOf(url) });
+  await client.connect();
+  try {
+    await client.query('SET statement_timeout = 0');
+    await load(async (text, values) => {
+      await client.query(text, values);
+    });
+  } finally {
+    await client.end();
+  }
+}
+
 async function onServer<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: withDatabase(url, 'postgres') });
   await client.connect();
