@@ -44,6 +44,9 @@ const taskSchema = z.object({
   assigneeId: IdSchema.nullable().describe(
     'The user the task is assigned to, who may read and change it too; null when unassigned',
   ),
+  projectId: IdSchema.nullable().describe(
+    'The project the task belongs to, whose members see it (editors and admins change it); null for a personal task',
+  ),
   title: z.string().describe('1 to 200 characters'),
   description: z.string().describe('Free text, up to 10,000 characters; empty when none'),
   status: TaskStatusSchema,
@@ -77,6 +80,10 @@ const AssigneeInputSchema = IdSchema.nullable().describe(
   'An existing user to assign (400 for an unknown one), or null for none. Only the owner or an administrator may set it; the assignee may only set null (403)',
 );
 
+const ProjectInputSchema = IdSchema.nullable().describe(
+  'A project you are an editor or admin of (400 otherwise), or null for a personal task. Moving a task between projects needs editor in both; making it personal needs its owner or an administrator',
+);
+
 const taskCreateSchema = z
   .object({
     title: TitleSchema,
@@ -85,9 +92,12 @@ const taskCreateSchema = z
     priority: TaskPrioritySchema.default('medium'),
     dueAt: DueAtInputSchema.default(null),
     assigneeId: AssigneeInputSchema.default(null),
+    projectId: ProjectInputSchema.default(null),
     tagIds: boundedArray(IdSchema, 50)
       .default([])
-      .describe('Ids of your tags to put on the task (at most 50); one that is not yours is 400'),
+      .describe(
+        "Ids of tags to put on the task (at most 50): your personal tags on a personal task, its project's tags on a project task; any other is 400",
+      ),
   })
   .strict();
 export interface TaskCreate extends z.output<typeof taskCreateSchema> {}
@@ -117,6 +127,8 @@ const taskPatchSchema = taskReplaceSchema
       .transform((description) => description ?? '')
       .optional()
       .describe('Free text, up to 10,000 characters; null clears it (to an empty string)'),
+    // PUT keeps its field list (it leaves the project as it is); PATCH moves a task.
+    projectId: ProjectInputSchema.optional(),
   })
   .strict();
 export interface TaskPatch extends z.output<typeof taskPatchSchema> {}
@@ -142,6 +154,10 @@ const taskListQuerySchema = PaginationQuerySchema.extend({
   priority: commaList(TaskPrioritySchema).optional().describe('Tasks with any of these priorities'),
   tagId: commaList(IdSchema).optional().describe('Tasks carrying every one of these tags (up to 50)'),
   assigneeId: IdSchema.optional().describe('Tasks assigned to this user'),
+  projectId: z
+    .union([IdSchema, z.literal('none')])
+    .optional()
+    .describe("One project's tasks, or `none` for personal tasks; a project you cannot see gives an empty list"),
   ownerId: IdSchema.optional().describe(
     'Tasks owned by this user; useful to administrators, as others see only tasks they own or are assigned',
   ),

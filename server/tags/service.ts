@@ -4,7 +4,7 @@ import { isUniqueViolation } from '../db/errors.js';
 import { tables } from '../db/query.js';
 import { announceEvents } from '../events/signal.js';
 import { quotaClaims, quotaExceeded } from '../quotas.js';
-import { AppError, notFound } from '../http/errors.js';
+import { AppError, invalidField, notFound } from '../http/errors.js';
 import { createdAfterId, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
 import type { Principal } from '../http/principal.js';
 import { defaultColorFor, filterTags, nameKeyOf, tagVisibleTo } from './queries.js';
@@ -12,7 +12,13 @@ import { serializeTag, tagColumns, type TagRow } from './serialize.js';
 import { insertTag, removeTag, updateTag } from './store.js';
 
 const tagNameTaken = (name: string) =>
-  new AppError('tag_name_taken', `You already have a tag named "${name}" (names ignore case)`);
+  new AppError(
+    'tag_name_taken',
+    `A tag named "${name}" already exists among your tags, or the project's (names ignore case)`,
+  );
+
+const readOnlyTag = () =>
+  new AppError('forbidden', "Only an editor or admin of the tag's project may change or delete it");
 
 /** Oldest first. */
 export async function listTags(
@@ -46,11 +52,18 @@ export async function createTag(ctx: AppContext, principal: Principal, input: Ta
     name: input.name,
     nameKey: nameKeyOf(input.name),
     color: (input.color ?? defaultColorFor(input.name)).toLowerCase(),
+    projectId: input.projectId,
   };
   const now = new Date();
   try {
     for (const claim of await quotaClaims(ctx, principal, 'tags')) {
       const outcome = await insertTag(ctx, principal, tag, claim, now);
+      if (outcome.kind === 'unknown_project')
+        throw invalidField(
+          'body.projectId',
+          'unknown_project',
+          'No project of yours where you are an editor or admin has this id',
+        );
       if (outcome.kind === 'created') {
         announceEvents(ctx);
         return outcome.row;
@@ -76,13 +89,23 @@ export async function changeTag(
   }).catch((error: unknown) => {
     throw isUniqueViolation(error) && change.name !== undefined ? tagNameTaken(change.name) : error;
   });
-  if (outcome.kind === 'not_found') throw notFound('tag');
-  if (outcome.kind === 'changed') announceEvents(ctx);
-  return outcome.row;
+  switch (outcome.kind) {
+    case 'not_found':
+      throw notFound('tag');
+    case 'forbidden':
+      throw readOnlyTag();
+    case 'changed':
+      announceEvents(ctx);
+      return outcome.row;
+    case 'unchanged':
+      return outcome.row;
+  }
 }
 
 /** Deletes a tag; every task that carried it changes its tag set, so it gets a new version. */
 export async function deleteTag(ctx: AppContext, principal: Principal, tagId: string): Promise<void> {
-  if (!(await removeTag(ctx, principal, tagId))) throw notFound('tag');
+  const outcome = await removeTag(ctx, principal, tagId);
+  if (outcome === 'not_found') throw notFound('tag');
+  if (outcome === 'forbidden') throw readOnlyTag();
   announceEvents(ctx);
 }
