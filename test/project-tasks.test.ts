@@ -4,7 +4,10 @@ import { z } from 'zod';
 import { pageOf } from '../contract/common.js';
 import { ProjectSchema, type Project } from '../contract/projects.js';
 import { TaskSchema, type Task } from '../contract/tasks.js';
-import { startService, type TestService } from './support/app.js';
+import type { Event } from '../contract/events.js';
+import { listen, startService, type TestService } from './support/app.js';
+import { ofType, readAllChanges } from './support/events.js';
+import { openSse } from './support/sse.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { createTask, getTask } from './support/tasks.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
@@ -426,5 +429,80 @@ describe('project tags', () => {
     const moved = TaskSchema.parse((await patch(alice, task.id, { projectId: other.id }).expect(200)).body);
     expect(moved.tags).toEqual([]);
     expect((await getTask(service, alice, task.id)).tags).toEqual([]);
+  });
+});
+
+describe("a project's events", () => {
+  const typesAbout = (events: Event[], taskId: string) =>
+    events
+      .filter((event) => JSON.stringify(event.data).includes(taskId) || event.type.startsWith('project.'))
+      .map((event) => event.type);
+
+  it('reach every member at the time of reading; a removed member reads their removal last, nothing before it', async () => {
+    const start = (await readAllChanges(service, editor)).cursor;
+    const outsiderStart = (await readAllChanges(service, outsider)).cursor;
+    const project = await team();
+    const task = await createTask(service, alice, { projectId: project.id });
+    await patch(alice, task.id, { title: 'changed' }).expect(200);
+    await upload(alice, task.id).expect(201);
+    const seen = await readAllChanges(service, editor, start);
+    expect(typesAbout(seen.events, task.id)).toEqual([
+      'project.created',
+      'project.member_added',
+      'project.member_added',
+      'project.member_added',
+      'task.created',
+      'task.updated',
+      'attachment.created',
+      'task.updated',
+    ]);
+    // Members see each other: the actor is shown.
+    expect(seen.events.find((event) => event.type === 'task.created')?.actorId).toBe(alice.user.id);
+    expect((await readAllChanges(service, outsider, outsiderStart)).events).toEqual([]);
+
+    await service.http.delete(`/projects/${project.id}/members/${editor.user.id}`).set(as(alice)).expect(204);
+    await patch(alice, task.id, { title: 'after' }).expect(200);
+    const after = await readAllChanges(service, editor, seen.cursor);
+    expect(after.events.map((event) => event.type)).toEqual(['project.member_removed']);
+    // From the start again: the project's past is gone with the membership, but for the removal.
+    expect(typesAbout((await readAllChanges(service, editor, start)).events, task.id)).toEqual([
+      'project.member_removed',
+    ]);
+  });
+
+  it("a move reaches the former project's members too, then nothing more of the task", async () => {
+    const [from, to] = [await team(), await createProject(alice)];
+    const start = (await readAllChanges(service, viewer)).cursor;
+    const task = await createTask(service, alice, { projectId: from.id });
+    await patch(alice, task.id, { projectId: to.id }).expect(200);
+    await patch(alice, task.id, { title: 'elsewhere' }).expect(200);
+    const events = (await readAllChanges(service, viewer, start)).events.filter((event) =>
+      JSON.stringify(event.data).includes(task.id),
+    );
+    expect(events.map((event) => event.type)).toEqual(['task.created', 'task.updated']);
+    expect(ofType(events, 'task.updated')[0]?.data.task.projectId).toBe(to.id);
+  });
+
+  it('a removed member’s open stream receives their removal, then nothing more of the project', async () => {
+    const listening = await listen(service);
+    try {
+      const project = await team();
+      const sse = await openSse(listening.baseUrl, as(editor));
+      const task = await createTask(service, alice, { projectId: project.id });
+      await sse.until((frames) => frames.some((frame) => frame.event === 'task.created'));
+      await service.http.delete(`/projects/${project.id}/members/${editor.user.id}`).set(as(alice)).expect(204);
+      await patch(alice, task.id, { title: 'unseen' }).expect(200);
+      // A later event of the editor's own, to know the stream has read past the update.
+      const mine = await createTask(service, editor);
+      await sse.until((frames) => frames.some((frame) => frame.data?.includes(mine.id) === true));
+      expect(sse.events().map((event) => event.type)).toEqual([
+        'task.created',
+        'project.member_removed',
+        'task.created',
+      ]);
+      sse.close();
+    } finally {
+      await listening.close();
+    }
   });
 });

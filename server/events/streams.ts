@@ -9,6 +9,7 @@ import {
   eventSeenBy,
   isAfter,
   later,
+  projectsOfReaders,
   readLog,
   readsEventType,
   visibleTo,
@@ -121,7 +122,7 @@ class StreamHub {
   private send(stream: Stream, logged: LoggedEvent): void {
     if (!isAfter(logged.position, stream.position)) return;
     stream.position = logged.position;
-    if (!visibleTo(stream.reader, logged.audience) || !readsEventType(stream.reader, logged.event.type)) return;
+    if (!visibleTo(stream.reader, logged) || !readsEventType(stream.reader, logged.event.type)) return;
     stream.out.write(frame(eventSeenBy(stream.reader, logged)));
     eventMetrics(this.ctx).streamEventsSent.inc();
     if (stream.out.writableLength > MAX_BUFFERED_BYTES) this.close(stream);
@@ -133,6 +134,7 @@ class StreamHub {
       await this.checkSessions([stream]);
       if (!this.streams.has(stream)) return;
       const page = await readLog(this.ctx, stream.position, PAGE, stream.reader);
+      await this.checkProjects([stream], page.events);
       for (const logged of page.events) this.send(stream, logged);
       stream.position = later(stream.position, page.next);
       if (page.events.length < PAGE || !this.streams.has(stream)) return;
@@ -157,6 +159,7 @@ class StreamHub {
           eventMetrics(this.ctx).fanoutEvents.inc(page.events.length);
           // Role and visibility per event from the current state: a demoted admin sees no more of others' events.
           if (page.events.length > 0) await this.checkSessions();
+          await this.checkProjects([...this.streams], page.events);
           if (!this.position) return;
           this.position = page.next;
           if (page.events.length === PAGE) this.readAgain = true;
@@ -187,6 +190,22 @@ class StreamHub {
       this.ctx.logger.warn({ err: error }, 'checking the sessions of event streams failed'),
     );
     this.follow();
+  }
+
+  /**
+   * Gives each stream's reader the projects of `events` it is a member of now, so a removed
+   * member's stream receives nothing more of the project from the next event on.
+   */
+  private async checkProjects(streams: Stream[], events: LoggedEvent[]): Promise<void> {
+    const projectIds = events.flatMap((logged) => (logged.projectId === null ? [] : [logged.projectId]));
+    const readers = streams.filter((stream) => !stream.reader.admin).map((stream) => stream.reader);
+    if (projectIds.length === 0 || readers.length === 0) return;
+    const byUser = await projectsOfReaders(
+      this.ctx,
+      readers.map((reader) => reader.userId),
+      projectIds,
+    );
+    for (const reader of readers) reader.projects = byUser.get(reader.userId) ?? new Set();
   }
 
   /** Ends the streams whose session ended, and gives the others their user's current role. */

@@ -5,6 +5,7 @@ import { rawQuery, tables } from '../db/query.js';
 import type { SqlSession } from '../db/sql.js';
 import { EVENT_WRITES, PLACE_NEW_EVENTS, UUIDV7_SQL } from '../events/outbox.js';
 import { memberJson } from './serialize.js';
+import { NO_AUDIENCE } from './store.js';
 
 /**
  * Takes user `userId` out of every project they belong to: a project where they were the last
@@ -59,11 +60,11 @@ export async function leaveProjectsOf(db: SqlSession, userId: string, actorId: s
       changes AS (
         SELECT p.project_id, 1 AS k, 'project.member_updated' AS type,
                jsonb_build_object('projectId', p.project_id, 'member', ${sql.raw(memberJson('p', 'u'))}) AS data,
-               ARRAY(SELECT o.user_id FROM others o WHERE o.project_id = p.project_id) AS audience
+               ${sql.raw(NO_AUDIENCE)} AS audience
         FROM promoted p JOIN users u ON u.id = p.user_id
         UNION ALL
         SELECT r.project_id, 2, 'project.member_removed', jsonb_build_object('projectId', r.project_id, 'userId', ${userId}::uuid),
-               ARRAY(SELECT o.user_id FROM others o WHERE o.project_id = r.project_id) || ${userId}::uuid
+               ARRAY[${userId}::uuid]
         FROM removed r
         UNION ALL
         SELECT d.id, 3, 'project.deleted', jsonb_build_object('projectId', d.id), ARRAY[${userId}::uuid]

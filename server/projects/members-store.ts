@@ -9,7 +9,7 @@ import { rawQuery } from '../db/query.js';
 import { EVENT_WRITES } from '../events/outbox.js';
 import type { Principal } from '../http/principal.js';
 import { memberJson, membersWithUsers, type MemberRow } from './serialize.js';
-import { BEGIN_WRITE, lockProject, manages, membersOf, sees, SETTLE_EVENTS } from './store.js';
+import { BEGIN_WRITE, lockProject, manages, NO_AUDIENCE, sees, SETTLE_EVENTS } from './store.js';
 
 /** SQL true when project `p` has an admin other than user `userId`. */
 const anotherAdmin = (p: string, userId: string) =>
@@ -63,7 +63,7 @@ export async function insertMember(
       new_events AS (
         SELECT ${uuidv7()}::uuid AS id, 'project.member_added' AS type,
                jsonb_build_object('projectId', a.project_id, 'member', ${sql.raw(memberJson('a', 'u'))}) AS data,
-               ${sql.raw(membersOf('a.project_id'))} || a.user_id AS audience, ${principal.userId}::uuid AS actor_id, 1 AS n
+               ${sql.raw(NO_AUDIENCE)} AS audience, ${principal.userId}::uuid AS actor_id, 1 AS n
         FROM added a JOIN users u ON u.id = a.user_id
       ),
       ${sql.raw(EVENT_WRITES)}
@@ -114,7 +114,7 @@ export async function updateMember(
       new_events AS (
         SELECT ${uuidv7()}::uuid AS id, 'project.member_updated' AS type,
                jsonb_build_object('projectId', m.project_id, 'member', ${sql.raw(memberJson('m', 'u'))}) AS data,
-               ${sql.raw(membersOf('m.project_id'))} AS audience, ${principal.userId}::uuid AS actor_id, 1 AS n
+               ${sql.raw(NO_AUDIENCE)} AS audience, ${principal.userId}::uuid AS actor_id, 1 AS n
         FROM updated m JOIN users u ON u.id = m.user_id
       ),
       ${sql.raw(EVENT_WRITES)}
@@ -166,7 +166,7 @@ export async function deleteMember(
       new_events AS (
         SELECT ${uuidv7()}::uuid AS id, 'project.member_removed' AS type,
                jsonb_build_object('projectId', r.project_id, 'userId', r.user_id) AS data,
-               ${sql.raw(membersOf('r.project_id'))} AS audience, ${principal.userId}::uuid AS actor_id, 1 AS n
+               ARRAY[r.user_id] AS audience, ${principal.userId}::uuid AS actor_id, 1 AS n
         FROM removed r
       ),
       ${sql.raw(EVENT_WRITES)}

@@ -27,6 +27,10 @@ const tagJson = (g: string): RawBuilder<unknown> =>
     `jsonb_build_object('id', ${g}.id, 'ownerId', ${g}.owner_id, 'projectId', ${g}.project_id, 'name', ${g}.name, 'color', ${g}.color, 'createdAt', ${iso(`${g}.created_at`)})`,
   );
 
+/** Who sees a tag's events besides admins: its owner, for a personal tag; a project's members read their tags' (outbox.ts). */
+const tagAudience = (g: string) =>
+  `(CASE WHEN ${g}.project_id IS NULL THEN ARRAY[${g}.owner_id] ELSE ARRAY[]::uuid[] END)`;
+
 /** Whether the caller may see the row of `tags` in scope. */
 const tagVisible = (principal: Principal) => tagVisibleTo(principal)(expressionBuilder<DB, 'tags'>());
 
@@ -123,7 +127,7 @@ export async function insertTag(
       ),
       new_events AS (
         SELECT ${uuidv7()}::uuid AS id, 'tag.created' AS type, jsonb_build_object('tag', ${tagJson('g')}) AS data,
-               ARRAY[g.owner_id] AS audience, ${me}::uuid AS actor_id, 1 AS n
+               ${sql.raw(tagAudience('g'))} AS audience, ${me}::uuid AS actor_id, 1 AS n
         FROM created g
       ),
       ${sql.raw(EVENT_WRITES)}
@@ -175,11 +179,11 @@ export async function updateTag(
       touched AS (
         UPDATE tasks t SET version = t.version + 1, updated_at = ${new Date()}
         FROM task_tags tt, updated u WHERE tt.tag_id = u.id AND t.id = tt.task_id
-        RETURNING t.id, t.owner_id, t.assignee_id
+        RETURNING t.id, t.owner_id, t.assignee_id, t.project_id
       ),
       new_events AS (
         SELECT ${uuidv7()}::uuid AS id, 'tag.updated' AS type, jsonb_build_object('tag', ${tagJson('u')}) AS data,
-               ARRAY[u.owner_id] AS audience, ${me}::uuid AS actor_id, 0::bigint AS n
+               ${sql.raw(tagAudience('u'))} AS audience, ${me}::uuid AS actor_id, 0::bigint AS n
         FROM updated u
         UNION ALL
         SELECT ${sql.raw(UUIDV7_SQL)}, 'task.updated', ${sql.raw(taskEventStub('t'))}, ${sql.raw(audience('t'))}, ${me}::uuid,
@@ -220,12 +224,12 @@ export async function removeTag(
       touched AS (
         UPDATE tasks t SET version = t.version + 1, updated_at = ${new Date()}
         FROM task_tags tt, doomed d WHERE tt.tag_id = d.id AND t.id = tt.task_id
-        RETURNING t.id, t.owner_id, t.assignee_id
+        RETURNING t.id, t.owner_id, t.assignee_id, t.project_id
       ),
-      deleted AS (DELETE FROM tags g USING doomed d WHERE g.id = d.id RETURNING g.id, g.owner_id),
+      deleted AS (DELETE FROM tags g USING doomed d WHERE g.id = d.id RETURNING g.id, g.owner_id, g.project_id),
       new_events AS (
         SELECT ${uuidv7()}::uuid AS id, 'tag.deleted' AS type, jsonb_build_object('tagId', d.id) AS data,
-               ARRAY[d.owner_id] AS audience, ${me}::uuid AS actor_id, 0::bigint AS n
+               ${sql.raw(tagAudience('d'))} AS audience, ${me}::uuid AS actor_id, 0::bigint AS n
         FROM deleted d
         UNION ALL
         SELECT ${sql.raw(UUIDV7_SQL)}, 'task.updated', ${sql.raw(taskEventStub('t'))}, ${sql.raw(audience('t'))}, ${me}::uuid,

@@ -16,7 +16,8 @@ export const taskChanged = (
 ): OutboxEvent => ({
   type,
   data: { task },
-  audience: [task.ownerId, task.assigneeId, formerAssigneeId],
+  // A project's task names nobody: its project's members read it (the event's project, outbox.ts).
+  audience: task.projectId === null ? [task.ownerId, task.assigneeId, formerAssigneeId] : [],
 });
 
 export const taskDeleted = (taskId: string, task: TaskParties): OutboxEvent => ({

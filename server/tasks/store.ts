@@ -28,9 +28,18 @@ export { taskJson };
 /** A timestamp column in SQL text, as the API writes it: for the tag and attachment stores' payloads. */
 export const iso = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', ${ISO_TIMESTAMP_FORMAT})`;
 
-/** Who may see a task's events besides admins: its owner and assignee, and (`former`) an assignee the change removed. */
-export const audience = (t: string, former = 'NULL::uuid') =>
-  `array_remove(ARRAY[${t}.owner_id, NULLIF(${t}.assignee_id, ${t}.owner_id), NULLIF(NULLIF(${former}, ${t}.owner_id), ${t}.assignee_id)], NULL)`;
+/**
+ * Who may see a personal task's events besides admins: its owner and assignee, and (`former`) an
+ * assignee the change removed. A project's task names nobody: its project's members at the time
+ * of reading see it (the events' project_id, server/events/outbox.ts). `formerProject`: the project
+ * a move took the task out of, whose members then receive the move.
+ */
+export const audience = (t: string, former = 'NULL::uuid', formerProject = 'NULL::uuid') =>
+  `(CASE WHEN ${t}.project_id IS NULL
+     THEN array_remove(ARRAY[${t}.owner_id, NULLIF(${t}.assignee_id, ${t}.owner_id), NULLIF(NULLIF(${former}, ${t}.owner_id), ${t}.assignee_id)], NULL)
+     ELSE ARRAY[]::uuid[] END
+   || ARRAY(SELECT pm.user_id FROM project_members pm
+            WHERE pm.project_id = ${formerProject} AND ${formerProject} IS DISTINCT FROM ${t}.project_id))`;
 
 /** taskVisibleTo as a condition on the row `tasks`, to place in SQL written with `sql`. NULL where false. */
 const visibleHere = (principal: Principal) => taskVisibleTo(principal)(expressionBuilder<DB, 'tasks'>());
@@ -97,14 +106,15 @@ const oneEvent = (event: {
   id: string;
   type: 'task.created' | 'task.updated' | 'task.deleted';
   data: RawBuilder<unknown>;
-  /** The task row's name; its audience (`former`: an assignee the change removed, see audience). */
+  /** The task row's name; its audience (`former`, `formerProject`: see audience). */
   row: string;
   former?: string;
+  formerProject?: string;
   actorId: RawBuilder<string> | string;
   from: RawBuilder<unknown>;
 }) => sql`new_events AS (
       SELECT ${event.id}::uuid AS id, ${sql.lit(event.type)} AS type, ${event.data} AS data,
-             ${sql.raw(audience(event.row, event.former))} AS audience, ${event.actorId}::uuid AS actor_id, 1 AS n
+             ${sql.raw(audience(event.row, event.former, event.formerProject))} AS audience, ${event.actorId}::uuid AS actor_id, 1 AS n
       FROM ${event.from}
     ),
     ${sql.raw(EVENT_WRITES)}`;
@@ -129,7 +139,7 @@ export const touchTaskOf = (
         touched AS (
           UPDATE tasks t SET version = t.version + 1, updated_at = ${params.now}::timestamptz
           FROM ${changed} c WHERE t.id = c.task_id
-          RETURNING t.id, t.owner_id, t.assignee_id
+          RETURNING t.id, t.owner_id, t.assignee_id, t.project_id
         ),
         new_events AS (
           ${params.also ? `${params.also} UNION ALL` : ''}
@@ -146,7 +156,7 @@ export const touchTaskOf = (
  */
 export const settleTaskEvents: Statement[] = [
   statementOf(
-    rawQuery(sql`UPDATE events e SET data = jsonb_build_object('task', ${taskJson()})
+    rawQuery(sql`UPDATE events e SET data = jsonb_build_object('task', ${taskJson()}), project_id = tasks.project_id
       FROM tasks WHERE e.${sql.raw(UNPLACED_EVENTS)} AND e.type = 'task.updated' AND e.data ? 'taskId'
         AND tasks.id = (e.data ->> 'taskId')::uuid`),
   ),
@@ -397,7 +407,7 @@ export async function updateTask(
           completed_at = CASE WHEN v.next_status <> 'done' THEN NULL WHEN v.status = 'done' THEN v.completed_at ELSE args.now END,
           version = t.version + 1, updated_at = args.now
         FROM verdict v, args WHERE t.id = v.id AND v.outcome = 'apply'
-        RETURNING t.*, v.assignee_id AS former_assignee_id
+        RETURNING t.*, v.assignee_id AS former_assignee_id, v.project_id AS former_project_id
       ),
       unfit_tags AS (
         DELETE FROM task_tags tt USING updated u, tags
@@ -409,6 +419,7 @@ export async function updateTask(
         data: sql.raw(taskEventStub('u')),
         row: 'u',
         former: 'u.former_assignee_id',
+        formerProject: 'u.former_project_id',
         actorId: sql`args.me`,
         from: sql`updated u, args`,
       })}
@@ -462,7 +473,7 @@ export async function removeTask(
         FROM tasks, args WHERE tasks.id = ${taskId}
       ),
       doomed AS (SELECT a.storage_key FROM attachments a JOIN verdict v ON a.task_id = v.id AND v.outcome = 'apply'),
-      deleted AS (DELETE FROM tasks t USING verdict v WHERE t.id = v.id AND v.outcome = 'apply' RETURNING t.id, t.owner_id, t.assignee_id),
+      deleted AS (DELETE FROM tasks t USING verdict v WHERE t.id = v.id AND v.outcome = 'apply' RETURNING t.id, t.owner_id, t.assignee_id, t.project_id),
       ${oneEvent({
         id: eventId,
         type: 'task.deleted',
