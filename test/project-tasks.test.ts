@@ -506,3 +506,39 @@ describe("a project's events", () => {
     }
   });
 });
+
+describe('deleting a user', () => {
+  it("hands their project tasks and tags to the project's longest-standing admin, with task.updated", async () => {
+    const project = await team();
+    const leaver = await registerUser(service);
+    await addMember(alice, project.id, leaver, 'editor');
+    const task = await createTask(service, leaver, { projectId: project.id, assigneeId: leaver.user.id });
+    const tagRes = await service.http.post('/tags').set(as(leaver)).send({ name: 'kept', projectId: project.id });
+    const tag = z.object({ id: z.string() }).parse(tagRes.body);
+    const personal = await createTask(service, leaver);
+    const start = (await readAllChanges(service, viewer)).cursor;
+    await service.http.delete(`/users/${leaver.user.id}`).set(as(leaver)).expect(204);
+
+    const kept = await getTask(service, viewer, task.id);
+    expect(kept).toMatchObject({ ownerId: alice.user.id, assigneeId: null, projectId: project.id });
+    expect(kept.version).toBeGreaterThan(task.version);
+    const keptTag = await service.http.get(`/tags/${tag.id}`).set(as(viewer)).expect(200);
+    expect(keptTag.body).toMatchObject({ ownerId: alice.user.id, projectId: project.id });
+    expectProblem(await service.http.get(`/tasks/${personal.id}`).set(as(admin)), 404, 'not_found');
+    const updates = ofType((await readAllChanges(service, viewer, start)).events, 'task.updated').filter(
+      (event) => event.data.task.id === task.id,
+    );
+    expect(updates.at(-1)?.data.task).toEqual(kept);
+  });
+
+  it('hands them to the member who inherits the project when they were its last admin', async () => {
+    const leaver = await registerUser(service);
+    const project = await createProject(leaver);
+    await addMember(leaver, project.id, viewer, 'viewer');
+    await addMember(leaver, project.id, editor, 'editor');
+    const task = await createTask(service, leaver, { projectId: project.id });
+    await service.http.delete(`/users/${leaver.user.id}`).set(as(leaver)).expect(204);
+    expect((await getTask(service, viewer, task.id)).ownerId).toBe(viewer.user.id);
+    await patch(viewer, task.id, { title: 'the new admin changes it' }).expect(200);
+  });
+});

@@ -4,6 +4,7 @@ import { sql } from 'kysely';
 import { rawQuery, tables } from '../db/query.js';
 import type { SqlSession } from '../db/sql.js';
 import { EVENT_WRITES, PLACE_NEW_EVENTS, UUIDV7_SQL } from '../events/outbox.js';
+import { audience, settleTaskStubs, taskEventStub } from '../tasks/store.js';
 import { memberJson } from './serialize.js';
 import { NO_AUDIENCE } from './store.js';
 
@@ -78,7 +79,48 @@ export async function leaveProjectsOf(db: SqlSession, userId: string, actorId: s
       ${sql.raw(EVENT_WRITES)}
       SELECT ARRAY(SELECT storage_key FROM doomed_keys) AS storage_keys`),
   );
+  await handOverProjectWork(db, userId, actorId);
   await db.exec(PLACE_NEW_EVENTS);
   await db.exec('RELEASE SAVEPOINT leave_projects');
   return left?.storage_keys ?? [];
+}
+
+/**
+ * The user's tasks and tags in projects outlive them: each passes to its project's longest-standing
+ * admin (after the promotions above, so every remaining project has one), the tasks with a new
+ * version and a `task.updated` each. Runs once the user is out of every project, before their row
+ * (and, by cascade, whatever they still own) goes.
+ */
+async function handOverProjectWork(db: SqlSession, userId: string, actorId: string | null): Promise<void> {
+  await db.all(
+    rawQuery(sql`
+      WITH projects_of AS (
+        SELECT DISTINCT t.project_id FROM tasks t WHERE t.owner_id = ${userId}::uuid AND t.project_id IS NOT NULL
+        UNION
+        SELECT DISTINCT g.project_id FROM tags g WHERE g.owner_id = ${userId}::uuid AND g.project_id IS NOT NULL
+      ),
+      heirs AS (
+        SELECT DISTINCT ON (pm.project_id) pm.project_id, pm.user_id
+        FROM project_members pm JOIN projects_of p ON p.project_id = pm.project_id
+        WHERE pm.role = 'admin' AND pm.user_id <> ${userId}::uuid
+        ORDER BY pm.project_id, pm.added_at, pm.user_id
+      ),
+      handed AS (
+        UPDATE tasks t SET owner_id = h.user_id, version = t.version + 1, updated_at = statement_timestamp()
+        FROM heirs h WHERE t.owner_id = ${userId}::uuid AND t.project_id = h.project_id
+        RETURNING t.id, t.owner_id, t.assignee_id, t.project_id
+      ),
+      tags_handed AS (
+        UPDATE tags g SET owner_id = h.user_id FROM heirs h
+        WHERE g.owner_id = ${userId}::uuid AND g.project_id = h.project_id
+      ),
+      new_events AS (
+        SELECT ${sql.raw(UUIDV7_SQL)} AS id, 'task.updated' AS type, ${sql.raw(taskEventStub('t'))} AS data,
+               ${sql.raw(audience('t'))} AS audience, ${actorId}::uuid AS actor_id, row_number() OVER (ORDER BY t.id) AS n
+        FROM handed t
+      ),
+      ${sql.raw(EVENT_WRITES)}
+      SELECT count(*) FROM handed`),
+  );
+  await db.rows(settleTaskStubs.text, settleTaskStubs.values);
 }

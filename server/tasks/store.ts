@@ -148,6 +148,13 @@ export const touchTaskOf = (
         ),
         ${EVENT_WRITES}`;
 
+/** Gives each `task.updated` stub written in the subtransaction its task as it now is (settleTaskEvents). */
+export const settleTaskStubs: Statement = statementOf(
+  rawQuery(sql`UPDATE events e SET data = jsonb_build_object('task', ${taskJson()}), project_id = tasks.project_id
+      FROM tasks WHERE e.${sql.raw(UNPLACED_EVENTS)} AND e.type = 'task.updated' AND e.data ? 'taskId'
+        AND tasks.id = (e.data ->> 'taskId')::uuid`),
+);
+
 /**
  * The statements that end a write whose events the statement before wrote, a task's as a stub
  * (taskEventStub): each stub gets the task as the change left it, every event written in the
@@ -155,11 +162,7 @@ export const touchTaskOf = (
  * subtransaction ends.
  */
 export const settleTaskEvents: Statement[] = [
-  statementOf(
-    rawQuery(sql`UPDATE events e SET data = jsonb_build_object('task', ${taskJson()}), project_id = tasks.project_id
-      FROM tasks WHERE e.${sql.raw(UNPLACED_EVENTS)} AND e.type = 'task.updated' AND e.data ? 'taskId'
-        AND tasks.id = (e.data ->> 'taskId')::uuid`),
-  ),
+  settleTaskStubs,
   { text: PLACE_NEW_EVENTS },
   { text: 'RELEASE SAVEPOINT write' },
 ];
