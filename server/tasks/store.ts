@@ -198,18 +198,30 @@ export const tagFits = (tag: string, ownerId: string, projectId: string) =>
  * The memberships a write into a project relies on (the caller's, the assignee's), held shared until
  * commit: a removal or a change of role waits for the write, or the write for it (and then finds it).
  */
-const holdMemberships = (projectId: string | null, userIds: (string | null)[]) =>
-  projectId === null
-    ? []
-    : [
-        tables
-          .selectFrom('project_members')
-          .select(sql.lit(1).as('held'))
-          .where('project_members.project_id', '=', projectId)
-          .where('project_members.user_id', '=', sql<string>`ANY(${userIds.filter((id) => id !== null)}::uuid[])`)
-          .orderBy('project_members.user_id')
-          .forShare(),
-      ];
+const holdMemberships = (
+  projects: { id: string | null } | { ofTask: string; movedTo?: string | null },
+  userIds: (string | null)[],
+) => {
+  const users = sql<string>`ANY(${userIds.filter((id) => id !== null)}::uuid[])`;
+  const held = tables
+    .selectFrom('project_members')
+    .select(sql.lit(1).as('held'))
+    .where('project_members.user_id', '=', users)
+    .orderBy('project_members.project_id')
+    .orderBy('project_members.user_id')
+    .forShare();
+  if ('id' in projects) return projects.id === null ? [] : [held.where('project_members.project_id', '=', projects.id)];
+  // A change of a task: in its project (read once the task is locked) and in the one it moves to.
+  const current = tables.selectFrom('tasks').select('tasks.project_id').where('tasks.id', '=', projects.ofTask);
+  return [
+    held.where((eb) =>
+      eb.or([
+        eb('project_members.project_id', '=', current),
+        eb('project_members.project_id', '=', projects.movedTo ?? null),
+      ]),
+    ),
+  ];
+};
 
 /**
  * Inserts a task with its tag links and its `task.created` event, in one round trip. The claim
@@ -231,7 +243,7 @@ export async function insertTask(
   const { checks, created } = await ctx.db.sql.pipeline({
     lock: [
       ...claimLock(claim, principal.userId),
-      ...holdMemberships(input.projectId, [principal.userId, input.assigneeId]),
+      ...holdMemberships({ id: input.projectId }, [principal.userId, input.assigneeId]),
       // The tags shared, as a link shares them: a rename or delete of one waits for this create, or
       // this create for it, so the task never carries (or its event names) a tag as it no longer is.
       ...(tagIds.length === 0
@@ -372,7 +384,7 @@ export async function updateTask(
     lock: [
       lockTask(taskId, false),
       // The memberships the change relies on, the caller's and the assignee's in the target project.
-      ...holdMemberships(change.projectId ?? null, [principal.userId, change.assigneeId ?? null]),
+      ...holdMemberships({ ofTask: taskId, movedTo: change.projectId }, [principal.userId, change.assigneeId ?? null]),
     ],
     savepoint: SAVEPOINT,
     verdict: rawQuery(sql<Verdict>`
