@@ -144,6 +144,31 @@ describe('a task in a project', () => {
     expectProblem(await patch(editor, task.id, { title: 'no' }), 403, 'forbidden');
   });
 
+  it('loses its assignee when the assignee leaves the project, with a task.updated to the members', async () => {
+    const project = await team();
+    const task = await createTask(service, alice, { projectId: project.id, assigneeId: editor.user.id });
+    const start = (await readAllChanges(service, viewer)).cursor;
+    await service.http.delete(`/projects/${project.id}/members/${editor.user.id}`).set(as(editor)).expect(204);
+    const after = await getTask(service, viewer, task.id);
+    expect(after).toMatchObject({ assigneeId: null, version: task.version + 1 });
+    const events = (await readAllChanges(service, viewer, start)).events;
+    expect(events.map((event) => event.type)).toEqual(['project.member_removed', 'task.updated']);
+    expect(ofType(events, 'task.updated')[0]?.data.task).toEqual(after);
+  });
+
+  it('races an assignment with the assignee’s removal: never left assigned to a non-member', async () => {
+    for (let round = 0; round < ROUNDS; round++) {
+      const project = await team();
+      const task = await createTask(service, alice, { projectId: project.id });
+      const [assigned] = await Promise.all([
+        patch(editor, task.id, { assigneeId: viewer.user.id }),
+        service.http.delete(`/projects/${project.id}/members/${viewer.user.id}`).set(as(alice)).expect(204),
+      ]);
+      expect([200, 400]).toContain(assigned.status);
+      expect((await getTask(service, alice, task.id)).assigneeId).toBeNull();
+    }
+  });
+
   it('GET /tasks?projectId= lists one project, or personal tasks with none; an unseen project is empty', async () => {
     const [project, other] = [await team(), await createProject(alice)];
     const inProject = await createTask(service, alice, { projectId: project.id });
