@@ -13,7 +13,7 @@ import {
   type Named,
 } from './common.js';
 import { needs } from './scopes.js';
-import { TagColorSchema } from './tasks.js';
+import { ProjectFilterSchema, TagColorSchema } from './tasks.js';
 
 const tagSchema = z.object({
   id: IdSchema.describe("The tag's id (UUIDv7)"),
@@ -62,10 +62,9 @@ export const TagPatchSchema: z.ZodType<TagPatch, z.ZodTypeDef, TagPatchInput> = 
 const tagListQuerySchema = PaginationQuerySchema.extend({
   q: SearchSchema(50).optional().describe('Tags whose name contains this, ignoring case (1 to 50 characters)'),
   ownerId: IdSchema.optional().describe("One owner's tags; useful to administrators, as others see only their own"),
-  projectId: z
-    .union([IdSchema, z.literal('none')])
-    .optional()
-    .describe("One project's tags, or `none` for personal tags; a project you cannot see gives an empty list"),
+  projectId: ProjectFilterSchema.optional().describe(
+    "One project's tags, or `none` for personal tags; a project you cannot see gives an empty list",
+  ),
 }).strict();
 export interface TagListQuery extends z.output<typeof tagListQuerySchema> {}
 export interface TagListQueryInput extends z.input<typeof tagListQuerySchema> {}

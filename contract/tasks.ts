@@ -149,15 +149,23 @@ export const TaskSortSchema = z.enum([
 ]);
 export type TaskSort = z.infer<typeof TaskSortSchema>;
 
+/**
+ * A project's id, or `none` (personal ones): one string type, so the OpenAPI parameter reads as a
+ * string rather than a union.
+ */
+export const ProjectFilterSchema = z
+  .string()
+  .regex(/^(none|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/i, 'expected a project id or none')
+  .transform((value) => value.toLowerCase());
+
 const taskListQuerySchema = PaginationQuerySchema.extend({
   status: commaList(TaskStatusSchema).optional().describe('Tasks in any of these statuses'),
   priority: commaList(TaskPrioritySchema).optional().describe('Tasks with any of these priorities'),
   tagId: commaList(IdSchema).optional().describe('Tasks carrying every one of these tags (up to 50)'),
   assigneeId: IdSchema.optional().describe('Tasks assigned to this user'),
-  projectId: z
-    .union([IdSchema, z.literal('none')])
-    .optional()
-    .describe("One project's tasks, or `none` for personal tasks; a project you cannot see gives an empty list"),
+  projectId: ProjectFilterSchema.optional().describe(
+    "One project's tasks, or `none` for personal tasks; a project you cannot see gives an empty list",
+  ),
   ownerId: IdSchema.optional().describe(
     'Tasks owned by this user; useful to administrators, as others see only tasks they own or are assigned',
   ),
