@@ -550,10 +550,11 @@ describe('deleting a user', () => {
     const keptTag = await service.http.get(`/tags/${tag.id}`).set(as(viewer)).expect(200);
     expect(keptTag.body).toMatchObject({ ownerId: alice.user.id, projectId: project.id });
     expectProblem(await service.http.get(`/tasks/${personal.id}`).set(as(admin)), 404, 'not_found');
-    const updates = ofType((await readAllChanges(service, viewer, start)).events, 'task.updated').filter(
-      (event) => event.data.task.id === task.id,
-    );
+    const events = (await readAllChanges(service, viewer, start)).events;
+    const updates = ofType(events, 'task.updated').filter((event) => event.data.task.id === task.id);
     expect(updates.at(-1)?.data.task).toEqual(kept);
+    const tagUpdates = ofType(events, 'tag.updated').filter((event) => event.data.tag.id === tag.id);
+    expect(tagUpdates.at(-1)?.data.tag).toEqual(keptTag.body);
   });
 
   it('hands them to the member who inherits the project when they were its last admin', async () => {

@@ -5,6 +5,7 @@ import { rawQuery, tables } from '../db/query.js';
 import type { SqlSession } from '../db/sql.js';
 import { EVENT_WRITES, PLACE_NEW_EVENTS, UUIDV7_SQL } from '../events/outbox.js';
 import { audience, settleTaskStubs, taskEventStub } from '../tasks/store.js';
+import { tagJson } from '../tags/store.js';
 import { memberJson } from './serialize.js';
 import { NO_AUDIENCE } from './store.js';
 
@@ -88,7 +89,7 @@ export async function leaveProjectsOf(db: SqlSession, userId: string, actorId: s
 /**
  * The user's tasks and tags in projects outlive them: each passes to its project's longest-standing
  * admin (after the promotions above, so every remaining project has one), the tasks with a new
- * version and a `task.updated` each. Runs once the user is out of every project, before their row
+ * version and a `task.updated` each, the tags with a `tag.updated`. Runs once the user is out of every project, before their row
  * (and, by cascade, whatever they still own) goes.
  */
 async function handOverProjectWork(db: SqlSession, userId: string, actorId: string | null): Promise<void> {
@@ -113,11 +114,21 @@ async function handOverProjectWork(db: SqlSession, userId: string, actorId: stri
       tags_handed AS (
         UPDATE tags g SET owner_id = h.user_id FROM heirs h
         WHERE g.owner_id = ${userId}::uuid AND g.project_id = h.project_id
+        RETURNING g.*
+      ),
+      changes AS (
+        SELECT t.id AS row_id, 1 AS k, 'task.updated' AS type, ${sql.raw(taskEventStub('t'))} AS data,
+               ${sql.raw(audience('t'))} AS audience
+        FROM handed t
+        UNION ALL
+        -- A project tag's events name nobody: the project's members read them (server/events/outbox.ts).
+        SELECT g.id, 2, 'tag.updated', jsonb_build_object('tag', ${tagJson('g')}), ARRAY[]::uuid[]
+        FROM tags_handed g
       ),
       new_events AS (
-        SELECT ${sql.raw(UUIDV7_SQL)} AS id, 'task.updated' AS type, ${sql.raw(taskEventStub('t'))} AS data,
-               ${sql.raw(audience('t'))} AS audience, ${actorId}::uuid AS actor_id, row_number() OVER (ORDER BY t.id) AS n
-        FROM handed t
+        SELECT ${sql.raw(UUIDV7_SQL)} AS id, type, data, audience, ${actorId}::uuid AS actor_id,
+               row_number() OVER (ORDER BY k, row_id) AS n
+        FROM changes
       ),
       ${sql.raw(EVENT_WRITES)}
       SELECT count(*) FROM handed`),

@@ -22,7 +22,7 @@ import { tagColumns, type TagRow } from './serialize.js';
 const BEGIN_WRITE: Statement = { text: 'SAVEPOINT write' };
 
 /** The contract's Tag of the row `g` as jsonb, for its events (serializeTag's shape). */
-const tagJson = (g: string): RawBuilder<unknown> =>
+export const tagJson = (g: string): RawBuilder<unknown> =>
   sql.raw(
     `jsonb_build_object('id', ${g}.id, 'ownerId', ${g}.owner_id, 'projectId', ${g}.project_id, 'name', ${g}.name, 'color', ${g}.color, 'createdAt', ${iso(`${g}.created_at`)})`,
   );
