@@ -495,6 +495,20 @@ describe("a project's events", () => {
     ]);
   });
 
+  it("an editor's deletions of attachments, tag links and the task reach the members, not outsiders", async () => {
+    const project = await team();
+    const task = await createTask(service, alice, { projectId: project.id });
+    const attachmentId = z.object({ id: z.string() }).parse((await upload(alice, task.id).expect(201)).body).id;
+    const start = (await readAllChanges(service, viewer)).cursor;
+    const outsiderStart = (await readAllChanges(service, outsider)).cursor;
+    await service.http.delete(`/attachments/${attachmentId}`).set(as(editor)).expect(204);
+    await service.http.delete(`/tasks/${task.id}`).set(as(editor)).expect(204);
+    const events = (await readAllChanges(service, viewer, start)).events;
+    expect(events.map((event) => event.type)).toEqual(['attachment.deleted', 'task.updated', 'task.deleted']);
+    expect(events.every((event) => event.actorId === editor.user.id)).toBe(true);
+    expect((await readAllChanges(service, outsider, outsiderStart)).events).toEqual([]);
+  });
+
   it("a move reaches the former project's members too, then nothing more of the task", async () => {
     const [from, to] = [await team(), await createProject(alice)];
     const start = (await readAllChanges(service, viewer)).cursor;
