@@ -330,6 +330,19 @@ const operations: Operation[] = [
   },
   { name: 'GET /tasks/{id}/tags', run: (user, task) => service.http.get(`/tasks/${task.id}/tags`).set(as(user)) },
   {
+    name: 'POST /tasks/{id}/tags/{tag_id}',
+    run: async (user, task) => {
+      // A tag that fits the task: its project's, or its owner's personal tag.
+      const res = await service.http
+        .post('/tags')
+        .set(as(alice))
+        .send({ name: `t-${uuidv7().slice(-8)}`, projectId: task.projectId })
+        .expect(201);
+      const tagId = z.object({ id: z.string() }).parse(res.body).id;
+      return service.http.post(`/tasks/${task.id}/tags/${tagId}`).set(as(user));
+    },
+  },
+  {
     name: 'DELETE /tasks/{id}/tags/{tag_id} (not on it)',
     run: async (user, task) => {
       const res = await service.http.delete(`/tasks/${task.id}/tags/${uuidv7()}`).set(as(user));
@@ -361,6 +374,7 @@ const expectedInProject: Record<string, Record<Role, number>> = {
   'GET /attachments/{id}': READ,
   'DELETE /attachments/{id}': { ...WRITE, editor: 204, 'project admin': 204, 'app admin': 204 },
   'GET /tasks/{id}/tags': READ,
+  'POST /tasks/{id}/tags/{tag_id}': { ...WRITE, editor: 201, 'project admin': 201, 'app admin': 201 },
   'DELETE /tasks/{id}/tags/{tag_id} (not on it)': { ...WRITE, editor: 204, 'project admin': 204, 'app admin': 204 },
 };
 const expectedPersonal = Object.fromEntries(
