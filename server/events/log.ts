@@ -29,8 +29,8 @@ export interface Reader {
   scopes?: readonly Scope[];
   /**
    * The projects the reader is a member of now, for readers that filter events in memory (a live
-   * stream): refreshed before each batch is handed out (projectsOfReaders), so a removed member's
-   * stream stops with the next event. Queries of the log decide it in SQL instead.
+   * stream): read for each batch handed out (projectsOfReaders), so a removed member's stream stops
+   * with the next event. Queries of the log decide it in SQL instead.
    */
   projects?: ReadonlySet<string>;
 }
