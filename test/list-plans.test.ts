@@ -43,6 +43,8 @@ const nodesOf = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).fla
 
 let database: TestDatabase;
 let userIds: string[];
+/** A project user 1 is a member of (every second one is theirs). */
+let memberProject: string;
 
 beforeAll(async () => {
   database = await freshDatabase();
@@ -67,7 +69,7 @@ beforeAll(async () => {
     [TASKS, USERS, userIds],
   );
   // Projects: a third of the tasks in one of PROJECTS projects; user 1 a member of every other one.
-  const projectIds = (
+  const projectIds: string[] = (
     await sql.rows<{ id: string }>(
       `INSERT INTO projects (id, name, description, version, created_at, updated_at)
        SELECT gen_random_uuid(), 'project ' || i, '', 1, now(), now() FROM generate_series(1, $1) i RETURNING id`,
@@ -84,6 +86,7 @@ beforeAll(async () => {
      WHERE abs(hashtext(tasks.id::text) / 7) % 3 = 0`,
     [projectIds, PROJECTS],
   );
+  memberProject = projectIds[1]!;
   await sql.exec('ANALYZE tasks');
   await sql.exec('ANALYZE project_members');
 }, 120_000);
@@ -155,6 +158,37 @@ describe.each(callers)('GET /tasks for %s', (_who, setOf) => {
           const read = scan['Actual Rows'] + (scan['Rows Removed by Filter'] ?? 0);
           expect(read, page).toBeLessThanOrEqual(3 * (LIMIT + 1));
         }
+      }
+    });
+  });
+});
+
+describe('GET /tasks?projectId=', () => {
+  const sets = [
+    ['a member', (): TaskSet => ({ kind: 'member', userId: userIds[1]! })],
+    ['an admin', (): TaskSet => ({ kind: 'all' })],
+  ] as const;
+  describe.each(sets)('for %s', (_who, setOf) => {
+    it.each(sorts)("sort=%s: the project's index, first and deep pages alike", async (sort) => {
+      const set = setOf();
+      const filters = { projectId: memberProject };
+      // A project holds about 500 tasks here: the deep page is 200 rows in.
+      const rows = await database.db.sql.all(
+        rawQuery(taskPageQuery(set, TaskListQuerySchema.parse({ sort, ...filters }), undefined, 200)),
+      );
+      const last = rows[rows.length - 1];
+      expect(rows.length).toBe(200);
+      const task = await storedTask(database.db.sql, last!.id);
+      const value = task[sortOf(sort).field];
+      const cursor = { s: sort, v: value instanceof Date ? value.toISOString() : value, id: task.id };
+      for (const at of [undefined, cursor]) {
+        const nodes = await plan(set, sort, filters, at);
+        const scans = nodes.filter((node) => node['Relation Name'] === 'tasks');
+        for (const scan of scans) {
+          expect(scan['Node Type']).toMatch(/^Index (Only )?Scan$/);
+          expect(scan['Actual Rows'] + (scan['Rows Removed by Filter'] ?? 0)).toBeLessThanOrEqual(LIMIT + 1);
+        }
+        expect(scans.some((scan) => scan['Index Name']?.startsWith('tasks_project_id'))).toBe(true);
       }
     });
   });

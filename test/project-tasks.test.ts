@@ -439,6 +439,16 @@ describe('project tags', () => {
     await service.http.patch(`/tags/${id}`).set(as(projectAdmin)).send({ color: '#000000' }).expect(200);
   });
 
+  it('of one name created at once by several editors: one 201, the others 409', async () => {
+    const project = await team();
+    const results = await Promise.all(
+      [alice, editor, projectAdmin, editor].map((user, i) =>
+        createTag(user, { name: i % 2 ? 'Race' : 'race', projectId: project.id }),
+      ),
+    );
+    expect(results.map((res) => res.status).sort()).toEqual([201, 409, 409, 409]);
+  });
+
   it("go only on their project's tasks; a personal tag only on its owner's personal tasks (else 400)", async () => {
     const [project, other] = [await team(), await team()];
     const projectTag = tagId(await createTag(alice, { name: 'p', projectId: project.id }).expect(201));
