@@ -73,7 +73,9 @@ export const TagListQuerySchema: z.ZodType<TagListQuery, z.ZodTypeDef, TagListQu
 const TagIdSchema = IdSchema.describe(
   "One of your tags or your projects' tags (any for an administrator); another is 404",
 );
-const TaskIdSchema = IdSchema.describe('A task you own or are assigned (any for an administrator); another is 404');
+const TaskIdSchema = IdSchema.describe(
+  "A task you own or are assigned, or one of your projects' tasks (any for an administrator); another is 404",
+);
 const TagParams = z.object({ tag_id: TagIdSchema });
 const TaskTagParams = z.object({
   task_id: TaskIdSchema,
@@ -151,7 +153,7 @@ export const tagsContract = c.router(
       body: c.noBody(),
       responses: { 200: TagSchema, 201: TagSchema, 404: ProblemSchema },
       summary:
-        "Put one of the task owner's tags on a task (201 new, 200 already there; a new link bumps the task's version)",
+        "Put a tag on a task: its project's tag, or one of its owner's personal tags (201 new, 200 already there; a new link bumps the task's version)",
       description:
         "Puts one of the task owner's tags on the task: 201 when newly added (the task's version grows), 200 when it was already there.",
     },

@@ -55,7 +55,9 @@ const taskSchema = z.object({
   completedAt: TimestampSchema.nullable().describe(
     'Set by the service when the status becomes `done`; null while it is not done',
   ),
-  tags: z.array(TagRefSchema).describe("The task's tags (its owner's), ordered by name"),
+  tags: z
+    .array(TagRefSchema)
+    .describe("The task's tags (its project's, or its owner's on a personal task), ordered by name"),
   attachmentCount: z.number().int().describe('How many files are attached'),
   version: z
     .number()
@@ -190,7 +192,9 @@ export interface TaskListQuerySchemaType extends Alias<typeof taskListQuerySchem
 export const TaskListQuerySchema: TaskListQuerySchemaType = taskListQuerySchema;
 
 const TaskParams = z.object({
-  task_id: IdSchema.describe('A task you own or are assigned (any for an administrator); another is 404'),
+  task_id: IdSchema.describe(
+    "A task you own or are assigned, or one of your projects' tasks (any for an administrator); another is 404",
+  ),
 });
 
 export const tasksContract = c.router(
@@ -224,7 +228,7 @@ export const tasksContract = c.router(
       responses: { 201: TaskSchema },
       summary: 'Create a task owned by the caller (an unknown assignee or tag is a 400)',
       description:
-        "Creates a task owned by the caller; omitted fields take their defaults. An unknown assigneeId or a tagIds entry that is not one of the caller's tags is a 400 naming the field.",
+        'Creates a task owned by the caller, personal or (with projectId) in a project where the caller is an editor or admin; omitted fields take their defaults. An unknown assigneeId (in a project: a non-member), a projectId the caller cannot write to, or a tagIds entry that does not fit the task is a 400 naming the field.',
     },
     replace: {
       method: 'PUT',
@@ -248,7 +252,7 @@ export const tasksContract = c.router(
       responses: { 200: TaskSchema, 404: ProblemSchema, 412: ProblemSchema },
       summary: 'Merge-patch a task (application/json or application/merge-patch+json; honours If-Match)',
       description:
-        'Changes only the fields sent (JSON merge patch, RFC 7396: null clears dueAt or assigneeId). If-Match as for PUT (412). The assignee may change a task but not its assigneeId, except to null (hand it back).',
+        'Changes only the fields sent (JSON merge patch, RFC 7396: null clears dueAt or assigneeId). If-Match as for PUT (412). The assignee of a personal task may change it but not its assigneeId, except to null (hand it back). In a project, editors and admins change its tasks (viewers: 403). projectId moves the task: editor in both projects; null (personal) or from personal into a project needs its owner or an administrator.',
     },
     remove: {
       method: 'DELETE',
