@@ -439,6 +439,31 @@ describe('project tags', () => {
     await service.http.patch(`/tags/${id}`).set(as(projectAdmin)).send({ color: '#000000' }).expect(200);
   });
 
+  it("GET /tags pages through a member's personal and project tags together, oldest first", async () => {
+    const member = await registerUser(service);
+    const [one, two] = [await team(), await team()];
+    await addMember(alice, one.id, member, 'viewer');
+    await addMember(alice, two.id, member, 'editor');
+    const ids: string[] = [];
+    for (const [i, projectId] of [null, one.id, two.id, null, two.id, one.id, null].entries())
+      ids.push(tagId(await createTag(projectId === one.id ? alice : member, { name: `n${i}`, projectId }).expect(201)));
+    await createTag(alice, { name: 'not theirs' }).expect(201);
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const res = await service.http
+        .get(`/tags?limit=2${cursor ? `&cursor=${cursor}` : ''}`)
+        .set(as(member))
+        .expect(200);
+      const page = z
+        .object({ items: z.array(z.object({ id: z.string() })), nextCursor: z.string().nullable() })
+        .parse(res.body);
+      seen.push(...page.items.map((tag) => tag.id));
+      cursor = page.nextCursor;
+    } while (cursor);
+    expect(seen).toEqual(ids);
+  });
+
   it('of one name created at once by several editors: one 201, the others 409', async () => {
     const project = await team();
     const results = await Promise.all(
