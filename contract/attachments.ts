@@ -26,7 +26,9 @@ export interface Attachment extends z.output<typeof attachmentSchema> {}
 export const AttachmentSchema: Named<Attachment> = attachmentSchema;
 
 export const TaskAttachmentsParams = z.object({
-  task_id: IdSchema.describe('A task you own or are assigned (any for an administrator); another is 404'),
+  task_id: IdSchema.describe(
+    "A task you own or are assigned, or one of your projects' tasks (any for an administrator); another is 404",
+  ),
 });
 const AttachmentParams = z.object({
   attach_id: IdSchema.describe('An attachment of a task you can see (any for an administrator); another is 404'),

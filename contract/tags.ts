@@ -13,12 +13,15 @@ import {
   type Named,
 } from './common.js';
 import { needs } from './scopes.js';
-import { TagColorSchema } from './tasks.js';
+import { ProjectFilterSchema, TagColorSchema } from './tasks.js';
 
 const tagSchema = z.object({
   id: IdSchema.describe("The tag's id (UUIDv7)"),
-  ownerId: IdSchema.describe('The user the tag belongs to; only their tasks can carry it'),
-  name: z.string().describe('1 to 50 characters; unique per owner, ignoring case'),
+  ownerId: IdSchema.describe("The user who created the tag; a personal tag only goes on its owner's personal tasks"),
+  projectId: IdSchema.nullable().describe(
+    'The project the tag belongs to, whose members see it and whose tasks alone carry it; null for a personal tag',
+  ),
+  name: z.string().describe('1 to 50 characters; unique per owner (a project tag: per project), ignoring case'),
   color: TagColorSchema.describe('`#rrggbb`, lower-case'),
   createdAt: TimestampSchema.describe('When the tag was created'),
 });
@@ -35,6 +38,11 @@ const tagCreateSchema = z
     color: TagColorSchema.optional().describe(
       '`#rrggbb` in either case, stored lower-case. Default: picked by the service from a fixed palette, the same for the same name',
     ),
+    projectId: IdSchema.nullable()
+      .default(null)
+      .describe(
+        'A project you are an editor or admin of (400 otherwise), for a project tag; null (default) for a personal tag',
+      ),
   })
   .strict();
 export interface TagCreate extends z.output<typeof tagCreateSchema> {}
@@ -54,17 +62,26 @@ export const TagPatchSchema: z.ZodType<TagPatch, z.ZodTypeDef, TagPatchInput> = 
 const tagListQuerySchema = PaginationQuerySchema.extend({
   q: SearchSchema(50).optional().describe('Tags whose name contains this, ignoring case (1 to 50 characters)'),
   ownerId: IdSchema.optional().describe("One owner's tags; useful to administrators, as others see only their own"),
+  projectId: ProjectFilterSchema.optional().describe(
+    "One project's tags, or `none` for personal tags; a project you cannot see gives an empty list",
+  ),
 }).strict();
 export interface TagListQuery extends z.output<typeof tagListQuerySchema> {}
 export interface TagListQueryInput extends z.input<typeof tagListQuerySchema> {}
 export const TagListQuerySchema: z.ZodType<TagListQuery, z.ZodTypeDef, TagListQueryInput> = tagListQuerySchema;
 
-const TagIdSchema = IdSchema.describe('One of your tags (any for an administrator); another is 404');
-const TaskIdSchema = IdSchema.describe('A task you own or are assigned (any for an administrator); another is 404');
+const TagIdSchema = IdSchema.describe(
+  "One of your tags or your projects' tags (any for an administrator); another is 404",
+);
+const TaskIdSchema = IdSchema.describe(
+  "A task you own or are assigned, or one of your projects' tasks (any for an administrator); another is 404",
+);
 const TagParams = z.object({ tag_id: TagIdSchema });
 const TaskTagParams = z.object({
   task_id: TaskIdSchema,
-  tag_id: IdSchema.describe("One of the task owner's tags; another is 404"),
+  tag_id: IdSchema.describe(
+    "A tag of the task's project on a project task (another you see is 400), one of the owner's personal tags on a personal task (another is 404)",
+  ),
 });
 
 export const tagsContract = c.router(
@@ -75,9 +92,9 @@ export const tagsContract = c.router(
       path: '/tags',
       query: TagListQuerySchema,
       responses: { 200: pageOf(TagSchema) },
-      summary: "List the caller's tags (admin: all), oldest first",
+      summary: "List the caller's tags and their projects' tags (admin: all), oldest first",
       description:
-        "The caller's tags (administrators: everyone's, or one owner's with ownerId), oldest first, keyset-paginated; `q` searches names.",
+        "The caller's personal tags and their projects' tags (administrators: everyone's, or one owner's with ownerId), oldest first, keyset-paginated; `q` searches names, `projectId` picks one project's (or `none`: personal tags).",
     },
     get: {
       method: 'GET',
@@ -96,7 +113,7 @@ export const tagsContract = c.router(
       responses: { 201: TagSchema, 409: ProblemSchema },
       summary: 'Create a tag',
       description:
-        'Creates a tag; names are unique per owner ignoring case (409 tag_name_taken). Without a colour one is picked from a fixed palette.',
+        "Creates a personal tag, or with projectId a project's tag (an editor's or admin's); names are unique per owner, or per project, ignoring case (409 tag_name_taken). Without a colour one is picked from a fixed palette.",
     },
     update: {
       method: 'PATCH',
@@ -136,7 +153,7 @@ export const tagsContract = c.router(
       body: c.noBody(),
       responses: { 200: TagSchema, 201: TagSchema, 404: ProblemSchema },
       summary:
-        "Put one of the task owner's tags on a task (201 new, 200 already there; a new link bumps the task's version)",
+        "Put a tag on a task: its project's tag, or one of its owner's personal tags (201 new, 200 already there; a new link bumps the task's version)",
       description:
         "Puts one of the task owner's tags on the task: 201 when newly added (the task's version grows), 200 when it was already there.",
     },

@@ -44,6 +44,9 @@ const taskSchema = z.object({
   assigneeId: IdSchema.nullable().describe(
     'The user the task is assigned to, who may read and change it too; null when unassigned',
   ),
+  projectId: IdSchema.nullable().describe(
+    'The project the task belongs to, whose members see it (editors and admins change it); null for a personal task',
+  ),
   title: z.string().describe('1 to 200 characters'),
   description: z.string().describe('Free text, up to 10,000 characters; empty when none'),
   status: TaskStatusSchema,
@@ -52,7 +55,9 @@ const taskSchema = z.object({
   completedAt: TimestampSchema.nullable().describe(
     'Set by the service when the status becomes `done`; null while it is not done',
   ),
-  tags: z.array(TagRefSchema).describe("The task's tags (its owner's), ordered by name"),
+  tags: z
+    .array(TagRefSchema)
+    .describe("The task's tags (its project's, or its owner's on a personal task), ordered by name"),
   attachmentCount: z.number().int().describe('How many files are attached'),
   version: z
     .number()
@@ -77,6 +82,10 @@ const AssigneeInputSchema = IdSchema.nullable().describe(
   'An existing user to assign (400 for an unknown one), or null for none. Only the owner or an administrator may set it; the assignee may only set null (403)',
 );
 
+const ProjectInputSchema = IdSchema.nullable().describe(
+  'A project you are an editor or admin of (400 otherwise), or null for a personal task. Moving a task between projects needs editor in both; making it personal needs its owner or an administrator',
+);
+
 const taskCreateSchema = z
   .object({
     title: TitleSchema,
@@ -85,9 +94,12 @@ const taskCreateSchema = z
     priority: TaskPrioritySchema.default('medium'),
     dueAt: DueAtInputSchema.default(null),
     assigneeId: AssigneeInputSchema.default(null),
+    projectId: ProjectInputSchema.default(null),
     tagIds: boundedArray(IdSchema, 50)
       .default([])
-      .describe('Ids of your tags to put on the task (at most 50); one that is not yours is 400'),
+      .describe(
+        "Ids of tags to put on the task (at most 50): your personal tags on a personal task, its project's tags on a project task; any other is 400",
+      ),
   })
   .strict();
 export interface TaskCreate extends z.output<typeof taskCreateSchema> {}
@@ -117,6 +129,8 @@ const taskPatchSchema = taskReplaceSchema
       .transform((description) => description ?? '')
       .optional()
       .describe('Free text, up to 10,000 characters; null clears it (to an empty string)'),
+    // PUT keeps its field list (it leaves the project as it is); PATCH moves a task.
+    projectId: ProjectInputSchema.optional(),
   })
   .strict();
 export interface TaskPatch extends z.output<typeof taskPatchSchema> {}
@@ -137,11 +151,23 @@ export const TaskSortSchema = z.enum([
 ]);
 export type TaskSort = z.infer<typeof TaskSortSchema>;
 
+/**
+ * A project's id, or `none` (personal ones): one string type, so the OpenAPI parameter reads as a
+ * string rather than a union.
+ */
+export const ProjectFilterSchema = z
+  .string()
+  .regex(/^(none|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/i, 'expected a project id or none')
+  .transform((value) => value.toLowerCase());
+
 const taskListQuerySchema = PaginationQuerySchema.extend({
   status: commaList(TaskStatusSchema).optional().describe('Tasks in any of these statuses'),
   priority: commaList(TaskPrioritySchema).optional().describe('Tasks with any of these priorities'),
   tagId: commaList(IdSchema).optional().describe('Tasks carrying every one of these tags (up to 50)'),
   assigneeId: IdSchema.optional().describe('Tasks assigned to this user'),
+  projectId: ProjectFilterSchema.optional().describe(
+    "One project's tasks, or `none` for personal tasks; a project you cannot see gives an empty list",
+  ),
   ownerId: IdSchema.optional().describe(
     'Tasks owned by this user; useful to administrators, as others see only tasks they own or are assigned',
   ),
@@ -166,7 +192,9 @@ export interface TaskListQuerySchemaType extends Alias<typeof taskListQuerySchem
 export const TaskListQuerySchema: TaskListQuerySchemaType = taskListQuerySchema;
 
 const TaskParams = z.object({
-  task_id: IdSchema.describe('A task you own or are assigned (any for an administrator); another is 404'),
+  task_id: IdSchema.describe(
+    "A task you own or are assigned, or one of your projects' tasks (any for an administrator); another is 404",
+  ),
 });
 
 export const tasksContract = c.router(
@@ -200,7 +228,7 @@ export const tasksContract = c.router(
       responses: { 201: TaskSchema },
       summary: 'Create a task owned by the caller (an unknown assignee or tag is a 400)',
       description:
-        "Creates a task owned by the caller; omitted fields take their defaults. An unknown assigneeId or a tagIds entry that is not one of the caller's tags is a 400 naming the field.",
+        'Creates a task owned by the caller, personal or (with projectId) in a project where the caller is an editor or admin; omitted fields take their defaults. An unknown assigneeId (in a project: a non-member), a projectId the caller cannot write to, or a tagIds entry that does not fit the task is a 400 naming the field.',
     },
     replace: {
       method: 'PUT',
@@ -224,7 +252,7 @@ export const tasksContract = c.router(
       responses: { 200: TaskSchema, 404: ProblemSchema, 412: ProblemSchema },
       summary: 'Merge-patch a task (application/json or application/merge-patch+json; honours If-Match)',
       description:
-        'Changes only the fields sent (JSON merge patch, RFC 7396: null clears dueAt or assigneeId). If-Match as for PUT (412). The assignee may change a task but not its assigneeId, except to null (hand it back).',
+        'Changes only the fields sent (JSON merge patch, RFC 7396: null clears dueAt or assigneeId). If-Match as for PUT (412). The assignee of a personal task may change it but not its assigneeId, except to null (hand it back). In a project, editors and admins change its tasks (viewers: 403). projectId moves the task: editor in both projects; null (personal) or from personal into a project needs its owner or an administrator.',
     },
     remove: {
       method: 'DELETE',

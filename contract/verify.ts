@@ -472,6 +472,20 @@ export async function verify(options: VerifyOptions): Promise<VerifyReport> {
         }),
       );
       await check('projects.listMembers', 200, () => client.projects.listMembers({ params, query: { limit: 10 } }));
+      // A project's tag and task: the project goes with them below.
+      const projectTag = bodyOf(
+        await check('tags.create', 201, () =>
+          client.tags.create({ body: { name: 'verify-project', projectId: project.id } }),
+        ),
+        201,
+      );
+      await check('tasks.create', 201, () =>
+        client.tasks.create({
+          body: { title: 'Verify a project task', projectId: project.id, tagIds: projectTag ? [projectTag.id] : [] },
+        }),
+      );
+      await check('tasks.list', 200, () => client.tasks.list({ query: { projectId: project.id, limit: 5 } }));
+      await check('tags.list', 200, () => client.tags.list({ query: { projectId: project.id, limit: 5 } }));
       await check('projects.addMember', 409, () =>
         client.projects.addMember({ params, body: { userId, role: 'viewer' } }),
       );

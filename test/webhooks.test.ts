@@ -4,6 +4,7 @@ import path from 'node:path';
 import { pino } from 'pino';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { pageOf } from '../contract/common.js';
 import {
   CreatedWebhookSchema,
@@ -154,6 +155,43 @@ describe('deliveries', () => {
     await expect
       .poll(async () => (await deliveries(alice, webhook.id)).map((d) => [d.attempt, d.state, d.statusCode]))
       .toEqual([[1, 'succeeded', 204]]);
+  });
+
+  it("reaches a project's members; a removed member's webhook delivers nothing more of the project, retries included", async () => {
+    const projectRes = await service.http.post('/projects').set('Authorization', alice.auth).send({ name: 'hooked' });
+    const projectId = z.object({ id: z.string() }).parse(projectRes.body).id;
+    await service.http
+      .post(`/projects/${projectId}/members`)
+      .set('Authorization', alice.auth)
+      .send({ userId: bob.user.id, role: 'viewer' })
+      .expect(201);
+    const webhook = await hook(bob, ['task.created', 'task.updated', 'project.member_removed']);
+    // The first attempt fails, so a retry falls due after the removal.
+    receiver.answer(webhook.path, (nth) => (nth === 1 ? 500 : 204));
+    const task = await createTask(service, alice, { title: 'in a project', projectId });
+    await expect.poll(() => receiver.received(webhook.path).length).toBe(1);
+    expect(receiver.received(webhook.path)[0]?.event).toMatchObject({ type: 'task.created', data: { task } });
+    await service.http
+      .delete(`/projects/${projectId}/members/${bob.user.id}`)
+      .set('Authorization', alice.auth)
+      .expect(204);
+    await service.http
+      .patch(`/tasks/${task.id}`)
+      .set('Authorization', alice.auth)
+      .send({ title: 'unseen' })
+      .expect(200);
+    // The retry and the removal's delivery run about together: which is newer is not the point.
+    const attempts = async () =>
+      (await deliveries(bob, webhook.id)).map((d) => `${d.eventType} #${d.attempt} ${d.state}`).sort();
+    await expect
+      .poll(attempts)
+      .toEqual(['project.member_removed #1 succeeded', 'task.created #1 failed', 'task.created #2 failed']);
+    const retry = (await deliveries(bob, webhook.id)).find((d) => d.eventType === 'task.created' && d.attempt === 2);
+    expect(retry?.error).toMatch(/no longer sees/);
+    expect(receiver.received(webhook.path).map((r) => r.event.type)).toEqual([
+      'task.created',
+      'project.member_removed',
+    ]);
   });
 
   it('retries a failing receiver with the same webhook-id until it succeeds, and logs every attempt newest first', async () => {

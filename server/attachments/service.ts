@@ -54,6 +54,8 @@ export async function listAttachments(ctx: AppContext, principal: Principal, tas
 /** The answer to an upload that failed its checks; `detail` of a full task names the limit. */
 function uploadRefusal(ctx: AppContext, verdict: Exclude<UploadVerdict, 'admitted'>): AppError {
   if (verdict === 'no_task') return notFound('task');
+  if (verdict === 'read_only')
+    return new AppError('forbidden', "Only an editor or admin of the task's project may attach files to it");
   if (verdict === 'full')
     return new AppError('conflict', `A task holds at most ${ctx.config.attachments.maxPerTask} attachments`);
   return quotaExceeded('storageBytes', ctx.config.quotas.storageBytes);
@@ -104,7 +106,10 @@ export async function deleteAttachment(ctx: AppContext, principal: Principal, at
   const outcome = await removeAttachment(ctx, principal, attachmentId);
   if (outcome.kind === 'not_found') throw notFound('attachment');
   if (outcome.kind === 'forbidden')
-    throw new AppError('forbidden', "Only the task's owner, the uploader or an admin may delete an attachment");
+    throw new AppError(
+      'forbidden',
+      "Only the task's owner or the uploader (a personal task), an editor or admin of the task's project, or an admin may delete an attachment",
+    );
   announceEvents(ctx);
   await discardStoredBytes(ctx, [outcome.storageKey]);
 }

@@ -9,7 +9,7 @@ import { rawQuery, tables, type DB } from '../db/query.js';
 import type { Statement } from '../db/sql.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { claimBounds, claimLock, holdsRoom, type ClaimBounds, type QuotaClaim } from '../quotas.js';
-import { taskVisibleTo } from '../tasks/queries.js';
+import { taskVisibleTo, taskWritableBy } from '../tasks/queries.js';
 import { audience, iso, settleTaskEvents, touchTaskOf } from '../tasks/store.js';
 import { attachmentColumns, type AttachmentRow } from './serialize.js';
 
@@ -23,6 +23,7 @@ const attachmentJson = (a: string) => `jsonb_build_object(
 
 /** Whether the caller may see the row of `tasks` in scope. */
 const taskVisible = (principal: Principal) => taskVisibleTo(principal)(expressionBuilder<DB, 'tasks'>());
+const taskWritable = (principal: Principal) => taskWritableBy(principal)(expressionBuilder<DB, 'tasks'>());
 
 /** Locks the task's row against its other writers only: links and other references to it may still be made. */
 const lockTask = (taskId: string) => tables.selectFrom('tasks').select('id').where('id', '=', taskId).forNoKeyUpdate();
@@ -49,11 +50,12 @@ const FROM_ARGS = {
 const uploadVerdict = (principal: Principal, maxPerTask: number, bounds: ClaimBounds): RawBuilder<UploadVerdict> =>
   sql<UploadVerdict>`CASE
     WHEN (${taskVisible(principal)}) IS NOT TRUE THEN 'no_task'
+    WHEN (${taskWritable(principal)}) IS NOT TRUE THEN 'read_only'
     WHEN (SELECT count(*) FROM attachments WHERE attachments.task_id = tasks.id) >= ${maxPerTask} THEN 'full'
     WHEN NOT ${holdsRoom('storageBytes', principal.userId, bounds)} THEN 'no_room'
     ELSE 'admitted' END`;
 
-export type UploadVerdict = 'no_task' | 'full' | 'no_room' | 'admitted';
+export type UploadVerdict = 'no_task' | 'read_only' | 'full' | 'no_room' | 'admitted';
 
 /** The upload's checks before its body is read (one statement): a byte more must fit the caller's storage quota. */
 export async function admission(
@@ -129,12 +131,21 @@ export async function insertAttachment(
 
 export type RemoveOutcome = { kind: 'not_found' } | { kind: 'forbidden' } | { kind: 'deleted'; storageKey: string };
 
-/** Who may delete the attachment in scope, on the task in scope: the task's owner, the uploader or an admin. */
+/**
+ * Who may delete the attachment in scope, on the task in scope: an admin; on a personal task its
+ * owner or the uploader; on a project's task an editor or admin of the project.
+ */
 const mayDelete = (principal: Principal) => {
   const eb = expressionBuilder<DB, 'tasks' | 'attachments'>();
   return isAdmin(principal)
     ? eb.lit(true)
-    : eb.or([eb('tasks.owner_id', '=', principal.userId), eb('attachments.uploaded_by', '=', principal.userId)]);
+    : eb.or([
+        eb.and([
+          eb('tasks.project_id', 'is', null),
+          eb.or([eb('tasks.owner_id', '=', principal.userId), eb('attachments.uploaded_by', '=', principal.userId)]),
+        ]),
+        eb.and([eb('tasks.project_id', 'is not', null), taskWritable(principal)]),
+      ]);
 };
 
 /**

@@ -27,6 +27,12 @@ export interface Reader {
   userId: string;
   admin: boolean;
   scopes?: readonly Scope[];
+  /**
+   * The projects the reader is a member of now, for readers that filter events in memory (a live
+   * stream): read for each batch handed out (projectsOfReaders), so a removed member's stream stops
+   * with the next event. Queries of the log decide it in SQL instead.
+   */
+  projects?: ReadonlySet<string>;
 }
 export const readerOf = (principal: Principal): Reader => ({
   userId: principal.userId,
@@ -48,6 +54,8 @@ export interface LoggedEvent {
   event: Event;
   position: Position;
   audience: string[];
+  /** The project whose current members read the event besides its audience. */
+  projectId: string | null;
 }
 
 /** What an event row holds, in whatever way a query names it. */
@@ -85,21 +93,55 @@ export function readableEvent(ctx: AppContext, stored: StoredEvent, reader: 'log
 /** An event as the log's reads select it. */
 interface EventRow extends StoredEvent {
   audience: string[];
+  projectId: string | null;
   txid: string;
   seq: string;
 }
 
 function toLogged(ctx: AppContext, row: EventRow): LoggedEvent | undefined {
   const event = readableEvent(ctx, row, 'log');
-  return event && { event, position: positionOf(row), audience: row.audience };
+  return event && { event, position: positionOf(row), audience: row.audience, projectId: row.projectId };
 }
 
-export const visibleTo = (reader: Reader, audience: string[]): boolean =>
-  reader.admin || audience.includes(reader.userId);
+/** Whether `reader` sees an event: admins all, others those naming them and those of their projects. */
+export const visibleTo = (reader: Reader, logged: { audience: string[]; projectId: string | null }): boolean =>
+  reader.admin ||
+  logged.audience.includes(reader.userId) ||
+  (logged.projectId !== null && reader.projects?.has(logged.projectId) === true);
 
-/** Whether `reader` may know who made the change: that user, an admin, or the task's owner or assignee. */
-function actorKnownTo(reader: Reader, event: Event, audience: string[]): boolean {
-  if (reader.admin || event.actorId === reader.userId) return true;
+/**
+ * The events `userId` reads as a non-admin, as a condition on the row `e`: those naming them, and
+ * those of the projects they are a member of now (one probe of project_members' primary key).
+ */
+export const eventReadableBy = (userId: string) =>
+  sql<boolean>`(e.audience @> ARRAY[${userId}::uuid] OR EXISTS (
+    SELECT 1 FROM project_members pm WHERE pm.project_id = e.project_id AND pm.user_id = ${userId}::uuid))`;
+
+/** Of `userIds`, the projects each is a member of among `projectIds`, now: for readers that filter in memory. */
+export async function projectsOfReaders(
+  ctx: AppContext,
+  userIds: readonly string[],
+  projectIds: readonly string[],
+): Promise<Map<string, Set<string>>> {
+  const byUser = new Map<string, Set<string>>(userIds.map((id) => [id, new Set<string>()]));
+  if (userIds.length === 0 || projectIds.length === 0) return byUser;
+  const rows = await ctx.db.sql.all(
+    tables
+      .selectFrom('project_members')
+      .select(['project_members.user_id as userId', 'project_members.project_id as projectId'])
+      .where('project_members.user_id', '=', sql<string>`ANY(${[...new Set(userIds)]}::uuid[])`)
+      .where('project_members.project_id', '=', sql<string>`ANY(${[...new Set(projectIds)]}::uuid[])`),
+  );
+  for (const row of rows) byUser.get(row.userId)?.add(row.projectId);
+  return byUser;
+}
+
+/**
+ * Whether `reader` may know who made the change: that user, an admin, the task's owner or assignee,
+ * or a member of the event's project (members see each other in its member list).
+ */
+function actorKnownTo(reader: Reader, event: Event, audience: string[], projectId: string | null): boolean {
+  if (reader.admin || event.actorId === reader.userId || projectId !== null) return true;
   switch (event.type) {
     case 'task.created':
     case 'task.updated':
@@ -123,8 +165,13 @@ function actorKnownTo(reader: Reader, event: Event, audience: string[]): boolean
 }
 
 /** The event as `reader` receives it (stream, changes feed, webhooks): the actor only where they may know it. */
-export const eventSeenBy = (reader: Reader, logged: { event: Event; audience: string[] }): Event =>
-  actorKnownTo(reader, logged.event, logged.audience) ? logged.event : { ...logged.event, actorId: null };
+export const eventSeenBy = (
+  reader: Reader,
+  logged: { event: Event; audience: string[]; projectId: string | null },
+): Event =>
+  actorKnownTo(reader, logged.event, logged.audience, logged.projectId)
+    ? logged.event
+    : { ...logged.event, actorId: null };
 
 export interface LogPage {
   events: LoggedEvent[];
@@ -163,24 +210,35 @@ async function readLogOnce(
           let events = eb
             .selectFrom('events as e')
             .select(['e.id', 'e.type', 'e.occurred_at as occurredAt', 'e.actor_id as actorId', 'e.data'])
-            .select(['e.audience', 'e.txid', 'e.seq'])
+            .select(['e.audience', 'e.project_id as projectId', 'e.txid', 'e.seq'])
             .where(sql<boolean>`(e.txid, e.seq) > (${after.txid.toString()}::bigint, ${after.seq.toString()}::bigint)`)
             .whereRef('e.txid', '<', 'h.horizon');
-          if (reader && !reader.admin) events = events.where(sql<boolean>`e.audience @> ARRAY[${reader.userId}::uuid]`);
+          if (reader && !reader.admin) events = events.where(eventReadableBy(reader.userId));
           // Filtered here, not after: a page of events the reader may not read would end its reading early.
           if (reader?.scopes) events = events.where(sql<boolean>`e.type = ANY(${readableTypes(reader)}::text[])`);
           return events.orderBy('e.txid').orderBy('e.seq').limit(limit).as('e');
         },
         (join) => join.onTrue(),
       )
-      .select(['h.horizon', 'e.id', 'e.type', 'e.occurredAt', 'e.actorId', 'e.data', 'e.audience', 'e.txid', 'e.seq']),
+      .select([
+        'h.horizon',
+        'e.id',
+        'e.type',
+        'e.occurredAt',
+        'e.actorId',
+        'e.data',
+        'e.audience',
+        'e.projectId',
+        'e.txid',
+        'e.seq',
+      ]),
   );
   const horizon = BigInt(rows[0]?.horizon ?? 0);
   // Without an event, the left join still answers the horizon, in a row of nulls.
-  const read = rows.flatMap(({ id, type, occurredAt, actorId, data, audience, txid, seq }) =>
+  const read = rows.flatMap(({ id, type, occurredAt, actorId, data, audience, projectId, txid, seq }) =>
     id === null || type === null || occurredAt === null || audience === null || txid === null || seq === null
       ? []
-      : [{ id, type, occurredAt, actorId, data, audience, txid, seq }],
+      : [{ id, type, occurredAt, actorId, data, audience, projectId, txid, seq }],
   );
   const events = read.flatMap((row) => toLogged(ctx, row) ?? []);
   // Past the last row read, an unreadable one included: the next read never meets it again.
@@ -193,9 +251,13 @@ async function readLogOnce(
 /** The position of an event `reader` may see, by id; undefined when it is not (or no longer) in the log, or not theirs. */
 export async function positionSeenBy(ctx: AppContext, reader: Reader, eventId: string): Promise<Position | undefined> {
   const row = await ctx.db.sql.first(
-    tables.selectFrom('events').select(['txid', 'seq', 'audience', 'type']).where('id', '=', eventId),
+    tables
+      .selectFrom('events as e')
+      .select(['e.txid', 'e.seq', 'e.type'])
+      .where('e.id', '=', eventId)
+      .where((eb) => (reader.admin ? eb.lit(true) : eventReadableBy(reader.userId))),
   );
-  return row && visibleTo(reader, row.audience) && readsEventType(reader, row.type) ? positionOf(row) : undefined;
+  return row && readsEventType(reader, row.type) ? positionOf(row) : undefined;
 }
 
 /** A stored position (bigints, which pg reads as text). */

@@ -19,6 +19,23 @@ const READING_SCOPES = EVENT_TYPES.map((type) => {
 }).join(', ');
 
 /**
+ * The project an event of `new_events` belongs to, whose current members read it (server/events/log.ts):
+ * a project's own events but its deletion (nobody is a member any more: its audience names them), a
+ * project tag's, and a project task's with its attachments'. Read from the event's data, or from the
+ * tag or task it names as the statement found them (a deleted one included). A task.updated written
+ * as a stub gets its task's project when settled (settleTaskEvents), as a move may change it.
+ */
+const EVENT_PROJECT = `(CASE
+      WHEN type = 'project.deleted' THEN NULL
+      WHEN type LIKE 'project.%' THEN COALESCE(data ->> 'projectId', data -> 'project' ->> 'id')::uuid
+      WHEN type LIKE 'tag.%' THEN COALESCE((data -> 'tag' ->> 'projectId')::uuid,
+        (SELECT tags.project_id FROM tags WHERE tags.id = (data ->> 'tagId')::uuid))
+      WHEN data ? 'task' THEN (data -> 'task' ->> 'projectId')::uuid
+      ELSE (SELECT tasks.project_id FROM tasks
+            WHERE tasks.id = COALESCE(data ->> 'taskId', data -> 'attachment' ->> 'taskId')::uuid)
+    END)`;
+
+/**
  * The CTEs that write the events of a CTE named `new_events` (id uuid, type text, data jsonb,
  * audience uuid[], actor_id uuid, n: their order), with a first delivery attempt, due now, for each
  * webhook whose owner may see the event and whose scopes may read it. Plain SQL without parameters,
@@ -26,9 +43,9 @@ const READING_SCOPES = EVENT_TYPES.map((type) => {
  */
 export const EVENT_WRITES = `
     inserted AS (
-      INSERT INTO events (id, type, occurred_at, actor_id, data, audience)
-      SELECT id, type, statement_timestamp(), actor_id, data, audience FROM new_events ORDER BY n
-      RETURNING id, type, audience
+      INSERT INTO events (id, type, occurred_at, actor_id, data, audience, project_id)
+      SELECT id, type, statement_timestamp(), actor_id, data, audience, ${EVENT_PROJECT} FROM new_events ORDER BY n
+      RETURNING id, type, audience, project_id
     ),
     deliveries AS (
       INSERT INTO webhook_deliveries (id, webhook_id, event_id, event_type, attempt, state, next_attempt_at)
@@ -38,6 +55,7 @@ export const EVENT_WRITES = `
       JOIN users u ON u.id = w.owner_id
       JOIN (VALUES ${READING_SCOPES}) AS reading(type, scopes) ON reading.type = i.type AND w.scopes && reading.scopes
       WHERE u.role = 'admin' OR w.owner_id = ANY(i.audience)
+        OR EXISTS (SELECT 1 FROM project_members pm WHERE pm.project_id = i.project_id AND pm.user_id = w.owner_id)
     )`;
 
 type Change = Event extends infer E ? (E extends Event ? Pick<E, 'type' | 'data'> : never) : never;

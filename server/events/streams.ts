@@ -9,6 +9,7 @@ import {
   eventSeenBy,
   isAfter,
   later,
+  projectsOfReaders,
   readLog,
   readsEventType,
   visibleTo,
@@ -21,6 +22,7 @@ import { liveTokenRoles } from '../tokens/authenticate.js';
 import { liveGrantRoles } from '../tokens/app-grants.js';
 
 const PAGE = 1000;
+const NONE: ReadonlySet<string> = new Set();
 /** A client that reads slower than events come is cut off; it resumes with Last-Event-ID. */
 const MAX_BUFFERED_BYTES = 1024 * 1024;
 
@@ -118,10 +120,11 @@ class StreamHub {
     });
   }
 
-  private send(stream: Stream, logged: LoggedEvent): void {
+  /** `projects`: the projects of the batch the stream's user is a member of, as read for this batch. */
+  private send(stream: Stream, logged: LoggedEvent, projects: ReadonlySet<string>): void {
     if (!isAfter(logged.position, stream.position)) return;
     stream.position = logged.position;
-    if (!visibleTo(stream.reader, logged.audience) || !readsEventType(stream.reader, logged.event.type)) return;
+    if (!visibleTo({ ...stream.reader, projects }, logged) || !readsEventType(stream.reader, logged.event.type)) return;
     stream.out.write(frame(eventSeenBy(stream.reader, logged)));
     eventMetrics(this.ctx).streamEventsSent.inc();
     if (stream.out.writableLength > MAX_BUFFERED_BYTES) this.close(stream);
@@ -133,7 +136,8 @@ class StreamHub {
       await this.checkSessions([stream]);
       if (!this.streams.has(stream)) return;
       const page = await readLog(this.ctx, stream.position, PAGE, stream.reader);
-      for (const logged of page.events) this.send(stream, logged);
+      const projects = await this.memberships([stream], page.events);
+      for (const logged of page.events) this.send(stream, logged, projects.get(stream.reader.userId) ?? NONE);
       stream.position = later(stream.position, page.next);
       if (page.events.length < PAGE || !this.streams.has(stream)) return;
     }
@@ -157,11 +161,14 @@ class StreamHub {
           eventMetrics(this.ctx).fanoutEvents.inc(page.events.length);
           // Role and visibility per event from the current state: a demoted admin sees no more of others' events.
           if (page.events.length > 0) await this.checkSessions();
+          const projects = await this.memberships([...this.streams], page.events);
           if (!this.position) return;
           this.position = page.next;
           if (page.events.length === PAGE) this.readAgain = true;
           for (const stream of this.streams)
-            this.enqueue(stream, async () => this.deliver(stream, from, page.events, page.next));
+            this.enqueue(stream, async () =>
+              this.deliver(stream, from, page.events, page.next, projects.get(stream.reader.userId) ?? NONE),
+            );
         } while (this.readAgain);
       } catch (error) {
         this.ctx.logger.warn(
@@ -174,9 +181,15 @@ class StreamHub {
     })();
   }
 
-  private async deliver(stream: Stream, from: Position, events: LoggedEvent[], to: Position): Promise<void> {
+  private async deliver(
+    stream: Stream,
+    from: Position,
+    events: LoggedEvent[],
+    to: Position,
+    projects: ReadonlySet<string>,
+  ): Promise<void> {
     if (isAfter(from, stream.position)) return this.catchUp(stream); // behind what the hub read
-    for (const logged of events) this.send(stream, logged);
+    for (const logged of events) this.send(stream, logged, projects);
     stream.position = later(stream.position, to);
   }
 
@@ -187,6 +200,17 @@ class StreamHub {
       this.ctx.logger.warn({ err: error }, 'checking the sessions of event streams failed'),
     );
     this.follow();
+  }
+
+  /**
+   * Of the projects of `events`, those each stream's user is a member of now (read once per batch,
+   * handed to the batch's deliveries), so a removed member's stream receives nothing more of the
+   * project from the next event on.
+   */
+  private async memberships(streams: Stream[], events: LoggedEvent[]): Promise<Map<string, Set<string>>> {
+    const projectIds = events.flatMap((logged) => (logged.projectId === null ? [] : [logged.projectId]));
+    const users = streams.filter((stream) => !stream.reader.admin).map((stream) => stream.reader.userId);
+    return projectsOfReaders(this.ctx, users, projectIds);
   }
 
   /** Ends the streams whose session ended, and gives the others their user's current role. */

@@ -80,6 +80,7 @@ export const authResult: AuthResult = {
 export const tagUrgent: Tag = {
   id: ids.tagUrgent,
   ownerId: ids.ada,
+  projectId: null,
   name: 'urgent',
   color: '#e5484d',
   createdAt: '2026-11-03T10:00:00.000Z',
@@ -87,6 +88,7 @@ export const tagUrgent: Tag = {
 export const tagWork: Tag = {
   id: ids.tagWork,
   ownerId: ids.ada,
+  projectId: null,
   name: 'work',
   color: '#3e63dd',
   createdAt: '2026-11-03T10:00:05.250Z',
@@ -96,6 +98,7 @@ export const task: Task = {
   id: ids.task,
   ownerId: ids.ada,
   assigneeId: ids.grace,
+  projectId: null,
   title: 'Write the quarterly report',
   description: 'Figures from the finance sheet; send the draft to Grace by Friday.',
   status: 'in_progress',

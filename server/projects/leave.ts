@@ -4,7 +4,10 @@ import { sql } from 'kysely';
 import { rawQuery, tables } from '../db/query.js';
 import type { SqlSession } from '../db/sql.js';
 import { EVENT_WRITES, PLACE_NEW_EVENTS, UUIDV7_SQL } from '../events/outbox.js';
+import { audience, settleTaskStubs, taskEventStub } from '../tasks/store.js';
+import { tagJson } from '../tags/store.js';
 import { memberJson } from './serialize.js';
+import { NO_AUDIENCE } from './store.js';
 
 /**
  * Takes user `userId` out of every project they belong to: a project where they were the last
@@ -59,11 +62,11 @@ export async function leaveProjectsOf(db: SqlSession, userId: string, actorId: s
       changes AS (
         SELECT p.project_id, 1 AS k, 'project.member_updated' AS type,
                jsonb_build_object('projectId', p.project_id, 'member', ${sql.raw(memberJson('p', 'u'))}) AS data,
-               ARRAY(SELECT o.user_id FROM others o WHERE o.project_id = p.project_id) AS audience
+               ${sql.raw(NO_AUDIENCE)} AS audience
         FROM promoted p JOIN users u ON u.id = p.user_id
         UNION ALL
         SELECT r.project_id, 2, 'project.member_removed', jsonb_build_object('projectId', r.project_id, 'userId', ${userId}::uuid),
-               ARRAY(SELECT o.user_id FROM others o WHERE o.project_id = r.project_id) || ${userId}::uuid
+               ARRAY[${userId}::uuid]
         FROM removed r
         UNION ALL
         SELECT d.id, 3, 'project.deleted', jsonb_build_object('projectId', d.id), ARRAY[${userId}::uuid]
@@ -77,7 +80,58 @@ export async function leaveProjectsOf(db: SqlSession, userId: string, actorId: s
       ${sql.raw(EVENT_WRITES)}
       SELECT ARRAY(SELECT storage_key FROM doomed_keys) AS storage_keys`),
   );
+  await handOverProjectWork(db, userId, actorId);
   await db.exec(PLACE_NEW_EVENTS);
   await db.exec('RELEASE SAVEPOINT leave_projects');
   return left?.storage_keys ?? [];
+}
+
+/**
+ * The user's tasks and tags in projects outlive them: each passes to its project's longest-standing
+ * admin (after the promotions above, so every remaining project has one), the tasks with a new
+ * version and a `task.updated` each, the tags with a `tag.updated`. Runs once the user is out of every project, before their row
+ * (and, by cascade, whatever they still own) goes.
+ */
+async function handOverProjectWork(db: SqlSession, userId: string, actorId: string | null): Promise<void> {
+  await db.all(
+    rawQuery(sql`
+      WITH projects_of AS (
+        SELECT DISTINCT t.project_id FROM tasks t WHERE t.owner_id = ${userId}::uuid AND t.project_id IS NOT NULL
+        UNION
+        SELECT DISTINCT g.project_id FROM tags g WHERE g.owner_id = ${userId}::uuid AND g.project_id IS NOT NULL
+      ),
+      heirs AS (
+        SELECT DISTINCT ON (pm.project_id) pm.project_id, pm.user_id
+        FROM project_members pm JOIN projects_of p ON p.project_id = pm.project_id
+        WHERE pm.role = 'admin' AND pm.user_id <> ${userId}::uuid
+        ORDER BY pm.project_id, pm.added_at, pm.user_id
+      ),
+      handed AS (
+        UPDATE tasks t SET owner_id = h.user_id, version = t.version + 1, updated_at = statement_timestamp()
+        FROM heirs h WHERE t.owner_id = ${userId}::uuid AND t.project_id = h.project_id
+        RETURNING t.id, t.owner_id, t.assignee_id, t.project_id
+      ),
+      tags_handed AS (
+        UPDATE tags g SET owner_id = h.user_id FROM heirs h
+        WHERE g.owner_id = ${userId}::uuid AND g.project_id = h.project_id
+        RETURNING g.*
+      ),
+      changes AS (
+        SELECT t.id AS row_id, 1 AS k, 'task.updated' AS type, ${sql.raw(taskEventStub('t'))} AS data,
+               ${sql.raw(audience('t'))} AS audience
+        FROM handed t
+        UNION ALL
+        -- A project tag's events name nobody: the project's members read them (server/events/outbox.ts).
+        SELECT g.id, 2, 'tag.updated', jsonb_build_object('tag', ${tagJson('g')}), ARRAY[]::uuid[]
+        FROM tags_handed g
+      ),
+      new_events AS (
+        SELECT ${sql.raw(UUIDV7_SQL)} AS id, type, data, audience, ${actorId}::uuid AS actor_id,
+               row_number() OVER (ORDER BY k, row_id) AS n
+        FROM changes
+      ),
+      ${sql.raw(EVENT_WRITES)}
+      SELECT count(*) FROM handed`),
+  );
+  await db.rows(settleTaskStubs.text, settleTaskStubs.values);
 }

@@ -5,11 +5,12 @@ import type { ProjectRole } from '@task-service/client';
 import { sql } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
-import { rawQuery } from '../db/query.js';
-import { EVENT_WRITES } from '../events/outbox.js';
+import { rawQuery, tables } from '../db/query.js';
+import { EVENT_WRITES, UUIDV7_SQL } from '../events/outbox.js';
+import { audience, settleTaskStubs, taskEventStub } from '../tasks/store.js';
 import type { Principal } from '../http/principal.js';
 import { memberJson, membersWithUsers, type MemberRow } from './serialize.js';
-import { BEGIN_WRITE, lockProject, manages, membersOf, sees, SETTLE_EVENTS } from './store.js';
+import { BEGIN_WRITE, lockProject, manages, NO_AUDIENCE, sees, SETTLE_EVENTS } from './store.js';
 
 /** SQL true when project `p` has an admin other than user `userId`. */
 const anotherAdmin = (p: string, userId: string) =>
@@ -63,7 +64,7 @@ export async function insertMember(
       new_events AS (
         SELECT ${uuidv7()}::uuid AS id, 'project.member_added' AS type,
                jsonb_build_object('projectId', a.project_id, 'member', ${sql.raw(memberJson('a', 'u'))}) AS data,
-               ${sql.raw(membersOf('a.project_id'))} || a.user_id AS audience, ${principal.userId}::uuid AS actor_id, 1 AS n
+               ${sql.raw(NO_AUDIENCE)} AS audience, ${principal.userId}::uuid AS actor_id, 1 AS n
         FROM added a JOIN users u ON u.id = a.user_id
       ),
       ${sql.raw(EVENT_WRITES)}
@@ -114,7 +115,7 @@ export async function updateMember(
       new_events AS (
         SELECT ${uuidv7()}::uuid AS id, 'project.member_updated' AS type,
                jsonb_build_object('projectId', m.project_id, 'member', ${sql.raw(memberJson('m', 'u'))}) AS data,
-               ${sql.raw(membersOf('m.project_id'))} AS audience, ${principal.userId}::uuid AS actor_id, 1 AS n
+               ${sql.raw(NO_AUDIENCE)} AS audience, ${principal.userId}::uuid AS actor_id, 1 AS n
         FROM updated m JOIN users u ON u.id = m.user_id
       ),
       ${sql.raw(EVENT_WRITES)}
@@ -135,7 +136,11 @@ export type MemberRemoveOutcome = 'not_found' | 'forbidden' | 'no_member' | 'las
 /**
  * Removes a member (a project admin removes anyone, a member themself): the checks, the removal and
  * its `project.member_removed` (to every member, the removed one included: their last event of the
- * project), in one round trip.
+ * project), in one round trip. The project's tasks assigned to them are unassigned (an assignee of a
+ * project's task is a member), each with a new version and a `task.updated`: their rows are locked
+ * before the membership, as a task's writes lock the task before the memberships they rely on, and
+ * the unassigning statement runs after the removal, so it also finds an assignment that committed
+ * while the removal waited.
  */
 export async function deleteMember(
   ctx: AppContext,
@@ -145,7 +150,16 @@ export async function deleteMember(
 ): Promise<MemberRemoveOutcome> {
   const leaving = userId === principal.userId;
   const { verdict } = await ctx.db.sql.pipeline({
-    lock: lockProject(projectId),
+    lock: [
+      lockProject(projectId),
+      tables
+        .selectFrom('tasks')
+        .select('tasks.id')
+        .where('tasks.project_id', '=', projectId)
+        .where('tasks.assignee_id', '=', userId)
+        .orderBy('tasks.id')
+        .forNoKeyUpdate(),
+    ],
     begin: BEGIN_WRITE,
     verdict: rawQuery(sql<{ outcome: MemberRemoveOutcome }>`
       WITH verdict AS (
@@ -166,12 +180,27 @@ export async function deleteMember(
       new_events AS (
         SELECT ${uuidv7()}::uuid AS id, 'project.member_removed' AS type,
                jsonb_build_object('projectId', r.project_id, 'userId', r.user_id) AS data,
-               ${sql.raw(membersOf('r.project_id'))} AS audience, ${principal.userId}::uuid AS actor_id, 1 AS n
+               ARRAY[r.user_id] AS audience, ${principal.userId}::uuid AS actor_id, 1 AS n
         FROM removed r
       ),
       ${sql.raw(EVENT_WRITES)}
       SELECT outcome FROM verdict`),
-    settle: SETTLE_EVENTS,
+    unassign: rawQuery(sql`
+      WITH touched AS (
+        UPDATE tasks t SET assignee_id = NULL, version = t.version + 1, updated_at = statement_timestamp()
+        WHERE t.project_id = ${projectId}::uuid AND t.assignee_id = ${userId}::uuid
+          AND NOT EXISTS (SELECT 1 FROM project_members pm WHERE pm.project_id = t.project_id AND pm.user_id = ${userId}::uuid)
+        RETURNING t.id, t.owner_id, t.assignee_id, t.project_id
+      ),
+      new_events AS (
+        SELECT ${sql.raw(UUIDV7_SQL)} AS id, 'task.updated' AS type, ${sql.raw(taskEventStub('t'))} AS data,
+               ${sql.raw(audience('t'))} AS audience, ${principal.userId}::uuid AS actor_id,
+               row_number() OVER (ORDER BY t.id) AS n
+        FROM touched t
+      ),
+      ${sql.raw(EVENT_WRITES)}
+      SELECT count(*) FROM touched`),
+    settle: [settleTaskStubs, ...SETTLE_EVENTS],
   });
   return verdict[0]?.outcome ?? 'not_found';
 }

@@ -27,7 +27,14 @@ export const SETTLE_EVENTS: Statement[] = [{ text: PLACE_NEW_EVENTS }, { text: '
 export const lockProject = (projectId: string) =>
   tables.selectFrom('projects').select('id').where('id', '=', projectId).forNoKeyUpdate();
 
-/** The members of the project whose id is the SQL `projectId`, as an array: who receives its events (admins see all). */
+/**
+ * The audience of a project's event: nobody by name, as its members at the time of reading read the
+ * events of their projects (the events' project_id, server/events/outbox.ts); so a removed member
+ * reads nothing more of it, however late they read.
+ */
+export const NO_AUDIENCE = 'ARRAY[]::uuid[]';
+
+/** The members of the project whose id is the SQL `projectId`, as an array: who receives its deletion (admins see all). */
 export const membersOf = (projectId: string) =>
   `ARRAY(SELECT pm.user_id FROM project_members pm WHERE pm.project_id = ${projectId})`;
 
@@ -67,7 +74,7 @@ export async function insertProject(
       new_events AS (
         SELECT ${uuidv7()}::uuid AS id, 'project.created' AS type,
                jsonb_build_object('project', ${sql.raw(projectJson('c', '1'))}) AS data,
-               ARRAY[${me}::uuid] AS audience, ${me}::uuid AS actor_id, 1 AS n
+               ${sql.raw(NO_AUDIENCE)} AS audience, ${me}::uuid AS actor_id, 1 AS n
         FROM created c
       ),
       ${sql.raw(EVENT_WRITES)}
@@ -128,7 +135,7 @@ export async function updateProject(
       new_events AS (
         SELECT ${uuidv7()}::uuid AS id, 'project.updated' AS type,
                jsonb_build_object('project', ${sql.raw(projectJson('u', '(SELECT count(*) FROM project_members pm WHERE pm.project_id = u.id)'))}) AS data,
-               ${sql.raw(membersOf('u.id'))} AS audience, ${principal.userId}::uuid AS actor_id, 1 AS n
+               ${sql.raw(NO_AUDIENCE)} AS audience, ${principal.userId}::uuid AS actor_id, 1 AS n
         FROM updated u
       ),
       ${sql.raw(EVENT_WRITES)}

@@ -1,13 +1,36 @@
 import { createHash } from 'node:crypto';
 import type { TagListQuery } from '@task-service/client';
-import type { ExpressionBuilder, SelectQueryBuilder } from 'kysely';
+import { sql, type ExpressionBuilder, type SelectQueryBuilder, type SqlBool } from 'kysely';
 import type { DB } from '../db/query.js';
 import { containsPattern } from '../db/search.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 
-/** Admins see every tag, others only their own. */
+/**
+ * The role of `userId` in the project of the row `tags` (NULL for a personal tag or a non-member):
+ * one probe of project_members' primary key, on the membership as it is now.
+ */
+const projectRoleOf = (userId: string) =>
+  sql<
+    'viewer' | 'editor' | 'admin' | null
+  >`(SELECT pm.role FROM project_members pm WHERE pm.project_id = tags.project_id AND pm.user_id = ${userId}::uuid)`;
+
+/** Admins see every tag, others their personal tags and their projects' tags. */
 export const tagVisibleTo = (principal: Principal) => (eb: ExpressionBuilder<DB, 'tags'>) =>
-  isAdmin(principal) ? eb.lit(true) : eb('tags.owner_id', '=', principal.userId);
+  isAdmin(principal)
+    ? eb.lit(true)
+    : eb.or([
+        eb.and([eb('tags.project_id', 'is', null), eb('tags.owner_id', '=', principal.userId)]),
+        sql<SqlBool>`(${projectRoleOf(principal.userId)} IS NOT NULL)`,
+      ]);
+
+/** Who may change or delete a tag they see: its owner (a personal tag), an editor or admin of its project, an admin. */
+export const tagWritableBy = (principal: Principal) => (eb: ExpressionBuilder<DB, 'tags'>) =>
+  isAdmin(principal)
+    ? eb.lit(true)
+    : eb.or([
+        eb.and([eb('tags.project_id', 'is', null), eb('tags.owner_id', '=', principal.userId)]),
+        sql<SqlBool>`(${projectRoleOf(principal.userId)} IN ('editor', 'admin'))`,
+      ]);
 
 /** The filters of GET /tags. */
 export function filterTags<O>(
@@ -16,6 +39,8 @@ export function filterTags<O>(
 ): SelectQueryBuilder<DB, 'tags', O> {
   let filtered = tags;
   if (query.ownerId) filtered = filtered.where('tags.owner_id', '=', query.ownerId);
+  if (query.projectId === 'none') filtered = filtered.where('tags.project_id', 'is', null);
+  else if (query.projectId) filtered = filtered.where('tags.project_id', '=', query.projectId);
   if (query.q) filtered = filtered.where('tags.name', 'ilike', containsPattern(query.q));
   return filtered;
 }

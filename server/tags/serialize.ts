@@ -6,6 +6,7 @@ import type { DB } from '../db/query.js';
 export const tagColumns = [
   'tags.id',
   'tags.owner_id as ownerId',
+  'tags.project_id as projectId',
   'tags.name',
   'tags.name_key as nameKey',
   'tags.color',
@@ -18,6 +19,7 @@ export function serializeTag(row: TagRow): Tag {
   return {
     id: row.id,
     ownerId: row.ownerId,
+    projectId: row.projectId,
     name: row.name,
     color: row.color,
     createdAt: row.createdAt.toISOString(),

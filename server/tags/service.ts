@@ -4,15 +4,22 @@ import { isUniqueViolation } from '../db/errors.js';
 import { tables } from '../db/query.js';
 import { announceEvents } from '../events/signal.js';
 import { quotaClaims, quotaExceeded } from '../quotas.js';
-import { AppError, notFound } from '../http/errors.js';
+import { AppError, invalidField, notFound } from '../http/errors.js';
 import { createdAfterId, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
-import type { Principal } from '../http/principal.js';
+import { isAdmin, type Principal } from '../http/principal.js';
 import { defaultColorFor, filterTags, nameKeyOf, tagVisibleTo } from './queries.js';
 import { serializeTag, tagColumns, type TagRow } from './serialize.js';
+import { sql } from 'kysely';
 import { insertTag, removeTag, updateTag } from './store.js';
 
 const tagNameTaken = (name: string) =>
-  new AppError('tag_name_taken', `You already have a tag named "${name}" (names ignore case)`);
+  new AppError(
+    'tag_name_taken',
+    `A tag named "${name}" already exists among your tags, or the project's (names ignore case)`,
+  );
+
+const readOnlyTag = () =>
+  new AppError('forbidden', "Only an editor or admin of the tag's project may change or delete it");
 
 /** Oldest first. */
 export async function listTags(
@@ -22,10 +29,33 @@ export async function listTags(
   http: ListExchange,
 ): Promise<Page<Tag>> {
   const after = createdAfterId(ctx.cursors, query.cursor);
-  const visible = tables.selectFrom('tags').select(tagColumns).where(tagVisibleTo(principal));
-  const rows = await ctx.db.sql.all(
-    filterTags(after ? visible.where('tags.id', '>', after) : visible, query)
+  const from = after ? tables.selectFrom('tags').where('tags.id', '>', after) : tables.selectFrom('tags');
+  const pageOf = (tags: typeof from) =>
+    filterTags(tags.select(tagColumns), query)
       .orderBy('tags.id')
+      .limit(query.limit + 1);
+  if (isAdmin(principal)) {
+    return toPage(ctx.cursors, http, await ctx.db.sql.all(pageOf(from)), query.limit, creationCursor, serializeTag);
+  }
+  // Two pages merged, each along its own index: the caller's personal tags, and their projects' tags
+  // (the projects from their memberships), rather than every tag filtered by who may see it.
+  const me = principal.userId;
+  const personal = pageOf(from.where('tags.owner_id', '=', me).where('tags.project_id', 'is', null));
+  const ofProjects = pageOf(
+    from.where(
+      'tags.project_id',
+      'in',
+      tables
+        .selectFrom('project_members')
+        .select('project_members.project_id')
+        .where('project_members.user_id', '=', me),
+    ),
+  );
+  const rows = await ctx.db.sql.all(
+    tables
+      .selectFrom(sql<TagRow>`(${personal} UNION ALL ${ofProjects})`.as('visible'))
+      .selectAll()
+      .orderBy('visible.id')
       .limit(query.limit + 1),
   );
   return toPage(ctx.cursors, http, rows, query.limit, creationCursor, serializeTag);
@@ -46,11 +76,18 @@ export async function createTag(ctx: AppContext, principal: Principal, input: Ta
     name: input.name,
     nameKey: nameKeyOf(input.name),
     color: (input.color ?? defaultColorFor(input.name)).toLowerCase(),
+    projectId: input.projectId,
   };
   const now = new Date();
   try {
     for (const claim of await quotaClaims(ctx, principal, 'tags')) {
       const outcome = await insertTag(ctx, principal, tag, claim, now);
+      if (outcome.kind === 'unknown_project')
+        throw invalidField(
+          'body.projectId',
+          'unknown_project',
+          'No project of yours where you are an editor or admin has this id',
+        );
       if (outcome.kind === 'created') {
         announceEvents(ctx);
         return outcome.row;
@@ -76,13 +113,23 @@ export async function changeTag(
   }).catch((error: unknown) => {
     throw isUniqueViolation(error) && change.name !== undefined ? tagNameTaken(change.name) : error;
   });
-  if (outcome.kind === 'not_found') throw notFound('tag');
-  if (outcome.kind === 'changed') announceEvents(ctx);
-  return outcome.row;
+  switch (outcome.kind) {
+    case 'not_found':
+      throw notFound('tag');
+    case 'forbidden':
+      throw readOnlyTag();
+    case 'changed':
+      announceEvents(ctx);
+      return outcome.row;
+    case 'unchanged':
+      return outcome.row;
+  }
 }
 
 /** Deletes a tag; every task that carried it changes its tag set, so it gets a new version. */
 export async function deleteTag(ctx: AppContext, principal: Principal, tagId: string): Promise<void> {
-  if (!(await removeTag(ctx, principal, tagId))) throw notFound('tag');
+  const outcome = await removeTag(ctx, principal, tagId);
+  if (outcome === 'not_found') throw notFound('tag');
+  if (outcome === 'forbidden') throw readOnlyTag();
   announceEvents(ctx);
 }

@@ -11,27 +11,37 @@ import type { AppContext } from '../context.js';
 import { rawQuery, tables, type DB } from '../db/query.js';
 import type { Statement } from '../db/sql.js';
 import { EVENT_WRITES, UUIDV7_SQL } from '../events/outbox.js';
-import type { Principal } from '../http/principal.js';
+import { isAdmin, type Principal } from '../http/principal.js';
 import { claimBounds, claimLock, holdsRoom, type QuotaClaim } from '../quotas.js';
-import { taskVisibleTo } from '../tasks/queries.js';
-import { audience, iso, settleTaskEvents, taskEventStub, touchTaskOf } from '../tasks/store.js';
-import { tagVisibleTo } from './queries.js';
+import { taskVisibleTo, taskWritableBy } from '../tasks/queries.js';
+import { audience, iso, settleTaskEvents, tagFits, taskEventStub, touchTaskOf } from '../tasks/store.js';
+import { tagVisibleTo, tagWritableBy } from './queries.js';
 import { tagColumns, type TagRow } from './serialize.js';
 
 /** Opens the subtransaction whose id places the write's events (settleTaskEvents ends it). */
 const BEGIN_WRITE: Statement = { text: 'SAVEPOINT write' };
 
 /** The contract's Tag of the row `g` as jsonb, for its events (serializeTag's shape). */
-const tagJson = (g: string): RawBuilder<unknown> =>
+export const tagJson = (g: string): RawBuilder<unknown> =>
   sql.raw(
-    `jsonb_build_object('id', ${g}.id, 'ownerId', ${g}.owner_id, 'name', ${g}.name, 'color', ${g}.color, 'createdAt', ${iso(`${g}.created_at`)})`,
+    `jsonb_build_object('id', ${g}.id, 'ownerId', ${g}.owner_id, 'projectId', ${g}.project_id, 'name', ${g}.name, 'color', ${g}.color, 'createdAt', ${iso(`${g}.created_at`)})`,
   );
+
+/** Who sees a tag's events besides admins: its owner, for a personal tag; a project's members read their tags' (outbox.ts). */
+const tagAudience = (g: string) =>
+  `(CASE WHEN ${g}.project_id IS NULL THEN ARRAY[${g}.owner_id] ELSE ARRAY[]::uuid[] END)`;
 
 /** Whether the caller may see the row of `tags` in scope. */
 const tagVisible = (principal: Principal) => tagVisibleTo(principal)(expressionBuilder<DB, 'tags'>());
 
+/** Whether the caller may change the row of `tags` in scope. */
+const tagWritable = (principal: Principal) => tagWritableBy(principal)(expressionBuilder<DB, 'tags'>());
+
 /** Whether the caller may see the row of `tasks` in scope. */
 const taskVisible = (principal: Principal) => taskVisibleTo(principal)(expressionBuilder<DB, 'tasks'>());
+
+/** Whether the caller may change the row of `tasks` in scope (its tags among the rest). */
+const taskWritable = (principal: Principal) => taskWritableBy(principal)(expressionBuilder<DB, 'tasks'>());
 
 /** The tag with this id, read back in the write's transaction. */
 const tagById = (tagId: string) => tables.selectFrom('tags').select(tagColumns).where('tags.id', '=', tagId);
@@ -68,9 +78,10 @@ export interface NewTag {
   name: string;
   nameKey: string;
   color: string;
+  projectId: string | null;
 }
 
-export type TagCreateOutcome = { kind: 'created'; row: TagRow } | { kind: 'no_room' };
+export type TagCreateOutcome = { kind: 'created'; row: TagRow } | { kind: 'no_room' | 'unknown_project' };
 
 /**
  * Inserts a tag and its `tag.created` event in one round trip, if the owner's holdings leave room
@@ -86,30 +97,50 @@ export async function insertTag(
 ): Promise<TagCreateOutcome> {
   const id = uuidv7();
   const me = principal.userId;
-  const { created } = await ctx.db.sql.pipeline({
-    lock: claimLock(claim, me),
+  // Into a project: the caller's membership held shared, so a removal or demotion waits for the
+  // create, or the create for it (and then finds it).
+  const membership =
+    tag.projectId === null
+      ? []
+      : [
+          tables
+            .selectFrom('project_members')
+            .select('project_members.role')
+            .where('project_members.project_id', '=', tag.projectId)
+            .where('project_members.user_id', '=', me)
+            .forShare(),
+        ];
+  const mayWrite = isAdmin(principal)
+    ? sql`EXISTS (SELECT 1 FROM projects p WHERE p.id = ${tag.projectId}::uuid)`
+    : sql`EXISTS (SELECT 1 FROM project_members pm WHERE pm.project_id = ${tag.projectId}::uuid AND pm.user_id = ${me}::uuid
+                  AND pm.role IN ('editor', 'admin'))`;
+  const { checks, created } = await ctx.db.sql.pipeline({
+    lock: [...claimLock(claim, me), ...membership],
     begin: BEGIN_WRITE,
-    insert: rawQuery(sql`
-      WITH created AS (
-        INSERT INTO tags (id, owner_id, name, name_key, color, created_at)
-        SELECT ${id}, ${me}, ${tag.name}, ${tag.nameKey}, ${tag.color}, ${now} WHERE ${holdsRoom('tags', me, claimBounds(claim, 1n))}
+    checks: rawQuery(sql<{ project_ok: boolean }>`
+      WITH project_ok AS (SELECT ${tag.projectId}::uuid IS NULL OR ${mayWrite} AS ok),
+      created AS (
+        INSERT INTO tags (id, owner_id, project_id, name, name_key, color, created_at)
+        SELECT ${id}, ${me}, ${tag.projectId}::uuid, ${tag.name}, ${tag.nameKey}, ${tag.color}, ${now}
+        FROM project_ok WHERE project_ok.ok AND ${holdsRoom('tags', me, claimBounds(claim, 1n))}
         RETURNING *
       ),
       new_events AS (
         SELECT ${uuidv7()}::uuid AS id, 'tag.created' AS type, jsonb_build_object('tag', ${tagJson('g')}) AS data,
-               ARRAY[g.owner_id] AS audience, ${me}::uuid AS actor_id, 1 AS n
+               ${sql.raw(tagAudience('g'))} AS audience, ${me}::uuid AS actor_id, 1 AS n
         FROM created g
       ),
       ${sql.raw(EVENT_WRITES)}
-      SELECT count(*) FROM created`),
+      SELECT ok AS project_ok FROM project_ok`),
     settle: settleTaskEvents,
     created: tagById(id),
   });
   const [row] = created;
+  if (checks[0]?.project_ok === false) return { kind: 'unknown_project' };
   return row ? { kind: 'created', row } : { kind: 'no_room' };
 }
 
-export type TagChangeOutcome = { kind: 'not_found' } | { kind: 'changed' | 'unchanged'; row: TagRow };
+export type TagChangeOutcome = { kind: 'not_found' | 'forbidden' } | { kind: 'changed' | 'unchanged'; row: TagRow };
 
 /**
  * Renames and recolours the tag with it and its tasks locked, writing only what was sent (so
@@ -130,11 +161,12 @@ export async function updateTag(
       lockTasksOf(principal, tagId),
     ],
     begin: BEGIN_WRITE,
-    verdict: rawQuery(sql<{ outcome: 'not_found' | 'unchanged' | 'apply' }>`
+    verdict: rawQuery(sql<{ outcome: 'not_found' | 'forbidden' | 'unchanged' | 'apply' }>`
       WITH verdict AS (
         SELECT tags.id, coalesce(${name}, tags.name) AS name, coalesce(${nameKey}, tags.name_key) AS name_key,
             coalesce(${color}, tags.color) AS color, CASE
             WHEN (${tagVisible(principal)}) IS NOT TRUE THEN 'not_found'
+            WHEN (${tagWritable(principal)}) IS NOT TRUE THEN 'forbidden'
             WHEN coalesce(${name}, tags.name) = tags.name AND coalesce(${color}, tags.color) = tags.color THEN 'unchanged'
             ELSE 'apply' END AS outcome
         FROM tags WHERE tags.id = ${tagId}
@@ -147,11 +179,11 @@ export async function updateTag(
       touched AS (
         UPDATE tasks t SET version = t.version + 1, updated_at = ${new Date()}
         FROM task_tags tt, updated u WHERE tt.tag_id = u.id AND t.id = tt.task_id
-        RETURNING t.id, t.owner_id, t.assignee_id
+        RETURNING t.id, t.owner_id, t.assignee_id, t.project_id
       ),
       new_events AS (
         SELECT ${uuidv7()}::uuid AS id, 'tag.updated' AS type, jsonb_build_object('tag', ${tagJson('u')}) AS data,
-               ARRAY[u.owner_id] AS audience, ${me}::uuid AS actor_id, 0::bigint AS n
+               ${sql.raw(tagAudience('u'))} AS audience, ${me}::uuid AS actor_id, 0::bigint AS n
         FROM updated u
         UNION ALL
         SELECT ${sql.raw(UUIDV7_SQL)}, 'task.updated', ${sql.raw(taskEventStub('t'))}, ${sql.raw(audience('t'))}, ${me}::uuid,
@@ -165,6 +197,7 @@ export async function updateTag(
   });
   const [outcome, row] = [verdict[0]?.outcome, tag[0]];
   if (!row || outcome === undefined || outcome === 'not_found') return { kind: 'not_found' };
+  if (outcome === 'forbidden') return { kind: 'forbidden' };
   return { kind: outcome === 'apply' ? 'changed' : 'unchanged', row };
 }
 
@@ -173,22 +206,30 @@ export async function updateTag(
  * new version and a `task.updated` without it, after the `tag.deleted`, in one round trip. False
  * when the caller cannot see such a tag.
  */
-export async function removeTag(ctx: AppContext, principal: Principal, tagId: string): Promise<boolean> {
+export async function removeTag(
+  ctx: AppContext,
+  principal: Principal,
+  tagId: string,
+): Promise<'not_found' | 'forbidden' | 'deleted'> {
   const me = principal.userId;
   const { verdict } = await ctx.db.sql.pipeline({
     lock: [tables.selectFrom('tags').select('id').where('id', '=', tagId).forUpdate(), lockTasksOf(principal, tagId)],
     begin: BEGIN_WRITE,
-    verdict: rawQuery(sql<{ deleted: number }>`
-      WITH doomed AS (SELECT tags.id, tags.owner_id FROM tags WHERE tags.id = ${tagId} AND ${tagVisible(principal)}),
+    verdict: rawQuery(sql<{ deleted: number; visible: number }>`
+      WITH seen AS (
+        SELECT tags.id, tags.owner_id, (${tagWritable(principal)}) IS TRUE AS writable
+        FROM tags WHERE tags.id = ${tagId} AND ${tagVisible(principal)}
+      ),
+      doomed AS (SELECT seen.id, seen.owner_id FROM seen WHERE seen.writable),
       touched AS (
         UPDATE tasks t SET version = t.version + 1, updated_at = ${new Date()}
         FROM task_tags tt, doomed d WHERE tt.tag_id = d.id AND t.id = tt.task_id
-        RETURNING t.id, t.owner_id, t.assignee_id
+        RETURNING t.id, t.owner_id, t.assignee_id, t.project_id
       ),
-      deleted AS (DELETE FROM tags g USING doomed d WHERE g.id = d.id RETURNING g.id, g.owner_id),
+      deleted AS (DELETE FROM tags g USING doomed d WHERE g.id = d.id RETURNING g.id, g.owner_id, g.project_id),
       new_events AS (
         SELECT ${uuidv7()}::uuid AS id, 'tag.deleted' AS type, jsonb_build_object('tagId', d.id) AS data,
-               ARRAY[d.owner_id] AS audience, ${me}::uuid AS actor_id, 0::bigint AS n
+               ${sql.raw(tagAudience('d'))} AS audience, ${me}::uuid AS actor_id, 0::bigint AS n
         FROM deleted d
         UNION ALL
         SELECT ${sql.raw(UUIDV7_SQL)}, 'task.updated', ${sql.raw(taskEventStub('t'))}, ${sql.raw(audience('t'))}, ${me}::uuid,
@@ -196,17 +237,19 @@ export async function removeTag(ctx: AppContext, principal: Principal, tagId: st
         FROM touched t
       ),
       ${sql.raw(EVENT_WRITES)}
-      SELECT count(*)::int AS deleted FROM deleted`),
+      SELECT (SELECT count(*) FROM deleted)::int AS deleted, (SELECT count(*) FROM seen)::int AS visible`),
     settle: settleTaskEvents,
   });
-  return verdict[0]?.deleted === 1;
+  if (verdict[0]?.deleted === 1) return 'deleted';
+  return verdict[0]?.visible === 1 ? 'forbidden' : 'not_found';
 }
 
-export type LinkOutcome = { kind: 'no_task' } | { kind: 'no_tag' } | { kind: 'linked' | 'already'; row: TagRow };
+export type LinkOutcome =
+  { kind: 'no_task' | 'read_only' | 'no_tag' | 'unfit_tag' } | { kind: 'linked' | 'already'; row: TagRow };
 
 /**
- * Links one of the task owner's tags (even an admin may use only the owner's: a task never carries
- * another user's tag) with the tag and the task locked: the link, the task's new version and its
+ * Links a tag that fits the task (tagFits: its project's own, or its owner's personal tag on a
+ * personal task; even an admin may use no other) with the tag and the task locked: the link, the task's new version and its
  * `task.updated`, in one round trip. A link already there changes nothing.
  */
 export async function linkTag(
@@ -222,13 +265,19 @@ export async function linkTag(
       tables.selectFrom('tasks').select('id').where('id', '=', taskId).forNoKeyUpdate(),
     ],
     begin: BEGIN_WRITE,
-    verdict: rawQuery(sql<{ outcome: 'no_task' | 'no_tag' | 'apply'; changed: number }>`
+    verdict: rawQuery(sql<{ outcome: 'no_task' | 'read_only' | 'no_tag' | 'unfit_tag' | 'apply'; changed: number }>`
       WITH ${touchArgs(principal.userId, now, uuidv7())},
       verdict AS (
         SELECT tasks.id, CASE
             WHEN (${taskVisible(principal)}) IS NOT TRUE THEN 'no_task'
-            WHEN NOT EXISTS (SELECT 1 FROM tags g WHERE g.id = ${tagId} AND g.owner_id = tasks.owner_id) THEN 'no_tag'
-            ELSE 'apply' END AS outcome
+            WHEN (${taskWritable(principal)}) IS NOT TRUE THEN 'read_only'
+            WHEN EXISTS (
+              SELECT 1 FROM tags g WHERE g.id = ${tagId} AND ${sql.raw(tagFits('g', 'tasks.owner_id', 'tasks.project_id'))}
+            ) THEN 'apply'
+            -- A personal task takes only its owner's tags: any other is not found, as it always was.
+            WHEN tasks.project_id IS NOT NULL AND EXISTS (SELECT 1 FROM tags WHERE tags.id = ${tagId} AND ${tagVisible(principal)})
+              THEN 'unfit_tag'
+            ELSE 'no_tag' END AS outcome
         FROM tasks WHERE tasks.id = ${taskId}
       ),
       linked AS (
@@ -242,11 +291,12 @@ export async function linkTag(
   });
   const [outcome, row] = [verdict[0], tag[0]];
   if (!outcome || outcome.outcome === 'no_task') return { kind: 'no_task' };
-  if (outcome.outcome === 'no_tag' || !row) return { kind: 'no_tag' };
+  if (outcome.outcome !== 'apply') return { kind: outcome.outcome };
+  if (!row) return { kind: 'no_tag' };
   return { kind: outcome.changed === 1 ? 'linked' : 'already', row };
 }
 
-export type UnlinkOutcome = 'no_task' | 'not_linked' | 'unlinked';
+export type UnlinkOutcome = 'no_task' | 'read_only' | 'not_linked' | 'unlinked';
 
 /** Takes a tag off a task with the task locked: the task's new version and its `task.updated`, in one round trip. */
 export async function unlinkTag(
@@ -258,17 +308,22 @@ export async function unlinkTag(
   const { verdict } = await ctx.db.sql.pipeline({
     lock: tables.selectFrom('tasks').select('id').where('id', '=', taskId).forNoKeyUpdate(),
     begin: BEGIN_WRITE,
-    verdict: rawQuery(sql<{ visible: boolean; changed: number }>`
+    verdict: rawQuery(sql<{ visible: boolean; writable: boolean; changed: number }>`
       WITH ${touchArgs(principal.userId, new Date(), uuidv7())},
-      verdict AS (SELECT tasks.id, (${taskVisible(principal)}) IS TRUE AS visible FROM tasks WHERE tasks.id = ${taskId}),
+      verdict AS (
+        SELECT tasks.id, (${taskVisible(principal)}) IS TRUE AS visible, (${taskWritable(principal)}) IS TRUE AS writable
+        FROM tasks WHERE tasks.id = ${taskId}
+      ),
       unlinked AS (
-        DELETE FROM task_tags tt USING verdict v WHERE v.visible AND tt.task_id = v.id AND tt.tag_id = ${tagId} RETURNING tt.task_id
+        DELETE FROM task_tags tt USING verdict v
+        WHERE v.visible AND v.writable AND tt.task_id = v.id AND tt.tag_id = ${tagId} RETURNING tt.task_id
       ),
       ${sql.raw(touchTaskOf('unlinked', FROM_ARGS))}
-      SELECT visible, (SELECT count(*) FROM unlinked)::int AS changed FROM verdict`),
+      SELECT visible, writable, (SELECT count(*) FROM unlinked)::int AS changed FROM verdict`),
     settle: settleTaskEvents,
   });
   const [outcome] = verdict;
   if (!outcome?.visible) return 'no_task';
+  if (!outcome.writable) return 'read_only';
   return outcome.changed === 1 ? 'unlinked' : 'not_linked';
 }

@@ -1,12 +1,14 @@
 import type { AppContext } from '../context.js';
 import { tables } from '../db/query.js';
 import { announceEvents } from '../events/signal.js';
-import { notFound } from '../http/errors.js';
+import { AppError, invalidField, notFound } from '../http/errors.js';
 import type { Principal } from '../http/principal.js';
 import { findVisibleTaskRef } from '../tasks/service.js';
 import { byName } from '../tasks/serialize.js';
 import { tagColumns, type TagRow } from './serialize.js';
 import { linkTag, unlinkTag } from './store.js';
+
+const readOnly = () => new AppError('forbidden', "Only an editor or admin of the task's project may change its tags");
 
 export async function listTaskTags(ctx: AppContext, principal: Principal, taskId: string): Promise<TagRow[]> {
   const task = await findVisibleTaskRef(ctx, principal, taskId);
@@ -29,10 +31,25 @@ export async function addTagToTask(
   tagId: string,
 ): Promise<{ tag: TagRow; created: boolean }> {
   const outcome = await linkTag(ctx, principal, taskId, tagId);
-  if (outcome.kind === 'no_task') throw notFound('task');
-  if (outcome.kind === 'no_tag') throw notFound('tag');
-  if (outcome.kind === 'linked') announceEvents(ctx);
-  return { tag: outcome.row, created: outcome.kind === 'linked' };
+  switch (outcome.kind) {
+    case 'no_task':
+      throw notFound('task');
+    case 'read_only':
+      throw readOnly();
+    case 'no_tag':
+      throw notFound('tag');
+    case 'unfit_tag':
+      throw invalidField(
+        'path.tag_id',
+        'unknown_tag',
+        "A project task carries only its project's tags, a personal task only its owner's personal tags",
+      );
+    case 'linked':
+      announceEvents(ctx);
+      return { tag: outcome.row, created: true };
+    case 'already':
+      return { tag: outcome.row, created: false };
+  }
 }
 
 /** Takes a tag off a task in one round trip (store.ts); 404 when the task is not the caller's to see or does not carry it. */
@@ -44,6 +61,7 @@ export async function removeTagFromTask(
 ): Promise<void> {
   const outcome = await unlinkTag(ctx, principal, taskId, tagId);
   if (outcome === 'no_task') throw notFound('task');
+  if (outcome === 'read_only') throw readOnly();
   if (outcome === 'not_linked') throw notFound('tag on this task');
   announceEvents(ctx);
 }

@@ -16,7 +16,8 @@ export const taskChanged = (
 ): OutboxEvent => ({
   type,
   data: { task },
-  audience: [task.ownerId, task.assigneeId, formerAssigneeId],
+  // A project's task names nobody: its project's members read it (the event's project, outbox.ts).
+  audience: task.projectId === null ? [task.ownerId, task.assigneeId, formerAssigneeId] : [],
 });
 
 export const taskDeleted = (taskId: string, task: TaskParties): OutboxEvent => ({
@@ -25,10 +26,14 @@ export const taskDeleted = (taskId: string, task: TaskParties): OutboxEvent => (
   audience: [task.ownerId, task.assigneeId],
 });
 
-export const attachmentDeleted = (row: { id: string; taskId: string }, task: TaskParties): OutboxEvent => ({
+export const attachmentDeleted = (
+  row: { id: string; taskId: string },
+  task: TaskParties & { projectId: string | null },
+): OutboxEvent => ({
   type: 'attachment.deleted',
   data: { attachmentId: row.id, taskId: row.taskId },
-  audience: [task.ownerId, task.assigneeId],
+  // A project's task names nobody: its project's members read it (the event's project, outbox.ts).
+  audience: task.projectId === null ? [task.ownerId, task.assigneeId] : [],
 });
 
 /**

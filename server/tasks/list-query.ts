@@ -5,7 +5,7 @@ import { TaskPrioritySchema, type Task, type TaskListQuery, type TaskSort } from
 import { tables, type DB } from '../db/query.js';
 import { containsPattern } from '../db/search.js';
 import { invalidCursor, type Cursor } from '../http/pagination.js';
-import { inTaskSet, type TaskSet } from './queries.js';
+import { inTaskSet, projectRoleOf, type TaskSet } from './queries.js';
 
 /**
  * The SQL of GET /tasks: keyset pagination whose every page is an index range scan that reads about
@@ -97,6 +97,11 @@ function filterConditions(query: TaskListQuery): Condition[] {
     );
   }
   if (assigneeId) conditions.push((eb) => eb('tasks.assignee_id', '=', assigneeId));
+  if (query.projectId === 'none') conditions.push(personal);
+  else if (query.projectId) {
+    const { projectId } = query;
+    conditions.push((eb) => eb('tasks.project_id', '=', projectId));
+  }
   if (ownerId) conditions.push((eb) => eb('tasks.owner_id', '=', ownerId));
   if (dueAfter) conditions.push((eb) => eb('tasks.due_at', '>=', timestamp(dueAfter)));
   if (dueBefore) conditions.push((eb) => eb('tasks.due_at', '<', timestamp(dueBefore)));
@@ -111,18 +116,58 @@ function filterConditions(query: TaskListQuery): Condition[] {
 interface Branch {
   conditions: Condition[];
   /**
-   * The column the branch fixes to one user. The keyset condition names it too, as in
+   * The column the branch fixes to one user (or project). The keyset condition names it too, as in
    * `(owner_id, key, id) > (u, X, Y)`: only that user's index can bound such a scan, so the
    * planner never walks the global index filtering other users' tasks out.
    */
-  party?: { column: 'tasks.owner_id' | 'tasks.assignee_id'; userId: string };
+  party?: { column: 'tasks.owner_id' | 'tasks.assignee_id' | 'tasks.project_id'; userId: string | RawBuilder<string> };
+  /**
+   * The branch of a member's projects: one scan of the (project_id, key, id) index per project of
+   * theirs (project_members' (user_id, project_id) index gives them), each reading at most a page,
+   * merged: the party is `memberships.project_id`.
+   */
+  perProjectOf?: string;
 }
 
+/** Which tasks by project: GET /tasks?projectId= (an id, or `none` for personal tasks). */
+type ProjectFilter = string | undefined;
+
+const personal: Condition = (eb) => eb('tasks.project_id', 'is', null);
+
 /** One index scan per branch of `set`: "either" is the tasks a user owns, plus those assigned to them by others. */
-function branches(set: TaskSet): Branch[] {
+function branches(set: TaskSet, project: ProjectFilter): Branch[] {
   switch (set.kind) {
     case 'all':
-      return [{ conditions: [] }];
+      return project === undefined || project === 'none'
+        ? [{ conditions: [] }]
+        : [{ conditions: [], party: { column: 'tasks.project_id', userId: project } }];
+    case 'member': {
+      const { userId } = set;
+      if (project === undefined || project === 'none') {
+        const own: Branch[] = [
+          {
+            conditions: [personal, (eb) => eb('tasks.owner_id', '=', userId)],
+            party: { column: 'tasks.owner_id', userId },
+          },
+          // A user's assigned tasks are few beside the global index: the planner takes theirs unaided.
+          {
+            conditions: [
+              personal,
+              (eb) => eb('tasks.assignee_id', '=', userId),
+              (eb) => eb('tasks.owner_id', '<>', userId),
+            ],
+          },
+        ];
+        return project === 'none' ? own : [...own, { conditions: [], perProjectOf: userId }];
+      }
+      // One project: its tasks when the caller is a member (one probe), else none.
+      return [
+        {
+          conditions: [() => sql<SqlBool>`(${projectRoleOf(userId)} IS NOT NULL)`],
+          party: { column: 'tasks.project_id', userId: project },
+        },
+      ];
+    }
     case 'owner':
       return [{ conditions: [inTaskSet(set)], party: { column: 'tasks.owner_id', userId: set.userId } }];
     case 'assignee':
@@ -130,7 +175,7 @@ function branches(set: TaskSet): Branch[] {
     case 'either': {
       const { userId } = set;
       return [
-        ...branches({ kind: 'owner', userId }),
+        ...branches({ kind: 'owner', userId }, project),
         // A user's assigned tasks are few beside the global index: the planner takes theirs unaided.
         {
           conditions: [inTaskSet({ kind: 'assignee', userId }), (eb) => eb('tasks.owner_id', '<>', userId)],
@@ -154,24 +199,35 @@ export function taskPageQuery(
   const key = SORT_KEYS[field];
   const direction = descending ? 'desc' : 'asc';
   const filters = filterConditions(query);
-  const selects = branches(set).map(({ conditions, party }) => {
+  const selects = branches(set, query.projectId).map(({ conditions, party, perProjectOf }) => {
+    const partyColumn = perProjectOf ? 'tasks.project_id' : party?.column;
+    const partyValue = perProjectOf ? sql.ref('memberships.project_id') : party && sql`${party.userId}::uuid`;
     const after: Condition[] = cursor
       ? [
           () =>
-            sql<SqlBool>`(${sql.join([...(party ? [sql.ref(party.column)] : []), key.expression, sql.ref('tasks.id')])}) ${sql.raw(descending ? '<' : '>')} (${sql.join(
-              [...(party ? [sql`${party.userId}::uuid`] : []), key.parameter(cursor.v), sql`${cursor.id}::uuid`],
+            sql<SqlBool>`(${sql.join([...(partyColumn ? [sql.ref(partyColumn)] : []), key.expression, sql.ref('tasks.id')])}) ${sql.raw(descending ? '<' : '>')} (${sql.join(
+              [...(partyValue ? [partyValue] : []), key.parameter(cursor.v), sql`${cursor.id}::uuid`],
             )})`,
         ]
       : [];
-    return [...conditions, ...filters, ...after]
+    const ofProject: Condition[] = perProjectOf ? [() => sql<SqlBool>`tasks.project_id = memberships.project_id`] : [];
+    const select = [...ofProject, ...conditions, ...filters, ...after]
       .reduce((select, condition) => select.where(condition), tables.selectFrom('tasks'))
       .select(['tasks.id', key.expression.as('sort_key')])
       .orderBy(key.expression, direction)
       .orderBy('tasks.id', direction)
       .limit(limit);
+    if (!perProjectOf) return sql`${select}`;
+    return sql`SELECT picked.id, picked.sort_key
+      FROM project_members AS memberships CROSS JOIN LATERAL (${select}) AS picked
+      WHERE memberships.user_id = ${perProjectOf}::uuid
+      ORDER BY picked.sort_key ${sql.raw(direction)}, picked.id ${sql.raw(direction)} LIMIT ${limit}`;
   });
   const [only] = selects;
   if (selects.length === 1 && only) return sql<{ id: string }>`${only}`;
-  return sql<{ id: string }>`SELECT id FROM (${sql.join(selects, sql` UNION ALL `)}) AS page
+  return sql<{ id: string }>`SELECT id FROM (${sql.join(
+    selects.map((select) => sql`(${select})`),
+    sql` UNION ALL `,
+  )}) AS page
     ORDER BY sort_key ${sql.raw(direction)}, id ${sql.raw(direction)} LIMIT ${limit}`;
 }

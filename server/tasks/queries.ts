@@ -1,13 +1,36 @@
-import type { Expression, ExpressionBuilder, SqlBool } from 'kysely';
+import { sql, type Expression, type ExpressionBuilder, type SqlBool } from 'kysely';
 import type { DB } from '../db/query.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 
-/** Whose tasks: all of them, or those a user owns, is assigned, or either. */
-export type TaskSet = { kind: 'all' } | { kind: 'owner' | 'assignee' | 'either'; userId: string };
+/**
+ * Whose tasks: all of them; those a user sees (`member`: their personal tasks and their projects'
+ * tasks); or those a user owns, is assigned, or either, among the tasks that user sees.
+ */
+export type TaskSet =
+  { kind: 'all' } | { kind: 'member'; userId: string } | { kind: 'owner' | 'assignee' | 'either'; userId: string };
 
-/** Who sees a task: admins every task, others what they own or are assigned to. */
+/** Who sees a task: admins every task, others their personal tasks and the tasks of their projects. */
 export const visibleTasks = (principal: Principal): TaskSet =>
-  isAdmin(principal) ? { kind: 'all' } : { kind: 'either', userId: principal.userId };
+  isAdmin(principal) ? { kind: 'all' } : { kind: 'member', userId: principal.userId };
+
+/**
+ * The role of `userId` in the project of the row `tasks` (NULL for a personal task or a
+ * non-member): one probe of project_members' primary key (project_id, user_id), decided on the
+ * membership as it is when the statement runs.
+ */
+export const projectRoleOf = (userId: string) =>
+  sql<
+    'viewer' | 'editor' | 'admin' | null
+  >`(SELECT pm.role FROM project_members pm WHERE pm.project_id = tasks.project_id AND pm.user_id = ${userId}::uuid)`;
+
+/** Whether `userId` is a member of the project of the row `tasks` (false for a personal task). */
+const memberOfProject = (userId: string) => sql<SqlBool>`(${projectRoleOf(userId)} IS NOT NULL)`;
+
+/** A personal task of `userId`'s (owned or assigned) that they see, or a task of their projects. */
+const seenBy =
+  (userId: string) =>
+  (eb: ExpressionBuilder<DB, 'tasks'>): Expression<SqlBool> =>
+    eb.or([eb('tasks.project_id', 'is', null), memberOfProject(userId)]);
 
 /**
  * The tasks of `set` as a condition on the row `tasks`. NULL where false (a task without an
@@ -19,14 +42,42 @@ export const inTaskSet =
     switch (set.kind) {
       case 'all':
         return eb.lit(true);
+      case 'member':
+        return eb.or([
+          eb.and([
+            eb('tasks.project_id', 'is', null),
+            eb.or([eb('tasks.owner_id', '=', set.userId), eb('tasks.assignee_id', '=', set.userId)]),
+          ]),
+          memberOfProject(set.userId),
+        ]);
       case 'owner':
-        return eb('tasks.owner_id', '=', set.userId);
+        return eb.and([eb('tasks.owner_id', '=', set.userId), seenBy(set.userId)(eb)]);
       case 'assignee':
-        return eb('tasks.assignee_id', '=', set.userId);
+        return eb.and([eb('tasks.assignee_id', '=', set.userId), seenBy(set.userId)(eb)]);
       case 'either':
-        return eb.or([inTaskSet({ ...set, kind: 'owner' })(eb), inTaskSet({ ...set, kind: 'assignee' })(eb)]);
+        return eb.and([
+          eb.or([eb('tasks.owner_id', '=', set.userId), eb('tasks.assignee_id', '=', set.userId)]),
+          seenBy(set.userId)(eb),
+        ]);
     }
   };
 
 /** The rule every read and write of a task applies (visibleTasks), as a condition on the row `tasks`. */
 export const taskVisibleTo = (principal: Principal) => inTaskSet(visibleTasks(principal));
+
+/**
+ * Who may change a task they see (its fields, tags, attachments): an admin; the owner or assignee
+ * of a personal task; an editor or admin of the task's project. A condition on the row `tasks`.
+ */
+export const taskWritableBy =
+  (principal: Principal) =>
+  (eb: ExpressionBuilder<DB, 'tasks'>): Expression<SqlBool> =>
+    isAdmin(principal)
+      ? eb.lit(true)
+      : eb.or([
+          eb.and([
+            eb('tasks.project_id', 'is', null),
+            eb.or([eb('tasks.owner_id', '=', principal.userId), eb('tasks.assignee_id', '=', principal.userId)]),
+          ]),
+          sql<SqlBool>`(${projectRoleOf(principal.userId)} IN ('editor', 'admin'))`,
+        ]);

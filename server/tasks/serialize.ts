@@ -41,6 +41,7 @@ export function taskJson(row = 'tasks'): RawBuilder<Task> {
   const column = <C extends keyof TaskColumns>(name: C) => sql.ref<TaskColumns[C]>(`${row}.${name}`);
   return sql<Task>`json_build_object(
     'id', ${column('id')}, 'ownerId', ${column('owner_id')}, 'assigneeId', ${column('assignee_id')},
+    'projectId', ${column('project_id')},
     'title', ${column('title')}, 'description', ${column('description')},
     'status', ${column('status')}, 'priority', ${column('priority')},
     'dueAt', ${isoTimestamp(column('due_at'))}, 'completedAt', ${isoTimestamp(column('completed_at'))},

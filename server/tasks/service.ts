@@ -71,6 +71,19 @@ function missingReference(error: unknown): unknown {
   return referenceGone();
 }
 
+const unknownProject = () =>
+  invalidField('body.projectId', 'unknown_project', 'No project of yours where you are an editor or admin has this id');
+
+const assigneeNotMember = () =>
+  invalidField('body.assigneeId', 'not_a_member', "The assignee of a project's task must be a member of the project");
+
+const unfitTag = () =>
+  invalidField(
+    'body.tagIds',
+    'unknown_tag',
+    "Every tag must be the project's own on a project task, or one of the owner's personal tags on a personal task",
+  );
+
 /** completedAt follows status: set on entering done, kept while done, cleared on leaving it (updates: in SQL, store.ts). */
 const completion = (status: TaskStatus, now: Date): Date | null => (status === 'done' ? now : null);
 
@@ -80,8 +93,9 @@ export async function createTask(ctx: AppContext, principal: Principal, input: T
   try {
     for (const claim of await quotaClaims(ctx, principal, 'tasks')) {
       const outcome = await insertTask(ctx, principal, input, claim, now, completion(input.status, now));
-      if (outcome.kind === 'unknown_tag')
-        throw invalidField('body.tagIds', 'unknown_tag', 'Every tag must be one of your own tags');
+      if (outcome.kind === 'unknown_project') throw unknownProject();
+      if (outcome.kind === 'assignee_not_member') throw assigneeNotMember();
+      if (outcome.kind === 'unknown_tag') throw unfitTag();
       if (outcome.kind === 'created') {
         announceEvents(ctx);
         return outcome.task;
@@ -116,6 +130,17 @@ export async function changeTask(
         'forbidden',
         'Only the owner of a task or an admin may change its assignee; the assignee may only set it to null',
       );
+    case 'read_only':
+      throw new AppError('forbidden', "Only an editor or admin of the task's project may change it");
+    case 'forbidden_move':
+      throw new AppError(
+        'forbidden',
+        'Moving a task between projects needs editor or admin in both; moving it in or out of a project needs its owner or an admin',
+      );
+    case 'unknown_project':
+      throw unknownProject();
+    case 'assignee_not_member':
+      throw assigneeNotMember();
     case 'stale':
       throw staleVersion(outcome.version);
     case 'changed':
@@ -138,7 +163,10 @@ export async function deleteTask(
     case 'not_found':
       throw notFound('task');
     case 'forbidden':
-      throw new AppError('forbidden', 'Only the owner of a task or an admin may delete it');
+      throw new AppError(
+        'forbidden',
+        "Only the owner of a personal task, an editor or admin of a project's task, or an admin may delete it",
+      );
     case 'stale':
       throw staleVersion(outcome.version);
     case 'deleted':

@@ -20,7 +20,7 @@ import { ifMatchVersions } from '../http/etags.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { claimBounds, claimLock, holdsRoom, type QuotaClaim } from '../quotas.js';
 import type { TaskPageQuery } from './list-query.js';
-import { taskVisibleTo } from './queries.js';
+import { taskVisibleTo, taskWritableBy } from './queries.js';
 import { ISO_TIMESTAMP_FORMAT, taskJson } from './serialize.js';
 
 export { taskJson };
@@ -28,12 +28,24 @@ export { taskJson };
 /** A timestamp column in SQL text, as the API writes it: for the tag and attachment stores' payloads. */
 export const iso = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', ${ISO_TIMESTAMP_FORMAT})`;
 
-/** Who may see a task's events besides admins: its owner and assignee, and (`former`) an assignee the change removed. */
-export const audience = (t: string, former = 'NULL::uuid') =>
-  `array_remove(ARRAY[${t}.owner_id, NULLIF(${t}.assignee_id, ${t}.owner_id), NULLIF(NULLIF(${former}, ${t}.owner_id), ${t}.assignee_id)], NULL)`;
+/**
+ * Who may see a personal task's events besides admins: its owner and assignee, and (`former`) an
+ * assignee the change removed. A project's task names nobody: its project's members at the time
+ * of reading see it (the events' project_id, server/events/outbox.ts). `formerProject`: the project
+ * a move took the task out of, whose members then receive the move.
+ */
+export const audience = (t: string, former = 'NULL::uuid', formerProject = 'NULL::uuid') =>
+  `(CASE WHEN ${t}.project_id IS NULL
+     THEN array_remove(ARRAY[${t}.owner_id, NULLIF(${t}.assignee_id, ${t}.owner_id), NULLIF(NULLIF(${former}, ${t}.owner_id), ${t}.assignee_id)], NULL)
+     ELSE ARRAY[]::uuid[] END
+   || ARRAY(SELECT pm.user_id FROM project_members pm
+            WHERE pm.project_id = ${formerProject} AND ${formerProject} IS DISTINCT FROM ${t}.project_id))`;
 
 /** taskVisibleTo as a condition on the row `tasks`, to place in SQL written with `sql`. NULL where false. */
 const visibleHere = (principal: Principal) => taskVisibleTo(principal)(expressionBuilder<DB, 'tasks'>());
+
+/** taskWritableBy as a condition on the row `tasks`, likewise. */
+const writableHere = (principal: Principal) => taskWritableBy(principal)(expressionBuilder<DB, 'tasks'>());
 
 /** Tasks as the API shows them, each as `task`: the caller says which. */
 const shownTasks = () => tables.selectFrom('tasks').select(taskJson().as('task'));
@@ -94,14 +106,15 @@ const oneEvent = (event: {
   id: string;
   type: 'task.created' | 'task.updated' | 'task.deleted';
   data: RawBuilder<unknown>;
-  /** The task row's name; its audience (`former`: an assignee the change removed, see audience). */
+  /** The task row's name; its audience (`former`, `formerProject`: see audience). */
   row: string;
   former?: string;
+  formerProject?: string;
   actorId: RawBuilder<string> | string;
   from: RawBuilder<unknown>;
 }) => sql`new_events AS (
       SELECT ${event.id}::uuid AS id, ${sql.lit(event.type)} AS type, ${event.data} AS data,
-             ${sql.raw(audience(event.row, event.former))} AS audience, ${event.actorId}::uuid AS actor_id, 1 AS n
+             ${sql.raw(audience(event.row, event.former, event.formerProject))} AS audience, ${event.actorId}::uuid AS actor_id, 1 AS n
       FROM ${event.from}
     ),
     ${sql.raw(EVENT_WRITES)}`;
@@ -126,7 +139,7 @@ export const touchTaskOf = (
         touched AS (
           UPDATE tasks t SET version = t.version + 1, updated_at = ${params.now}::timestamptz
           FROM ${changed} c WHERE t.id = c.task_id
-          RETURNING t.id, t.owner_id, t.assignee_id
+          RETURNING t.id, t.owner_id, t.assignee_id, t.project_id
         ),
         new_events AS (
           ${params.also ? `${params.also} UNION ALL` : ''}
@@ -135,6 +148,13 @@ export const touchTaskOf = (
         ),
         ${EVENT_WRITES}`;
 
+/** Gives each `task.updated` stub written in the subtransaction its task as it now is (settleTaskEvents). */
+export const settleTaskStubs: Statement = statementOf(
+  rawQuery(sql`UPDATE events e SET data = jsonb_build_object('task', ${taskJson()}), project_id = tasks.project_id
+      FROM tasks WHERE e.${sql.raw(UNPLACED_EVENTS)} AND e.type = 'task.updated' AND e.data ? 'taskId'
+        AND tasks.id = (e.data ->> 'taskId')::uuid`),
+);
+
 /**
  * The statements that end a write whose events the statement before wrote, a task's as a stub
  * (taskEventStub): each stub gets the task as the change left it, every event written in the
@@ -142,16 +162,66 @@ export const touchTaskOf = (
  * subtransaction ends.
  */
 export const settleTaskEvents: Statement[] = [
-  statementOf(
-    rawQuery(sql`UPDATE events e SET data = jsonb_build_object('task', ${taskJson()})
-      FROM tasks WHERE e.${sql.raw(UNPLACED_EVENTS)} AND e.type = 'task.updated' AND e.data ? 'taskId'
-        AND tasks.id = (e.data ->> 'taskId')::uuid`),
-  ),
+  settleTaskStubs,
   { text: PLACE_NEW_EVENTS },
   { text: 'RELEASE SAVEPOINT write' },
 ];
 
-export type CreateOutcome = { kind: 'created'; task: Task } | { kind: 'unknown_tag' } | { kind: 'no_room' };
+export type CreateOutcome =
+  | { kind: 'created'; task: Task }
+  | { kind: 'unknown_project' }
+  | { kind: 'assignee_not_member' }
+  | { kind: 'unknown_tag' }
+  | { kind: 'no_room' };
+
+/**
+ * Whether the caller (`me`, SQL) may write tasks into the project whose id is the SQL `projectId`:
+ * an editor or admin of it, or an app admin (the project must exist).
+ */
+const writesInto = (principal: Principal, projectId: string, me: string) =>
+  isAdmin(principal)
+    ? `EXISTS (SELECT 1 FROM projects p WHERE p.id = ${projectId})`
+    : `EXISTS (SELECT 1 FROM project_members pm WHERE pm.project_id = ${projectId} AND pm.user_id = ${me} AND pm.role IN ('editor', 'admin'))`;
+
+/** Whether user `userId` (SQL) is a member of the project `projectId` (SQL): one probe of the primary key. */
+const isMemberOf = (projectId: string, userId: string) =>
+  `EXISTS (SELECT 1 FROM project_members pm WHERE pm.project_id = ${projectId} AND pm.user_id = ${userId})`;
+
+/**
+ * Whether the tag row `tag` may go on a task of owner `ownerId` in project `projectId` (SQL; NULL:
+ * a personal task): a project's own tags on its tasks, an owner's personal tags on their personal tasks.
+ */
+export const tagFits = (tag: string, ownerId: string, projectId: string) =>
+  `(CASE WHEN ${projectId} IS NULL THEN ${tag}.project_id IS NULL AND ${tag}.owner_id = ${ownerId} ELSE ${tag}.project_id IS NOT DISTINCT FROM ${projectId} END)`;
+
+/**
+ * The memberships a write into a project relies on (the caller's, the assignee's), held shared until
+ * commit: a removal or a change of role waits for the write, or the write for it (and then finds it).
+ */
+const holdMemberships = (
+  projects: { id: string | null } | { ofTask: string; movedTo?: string | null },
+  userIds: (string | null)[],
+) => {
+  const users = sql<string>`ANY(${userIds.filter((id) => id !== null)}::uuid[])`;
+  const held = tables
+    .selectFrom('project_members')
+    .select(sql.lit(1).as('held'))
+    .where('project_members.user_id', '=', users)
+    .orderBy('project_members.project_id')
+    .orderBy('project_members.user_id')
+    .forShare();
+  if ('id' in projects) return projects.id === null ? [] : [held.where('project_members.project_id', '=', projects.id)];
+  // A change of a task: in its project (read once the task is locked) and in the one it moves to.
+  const current = tables.selectFrom('tasks').select('tasks.project_id').where('tasks.id', '=', projects.ofTask);
+  return [
+    held.where((eb) =>
+      eb.or([
+        eb('project_members.project_id', '=', current),
+        eb('project_members.project_id', '=', projects.movedTo ?? null),
+      ]),
+    ),
+  ];
+};
 
 /**
  * Inserts a task with its tag links and its `task.created` event, in one round trip. The claim
@@ -173,6 +243,7 @@ export async function insertTask(
   const { checks, created } = await ctx.db.sql.pipeline({
     lock: [
       ...claimLock(claim, principal.userId),
+      ...holdMemberships({ id: input.projectId }, [principal.userId, input.assigneeId]),
       // The tags shared, as a link shares them: a rename or delete of one waits for this create, or
       // this create for it, so the task never carries (or its event names) a tag as it no longer is.
       ...(tagIds.length === 0
@@ -186,29 +257,40 @@ export async function insertTask(
               .forShare(),
           ]),
     ],
-    checks: rawQuery(sql<{ allowed: number; tags_ok: number }>`
+    checks: rawQuery(sql<{ allowed: number; project_ok: boolean; assignee_ok: boolean; tags_ok: number }>`
       WITH args AS (
         SELECT ${principal.userId}::uuid AS owner_id, ${tagIds}::uuid[] AS tag_ids, ${now}::timestamptz AS now,
-               ${room}::bigint AS room, ${limit}::bigint AS quota_limit
+               ${room}::bigint AS room, ${limit}::bigint AS quota_limit, ${input.projectId}::uuid AS project_id,
+               ${input.assigneeId}::uuid AS assignee_id
+      ),
+      project_ok AS (
+        SELECT 1 FROM args
+        WHERE args.project_id IS NULL OR ${sql.raw(writesInto(principal, 'args.project_id', 'args.owner_id'))}
+      ),
+      assignee_ok AS (
+        SELECT 1 FROM args
+        WHERE args.project_id IS NULL OR args.assignee_id IS NULL OR ${sql.raw(isMemberOf('args.project_id', 'args.assignee_id'))}
       ),
       allowed AS (SELECT 1 FROM args WHERE ${holdsRoom('tasks', principal.userId, { room, limit })}),
       tags_ok AS (
         SELECT 1 FROM args
-        WHERE (SELECT count(*) FROM tags WHERE id = ANY(args.tag_ids) AND owner_id = args.owner_id) = cardinality(args.tag_ids)
+        WHERE (SELECT count(*) FROM tags WHERE id = ANY(args.tag_ids) AND ${sql.raw(tagFits('tags', 'args.owner_id', 'args.project_id'))})
+          = cardinality(args.tag_ids)
       ),
       task AS (
-        INSERT INTO tasks (id, owner_id, assignee_id, title, description, status, priority, due_at, completed_at, created_at, updated_at)
-        SELECT ${id}::uuid, args.owner_id, ${input.assigneeId}::uuid, ${input.title}, ${input.description},
+        INSERT INTO tasks (id, owner_id, assignee_id, project_id, title, description, status, priority, due_at, completed_at, created_at, updated_at)
+        SELECT ${id}::uuid, args.owner_id, args.assignee_id, args.project_id, ${input.title}, ${input.description},
                ${input.status}::"TaskStatus", ${input.priority}::"TaskPriority", ${input.dueAt}::timestamptz,
                ${completedAt}::timestamptz, args.now, args.now
-        FROM args, allowed, tags_ok
+        FROM args, allowed, tags_ok, project_ok, assignee_ok
         RETURNING id
       ),
       links AS (
         INSERT INTO task_tags (task_id, tag_id, created_at)
         SELECT task.id, tag_id, args.now FROM task, args, unnest(args.tag_ids) AS tag_id
       )
-      SELECT (SELECT count(*) FROM allowed)::int AS allowed, (SELECT count(*) FROM tags_ok)::int AS tags_ok`),
+      SELECT (SELECT count(*) FROM allowed)::int AS allowed, (SELECT count(*) FROM tags_ok)::int AS tags_ok,
+             EXISTS (SELECT 1 FROM project_ok) AS project_ok, EXISTS (SELECT 1 FROM assignee_ok) AS assignee_ok`),
     savepoint: SAVEPOINT,
     event: [
       rawQuery(sql`
@@ -227,6 +309,8 @@ export async function insertTask(
   });
   const [check] = checks;
   const [row] = created;
+  if (check?.project_ok === false) return { kind: 'unknown_project' };
+  if (check?.assignee_ok === false) return { kind: 'assignee_not_member' };
   if (check?.tags_ok === 0) return { kind: 'unknown_tag' };
   if (check?.allowed === 0 || !row) return { kind: 'no_room' };
   return { kind: 'created', task: row.task };
@@ -235,12 +319,21 @@ export async function insertTask(
 /** What a change's checks found, in the order they are made: the first that fails is the answer. */
 export type ChangeOutcome =
   | { kind: 'not_found' }
-  | { kind: 'forbidden' }
+  | { kind: 'forbidden' | 'read_only' | 'forbidden_move' | 'unknown_project' | 'assignee_not_member' }
   | { kind: 'stale'; version: number }
   | { kind: 'unchanged' | 'changed'; task: Task };
 
 interface Verdict {
-  outcome: 'not_found' | 'forbidden' | 'stale' | 'unchanged' | 'apply';
+  outcome:
+    | 'not_found'
+    | 'read_only'
+    | 'unknown_project'
+    | 'forbidden_move'
+    | 'forbidden'
+    | 'assignee_not_member'
+    | 'stale'
+    | 'unchanged'
+    | 'apply';
   version: number;
 }
 
@@ -252,12 +345,15 @@ const CHANGEABLE: [keyof TaskPatch, string, string][] = [
   ['priority', 'priority', '"TaskPriority"'],
   ['assigneeId', 'assignee_id', 'uuid'],
   ['dueAt', 'due_at', 'timestamptz(3)'],
+  ['projectId', 'project_id', 'uuid'],
 ];
 
 /**
- * Applies `change` to the task with its row locked: the checks (visible, may reassign, If-Match,
- * changes anything) on the row as it is then, the update, and its `task.updated` event, in one
- * round trip. Only the fields sent are written; `completedAt` follows the status.
+ * Applies `change` to the task with its row locked: the checks (visible, writable, a move the
+ * caller may make, may reassign, the assignee a member of the task's project, If-Match, changes
+ * anything) on the row as it is then, the update, and its `task.updated` event, in one round trip.
+ * Only the fields sent are written; `completedAt` follows the status; a move drops the tags that
+ * do not fit the task's new project (tagFits), so the event is settled after the statement.
  */
 export async function updateTask(
   ctx: AppContext,
@@ -273,12 +369,23 @@ export async function updateTask(
   const value = (field: keyof TaskPatch) => sql`args.patch ->> ${sql.lit(field)}`;
   const each = (write: (field: keyof TaskPatch, column: string, type: string) => RawBuilder<unknown>) =>
     sql.join(CHANGEABLE.map(([field, column, type]) => write(field, column, type)));
-  const reassigns = sql`(${sent('assigneeId')} AND (${value('assigneeId')})::uuid IS DISTINCT FROM cur.assignee_id)`;
-  const mayReassign = isAdmin(principal)
+  const reassigns = sql`(cur.next_assignee_id IS DISTINCT FROM cur.assignee_id)`;
+  const moves = sql`(cur.next_project_id IS DISTINCT FROM cur.project_id)`;
+  const admin = isAdmin(principal);
+  // On a personal task only its owner (or an admin) reassigns it; its assignee may hand it back.
+  const mayReassign = admin
     ? sql`true`
-    : sql`(cur.owner_id = args.me OR (${value('assigneeId')} IS NULL AND cur.assignee_id = args.me))`;
+    : sql`(cur.next_project_id IS NOT NULL OR cur.owner_id = args.me OR (cur.next_assignee_id IS NULL AND cur.assignee_id = args.me))`;
+  // A project the caller cannot see is as unknown as one that does not exist (400, never 403).
+  const targetSeen = admin
+    ? sql`EXISTS (SELECT 1 FROM projects p WHERE p.id = cur.next_project_id)`
+    : sql.raw(isMemberOf('cur.next_project_id', 'args.me'));
   const { verdict, task } = await ctx.db.sql.pipeline({
-    lock: [lockTask(taskId, false)],
+    lock: [
+      lockTask(taskId, false),
+      // The memberships the change relies on, the caller's and the assignee's in the target project.
+      ...holdMemberships({ ofTask: taskId, movedTo: change.projectId }, [principal.userId, change.assigneeId ?? null]),
+    ],
     savepoint: SAVEPOINT,
     verdict: rawQuery(sql<Verdict>`
       WITH args AS (
@@ -286,14 +393,22 @@ export async function updateTask(
                ${ifMatchVersions(ifMatch)}::int[] AS versions, ${now}::timestamptz AS now
       ),
       proposed AS (
-        SELECT tasks.*, (${visibleHere(principal)}) IS TRUE AS visible,
+        SELECT tasks.*, (${visibleHere(principal)}) IS TRUE AS visible, (${writableHere(principal)}) IS TRUE AS writable,
           ${each((field, column, type) => sql`CASE WHEN ${sent(field)} THEN (${value(field)})::${sql.raw(type)} ELSE tasks.${sql.raw(column)} END AS ${sql.raw(`next_${column}`)}`)}
         FROM tasks, args WHERE tasks.id = ${taskId}
       ),
       verdict AS (
         SELECT cur.*, CASE
             WHEN NOT cur.visible THEN 'not_found'
+            WHEN NOT cur.writable THEN 'read_only'
+            WHEN ${moves} AND cur.next_project_id IS NOT NULL AND (${targetSeen}) IS NOT TRUE THEN 'unknown_project'
+            WHEN ${moves} AND cur.next_project_id IS NOT NULL
+              AND (${sql.raw(writesInto(principal, 'cur.next_project_id', 'args.me'))}) IS NOT TRUE THEN 'forbidden_move'
+            WHEN ${moves} AND (cur.project_id IS NULL OR cur.next_project_id IS NULL)
+              AND ${sql.raw(admin ? 'false' : 'cur.owner_id <> args.me')} THEN 'forbidden_move'
             WHEN ${reassigns} AND ${mayReassign} IS NOT TRUE THEN 'forbidden'
+            WHEN (${reassigns} OR ${moves}) AND cur.next_project_id IS NOT NULL AND cur.next_assignee_id IS NOT NULL
+              AND NOT ${sql.raw(isMemberOf('cur.next_project_id', 'cur.next_assignee_id'))} THEN 'assignee_not_member'
             WHEN args.versions IS NOT NULL AND NOT (cur.version = ANY(args.versions)) THEN 'stale'
             WHEN ${sql.join(
               CHANGEABLE.map(([, column]) => sql.raw(`cur.next_${column} IS DISTINCT FROM cur.${column}`)),
@@ -307,19 +422,24 @@ export async function updateTask(
           completed_at = CASE WHEN v.next_status <> 'done' THEN NULL WHEN v.status = 'done' THEN v.completed_at ELSE args.now END,
           version = t.version + 1, updated_at = args.now
         FROM verdict v, args WHERE t.id = v.id AND v.outcome = 'apply'
-        RETURNING t.*, v.assignee_id AS former_assignee_id
+        RETURNING t.*, v.assignee_id AS former_assignee_id, v.project_id AS former_project_id
+      ),
+      unfit_tags AS (
+        DELETE FROM task_tags tt USING updated u, tags
+        WHERE tt.task_id = u.id AND tags.id = tt.tag_id AND NOT ${sql.raw(tagFits('tags', 'u.owner_id', 'u.project_id'))}
       ),
       ${oneEvent({
         id: eventId,
         type: 'task.updated',
-        data: sql`jsonb_build_object('task', ${taskJson('u')})`,
+        data: sql.raw(taskEventStub('u')),
         row: 'u',
         former: 'u.former_assignee_id',
+        formerProject: 'u.former_project_id',
         actorId: sql`args.me`,
         from: sql`updated u, args`,
       })}
       SELECT outcome, version FROM verdict`),
-    placed: placeEvent(eventId),
+    placed: settleTaskEvents,
     // Read back without the visibility rule: an assignee who just handed the task back made a
     // change that took, even though they no longer see the task.
     task: shownTask(taskId),
@@ -327,9 +447,10 @@ export async function updateTask(
   const [found] = verdict;
   const [row] = task;
   if (!found || !row || found.outcome === 'not_found') return { kind: 'not_found' };
-  if (found.outcome === 'forbidden') return { kind: 'forbidden' };
   if (found.outcome === 'stale') return { kind: 'stale', version: found.version };
-  return { kind: found.outcome === 'apply' ? 'changed' : 'unchanged', task: row.task };
+  if (found.outcome === 'apply' || found.outcome === 'unchanged')
+    return { kind: found.outcome === 'apply' ? 'changed' : 'unchanged', task: row.task };
+  return { kind: found.outcome };
 }
 
 export type DeleteOutcome =
@@ -349,7 +470,10 @@ export async function removeTask(
   ifMatch: string | undefined,
 ): Promise<DeleteOutcome> {
   const eventId = uuidv7();
-  const mayDelete = isAdmin(principal) ? sql`true` : sql`tasks.owner_id = args.me`;
+  // A personal task's owner, an editor or admin of the task's project, or an app admin.
+  const mayDelete = isAdmin(principal)
+    ? sql`true`
+    : sql`CASE WHEN tasks.project_id IS NULL THEN tasks.owner_id = args.me ELSE ${writableHere(principal)} END`;
   const { verdict } = await ctx.db.sql.pipeline({
     lock: [lockTask(taskId, true)],
     savepoint: SAVEPOINT,
@@ -364,7 +488,7 @@ export async function removeTask(
         FROM tasks, args WHERE tasks.id = ${taskId}
       ),
       doomed AS (SELECT a.storage_key FROM attachments a JOIN verdict v ON a.task_id = v.id AND v.outcome = 'apply'),
-      deleted AS (DELETE FROM tasks t USING verdict v WHERE t.id = v.id AND v.outcome = 'apply' RETURNING t.id, t.owner_id, t.assignee_id),
+      deleted AS (DELETE FROM tasks t USING verdict v WHERE t.id = v.id AND v.outcome = 'apply' RETURNING t.id, t.owner_id, t.assignee_id, t.project_id),
       ${oneEvent({
         id: eventId,
         type: 'task.deleted',

@@ -234,7 +234,8 @@ export async function patchUser(
 
 /**
  * Deletes a user; their tasks, tags, sessions and attachments (on their tasks or uploaded by them)
- * go with them by foreign key cascades, then the attachments' stored bytes are discarded.
+ * go with them by foreign key cascades, then the attachments' stored bytes are discarded. Their
+ * tasks and tags in projects stay, handed over first (server/projects/leave.ts).
  */
 export async function deleteUser(ctx: AppContext, principal: Principal, userId: string): Promise<void> {
   await findVisibleUser(ctx, principal, userId);
@@ -266,6 +267,7 @@ export async function deleteUser(ctx: AppContext, principal: Principal, userId: 
           'attachments.task_id as taskId',
           'tasks.owner_id as ownerId',
           'tasks.assignee_id as assigneeId',
+          'tasks.project_id as projectId',
         ])
         .where('attachments.uploaded_by', '=', user.id)
         .where('tasks.owner_id', '<>', user.id),

@@ -2,7 +2,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
 import { sql } from 'kysely';
 import { tables } from '../db/query.js';
-import { eventSeenBy, readableEvent } from '../events/log.js';
+import { eventSeenBy, projectsOfReaders, readableEvent } from '../events/log.js';
 import { eventMetrics } from '../events/metrics.js';
 import { eventSignal } from '../events/signal.js';
 import { claimFairly, type Claimed } from './claims.js';
@@ -131,6 +131,7 @@ async function attempt(ctx: AppContext, claimed: Claimed, leaseId: string, signa
         'e.actor_id as actorId',
         'e.data',
         'e.audience',
+        'e.project_id as projectId',
       ])
       .where('d.id', '=', claimed.id),
   );
@@ -179,7 +180,23 @@ async function attempt(ctx: AppContext, claimed: Claimed, leaseId: string, signa
     await finish(ctx, claimed, leaseId, result, false);
     return;
   }
-  const event = eventSeenBy(owner, { event: stored, audience: delivery.audience });
+  // Visibility as of now, as the live stream decides it: an owner removed from the event's project
+  // since it happened receives nothing more of it.
+  if (!owner.admin && !delivery.audience.includes(owner.userId)) {
+    const projects = await projectsOfReaders(ctx, [owner.userId], delivery.projectId ? [delivery.projectId] : []);
+    if (!delivery.projectId || !projects.get(owner.userId)?.has(delivery.projectId)) {
+      const result = {
+        ok: false,
+        statusCode: null,
+        error: "the webhook's owner no longer sees this event",
+        durationMs: 0,
+      };
+      failed(result);
+      await finish(ctx, claimed, leaseId, result, false);
+      return;
+    }
+  }
+  const event = eventSeenBy(owner, { event: stored, audience: delivery.audience, projectId: delivery.projectId });
   const result = await sendEvent(delivery, event, {
     network: webhookNetwork(ctx),
     allowPrivateTargets,
