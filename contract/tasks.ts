@@ -157,6 +157,7 @@ export type TaskSort = z.infer<typeof TaskSortSchema>;
  */
 export const ProjectFilterSchema = z
   .string()
+  .max(36)
   .regex(/^(none|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/i, 'expected a project id or none')
   .transform((value) => value.toLowerCase());
 
