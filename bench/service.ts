@@ -8,6 +8,7 @@ import { createServer } from 'node:net';
 import { createInterface } from 'node:readline';
 import path from 'node:path';
 import pg from 'pg';
+import { z } from 'zod';
 
 export const ISSUER = 'task-service';
 export const AUDIENCE = 'task-service';
@@ -79,6 +80,17 @@ export interface ServiceOptions {
   workers: number;
 }
 
+const PackageSchema = z.object({ scripts: z.object({ start: z.string() }) });
+
+/** The Node.js options `npm start` gives the service (package.json's start script: its V8 heap limits). */
+async function startNodeOptions(): Promise<string[]> {
+  const { start } = PackageSchema.parse(JSON.parse(await readFile('package.json', 'utf8'))).scripts;
+  const words = start.split(/\s+/);
+  return words
+    .slice(words.indexOf('node') + 1, words.indexOf('scripts/run.mjs'))
+    .filter((word) => word.startsWith('--'));
+}
+
 async function waitUntilReady(url: string, child: ChildProcess): Promise<void> {
   const deadline = Date.now() + 120_000;
   while (Date.now() < deadline) {
@@ -124,10 +136,19 @@ export async function startService({ dataDir, databaseUrl, workers }: ServiceOpt
   };
   // BENCH_CPU_PROF=DIR: the service's processes write a V8 CPU profile each into DIR when they stop.
   // Node refuses --cpu-prof in NODE_OPTIONS, so the service is then started as npm starts it (the
-  // same node scripts/run.mjs server/main), without npm.
+  // same node options and node scripts/run.mjs server/main), without npm.
   const profileDir = process.env.BENCH_CPU_PROF;
   const [command, args] = profileDir
-    ? [process.execPath, ['--cpu-prof', `--cpu-prof-dir=${path.resolve(profileDir)}`, 'scripts/run.mjs', 'server/main']]
+    ? [
+        process.execPath,
+        [
+          ...(await startNodeOptions()),
+          '--cpu-prof',
+          `--cpu-prof-dir=${path.resolve(profileDir)}`,
+          'scripts/run.mjs',
+          'server/main',
+        ],
+      ]
     : ['npm', ['start', '--silent']];
   const child = spawn(command, args, {
     env,

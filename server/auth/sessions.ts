@@ -1,7 +1,7 @@
 import { v7 as uuidv7 } from 'uuid';
 import { RoleSchema, type AuthResult } from '@task-service/client';
 import type { AppContext } from '../context.js';
-import { tables } from '../db/query.js';
+import { preparedQuery, tables } from '../db/query.js';
 import type { Compilable } from 'kysely';
 import type { SqlSession } from '../db/sql.js';
 import { invalidToken, unauthenticated, type AppError } from '../http/errors.js';
@@ -171,6 +171,17 @@ const TOKEN_REFUSED: Record<TokenRejection, string> = {
     'The OAuth access token was issued for another resource (the MCP endpoint only, RFC 8707); ask for a token for this one',
 };
 
+/** The role of the user of a live session (built once: every authenticated request reads it). */
+const liveSessionRole = preparedQuery((value: (key: 'sessionId' | 'userId') => string) =>
+  tables
+    .selectFrom('sessions as s')
+    .innerJoin('users as u', 'u.id', 's.user_id')
+    .select('u.role')
+    .where('s.id', '=', value('sessionId'))
+    .where('s.user_id', '=', value('userId'))
+    .where('s.revoked_at', 'is', null),
+);
+
 /**
  * The caller whose verified claims name a live session, else undefined. The session is looked up on
  * every request, so a logout is honoured at once by every instance; the role comes from the
@@ -178,15 +189,7 @@ const TOKEN_REFUSED: Record<TokenRejection, string> = {
  */
 export async function livePrincipal(ctx: AppContext, claims: AccessClaims): Promise<Principal | undefined> {
   // Every authenticated request runs this: one round trip.
-  const session = await ctx.db.sql.first(
-    tables
-      .selectFrom('sessions as s')
-      .innerJoin('users as u', 'u.id', 's.user_id')
-      .select('u.role')
-      .where('s.id', '=', claims.sessionId)
-      .where('s.user_id', '=', claims.userId)
-      .where('s.revoked_at', 'is', null),
-  );
+  const session = await ctx.db.sql.first(liveSessionRole({ sessionId: claims.sessionId, userId: claims.userId }, ''));
   const role = RoleSchema.safeParse(session?.role);
   return role.success ? { userId: claims.userId, sessionId: claims.sessionId, role: role.data } : undefined;
 }

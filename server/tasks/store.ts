@@ -13,14 +13,14 @@ import type { Task, TaskCreate, TaskPatch } from '@task-service/client';
 import { expressionBuilder, sql, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
-import { rawQuery, statementOf, tables, type DB, type Statement } from '../db/query.js';
+import { preparedQuery, rawQuery, statementOf, tables, type DB, type Statement } from '../db/query.js';
 import type { SqlSession } from '../db/sql.js';
 import { EVENT_WRITES, PLACE_EVENTS, PLACE_NEW_EVENTS, UNPLACED_EVENTS } from '../events/outbox.js';
 import { ifMatchVersions } from '../http/etags.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { claimBounds, claimLock, holdsRoom, type QuotaClaim } from '../quotas.js';
 import type { TaskPageQuery } from './list-query.js';
-import { taskVisibleTo, taskWritableBy } from './queries.js';
+import { inTaskSet, taskVisibleTo, taskWritableBy, visibleTasks, type TaskSet } from './queries.js';
 import { ISO_TIMESTAMP_FORMAT, taskJson } from './serialize.js';
 
 export { taskJson };
@@ -65,13 +65,19 @@ export async function readTaskPage(ctx: AppContext, page: TaskPageQuery): Promis
   return (await ctx.db.sql.all(taskPage(page))).map((row) => row.task);
 }
 
+/** The task with this id among the tasks of a set of its kind (`userId`'s, unless all): built once per kind. */
+const visibleTask = preparedQuery((value: (key: 'taskId' | 'userId') => string, kind: TaskSet['kind']) =>
+  shownTask(value('taskId')).where(inTaskSet(kind === 'all' ? { kind } : { kind, userId: value('userId') })),
+);
+
 /** The task, if the caller may see it. */
 export async function readVisibleTask(
   ctx: AppContext,
   principal: Principal,
   taskId: string,
 ): Promise<Task | undefined> {
-  const row = await ctx.db.sql.first(shownTask(taskId).where(taskVisibleTo(principal)));
+  const set = visibleTasks(principal);
+  const row = await ctx.db.sql.first(visibleTask({ taskId, userId: principal.userId }, set.kind));
   return row?.task;
 }
 
