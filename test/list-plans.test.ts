@@ -22,6 +22,8 @@ let database: TestDatabase;
 let userIds: string[];
 /** A project user 1 is a member of (every second one is theirs). */
 let memberProject: string;
+/** A task of user 1's with 300 subtasks. */
+let parentTask: string;
 
 beforeAll(async () => {
   database = await freshDatabase();
@@ -65,9 +67,20 @@ beforeAll(async () => {
        WHERE abs(hashtext(tasks.id::text) / 7) % 3 = 0`,
       [projectIds, PROJECTS],
     );
+    // A parent of user 1's with 300 subtasks; one task in ten blocked.
+    await run(
+      `WITH parent AS (SELECT id FROM tasks WHERE owner_id = $1 AND project_id IS NULL ORDER BY id LIMIT 1)
+       UPDATE tasks SET parent_id = (SELECT id FROM parent)
+       WHERE id IN (SELECT id FROM tasks WHERE owner_id = $1 AND project_id IS NULL AND id <> (SELECT id FROM parent) ORDER BY id DESC LIMIT 300)`,
+      [userIds[1]],
+    );
+    await run(`UPDATE tasks SET open_blockers = 1 WHERE abs(hashtext(id::text)) % 10 = 0`);
     await run('ANALYZE tasks; ANALYZE project_members');
   });
   memberProject = projectIds[1] ?? '';
+  parentTask =
+    (await db.first(tables.selectFrom('tasks').select('parent_id').where('parent_id', 'is not', null).limit(1)))
+      ?.parent_id ?? '';
 }, 120_000);
 afterAll(() => database.drop());
 
@@ -169,6 +182,63 @@ describe('GET /tasks?projectId=', () => {
           expect(scan['Actual Rows'] + (scan['Rows Removed by Filter'] ?? 0)).toBeLessThanOrEqual(LIMIT + 1);
         }
         expect(scans.some((scan) => scan['Index Name']?.startsWith('tasks_project_id'))).toBe(true);
+      }
+    });
+  });
+});
+
+describe('GET /tasks?parentId=', () => {
+  const sets = [
+    ['a user', (): TaskSet => ({ kind: 'member', userId: userIds[1]! })],
+    ['a user, their own (GET /users/{id}/tasks)', (): TaskSet => ({ kind: 'either', userId: userIds[1]! })],
+    ['an admin', (): TaskSet => ({ kind: 'all' })],
+  ] as const;
+  describe.each(sets)('for %s', (_who, setOf) => {
+    it.each(sorts)("sort=%s: the parent's index, first and deep pages alike", async (sort) => {
+      const set = setOf();
+      const filters = { parentId: parentTask };
+      // The parent has 300 subtasks: the deep page is 200 rows in.
+      const rows = await database.db.sql.all(
+        rawQuery(taskPageQuery(set, TaskListQuerySchema.parse({ sort, ...filters }), undefined, 200)),
+      );
+      const last = rows[rows.length - 1];
+      if (rows.length !== 200 || !last) throw new Error(`the parent has ${rows.length} of the 200 subtasks needed`);
+      const task = await storedTask(database.db.sql, last.id);
+      const value = task[sortOf(sort).field];
+      const cursor = { s: sort, v: value instanceof Date ? value.toISOString() : value, id: task.id };
+      for (const at of [undefined, cursor]) {
+        const nodes = await plan(set, sort, filters, at);
+        const scans = nodes.filter((node) => node['Relation Name'] === 'tasks');
+        // The page along the parent's index; then its rows, each by its primary key.
+        for (const scan of scans) {
+          expect(scan['Node Type']).toMatch(/^Index (Only )?Scan$/);
+          expect(scan['Actual Rows'] + (scan['Rows Removed by Filter'] ?? 0)).toBeLessThanOrEqual(LIMIT + 1);
+        }
+        expect(scans.some((scan) => scan['Index Name']?.startsWith('tasks_parent_id_'))).toBe(true);
+      }
+    });
+  });
+});
+
+describe('GET /tasks?blocked=', () => {
+  // `blocked` is a column the writes keep (open_blockers), filtered on the range scans of the list
+  // like status: no relation is read per task. Blocked tasks are one in ten here, so a page of them
+  // steps over about ten times its length, however deep; unblocked ones about a page.
+  describe.each(callers)('for %s', (_who, setOf) => {
+    it.each([
+      ['true', 12],
+      ['false', 2],
+    ] as const)('blocked=%s: index range scans, first and deep pages alike', async (blocked, factor) => {
+      const set = setOf();
+      for (const cursor of [undefined, await deepCursor(set, '-createdAt')]) {
+        const nodes = await plan(set, '-createdAt', { blocked }, cursor);
+        expect(nodes.some((node) => node['Relation Name'] === 'task_relations')).toBe(false);
+        const scans = nodes.filter((node) => node['Relation Name'] === 'tasks');
+        expect(scans.length).toBeGreaterThan(0);
+        for (const scan of scans) {
+          expect(scan['Node Type']).toMatch(/^Index (Only )?Scan$/);
+          expect(scan['Actual Rows'] + (scan['Rows Removed by Filter'] ?? 0)).toBeLessThanOrEqual(factor * (LIMIT + 1));
+        }
       }
     });
   });

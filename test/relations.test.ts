@@ -184,7 +184,7 @@ describe('relations', () => {
   it('are at most 500 a task, either side (409 conflict)', async () => {
     const [full, other] = [await createTask(service, alice), await createTask(service, alice)];
     // 250 relations made on the task and 250 made on others toward it, loaded directly.
-    await bulkLoad(service.databaseUrl, async (run) => {
+    await bulkLoad(service.databaseUrl ?? '', async (run) => {
       await run(
         `WITH made AS (
            INSERT INTO tasks (id, owner_id, title, created_at, updated_at)
