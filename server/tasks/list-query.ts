@@ -150,7 +150,12 @@ function branches(set: TaskSet, project: ProjectFilter, parentId?: string): Bran
   if (parentId !== undefined)
     return [
       {
-        conditions: [(eb) => eb('tasks.parent_id', '=', parentId), inTaskSet(set)],
+        // The set as a filter of the parent's rows only: wrapped, so that the planner does not
+        // combine its owner or assignee index with the parent's into a bitmap scan and a sort.
+        conditions: [
+          (eb) => eb('tasks.parent_id', '=', parentId),
+          (eb) => sql<SqlBool>`COALESCE(${inTaskSet(set)(eb)}, false)`,
+        ],
         party: { column: 'tasks.parent_id', userId: parentId },
       },
     ];
