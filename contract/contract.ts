@@ -5,6 +5,7 @@ import { authContract } from './auth.js';
 import { docsContract } from './docs.js';
 import { eventsContract } from './events.js';
 import { projectsContract } from './projects.js';
+import { relationsContract } from './relations.js';
 import { serviceContract } from './service.js';
 import { tagsContract } from './tags.js';
 import { tasksContract } from './tasks.js';
@@ -21,6 +22,7 @@ export type Contract = {
   tasks: typeof tasksContract;
   tags: typeof tagsContract;
   projects: typeof projectsContract;
+  relations: typeof relationsContract;
   attachments: typeof attachmentsContract;
   events: typeof eventsContract;
   webhooks: typeof webhooksContract;
@@ -36,6 +38,7 @@ export const contract: Contract = c.router({
   tasks: tasksContract,
   tags: tagsContract,
   projects: projectsContract,
+  relations: relationsContract,
   attachments: attachmentsContract,
   events: eventsContract,
   webhooks: webhooksContract,

@@ -5,6 +5,8 @@ export const EVENT_TYPES = [
   'task.deleted',
   'attachment.created',
   'attachment.deleted',
+  'relation.created',
+  'relation.deleted',
   'tag.created',
   'tag.updated',
   'tag.deleted',

@@ -3,6 +3,7 @@ import { EVENT_TYPES } from './event-types.js';
 import { AttachmentSchema } from './attachments.js';
 import { c, commonErrors, IdSchema, ProblemSchema, TimestampSchema, type Named } from './common.js';
 import { MemberSchema, ProjectSchema } from './projects.js';
+import { RelationTypeSchema, RelationViewSchema } from './relations.js';
 import { needs } from './scopes.js';
 import { TagSchema } from './tags.js';
 import { TaskSchema } from './tasks.js';
@@ -28,6 +29,24 @@ export const EventSchema = z.discriminatedUnion('type', [
   eventOf('attachment.deleted', {
     attachmentId: IdSchema.describe('The deleted attachment'),
     taskId: IdSchema.describe('The task it was attached to'),
+  }),
+  eventOf('relation.created', {
+    relation: z
+      .object({
+        taskId: IdSchema.describe('The task it was made on'),
+        type: RelationTypeSchema,
+        otherTaskId: IdSchema.describe('The other task'),
+      })
+      .describe('The new relation, from the side of the task it was made on'),
+  }),
+  eventOf('relation.deleted', {
+    relation: z
+      .object({
+        taskId: IdSchema.describe('The task it was removed from'),
+        type: RelationViewSchema,
+        otherTaskId: IdSchema.describe('The other task'),
+      })
+      .describe('The removed relation, from the side of the task it was removed from (its type as that task saw it)'),
   }),
   eventOf('tag.created', { tag: TagSchema.describe('The new tag') }),
   eventOf('tag.updated', { tag: TagSchema.describe('The tag after the change') }),
@@ -108,7 +127,7 @@ export const eventsContract = c.router(
         '(or at the oldest retained event). Deletions appear as `*.deleted` events (tombstones). A transaction ' +
         'that commits late is never skipped: the feed stops before the oldest transaction still running. ' +
         '`nextCursor` is always present; an empty page means up to date. A personal access token sees only the events ' +
-        'its other scopes read: `task.*` and `attachment.*` with `tasks:read`, `project.*` with `projects:read`, `tag.*` with `tags:read`, `user.*` with `account:read`. A cursor older than the event ' +
+        'its other scopes read: `task.*`, `attachment.*` and `relation.*` with `tasks:read`, `project.*` with `projects:read`, `tag.*` with `tags:read`, `user.*` with `account:read`. A cursor older than the event ' +
         'retention (`EVENT_RETENTION_DAYS`) is 410 `cursor_expired`: do a full sync.',
     },
     stream: {

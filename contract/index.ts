@@ -15,6 +15,7 @@ export * from './docs.js';
 export * from './events.js';
 export { serverSentEvents, subscribeToEvents, type ServerSentEvent, type SubscribeOptions } from './event-stream.js';
 export * from './projects.js';
+export * from './relations.js';
 export * from './service.js';
 export * from './tags.js';
 export * from './tasks.js';

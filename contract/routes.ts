@@ -49,6 +49,11 @@ export const routes = {
     updateMember: { method: 'PATCH', path: '/projects/:project_id/members/:user_id' },
     removeMember: { method: 'DELETE', path: '/projects/:project_id/members/:user_id' },
   },
+  relations: {
+    list: { method: 'GET', path: '/tasks/:task_id/relations' },
+    create: { method: 'POST', path: '/tasks/:task_id/relations' },
+    remove: { method: 'DELETE', path: '/tasks/:task_id/relations/:type/:other_id' },
+  },
   attachments: {
     upload: { method: 'POST', path: '/tasks/:task_id/attachments', multipart: true },
     listForTask: { method: 'GET', path: '/tasks/:task_id/attachments' },

@@ -47,6 +47,9 @@ const taskSchema = z.object({
   projectId: IdSchema.nullable().describe(
     'The project the task belongs to, whose members see it (editors and admins change it); null for a personal task',
   ),
+  parentId: IdSchema.nullable().describe(
+    'The task this one is a subtask of (in the same project, or both personal tasks of one owner); null for a top-level task',
+  ),
   title: z.string().describe('1 to 200 characters'),
   description: z.string().describe('Free text, up to 10,000 characters; empty when none'),
   status: TaskStatusSchema,
@@ -59,11 +62,14 @@ const taskSchema = z.object({
     .array(TagRefSchema)
     .describe("The task's tags (its project's, or its owner's on a personal task), ordered by name"),
   attachmentCount: z.number().int().describe('How many files are attached'),
+  subtaskCount: z.number().int().describe('How many direct subtasks it has'),
+  subtasksDone: z.number().int().describe('How many of its direct subtasks are `done`'),
+  blocked: z.boolean().describe('True while a task that is not `done` blocks it (a `blocks` relation)'),
   version: z
     .number()
     .int()
     .describe(
-      'Starts at 1 and grows by one with every change to the task as shown here (its fields, tags or attachment count); the ETag is `"<version>"`',
+      'Starts at 1 and grows by one with every change to the task as shown here (its fields, tags, counts or `blocked`); the ETag is `"<version>"`',
     ),
   createdAt: TimestampSchema.describe('When the task was created'),
   updatedAt: TimestampSchema.describe('When the task last changed (its fields, tags or attachments)'),
@@ -86,6 +92,10 @@ const ProjectInputSchema = IdSchema.nullable().describe(
   'A project you are an editor or admin of (400 otherwise), or null for a personal task. Moving a task between projects needs editor in both; making it personal needs its owner or an administrator',
 );
 
+const ParentInputSchema = IdSchema.nullable().describe(
+  'A task to make this one a subtask of: one you see, in the same project (or, for a personal task, a personal task of the same owner), at most 8 levels deep and never its own subtask (400 otherwise); null for a top-level task',
+);
+
 const taskCreateSchema = z
   .object({
     title: TitleSchema,
@@ -95,6 +105,7 @@ const taskCreateSchema = z
     dueAt: DueAtInputSchema.default(null),
     assigneeId: AssigneeInputSchema.default(null),
     projectId: ProjectInputSchema.default(null),
+    parentId: ParentInputSchema.default(null),
     tagIds: boundedArray(IdSchema, 50)
       .default([])
       .describe(
@@ -106,7 +117,10 @@ export interface TaskCreate extends z.output<typeof taskCreateSchema> {}
 export interface TaskCreateInput extends z.input<typeof taskCreateSchema> {}
 export const TaskCreateSchema: z.ZodType<TaskCreate, z.ZodTypeDef, TaskCreateInput> = taskCreateSchema;
 
-/** PUT: every field required (nullable ones as explicit null), so nothing is reset by omission. */
+/**
+ * PUT: every field of its list required (nullable ones as explicit null), so nothing is reset by
+ * omission. parentId came later: optional, so clients that predate it keep the parent as it is.
+ */
 const taskReplaceSchema = z
   .object({
     title: TitleSchema,
@@ -115,6 +129,7 @@ const taskReplaceSchema = z
     priority: TaskPrioritySchema,
     dueAt: DueAtInputSchema,
     assigneeId: AssigneeInputSchema,
+    parentId: ParentInputSchema.optional(),
   })
   .strict();
 export interface TaskReplace extends z.output<typeof taskReplaceSchema> {}
@@ -129,7 +144,8 @@ const taskPatchSchema = taskReplaceSchema
       .transform((description) => description ?? '')
       .optional()
       .describe('Free text, up to 10,000 characters; null clears it (to an empty string)'),
-    // PUT keeps its field list (it leaves the project as it is); PATCH moves a task.
+    // PUT keeps its field list (it leaves the project as it is); PATCH moves a task. A task moved
+    // out of its parent's project loses its parent unless parentId names one in the new project.
     projectId: ProjectInputSchema.optional(),
   })
   .strict();
@@ -169,6 +185,12 @@ const taskListQuerySchema = PaginationQuerySchema.extend({
   projectId: ProjectFilterSchema.optional().describe(
     "One project's tasks, or `none` for personal tasks; a project you cannot see gives an empty list",
   ),
+  parentId: IdSchema.optional().describe('The direct subtasks of this task'),
+  blocked: z
+    .enum(['true', 'false'])
+    .transform((value) => value === 'true')
+    .optional()
+    .describe('`true`: tasks blocked by an unfinished task; `false`: tasks that are not'),
   ownerId: IdSchema.optional().describe(
     'Tasks owned by this user; useful to administrators, as others see only tasks they own or are assigned',
   ),
@@ -253,7 +275,7 @@ export const tasksContract = c.router(
       responses: { 200: TaskSchema, 404: ProblemSchema, 412: ProblemSchema },
       summary: 'Merge-patch a task (application/json or application/merge-patch+json; honours If-Match)',
       description:
-        'Changes only the fields sent (JSON merge patch, RFC 7396: null clears dueAt or assigneeId). If-Match as for PUT (412). The assignee of a personal task may change it but not its assigneeId, except to null (hand it back). In a project, editors and admins change its tasks (viewers: 403). projectId moves the task: editor in both projects; null (personal) or from personal into a project needs its owner or an administrator.',
+        'Changes only the fields sent (JSON merge patch, RFC 7396: null clears dueAt, assigneeId or parentId). If-Match as for PUT (412). The assignee of a personal task may change it but not its assigneeId, except to null (hand it back). In a project, editors and admins change its tasks (viewers: 403). projectId moves the task: editor in both projects; null (personal) or from personal into a project needs its owner or an administrator. A moved task loses its parent (unless parentId names one in the new project) and its subtasks, which stay behind, become top-level.',
     },
     remove: {
       method: 'DELETE',
@@ -263,9 +285,9 @@ export const tasksContract = c.router(
       headers: IfMatchHeaders,
       body: c.noBody(),
       responses: { 204: c.noBody(), 403: ProblemSchema, 404: ProblemSchema, 412: ProblemSchema },
-      summary: 'Delete a task with its attachments and tag links (owner or admin)',
+      summary: 'Delete a task with its attachments, tag links and relations (owner or admin)',
       description:
-        'Deletes the task with its attachments and tag links. Only the owner or an administrator (the assignee gets 403). If-Match as for PUT.',
+        'Deletes the task with its attachments, tag links and relations; its subtasks become top-level (each with a `task.updated`). Only the owner or an administrator (the assignee gets 403). If-Match as for PUT.',
     },
   },
   { commonResponses: commonErrors },

@@ -428,6 +428,27 @@ export async function verify(options: VerifyOptions): Promise<VerifyReport> {
         );
       }
 
+      // A subtask, related to its parent: it blocks the parent until done.
+      const subtask = bodyOf(
+        await check('tasks.create', 201, () =>
+          client.tasks.create({ body: { title: 'Verify a subtask', parentId: task.id } }),
+        ),
+        201,
+      );
+      if (subtask) {
+        const relation = { type: 'blocks' as const, taskId: task.id };
+        const subtaskParams = { task_id: subtask.id };
+        await check('relations.create', 201, () => client.relations.create({ params: subtaskParams, body: relation }));
+        await check('relations.create', 200, () => client.relations.create({ params: subtaskParams, body: relation }));
+        await check('relations.list', 200, () => client.relations.list({ params }));
+        await check('relations.remove', 204, () =>
+          client.relations.remove({ params: { ...params, type: 'blocked_by', other_id: subtask.id } }),
+        );
+        await check('relations.remove', 404, () =>
+          client.relations.remove({ params: { ...params, type: 'blocked_by', other_id: subtask.id } }),
+        );
+      }
+
       const text = 'Contract verification\n';
       const attachment = bodyOf(
         await check('attachments.upload', 201, () =>

@@ -22,6 +22,7 @@ import { httpMetrics } from './metrics/http-metrics.js';
 import { serveProblemPages } from './openapi/problem-pages.js';
 import { docsRouter, serveDocsAssets } from './openapi/router.js';
 import { projectsRouter } from './projects/router.js';
+import { relationsRouter } from './relations/router.js';
 import { serviceRouter } from './service/router.js';
 import { tagsRouter } from './tags/router.js';
 import { tasksRouter } from './tasks/router.js';
@@ -64,6 +65,7 @@ export function buildApp(ctx: AppContext): Express {
     attachments: attachmentsRouter(ctx),
     tags: tagsRouter(ctx),
     projects: projectsRouter(ctx),
+    relations: relationsRouter(ctx),
     events: eventsRouter(ctx),
     webhooks: webhooksRouter(ctx),
     personalAccessTokens: personalAccessTokensRouter(ctx),

@@ -170,11 +170,30 @@ describe('event payloads', () => {
     await step(['task.updated'], () =>
       service.http.delete(`/tasks/${taskId}/tags/${otherTagId}`).set(as(alice)).expect(204),
     );
+    let subtaskId = '';
+    await step(['task.created', 'task.updated'], async () => {
+      subtaskId = TaskSchema.parse(
+        (await service.http.post('/tasks').set(as(alice)).send({ title: 'Part', parentId: taskId }).expect(201)).body,
+      ).id;
+    });
+    await step(['relation.created', 'task.updated'], () =>
+      service.http
+        .post(`/tasks/${taskId}/relations`)
+        .set(as(alice))
+        .send({ type: 'blocks', taskId: subtaskId })
+        .expect(201),
+    );
+    await step(['relation.deleted', 'task.updated'], () =>
+      service.http.delete(`/tasks/${subtaskId}/relations/blocked_by/${taskId}`).set(as(alice)).expect(204),
+    );
     await step(['tag.deleted'], () => service.http.delete(`/tags/${otherTagId}`).set(as(alice)).expect(204));
     await step(['user.updated'], () =>
       service.http.patch(`/users/${alice.user.id}`).set(as(alice)).send({ name: 'Alice Renamed' }).expect(200),
     );
-    await step(['task.deleted'], () => service.http.delete(`/tasks/${taskId}`).set(as(alice)).expect(204));
+    // Its subtask becomes top-level.
+    await step(['task.deleted', 'task.updated'], () =>
+      service.http.delete(`/tasks/${taskId}`).set(as(alice)).expect(204),
+    );
     let projectId = '';
     await step(['project.created'], async () => {
       projectId = ProjectSchema.parse(

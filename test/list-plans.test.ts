@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TaskListQuerySchema, TaskSortSchema, type TaskSort } from '../contract/tasks.js';
@@ -22,6 +23,8 @@ let database: TestDatabase;
 let userIds: string[];
 /** A project user 1 is a member of (every second one is theirs). */
 let memberProject: string;
+/** A task of user 1's with 300 subtasks. */
+let parentTask: string;
 
 beforeAll(async () => {
   database = await freshDatabase();
@@ -35,16 +38,24 @@ beforeAll(async () => {
     )
   ).map((row) => row.id);
   // Tasks spread over owners, one in seven assigned to someone else, one in five without a due date.
+  // One in ten blocked; a parent of user 1's with 300 of their personal tasks as subtasks.
+  parentTask = randomUUID();
   await bulkLoad(database.url, async (run) => {
     await run(
-      `INSERT INTO tasks (id, owner_id, assignee_id, title, description, status, priority, due_at, created_at, updated_at)
+      `INSERT INTO tasks (id, owner_id, title, created_at, updated_at) VALUES ($1, $2, 'parent', now(), now())`,
+      [parentTask, userIds[1]],
+    );
+    await run(
+      `INSERT INTO tasks (id, owner_id, assignee_id, title, description, status, priority, due_at, created_at, updated_at,
+                         open_blockers, parent_id)
      SELECT gen_random_uuid(), u.ids[1 + i % $2], CASE WHEN i % 7 = 0 THEN u.ids[1 + (i + 1) % $2] END,
             md5(i::text), '', (ARRAY['todo','in_progress','done'])[1 + i % 3]::"TaskStatus",
             (ARRAY['low','medium','high','urgent'])[1 + i % 4]::"TaskPriority",
             CASE WHEN i % 5 = 0 THEN NULL ELSE now() + (i % 1000) * interval '1 hour' END,
-            now() - i * interval '1 second', now() - (i % 5000) * interval '1 second'
+            now() - i * interval '1 second', now() - (i % 5000) * interval '1 second',
+            CASE WHEN (i / 10) % 10 = 5 THEN 1 ELSE 0 END, CASE WHEN i % $2 = 1 AND i <= 3000 THEN $4::uuid END
      FROM generate_series(1, $1) i, (SELECT $3::uuid[] AS ids) u`,
-      [TASKS, USERS, userIds],
+      [TASKS, USERS, userIds, parentTask],
     );
   });
   // Projects: a third of the tasks in one of PROJECTS projects; user 1 a member of every other one.
@@ -62,8 +73,8 @@ beforeAll(async () => {
     );
     await run(
       `UPDATE tasks SET project_id = (SELECT $1::uuid[] AS ids)[1 + abs(hashtext(tasks.id::text)) % $2]
-       WHERE abs(hashtext(tasks.id::text) / 7) % 3 = 0`,
-      [projectIds, PROJECTS],
+       WHERE abs(hashtext(tasks.id::text) / 7) % 3 = 0 AND parent_id IS NULL AND id <> $3`,
+      [projectIds, PROJECTS, parentTask],
     );
     await run('ANALYZE tasks; ANALYZE project_members');
   });
@@ -169,6 +180,66 @@ describe('GET /tasks?projectId=', () => {
           expect(scan['Actual Rows'] + (scan['Rows Removed by Filter'] ?? 0)).toBeLessThanOrEqual(LIMIT + 1);
         }
         expect(scans.some((scan) => scan['Index Name']?.startsWith('tasks_project_id'))).toBe(true);
+      }
+    });
+  });
+});
+
+describe('GET /tasks?parentId=', () => {
+  const sets = [
+    ['a user', (): TaskSet => ({ kind: 'member', userId: userIds[1]! })],
+    ['a user, their own (GET /users/{id}/tasks)', (): TaskSet => ({ kind: 'either', userId: userIds[1]! })],
+    ['an admin', (): TaskSet => ({ kind: 'all' })],
+  ] as const;
+  describe.each(sets)('for %s', (_who, setOf) => {
+    it.each(sorts)("sort=%s: the parent's index, first and deep pages alike", async (sort) => {
+      const set = setOf();
+      const filters = { parentId: parentTask };
+      // The parent has 300 subtasks: the deep page is 200 rows in.
+      const rows = await database.db.sql.all(
+        rawQuery(taskPageQuery(set, TaskListQuerySchema.parse({ sort, ...filters }), undefined, 200)),
+      );
+      const last = rows[rows.length - 1];
+      if (rows.length !== 200 || !last) throw new Error(`the parent has ${rows.length} of the 200 subtasks needed`);
+      const task = await storedTask(database.db.sql, last.id);
+      const value = task[sortOf(sort).field];
+      const cursor = { s: sort, v: value instanceof Date ? value.toISOString() : value, id: task.id };
+      for (const at of [undefined, cursor]) {
+        const nodes = await plan(set, sort, filters, at);
+        const scans = nodes.filter((node) => node['Relation Name'] === 'tasks');
+        // The page along the parent's index; then its rows, each by its primary key.
+        for (const scan of scans) {
+          expect(scan['Node Type']).toMatch(/^Index (Only )?Scan$/);
+          expect(scan['Actual Rows'] + (scan['Rows Removed by Filter'] ?? 0)).toBeLessThanOrEqual(LIMIT + 1);
+        }
+        expect(scans.some((scan) => scan['Index Name']?.startsWith('tasks_parent_id_'))).toBe(true);
+      }
+    });
+  });
+});
+
+describe('GET /tasks?blocked=', () => {
+  // `blocked` is a column the writes keep (open_blockers), filtered on the range scans of the list
+  // like status: no relation is read per task. Blocked tasks are one in ten here, so a page of them
+  // steps over about ten times its length, however deep; unblocked ones about a page.
+  describe.each(callers)('for %s', (_who, setOf) => {
+    it.each([
+      ['true', 15],
+      ['false', 2],
+    ] as const)('blocked=%s: index range scans, first and deep pages alike', async (blocked, factor) => {
+      const set = setOf();
+      for (const cursor of [undefined, await deepCursor(set, '-createdAt')]) {
+        const nodes = await plan(set, '-createdAt', { blocked }, cursor);
+        expect(nodes.some((node) => node['Relation Name'] === 'task_relations')).toBe(false);
+        const scans = nodes.filter((node) => node['Relation Name'] === 'tasks');
+        expect(scans.length).toBeGreaterThan(0);
+        // A member's tasks assigned by others are few: the planner may read them all along the
+        // assignee index (a bitmap scan) and sort them. Never a sequential scan.
+        for (const scan of scans) {
+          expect(scan['Node Type']).toMatch(/^(Index (Only )?Scan|Bitmap Heap Scan)$/);
+          if (scan['Node Type'] === 'Bitmap Heap Scan') continue;
+          expect(scan['Actual Rows'] + (scan['Rows Removed by Filter'] ?? 0)).toBeLessThanOrEqual(factor * (LIMIT + 1));
+        }
       }
     });
   });

@@ -91,7 +91,15 @@ describe('the MCP endpoint', () => {
     const sets: [Scope[], string[]][] = [
       [
         ['tasks:read'],
-        ['attachments_get', 'task_attachments_list', 'task_tags_list', 'tasks_get', 'tasks_list', 'user_tasks_list'],
+        [
+          'attachments_get',
+          'task_attachments_list',
+          'task_relations_list',
+          'task_tags_list',
+          'tasks_get',
+          'tasks_list',
+          'user_tasks_list',
+        ],
       ],
       [['tags:write'], ['tags_create', 'tags_delete', 'tags_get', 'tags_list', 'tags_update']],
       [['projects:read'], ['project_members_list', 'projects_get', 'projects_list']],

@@ -40,6 +40,11 @@ const HAND_WRITTEN_INDEXES = [
   'tasks_owner_id_due_key_id_idx',
   'tasks_assignee_id_due_key_id_idx',
   'tasks_project_id_due_key_id_idx',
+  'tasks_parent_id_created_at_id_idx',
+  'tasks_parent_id_updated_at_id_idx',
+  'tasks_parent_id_priority_id_idx',
+  'tasks_parent_id_title_id_idx',
+  'tasks_parent_id_due_key_id_idx',
   'tags_owner_id_name_key_key',
 ];
 

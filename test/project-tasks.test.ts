@@ -350,6 +350,35 @@ const operations: Operation[] = [
       return { status: res.status === 404 && /tag on this task/.test(JSON.stringify(res.body)) ? 204 : res.status };
     },
   },
+  {
+    name: 'PATCH /tasks/{id} parentId',
+    run: async (user, task) =>
+      patch(user, task.id, { parentId: (await createTask(service, alice, { projectId: task.projectId })).id }),
+  },
+  {
+    name: 'GET /tasks/{id}/relations',
+    run: (user, task) => service.http.get(`/tasks/${task.id}/relations`).set(as(user)),
+  },
+  {
+    name: 'POST /tasks/{id}/relations',
+    run: async (user, task) => {
+      // The other task beside it: of its project, or another personal task of its owner.
+      const other = await createTask(service, alice, { projectId: task.projectId });
+      return service.http.post(`/tasks/${task.id}/relations`).set(as(user)).send({ type: 'blocks', taskId: other.id });
+    },
+  },
+  {
+    name: 'DELETE /tasks/{id}/relations/{type}/{other_id}',
+    run: async (user, task) => {
+      const other = await createTask(service, alice, { projectId: task.projectId });
+      await service.http
+        .post(`/tasks/${other.id}/relations`)
+        .set(as(alice))
+        .send({ type: 'blocks', taskId: task.id })
+        .expect(201);
+      return service.http.delete(`/tasks/${task.id}/relations/blocked_by/${other.id}`).set(as(user));
+    },
+  },
 ];
 
 type Role = 'non-member' | 'viewer' | 'editor' | 'project admin' | 'app admin';
@@ -376,6 +405,10 @@ const expectedInProject: Record<string, Record<Role, number>> = {
   'GET /tasks/{id}/tags': READ,
   'POST /tasks/{id}/tags/{tag_id}': { ...WRITE, editor: 201, 'project admin': 201, 'app admin': 201 },
   'DELETE /tasks/{id}/tags/{tag_id} (not on it)': { ...WRITE, editor: 204, 'project admin': 204, 'app admin': 204 },
+  'PATCH /tasks/{id} parentId': WRITE,
+  'GET /tasks/{id}/relations': READ,
+  'POST /tasks/{id}/relations': { ...WRITE, editor: 201, 'project admin': 201, 'app admin': 201 },
+  'DELETE /tasks/{id}/relations/{type}/{other_id}': { ...WRITE, editor: 204, 'project admin': 204, 'app admin': 204 },
 };
 const expectedPersonal = Object.fromEntries(
   Object.entries(expectedInProject).map(([name, statuses]) => [

@@ -22,7 +22,8 @@ const READING_SCOPES = EVENT_TYPES.map((type) => {
  * The project an event of `new_events` belongs to, whose current members read it (server/events/log.ts):
  * a project's own events but its deletion (nobody is a member any more: its audience names them), a
  * project tag's, and a project task's with its attachments'. Read from the event's data, or from the
- * tag or task it names as the statement found them (a deleted one included). A task.updated written
+ * tag or task it names as the statement found them (a deleted one included); a relation's is its
+ * first task's (the one it was made on or removed from). A task.updated written
  * as a stub gets its task's project when settled (settleTaskEvents), as a move may change it.
  */
 const EVENT_PROJECT = `(CASE
@@ -32,7 +33,8 @@ const EVENT_PROJECT = `(CASE
         (SELECT tags.project_id FROM tags WHERE tags.id = (data ->> 'tagId')::uuid))
       WHEN data ? 'task' THEN (data -> 'task' ->> 'projectId')::uuid
       ELSE (SELECT tasks.project_id FROM tasks
-            WHERE tasks.id = COALESCE(data ->> 'taskId', data -> 'attachment' ->> 'taskId')::uuid)
+            WHERE tasks.id = COALESCE(data ->> 'taskId', data -> 'attachment' ->> 'taskId',
+                                      data -> 'relation' ->> 'taskId')::uuid)
     END)`;
 
 /**

@@ -11,6 +11,7 @@ import type {
   Member,
   PersonalAccessToken,
   Project,
+  Relation,
   Tag,
   Task,
   User,
@@ -32,6 +33,8 @@ export const ids = {
   grant: '0193a5c9-4e5f-7a6b-9c7d-8e9f0a1b2c3d',
   client: '0193a5c9-1a2b-7c3d-8e4f-5a6b7c8d9e0f',
   project: '0193a5c9-6e7f-7a8b-9c0d-1e2f3a4b5c6d',
+  otherTask: '0193a5c2-9e0f-7a1b-8c2d-3e4f5a6b7c8d',
+  oldTask: '0193a5c2-1f2a-7b3c-9d4e-5f6a7b8c9d0e',
 };
 
 /** The path parameter values every example path is written with. */
@@ -45,6 +48,8 @@ export const pathParamValues: Record<string, string> = {
   grant_id: ids.grant,
   token_id: ids.token,
   project_id: ids.project,
+  type: 'blocks',
+  other_id: ids.otherTask,
   code: 'precondition_failed',
 };
 
@@ -99,6 +104,7 @@ export const task: Task = {
   ownerId: ids.ada,
   assigneeId: ids.grace,
   projectId: null,
+  parentId: null,
   title: 'Write the quarterly report',
   description: 'Figures from the finance sheet; send the draft to Grace by Friday.',
   status: 'in_progress',
@@ -110,6 +116,9 @@ export const task: Task = {
     { id: ids.tagWork, name: 'work', color: '#3e63dd' },
   ],
   attachmentCount: 1,
+  subtaskCount: 3,
+  subtasksDone: 1,
+  blocked: false,
   version: 4,
   createdAt: '2026-11-20T08:30:00.000Z',
   updatedAt: '2026-11-22T15:04:05.000Z',
@@ -121,8 +130,16 @@ export const newTask: Task = {
   status: 'todo',
   tags: [],
   attachmentCount: 0,
+  subtaskCount: 0,
+  subtasksDone: 0,
   version: 1,
   updatedAt: task.createdAt,
+};
+
+/** The quarterly report blocks sending the figures to the board. */
+export const relation: Relation = {
+  type: 'blocks',
+  task: { id: ids.otherTask, title: 'Send the figures to the board', status: 'todo' },
 };
 
 export const attachment: Attachment = {

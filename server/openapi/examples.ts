@@ -339,6 +339,37 @@ export const examples: ContractExamples<Contract> = {
       problems: { 404: [{ code: 'not_found', detail: 'The tag is not on this task' }] },
     },
   },
+  relations: {
+    list: {
+      request: undefined,
+      responses: {
+        200: {
+          items: [
+            v.relation,
+            { type: 'duplicated_by', task: { id: v.ids.oldTask, title: 'Quarterly report (old)', status: 'done' } },
+          ],
+        },
+      },
+      problems: { 404: [noSuchTask] },
+    },
+    create: {
+      request: { type: 'blocks', taskId: v.ids.otherTask },
+      responses: { 200: v.relation, 201: v.relation },
+      problems: {
+        403: [{ code: 'forbidden', detail: "Only an editor or admin of the task's project may change its relations" }],
+        404: [noSuchTask],
+        409: [{ code: 'conflict', detail: 'A task takes part in at most 500 relations' }],
+      },
+    },
+    remove: {
+      request: undefined,
+      responses: {},
+      problems: {
+        403: [{ code: 'forbidden', detail: "Only an editor or admin of the task's project may change its relations" }],
+        404: [{ code: 'not_found', detail: 'No such relation' }],
+      },
+    },
+  },
   projects: {
     list: { request: undefined, responses: { 200: { items: [v.project], nextCursor: null } } },
     create: {

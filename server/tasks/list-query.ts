@@ -105,6 +105,10 @@ function filterConditions(query: TaskListQuery): Condition[] {
   if (ownerId) conditions.push((eb) => eb('tasks.owner_id', '=', ownerId));
   if (dueAfter) conditions.push((eb) => eb('tasks.due_at', '>=', timestamp(dueAfter)));
   if (dueBefore) conditions.push((eb) => eb('tasks.due_at', '<', timestamp(dueBefore)));
+  if (query.blocked !== undefined) {
+    const blocked = query.blocked;
+    conditions.push((eb) => eb('tasks.open_blockers', blocked ? '>' : '=', 0));
+  }
   if (updatedSince) conditions.push((eb) => eb('tasks.updated_at', '>=', timestamp(updatedSince)));
   if (q) {
     const pattern = containsPattern(q);
@@ -120,7 +124,10 @@ interface Branch {
    * `(owner_id, key, id) > (u, X, Y)`: only that user's index can bound such a scan, so the
    * planner never walks the global index filtering other users' tasks out.
    */
-  party?: { column: 'tasks.owner_id' | 'tasks.assignee_id' | 'tasks.project_id'; userId: string | RawBuilder<string> };
+  party?: {
+    column: 'tasks.owner_id' | 'tasks.assignee_id' | 'tasks.project_id' | 'tasks.parent_id';
+    userId: string | RawBuilder<string>;
+  };
   /**
    * The branch of a member's projects: one scan of the (project_id, key, id) index per project of
    * theirs (project_members' (user_id, project_id) index gives them), each reading at most a page,
@@ -134,8 +141,24 @@ type ProjectFilter = string | undefined;
 
 const personal: Condition = (eb) => eb('tasks.project_id', 'is', null);
 
-/** One index scan per branch of `set`: "either" is the tasks a user owns, plus those assigned to them by others. */
-function branches(set: TaskSet, project: ProjectFilter): Branch[] {
+/**
+ * One index scan per branch of `set`: "either" is the tasks a user owns, plus those assigned to them
+ * by others. A parent's subtasks are one scan of the parent's index whatever the set: they share its
+ * project (or its owner), so the set is a condition on each of those few rows.
+ */
+function branches(set: TaskSet, project: ProjectFilter, parentId?: string): Branch[] {
+  if (parentId !== undefined)
+    return [
+      {
+        // The set as a filter of the parent's rows only: wrapped, so that the planner does not
+        // combine its owner or assignee index with the parent's into a bitmap scan and a sort.
+        conditions: [
+          (eb) => eb('tasks.parent_id', '=', parentId),
+          (eb) => sql<SqlBool>`COALESCE(${inTaskSet(set)(eb)}, false)`,
+        ],
+        party: { column: 'tasks.parent_id', userId: parentId },
+      },
+    ];
   switch (set.kind) {
     case 'all':
       return project === undefined || project === 'none'
@@ -199,7 +222,7 @@ export function taskPageQuery(
   const key = SORT_KEYS[field];
   const direction = descending ? 'desc' : 'asc';
   const filters = filterConditions(query);
-  const selects = branches(set, query.projectId).map(({ conditions, party, perProjectOf }) => {
+  const selects = branches(set, query.projectId, query.parentId).map(({ conditions, party, perProjectOf }) => {
     const partyColumn = perProjectOf ? 'tasks.project_id' : party?.column;
     const partyValue = perProjectOf ? sql.ref('memberships.project_id') : party && sql`${party.userId}::uuid`;
     const after: Condition[] = cursor

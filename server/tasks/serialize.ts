@@ -41,12 +41,14 @@ export function taskJson(row = 'tasks'): RawBuilder<Task> {
   const column = <C extends keyof TaskColumns>(name: C) => sql.ref<TaskColumns[C]>(`${row}.${name}`);
   return sql<Task>`json_build_object(
     'id', ${column('id')}, 'ownerId', ${column('owner_id')}, 'assigneeId', ${column('assignee_id')},
-    'projectId', ${column('project_id')},
+    'projectId', ${column('project_id')}, 'parentId', ${column('parent_id')},
     'title', ${column('title')}, 'description', ${column('description')},
     'status', ${column('status')}, 'priority', ${column('priority')},
     'dueAt', ${isoTimestamp(column('due_at'))}, 'completedAt', ${isoTimestamp(column('completed_at'))},
     'tags', ${tagsOfTask(column('id'))},
     'attachmentCount', (SELECT count(*) FROM attachments WHERE attachments.task_id = ${column('id')}),
+    'subtaskCount', ${column('subtask_count')}, 'subtasksDone', ${column('subtasks_done')},
+    'blocked', ${column('open_blockers')} > 0,
     'version', ${column('version')},
     'createdAt', ${isoTimestamp(column('created_at'))}, 'updatedAt', ${isoTimestamp(column('updated_at'))})`;
 }

@@ -9,6 +9,7 @@ import { entityTag } from '../http/etags.js';
 import { toPage, type ListExchange, type Page } from '../http/pagination.js';
 import type { Principal } from '../http/principal.js';
 import { taskCursor, taskPageQuery } from './list-query.js';
+import { MAX_TASK_DEPTH } from './hierarchy.js';
 import { taskVisibleTo, type TaskSet } from './queries.js';
 import { tables } from '../db/query.js';
 import { insertTask, readTaskPage, readVisibleTask, removeTask, updateTask } from './store.js';
@@ -68,6 +69,8 @@ function missingReference(error: unknown): unknown {
   if (!isMissingRow(error)) return error;
   if (violatedConstraint(error) === 'tasks_assignee_id_fkey')
     return invalidField('body.assigneeId', 'unknown_user', 'No user has this id');
+  // The parent was deleted between the checks and the write.
+  if (violatedConstraint(error) === 'tasks_parent_id_fkey') return unknownParent();
   return referenceGone();
 }
 
@@ -84,6 +87,23 @@ const unfitTag = () =>
     "Every tag must be the project's own on a project task, or one of the owner's personal tags on a personal task",
   );
 
+const unknownParent = () =>
+  invalidField(
+    'body.parentId',
+    'unknown_parent',
+    'The parent must be a task you see, in the same project (or, for a personal task, a personal task of the same owner)',
+  );
+
+const parentCycle = () =>
+  invalidField('body.parentId', 'parent_cycle', 'A task cannot be put under itself or under one of its own subtasks');
+
+const tooDeep = () =>
+  invalidField(
+    'body.parentId',
+    'too_deep',
+    `Tasks nest at most ${MAX_TASK_DEPTH} levels deep (a top-level task is level 1), its subtasks included`,
+  );
+
 /** completedAt follows status: set on entering done, kept while done, cleared on leaving it (updates: in SQL, store.ts). */
 const completion = (status: TaskStatus, now: Date): Date | null => (status === 'done' ? now : null);
 
@@ -96,6 +116,8 @@ export async function createTask(ctx: AppContext, principal: Principal, input: T
       if (outcome.kind === 'unknown_project') throw unknownProject();
       if (outcome.kind === 'assignee_not_member') throw assigneeNotMember();
       if (outcome.kind === 'unknown_tag') throw unfitTag();
+      if (outcome.kind === 'unknown_parent') throw unknownParent();
+      if (outcome.kind === 'too_deep') throw tooDeep();
       if (outcome.kind === 'created') {
         announceEvents(ctx);
         return outcome.task;
@@ -141,6 +163,12 @@ export async function changeTask(
       throw unknownProject();
     case 'assignee_not_member':
       throw assigneeNotMember();
+    case 'unknown_parent':
+      throw unknownParent();
+    case 'parent_cycle':
+      throw parentCycle();
+    case 'too_deep':
+      throw tooDeep();
     case 'stale':
       throw staleVersion(outcome.version);
     case 'changed':

@@ -15,11 +15,12 @@ import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
 import { preparedQuery, rawQuery, statementOf, tables, type DB, type Statement } from '../db/query.js';
 import type { SqlSession } from '../db/sql.js';
-import { EVENT_WRITES, PLACE_EVENTS, PLACE_NEW_EVENTS, UNPLACED_EVENTS } from '../events/outbox.js';
+import { EVENT_WRITES, PLACE_NEW_EVENTS, UNPLACED_EVENTS } from '../events/outbox.js';
 import { ifMatchVersions } from '../http/etags.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { claimBounds, claimLock, holdsRoom, type QuotaClaim } from '../quotas.js';
 import type { TaskPageQuery } from './list-query.js';
+import { ancestors, delta, descendants, hierarchyLock, MAX_TASK_DEPTH, ripple, rippleEvents } from './hierarchy.js';
 import { inTaskSet, taskVisibleTo, taskWritableBy, visibleTasks, type TaskSet } from './queries.js';
 import { ISO_TIMESTAMP_FORMAT, taskJson } from './serialize.js';
 
@@ -95,19 +96,13 @@ export async function readTasksById(session: SqlSession, ids: readonly string[])
 
 const SAVEPOINT: Statement = { text: 'SAVEPOINT write' };
 
-/** The statements that place one event (id `eventId`), written by the statement before, and end its subtransaction. */
-const placeEvent = (eventId: string): Statement[] => [
-  { text: PLACE_EVENTS, values: [[eventId]] },
-  { text: 'RELEASE SAVEPOINT write' },
-];
-
 /** Locks the task's row, `exclusively` against every other lock (a delete) or only against other writers. */
 const lockTask = (taskId: string, exclusively: boolean) => {
   const select = tables.selectFrom('tasks').select(sql.lit(1).as('locked')).where('tasks.id', '=', taskId);
   return exclusively ? select.forUpdate() : select.forNoKeyUpdate();
 };
 
-/** An event of one task, in the CTE `new_events` that EVENT_WRITES writes (its only one: n = 1). */
+/** An event of one task, in the CTE `new_events` that EVENT_WRITES writes (n = 1), and `also`'s after it. */
 const oneEvent = (event: {
   id: string;
   type: 'task.created' | 'task.updated' | 'task.deleted';
@@ -118,10 +113,13 @@ const oneEvent = (event: {
   formerProject?: string;
   actorId: RawBuilder<string> | string;
   from: RawBuilder<unknown>;
+  /** More rows of new_events (SQL), such as the ripple's (hierarchy.ts), after this one. */
+  also?: string;
 }) => sql`new_events AS (
       SELECT ${event.id}::uuid AS id, ${sql.lit(event.type)} AS type, ${event.data} AS data,
              ${sql.raw(audience(event.row, event.former, event.formerProject))} AS audience, ${event.actorId}::uuid AS actor_id, 1 AS n
       FROM ${event.from}
+      ${sql.raw(event.also ? `UNION ALL ${event.also}` : '')}
     ),
     ${sql.raw(EVENT_WRITES)}`;
 
@@ -178,6 +176,7 @@ export type CreateOutcome =
   | { kind: 'unknown_project' }
   | { kind: 'assignee_not_member' }
   | { kind: 'unknown_tag' }
+  | { kind: 'unknown_parent' | 'too_deep' }
   | { kind: 'no_room' };
 
 /**
@@ -230,6 +229,20 @@ const holdMemberships = (
 };
 
 /**
+ * Whether the task row `p` may be the parent of a task in project `projectId` owned by `ownerId`
+ * (SQL): in the same project, or both personal tasks of the same owner.
+ */
+const sameHierarchy = (p: string, projectId: string, ownerId: string) =>
+  `(CASE WHEN ${projectId} IS NULL THEN ${p}.project_id IS NULL AND ${p}.owner_id = ${ownerId}
+     ELSE ${p}.project_id IS NOT DISTINCT FROM ${projectId} END)`;
+
+/** The locks of a write that puts a task under `parentId`: the hierarchy `key` (hierarchy.ts), then the parent's row. */
+const attachLocks = (key: RawBuilder<string | null>, parentId: string) => [
+  rawQuery(sql`SELECT ${hierarchyLock(key)} AS locked`),
+  tables.selectFrom('tasks').select(sql.lit(1).as('locked')).where('tasks.id', '=', parentId).forNoKeyUpdate(),
+];
+
+/**
  * Inserts a task with its tag links and its `task.created` event, in one round trip. The claim
  * locks the owner's row (shared far from the limit, else exclusively) and the insert happens only
  * if the owner's holdings leave room and every tag is theirs.
@@ -246,6 +259,7 @@ export async function insertTask(
   const eventId = uuidv7();
   const tagIds = [...new Set(input.tagIds)];
   const { room, limit } = claimBounds(claim, 1n);
+  const { parentId } = input;
   const { checks, created } = await ctx.db.sql.pipeline({
     lock: [
       ...claimLock(claim, principal.userId),
@@ -262,12 +276,24 @@ export async function insertTask(
               .orderBy('tags.id')
               .forShare(),
           ]),
+      // Under a parent: its hierarchy (the depth is decided with no other attachment under way in
+      // it), then the parent's row, whose counts this create changes.
+      ...(parentId === null
+        ? []
+        : attachLocks(sql`COALESCE(${input.projectId}::uuid, ${principal.userId}::uuid)`, parentId)),
     ],
-    checks: rawQuery(sql<{ allowed: number; project_ok: boolean; assignee_ok: boolean; tags_ok: number }>`
-      WITH args AS (
+    checks: rawQuery(sql<{
+      allowed: number;
+      project_ok: boolean;
+      assignee_ok: boolean;
+      tags_ok: number;
+      parent_ok: boolean;
+      depth_ok: boolean;
+    }>`
+      WITH RECURSIVE args AS (
         SELECT ${principal.userId}::uuid AS owner_id, ${tagIds}::uuid[] AS tag_ids, ${now}::timestamptz AS now,
                ${room}::bigint AS room, ${limit}::bigint AS quota_limit, ${input.projectId}::uuid AS project_id,
-               ${input.assigneeId}::uuid AS assignee_id
+               ${input.assigneeId}::uuid AS assignee_id, ${parentId}::uuid AS parent_id
       ),
       project_ok AS (
         SELECT 1 FROM args
@@ -277,6 +303,18 @@ export async function insertTask(
         SELECT 1 FROM args
         WHERE args.project_id IS NULL OR args.assignee_id IS NULL OR ${sql.raw(isMemberOf('args.project_id', 'args.assignee_id'))}
       ),
+      parent AS (
+        SELECT tasks.project_id, tasks.owner_id, (${visibleHere(principal)}) IS TRUE AS visible
+        FROM tasks, args WHERE tasks.id = args.parent_id
+      ),
+      parent_ok AS (
+        SELECT 1 FROM args
+        WHERE args.parent_id IS NULL OR EXISTS (SELECT 1 FROM parent p WHERE p.visible AND ${sql.raw(sameHierarchy('p', 'args.project_id', 'args.owner_id'))})
+      ),
+      ${sql.raw(ancestors('chain', '(SELECT parent_id FROM args)'))},
+      depth_ok AS (
+        SELECT 1 FROM args WHERE args.parent_id IS NULL OR (SELECT max(level) FROM chain) + 1 <= ${MAX_TASK_DEPTH}
+      ),
       allowed AS (SELECT 1 FROM args WHERE ${holdsRoom('tasks', principal.userId, { room, limit })}),
       tags_ok AS (
         SELECT 1 FROM args
@@ -284,11 +322,11 @@ export async function insertTask(
           = cardinality(args.tag_ids)
       ),
       task AS (
-        INSERT INTO tasks (id, owner_id, assignee_id, project_id, title, description, status, priority, due_at, completed_at, created_at, updated_at)
-        SELECT ${id}::uuid, args.owner_id, args.assignee_id, args.project_id, ${input.title}, ${input.description},
+        INSERT INTO tasks (id, owner_id, assignee_id, project_id, parent_id, title, description, status, priority, due_at, completed_at, created_at, updated_at)
+        SELECT ${id}::uuid, args.owner_id, args.assignee_id, args.project_id, args.parent_id, ${input.title}, ${input.description},
                ${input.status}::"TaskStatus", ${input.priority}::"TaskPriority", ${input.dueAt}::timestamptz,
                ${completedAt}::timestamptz, args.now, args.now
-        FROM args, allowed, tags_ok, project_ok, assignee_ok
+        FROM args, allowed, tags_ok, project_ok, assignee_ok, parent_ok, depth_ok
         RETURNING id
       ),
       links AS (
@@ -296,20 +334,29 @@ export async function insertTask(
         SELECT task.id, tag_id, args.now FROM task, args, unnest(args.tag_ids) AS tag_id
       )
       SELECT (SELECT count(*) FROM allowed)::int AS allowed, (SELECT count(*) FROM tags_ok)::int AS tags_ok,
-             EXISTS (SELECT 1 FROM project_ok) AS project_ok, EXISTS (SELECT 1 FROM assignee_ok) AS assignee_ok`),
+             EXISTS (SELECT 1 FROM project_ok) AS project_ok, EXISTS (SELECT 1 FROM assignee_ok) AS assignee_ok,
+             EXISTS (SELECT 1 FROM parent_ok) AS parent_ok, EXISTS (SELECT 1 FROM depth_ok) AS depth_ok`),
     savepoint: SAVEPOINT,
     event: [
       rawQuery(sql`
-        WITH ${oneEvent({
+        WITH args AS (SELECT ${now}::timestamptz AS now, ${principal.userId}::uuid AS me),
+        -- The parent gains a subtask (and a done one, when it is created done).
+        deltas AS (
+          SELECT ${sql.raw(delta('tasks.parent_id', { subtasks: '1', done: "tasks.status = 'done'" }))}
+          FROM tasks WHERE tasks.id = ${id} AND tasks.parent_id IS NOT NULL
+        ),
+        ${sql.raw(ripple('(SELECT now FROM args)'))},
+        ${oneEvent({
           id: eventId,
           type: 'task.created',
           data: sql`jsonb_build_object('task', ${taskJson()})`,
           row: 'tasks',
           actorId: principal.userId,
           from: sql`tasks WHERE tasks.id = ${id}`,
+          also: rippleEvents('(SELECT me FROM args)'),
         })}
         SELECT count(*) FROM inserted`),
-      ...placeEvent(eventId),
+      ...settleTaskEvents,
     ],
     created: shownTask(id),
   });
@@ -318,6 +365,8 @@ export async function insertTask(
   if (check?.project_ok === false) return { kind: 'unknown_project' };
   if (check?.assignee_ok === false) return { kind: 'assignee_not_member' };
   if (check?.tags_ok === 0) return { kind: 'unknown_tag' };
+  if (check?.parent_ok === false) return { kind: 'unknown_parent' };
+  if (check?.depth_ok === false) return { kind: 'too_deep' };
   if (check?.allowed === 0 || !row) return { kind: 'no_room' };
   return { kind: 'created', task: row.task };
 }
@@ -325,7 +374,17 @@ export async function insertTask(
 /** What a change's checks found, in the order they are made: the first that fails is the answer. */
 export type ChangeOutcome =
   | { kind: 'not_found' }
-  | { kind: 'forbidden' | 'read_only' | 'forbidden_move' | 'unknown_project' | 'assignee_not_member' }
+  | {
+      kind:
+        | 'forbidden'
+        | 'read_only'
+        | 'forbidden_move'
+        | 'unknown_project'
+        | 'assignee_not_member'
+        | 'unknown_parent'
+        | 'parent_cycle'
+        | 'too_deep';
+    }
   | { kind: 'stale'; version: number }
   | { kind: 'unchanged' | 'changed'; task: Task };
 
@@ -337,6 +396,9 @@ interface Verdict {
     | 'forbidden_move'
     | 'forbidden'
     | 'assignee_not_member'
+    | 'unknown_parent'
+    | 'parent_cycle'
+    | 'too_deep'
     | 'stale'
     | 'unchanged'
     | 'apply';
@@ -352,6 +414,7 @@ const CHANGEABLE: [keyof TaskPatch, string, string][] = [
   ['assigneeId', 'assignee_id', 'uuid'],
   ['dueAt', 'due_at', 'timestamptz(3)'],
   ['projectId', 'project_id', 'uuid'],
+  ['parentId', 'parent_id', 'uuid'],
 ];
 
 /**
@@ -383,6 +446,10 @@ export async function updateTask(
     ? sql`true`
     : sql`(cur.next_project_id IS NOT NULL OR cur.owner_id = args.me OR (cur.next_assignee_id IS NULL AND cur.assignee_id = args.me))`;
   // A project the caller cannot see is as unknown as one that does not exist (400, never 403).
+  // A task moved to another project leaves its parent there, unless the change names a new one.
+  const leavesParent = sql`WHEN (CASE WHEN ${sent('projectId')} THEN (${value('projectId')})::uuid ELSE tasks.project_id END)
+    IS DISTINCT FROM tasks.project_id THEN NULL`;
+  const newParent = sql`(cur.next_parent_id IS NOT NULL AND cur.next_parent_id IS DISTINCT FROM cur.parent_id)`;
   const targetSeen = admin
     ? sql`EXISTS (SELECT 1 FROM projects p WHERE p.id = cur.next_project_id)`
     : sql.raw(isMemberOf('cur.next_project_id', 'args.me'));
@@ -391,18 +458,35 @@ export async function updateTask(
       lockTask(taskId, false),
       // The memberships the change relies on, the caller's and the assignee's in the target project.
       ...holdMemberships({ ofTask: taskId, movedTo: change.projectId }, [principal.userId, change.assigneeId ?? null]),
+      // Under a new parent: the hierarchy of the project the task ends up in (or its owner's).
+      ...(change.parentId
+        ? attachLocks(
+            sql`(SELECT COALESCE(${change.projectId === undefined ? sql`tasks.project_id` : sql`${change.projectId}::uuid`}, tasks.owner_id)
+                 FROM tasks WHERE tasks.id = ${taskId})`,
+            change.parentId,
+          )
+        : []),
     ],
     savepoint: SAVEPOINT,
     verdict: rawQuery(sql<Verdict>`
-      WITH args AS (
+      WITH RECURSIVE args AS (
         SELECT ${JSON.stringify(change)}::jsonb AS patch, ${principal.userId}::uuid AS me,
                ${ifMatchVersions(ifMatch)}::int[] AS versions, ${now}::timestamptz AS now
       ),
       proposed AS (
         SELECT tasks.*, (${visibleHere(principal)}) IS TRUE AS visible, (${writableHere(principal)}) IS TRUE AS writable,
-          ${each((field, column, type) => sql`CASE WHEN ${sent(field)} THEN (${value(field)})::${sql.raw(type)} ELSE tasks.${sql.raw(column)} END AS ${sql.raw(`next_${column}`)}`)}
+          ${each((field, column, type) => sql`CASE WHEN ${sent(field)} THEN (${value(field)})::${sql.raw(type)} ${field === 'parentId' ? leavesParent : sql``} ELSE tasks.${sql.raw(column)} END AS ${sql.raw(`next_${column}`)}`)}
         FROM tasks, args WHERE tasks.id = ${taskId}
       ),
+      -- The new parent, when the change gives one: where it is, whether the caller sees it, its
+      -- ancestors (a cycle if the task is among them), and how far the task's subtree reaches below it.
+      parent AS (
+        SELECT tasks.id, tasks.project_id, tasks.owner_id, (${visibleHere(principal)}) IS TRUE AS visible
+        FROM tasks, proposed cur
+        WHERE tasks.id = cur.next_parent_id AND cur.next_parent_id IS DISTINCT FROM cur.parent_id
+      ),
+      ${sql.raw(ancestors('chain', '(SELECT id FROM parent)'))},
+      ${sql.raw(descendants('subtree', '(SELECT cur.id FROM proposed cur, parent WHERE cur.next_project_id IS NOT DISTINCT FROM cur.project_id)'))},
       verdict AS (
         SELECT cur.*, CASE
             WHEN NOT cur.visible THEN 'not_found'
@@ -415,6 +499,12 @@ export async function updateTask(
             WHEN ${reassigns} AND ${mayReassign} IS NOT TRUE THEN 'forbidden'
             WHEN (${reassigns} OR ${moves}) AND cur.next_project_id IS NOT NULL AND cur.next_assignee_id IS NOT NULL
               AND NOT ${sql.raw(isMemberOf('cur.next_project_id', 'cur.next_assignee_id'))} THEN 'assignee_not_member'
+            WHEN ${newParent} AND NOT EXISTS (
+              SELECT 1 FROM parent p WHERE p.visible AND ${sql.raw(sameHierarchy('p', 'cur.next_project_id', 'cur.owner_id'))}
+            ) THEN 'unknown_parent'
+            WHEN ${newParent} AND EXISTS (SELECT 1 FROM chain WHERE chain.id = cur.id) THEN 'parent_cycle'
+            WHEN ${newParent} AND (SELECT max(level) FROM chain) + COALESCE((SELECT max(height) FROM subtree), 1) > ${MAX_TASK_DEPTH}
+              THEN 'too_deep'
             WHEN args.versions IS NOT NULL AND NOT (cur.version = ANY(args.versions)) THEN 'stale'
             WHEN ${sql.join(
               CHANGEABLE.map(([, column]) => sql.raw(`cur.next_${column} IS DISTINCT FROM cur.${column}`)),
@@ -426,10 +516,35 @@ export async function updateTask(
       updated AS (
         UPDATE tasks t SET ${each((_, column) => sql.raw(`${column} = v.next_${column}`))},
           completed_at = CASE WHEN v.next_status <> 'done' THEN NULL WHEN v.status = 'done' THEN v.completed_at ELSE args.now END,
+          -- A move leaves its subtasks behind (deltas), so it has none in its new place.
+          subtask_count = CASE WHEN v.next_project_id IS DISTINCT FROM v.project_id THEN 0 ELSE t.subtask_count END,
+          subtasks_done = CASE WHEN v.next_project_id IS DISTINCT FROM v.project_id THEN 0 ELSE t.subtasks_done END,
           version = t.version + 1, updated_at = args.now
         FROM verdict v, args WHERE t.id = v.id AND v.outcome = 'apply'
-        RETURNING t.*, v.assignee_id AS former_assignee_id, v.project_id AS former_project_id
+        RETURNING t.*, v.assignee_id AS former_assignee_id, v.project_id AS former_project_id,
+          v.parent_id AS former_parent_id, v.status = 'done' AS was_done
       ),
+      -- What the change does to the tasks around it (hierarchy.ts): the former parent loses it and
+      -- the new one gains it, or its parent counts it done or not done any more; the tasks it blocks
+      -- gain or lose an unfinished blocker; a move leaves its subtasks behind as top-level tasks.
+      deltas AS (
+        SELECT ${sql.raw(delta('u.former_parent_id', { subtasks: '-1', done: '-(u.was_done)::int' }))}
+        FROM updated u WHERE u.former_parent_id IS DISTINCT FROM u.parent_id
+        UNION ALL
+        SELECT ${sql.raw(delta('u.parent_id', { subtasks: '1', done: "u.status = 'done'" }))}
+        FROM updated u WHERE u.former_parent_id IS DISTINCT FROM u.parent_id
+        UNION ALL
+        SELECT ${sql.raw(delta('u.parent_id', { done: "(u.status = 'done')::int - (u.was_done)::int" }))}
+        FROM updated u WHERE u.former_parent_id = u.parent_id AND (u.status = 'done') <> u.was_done
+        UNION ALL
+        SELECT ${sql.raw(delta('r.other_task_id', { blockers: "CASE WHEN u.status = 'done' THEN -1 ELSE 1 END" }))}
+        FROM updated u JOIN task_relations r ON r.task_id = u.id AND r.type = 'blocks'
+        WHERE (u.status = 'done') <> u.was_done
+        UNION ALL
+        SELECT ${sql.raw(delta('c.id', { detachFrom: 'u.id' }))}
+        FROM updated u JOIN tasks c ON c.parent_id = u.id WHERE u.project_id IS DISTINCT FROM u.former_project_id
+      ),
+      ${sql.raw(ripple('(SELECT now FROM args)'))},
       unfit_tags AS (
         DELETE FROM task_tags tt USING updated u, tags
         WHERE tt.task_id = u.id AND tags.id = tt.tag_id AND NOT ${sql.raw(tagFits('tags', 'u.owner_id', 'u.project_id'))}
@@ -443,6 +558,7 @@ export async function updateTask(
         formerProject: 'u.former_project_id',
         actorId: sql`args.me`,
         from: sql`updated u, args`,
+        also: rippleEvents('(SELECT me FROM args)'),
       })}
       SELECT outcome, version FROM verdict`),
     placed: settleTaskEvents,
@@ -484,7 +600,7 @@ export async function removeTask(
     lock: [lockTask(taskId, true)],
     savepoint: SAVEPOINT,
     verdict: rawQuery(sql<Verdict & { storage_keys: string[] }>`
-      WITH args AS (SELECT ${principal.userId}::uuid AS me, ${ifMatchVersions(ifMatch)}::int[] AS versions),
+      WITH args AS (SELECT ${principal.userId}::uuid AS me, ${ifMatchVersions(ifMatch)}::int[] AS versions, ${new Date()}::timestamptz AS now),
       verdict AS (
         SELECT tasks.*, CASE
             WHEN (${visibleHere(principal)}) IS NOT TRUE THEN 'not_found'
@@ -494,7 +610,22 @@ export async function removeTask(
         FROM tasks, args WHERE tasks.id = ${taskId}
       ),
       doomed AS (SELECT a.storage_key FROM attachments a JOIN verdict v ON a.task_id = v.id AND v.outcome = 'apply'),
-      deleted AS (DELETE FROM tasks t USING verdict v WHERE t.id = v.id AND v.outcome = 'apply' RETURNING t.id, t.owner_id, t.assignee_id, t.project_id),
+      deleted AS (
+        DELETE FROM tasks t USING verdict v WHERE t.id = v.id AND v.outcome = 'apply'
+        RETURNING t.id, t.owner_id, t.assignee_id, t.project_id, t.parent_id, t.status
+      ),
+      -- Its parent loses a subtask, the tasks it blocked lose a blocker (when it was not done), and
+      -- its subtasks become top-level (hierarchy.ts). Its relations go with it (foreign keys).
+      deltas AS (
+        SELECT ${sql.raw(delta('d.parent_id', { subtasks: '-1', done: "-(d.status = 'done')::int" }))}
+        FROM deleted d WHERE d.parent_id IS NOT NULL
+        UNION ALL
+        SELECT ${sql.raw(delta('r.other_task_id', { blockers: '-1' }))}
+        FROM deleted d JOIN task_relations r ON r.task_id = d.id AND r.type = 'blocks' WHERE d.status <> 'done'
+        UNION ALL
+        SELECT ${sql.raw(delta('c.id', { detachFrom: 'd.id' }))} FROM deleted d JOIN tasks c ON c.parent_id = d.id
+      ),
+      ${sql.raw(ripple('(SELECT now FROM args)'))},
       ${oneEvent({
         id: eventId,
         type: 'task.deleted',
@@ -502,9 +633,10 @@ export async function removeTask(
         row: 'd',
         actorId: sql`args.me`,
         from: sql`deleted d, args`,
+        also: rippleEvents('(SELECT me FROM args)'),
       })}
       SELECT outcome, version, ARRAY(SELECT storage_key FROM doomed) AS storage_keys FROM verdict`),
-    placed: placeEvent(eventId),
+    placed: settleTaskEvents,
   });
   const [found] = verdict;
   if (!found || found.outcome === 'not_found') return { kind: 'not_found' };
