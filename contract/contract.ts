@@ -1,6 +1,8 @@
 // The whole contract: every group of operations under its name.
 import { c } from './common.js';
+import { activityContract } from './activity.js';
 import { attachmentsContract } from './attachments.js';
+import { commentsContract } from './comments.js';
 import { authContract } from './auth.js';
 import { docsContract } from './docs.js';
 import { eventsContract } from './events.js';
@@ -22,6 +24,8 @@ export type Contract = {
   tags: typeof tagsContract;
   projects: typeof projectsContract;
   attachments: typeof attachmentsContract;
+  comments: typeof commentsContract;
+  activity: typeof activityContract;
   events: typeof eventsContract;
   webhooks: typeof webhooksContract;
   personalAccessTokens: typeof personalAccessTokensContract;
@@ -37,6 +41,8 @@ export const contract: Contract = c.router({
   tags: tagsContract,
   projects: projectsContract,
   attachments: attachmentsContract,
+  comments: commentsContract,
+  activity: activityContract,
   events: eventsContract,
   webhooks: webhooksContract,
   personalAccessTokens: personalAccessTokensContract,

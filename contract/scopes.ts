@@ -20,14 +20,14 @@ export const SCOPES = [
 export const ScopeSchema = z
   .enum(SCOPES)
   .describe(
-    '`tasks:*` (tasks, their tag links and attachments), `projects:*` (projects and their members), `tags:*`, `webhooks:*`, `events:read` (changes feed and live stream, showing the events of what the other scopes read), `account:*` (own profile, not the password, the email or deleting the account), `admin`; `write` implies `read`',
+    '`tasks:*` (tasks, their tag links, attachments, comments and activity), `projects:*` (projects and their members), `tags:*`, `webhooks:*`, `events:read` (changes feed and live stream, showing the events of what the other scopes read), `account:*` (own profile, not the password, the email or deleting the account), `admin`; `write` implies `read`',
   );
 export type Scope = z.infer<typeof ScopeSchema>;
 
 /** What each scope allows, as the README and the docs page show it. */
 export const scopeDescriptions: Record<Scope, string> = {
-  'tasks:read': 'Read tasks, their tags and attachments',
-  'tasks:write': 'Create, change and delete tasks, their tag links and attachments (implies tasks:read)',
+  'tasks:read': 'Read tasks, their tags, attachments, comments and activity',
+  'tasks:write': 'Create, change and delete tasks, their tag links, attachments and comments (implies tasks:read)',
   'projects:read': 'Read projects and their members',
   'projects:write':
     'Create, rename and delete projects, and add, change and remove their members (implies projects:read)',
@@ -36,7 +36,7 @@ export const scopeDescriptions: Record<Scope, string> = {
   'webhooks:read': 'Read webhooks and their delivery logs',
   'webhooks:write': 'Create, change, delete webhooks and retry deliveries (implies webhooks:read)',
   'events:read':
-    'Read the changes feed (/changes) and the live stream (/events): the events of what the other scopes of the token read (task and attachment events with tasks:read, project events with projects:read, tag events with tags:read, account events with account:read)',
+    'Read the changes feed (/changes) and the live stream (/events): the events of what the other scopes of the token read (task, attachment and comment events with tasks:read, project events with projects:read, tag events with tags:read, account events with account:read)',
   'account:read': 'Read your own profile',
   'account:write':
     'Change your own profile, not the password or the email, and not delete the account: those need a login (implies account:read)',
@@ -45,8 +45,8 @@ export const scopeDescriptions: Record<Scope, string> = {
 
 /**
  * The scope that lets a token read what an event of `type` carries, which it needs besides
- * `events:read` (or, for a webhook, besides `webhooks:*`) to receive the event: `task.*` and
- * `attachment.*` need `tasks:read`, `project.*` `projects:read`, `tag.*` `tags:read`, `user.*`
+ * `events:read` (or, for a webhook, besides `webhooks:*`) to receive the event: `task.*`,
+ * `attachment.*` and `comment.*` need `tasks:read`, `project.*` `projects:read`, `tag.*` `tags:read`, `user.*`
  * `account:read`. Undefined for a
  * type no scope reads (none is received by a token).
  */
@@ -54,6 +54,7 @@ export function scopeToReadEvent(type: string): Scope | undefined {
   switch (type.slice(0, type.indexOf('.'))) {
     case 'task':
     case 'attachment':
+    case 'comment':
       return 'tasks:read';
     case 'project':
       return 'projects:read';

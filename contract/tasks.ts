@@ -59,17 +59,23 @@ const taskSchema = z.object({
     .array(TagRefSchema)
     .describe("The task's tags (its project's, or its owner's on a personal task), ordered by name"),
   attachmentCount: z.number().int().describe('How many files are attached'),
+  commentCount: z.number().int().describe('How many comments it has'),
   version: z
     .number()
     .int()
     .describe(
-      'Starts at 1 and grows by one with every change to the task as shown here (its fields, tags or attachment count); the ETag is `"<version>"`',
+      'Starts at 1 and grows by one with every change to the task as shown here (its fields, tags, attachment or comment count), each reported by a `task.updated`; the ETag is `"<version>"`',
     ),
   createdAt: TimestampSchema.describe('When the task was created'),
-  updatedAt: TimestampSchema.describe('When the task last changed (its fields, tags or attachments)'),
+  updatedAt: TimestampSchema.describe('When the task last changed (its fields, tags, attachments or comments)'),
 });
 export interface Task extends z.output<typeof taskSchema> {}
 export const TaskSchema: Named<Task> = taskSchema;
+
+/** What a change changed, with the values before it: any fields of the Task but its version and updatedAt. */
+const taskBeforeSchema = taskSchema.omit({ version: true, updatedAt: true }).partial();
+export interface TaskBefore extends z.output<typeof taskBeforeSchema> {}
+export const TaskBeforeSchema: Named<TaskBefore> = taskBeforeSchema;
 
 /** PostgreSQL text cannot hold U+0000, so it is a validation error rather than a failed write. */
 const TitleSchema = storableText(z.string().trim().min(1).max(200)).describe('1 to 200 characters after trimming');
