@@ -9,7 +9,8 @@ import { findVisibleTaskRef } from '../tasks/service.js';
 /** Newest first: by the time of the change, ties broken by id (the primary key's order, read backwards). */
 const ACTIVITY_ORDER = '-at';
 
-const activityPage = (taskId: string, limit: number, after: { at: string; id: string } | undefined) => {
+/** A page of a task's activity after the entry `after` (if any), with one more to tell that a next page exists. */
+export const activityPage = (taskId: string, limit: number, after: { at: string; id: string } | undefined) => {
   const page = tables
     .selectFrom('task_activity')
     .select([

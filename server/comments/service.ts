@@ -28,7 +28,20 @@ export async function findVisibleComment(
   return row;
 }
 
-/** Oldest first (ids are UUIDv7, so id order is creation order), along the index (task_id, id). */
+/**
+ * A page of a task's comments after the comment `after` (if any), with one more to tell that a next
+ * page exists: oldest first (ids are UUIDv7, so id order is creation order), along the index (task_id, id).
+ */
+export const commentPage = (taskId: string, limit: number, after: string | undefined) => {
+  const page = tables
+    .selectFrom('comments')
+    .select(commentColumns)
+    .where('comments.task_id', '=', taskId)
+    .orderBy('comments.id')
+    .limit(limit + 1);
+  return after === undefined ? page : page.where('comments.id', '>', after);
+};
+
 export async function listComments(
   ctx: AppContext,
   principal: Principal,
@@ -38,14 +51,7 @@ export async function listComments(
 ): Promise<Page<Comment>> {
   await findVisibleTaskRef(ctx, principal, taskId);
   const after = createdAfterId(ctx.cursors, query.cursor);
-  let page = tables
-    .selectFrom('comments')
-    .select(commentColumns)
-    .where('comments.task_id', '=', taskId)
-    .orderBy('comments.id')
-    .limit(query.limit + 1);
-  if (after !== undefined) page = page.where('comments.id', '>', after);
-  const rows = await ctx.db.sql.all(page);
+  const rows = await ctx.db.sql.all(commentPage(taskId, query.limit, after));
   return toPage(ctx.cursors, http, rows, query.limit, creationCursor, serializeComment);
 }
 
