@@ -91,7 +91,17 @@ describe('the MCP endpoint', () => {
     const sets: [Scope[], string[]][] = [
       [
         ['tasks:read'],
-        ['attachments_get', 'task_attachments_list', 'task_tags_list', 'tasks_get', 'tasks_list', 'user_tasks_list'],
+        [
+          'attachments_get',
+          'comments_get',
+          'task_activity_list',
+          'task_attachments_list',
+          'task_comments_list',
+          'task_tags_list',
+          'tasks_get',
+          'tasks_list',
+          'user_tasks_list',
+        ],
       ],
       [['tags:write'], ['tags_create', 'tags_delete', 'tags_get', 'tags_list', 'tags_update']],
       [['projects:read'], ['project_members_list', 'projects_get', 'projects_list']],
