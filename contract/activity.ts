@@ -11,11 +11,26 @@ import {
   type Named,
 } from './common.js';
 import { needs } from './scopes.js';
+import { TagRefSchema } from './tasks.js';
 
-/** A value a change shows: a task field's value, or the compact object added or removed. */
-const ChangedValueSchema = z
-  .union([z.string(), z.number(), z.boolean(), z.array(z.unknown()), z.record(z.unknown())])
-  .nullable();
+/** The compact object a change adds or removes: a comment, an attachment or a relation. */
+const ChangedObjectSchema = z.object({
+  id: IdSchema.optional().describe('The comment or attachment'),
+  filename: z.string().optional().describe("An attachment's filename, when added"),
+  taskId: IdSchema.optional().describe("A relation's first task"),
+  type: z.string().optional().describe("A relation's type"),
+  otherTaskId: IdSchema.optional().describe("A relation's other task"),
+});
+
+/** A value a change shows: a task field's value (tags as their list), or the compact object added or removed. */
+// Null rides on the string member: OpenAPI 3.0 has no null type of its own for a oneOf.
+const ChangedValueSchema = z.union([
+  z.string().nullable(),
+  z.number(),
+  z.boolean(),
+  z.array(TagRefSchema),
+  ChangedObjectSchema,
+]);
 
 const activityChangeSchema = z.object({
   field: z
