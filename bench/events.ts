@@ -21,7 +21,7 @@ import { loadConfig } from '../server/config.js';
 import { openDatabase } from '../server/db/database.js';
 import { tables } from '../server/db/query.js';
 import { migrate } from '../server/db/migrate.js';
-import { taskChanged } from '../server/tasks/events.js';
+import { taskCreated } from '../server/tasks/events.js';
 import { recordEvent } from '../server/events/outbox.js';
 import { readTasksById } from '../server/tasks/store.js';
 import { startDeliveryWorker } from '../server/webhooks/worker.js';
@@ -78,7 +78,7 @@ async function main(): Promise<void> {
               .values({ id, owner_id: user.user.id, title: `bench ${mode}`, created_at: now, updated_at: now }),
           );
           const [task] = await readTasksById(tx, [id]);
-          if (mode === 'with' && task) await recordEvent(tx, user.user.id, taskChanged('task.created', task));
+          if (mode === 'with' && task) await recordEvent(tx, user.user.id, taskCreated(task));
         });
         timings[mode].push(performance.now() - started);
       }

@@ -1,6 +1,8 @@
 // The whole contract: every group of operations under its name.
 import { c } from './common.js';
+import { activityContract } from './activity.js';
 import { attachmentsContract } from './attachments.js';
+import { commentsContract } from './comments.js';
 import { authContract } from './auth.js';
 import { docsContract } from './docs.js';
 import { eventsContract } from './events.js';
@@ -24,6 +26,8 @@ export type Contract = {
   projects: typeof projectsContract;
   relations: typeof relationsContract;
   attachments: typeof attachmentsContract;
+  comments: typeof commentsContract;
+  activity: typeof activityContract;
   events: typeof eventsContract;
   webhooks: typeof webhooksContract;
   personalAccessTokens: typeof personalAccessTokensContract;
@@ -40,6 +44,8 @@ export const contract: Contract = c.router({
   projects: projectsContract,
   relations: relationsContract,
   attachments: attachmentsContract,
+  comments: commentsContract,
+  activity: activityContract,
   events: eventsContract,
   webhooks: webhooksContract,
   personalAccessTokens: personalAccessTokensContract,

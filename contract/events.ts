@@ -6,7 +6,8 @@ import { MemberSchema, ProjectSchema } from './projects.js';
 import { RelationTypeSchema, RelationViewSchema } from './relations.js';
 import { needs } from './scopes.js';
 import { TagSchema } from './tags.js';
-import { TaskSchema } from './tasks.js';
+import { CommentSchema } from './comments.js';
+import { TaskBeforeSchema, TaskSchema } from './tasks.js';
 import { UserSchema } from './users.js';
 
 const eventOf = <T extends string, D extends z.ZodRawShape>(type: T, data: D) =>
@@ -23,7 +24,12 @@ const eventOf = <T extends string, D extends z.ZodRawShape>(type: T, data: D) =>
 /** One change, as recorded in the same transaction as the change itself. */
 export const EventSchema = z.discriminatedUnion('type', [
   eventOf('task.created', { task: TaskSchema.describe('The new task') }),
-  eventOf('task.updated', { task: TaskSchema.describe('The task after the change') }),
+  eventOf('task.updated', {
+    task: TaskSchema.describe('The task after the change'),
+    previous: TaskBeforeSchema.describe(
+      'Only the fields the change changed, with their values before it (never `version` or `updatedAt`): what changed, without keeping a copy',
+    ),
+  }),
   eventOf('task.deleted', { taskId: IdSchema.describe('The deleted task') }),
   eventOf('attachment.created', { attachment: AttachmentSchema.describe('The new attachment') }),
   eventOf('attachment.deleted', {
@@ -47,6 +53,12 @@ export const EventSchema = z.discriminatedUnion('type', [
         otherTaskId: IdSchema.describe('The other task'),
       })
       .describe('The removed relation, from the side of the task it was removed from (its type as that task saw it)'),
+  }),
+  eventOf('comment.created', { comment: CommentSchema.describe('The new comment') }),
+  eventOf('comment.updated', { comment: CommentSchema.describe('The comment after its edit') }),
+  eventOf('comment.deleted', {
+    commentId: IdSchema.describe('The deleted comment'),
+    taskId: IdSchema.describe('The task it was on'),
   }),
   eventOf('tag.created', { tag: TagSchema.describe('The new tag') }),
   eventOf('tag.updated', { tag: TagSchema.describe('The tag after the change') }),
@@ -127,7 +139,7 @@ export const eventsContract = c.router(
         '(or at the oldest retained event). Deletions appear as `*.deleted` events (tombstones). A transaction ' +
         'that commits late is never skipped: the feed stops before the oldest transaction still running. ' +
         '`nextCursor` is always present; an empty page means up to date. A personal access token sees only the events ' +
-        'its other scopes read: `task.*`, `attachment.*` and `relation.*` with `tasks:read`, `project.*` with `projects:read`, `tag.*` with `tags:read`, `user.*` with `account:read`. A cursor older than the event ' +
+        'its other scopes read: `task.*`, `attachment.*`, `relation.*` and `comment.*` with `tasks:read`, `project.*` with `projects:read`, `tag.*` with `tags:read`, `user.*` with `account:read`. A cursor older than the event ' +
         'retention (`EVENT_RETENTION_DAYS`) is 410 `cursor_expired`: do a full sync.',
     },
     stream: {

@@ -2,7 +2,9 @@
 // from it, and clients import it. Depends only on @ts-rest/core and zod.
 export * from './contract.js';
 export * from './common.js';
+export * from './activity.js';
 export * from './attachments.js';
+export * from './comments.js';
 export * from './auth.js';
 export * from './answers.js';
 export * from './client.js';

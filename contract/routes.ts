@@ -61,6 +61,16 @@ export const routes = {
     download: { method: 'GET', path: '/attachments/:attach_id/content', read: 'blob' },
     remove: { method: 'DELETE', path: '/attachments/:attach_id' },
   },
+  comments: {
+    listForTask: { method: 'GET', path: '/tasks/:task_id/comments' },
+    create: { method: 'POST', path: '/tasks/:task_id/comments' },
+    get: { method: 'GET', path: '/comments/:comment_id' },
+    update: { method: 'PATCH', path: '/comments/:comment_id' },
+    remove: { method: 'DELETE', path: '/comments/:comment_id' },
+  },
+  activity: {
+    listForTask: { method: 'GET', path: '/tasks/:task_id/activity' },
+  },
   events: {
     changes: { method: 'GET', path: '/changes' },
     stream: { method: 'GET', path: '/events', read: 'text' },

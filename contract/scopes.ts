@@ -20,14 +20,15 @@ export const SCOPES = [
 export const ScopeSchema = z
   .enum(SCOPES)
   .describe(
-    '`tasks:*` (tasks, their tag links, attachments and relations), `projects:*` (projects and their members), `tags:*`, `webhooks:*`, `events:read` (changes feed and live stream, showing the events of what the other scopes read), `account:*` (own profile, not the password, the email or deleting the account), `admin`; `write` implies `read`',
+    '`tasks:*` (tasks, their tag links, attachments, relations, comments and activity), `projects:*` (projects and their members), `tags:*`, `webhooks:*`, `events:read` (changes feed and live stream, showing the events of what the other scopes read), `account:*` (own profile, not the password, the email or deleting the account), `admin`; `write` implies `read`',
   );
 export type Scope = z.infer<typeof ScopeSchema>;
 
 /** What each scope allows, as the README and the docs page show it. */
 export const scopeDescriptions: Record<Scope, string> = {
-  'tasks:read': 'Read tasks, their tags, attachments, subtasks and relations',
-  'tasks:write': 'Create, change and delete tasks, their tag links, attachments and relations (implies tasks:read)',
+  'tasks:read': 'Read tasks, their tags, attachments, subtasks, relations, comments and activity',
+  'tasks:write':
+    'Create, change and delete tasks, their tag links, attachments, relations and comments (implies tasks:read)',
   'projects:read': 'Read projects and their members',
   'projects:write':
     'Create, rename and delete projects, and add, change and remove their members (implies projects:read)',
@@ -36,7 +37,7 @@ export const scopeDescriptions: Record<Scope, string> = {
   'webhooks:read': 'Read webhooks and their delivery logs',
   'webhooks:write': 'Create, change, delete webhooks and retry deliveries (implies webhooks:read)',
   'events:read':
-    'Read the changes feed (/changes) and the live stream (/events): the events of what the other scopes of the token read (task, attachment and relation events with tasks:read, project events with projects:read, tag events with tags:read, account events with account:read)',
+    'Read the changes feed (/changes) and the live stream (/events): the events of what the other scopes of the token read (task, attachment, relation and comment events with tasks:read, project events with projects:read, tag events with tags:read, account events with account:read)',
   'account:read': 'Read your own profile',
   'account:write':
     'Change your own profile, not the password or the email, and not delete the account: those need a login (implies account:read)',
@@ -46,7 +47,7 @@ export const scopeDescriptions: Record<Scope, string> = {
 /**
  * The scope that lets a token read what an event of `type` carries, which it needs besides
  * `events:read` (or, for a webhook, besides `webhooks:*`) to receive the event: `task.*`,
- * `attachment.*` and `relation.*` need `tasks:read`, `project.*` `projects:read`, `tag.*` `tags:read`, `user.*`
+ * `attachment.*`, `relation.*` and `comment.*` need `tasks:read`, `project.*` `projects:read`, `tag.*` `tags:read`, `user.*`
  * `account:read`. Undefined for a
  * type no scope reads (none is received by a token).
  */
@@ -55,6 +56,7 @@ export function scopeToReadEvent(type: string): Scope | undefined {
     case 'task':
     case 'attachment':
     case 'relation':
+    case 'comment':
       return 'tasks:read';
     case 'project':
       return 'projects:read';

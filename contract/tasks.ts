@@ -62,6 +62,7 @@ const taskSchema = z.object({
     .array(TagRefSchema)
     .describe("The task's tags (its project's, or its owner's on a personal task), ordered by name"),
   attachmentCount: z.number().int().describe('How many files are attached'),
+  commentCount: z.number().int().describe('How many comments it has'),
   subtaskCount: z.number().int().describe('How many direct subtasks it has'),
   subtasksDone: z.number().int().describe('How many of its direct subtasks are `done`'),
   blocked: z.boolean().describe('True while a task that is not `done` blocks it (a `blocks` relation)'),
@@ -69,13 +70,18 @@ const taskSchema = z.object({
     .number()
     .int()
     .describe(
-      'Starts at 1 and grows by one with every change to the task as shown here (its fields, tags, counts or `blocked`); the ETag is `"<version>"`',
+      'Starts at 1 and grows by one with every change to the task as shown here (its fields, tags, counts or `blocked`), each reported by a `task.updated`; the ETag is `"<version>"`',
     ),
   createdAt: TimestampSchema.describe('When the task was created'),
-  updatedAt: TimestampSchema.describe('When the task last changed (its fields, tags or attachments)'),
+  updatedAt: TimestampSchema.describe('When the task last changed (its fields, tags, attachments or comments)'),
 });
 export interface Task extends z.output<typeof taskSchema> {}
 export const TaskSchema: Named<Task> = taskSchema;
+
+/** What a change changed, with the values before it: any fields of the Task but its version and updatedAt. */
+const taskBeforeSchema = taskSchema.omit({ version: true, updatedAt: true }).partial();
+export interface TaskBefore extends z.output<typeof taskBeforeSchema> {}
+export const TaskBeforeSchema: Named<TaskBefore> = taskBeforeSchema;
 
 /** PostgreSQL text cannot hold U+0000, so it is a validation error rather than a failed write. */
 const TitleSchema = storableText(z.string().trim().min(1).max(200)).describe('1 to 200 characters after trimming');

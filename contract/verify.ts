@@ -466,6 +466,24 @@ export async function verify(options: VerifyOptions): Promise<VerifyReport> {
         );
         await check('attachments.remove', 204, () => client.attachments.remove({ params: attachParams }));
       }
+
+      const comment = bodyOf(
+        await check('comments.create', 201, () =>
+          client.comments.create({ params, body: { body: 'Verified *here*' } }),
+        ),
+        201,
+      );
+      await check('comments.listForTask', 200, () => client.comments.listForTask({ params, query: {} }));
+      if (comment) {
+        const commentParams = { comment_id: comment.id };
+        await check('comments.get', 200, () => client.comments.get({ params: commentParams }));
+        await check('comments.update', 200, () =>
+          client.comments.update({ params: commentParams, body: { body: 'Verified, edited' } }),
+        );
+        await check('comments.remove', 204, () => client.comments.remove({ params: commentParams }));
+      }
+      await check('comments.get', 404, () => client.comments.get({ params: { comment_id: UNKNOWN_ID } }));
+      await check('activity.listForTask', 200, () => client.activity.listForTask({ params, query: { limit: 5 } }));
       await check('tasks.get', 404, () => client.tasks.get({ params: { task_id: UNKNOWN_ID } }));
       await check('tasks.remove', 204, () => client.tasks.remove({ params }));
     }

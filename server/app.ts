@@ -1,7 +1,9 @@
 import express, { type Express } from 'express';
 import { createExpressEndpoints } from '@ts-rest/express';
 import { contract } from '@task-service/client';
+import { activityRouter } from './activity/router.js';
 import { attachmentsRouter } from './attachments/router.js';
+import { commentsRouter } from './comments/router.js';
 import { authRouter } from './auth/router.js';
 import type { AppContext } from './context.js';
 import { eventsRouter } from './events/router.js';
@@ -63,6 +65,8 @@ export function buildApp(ctx: AppContext): Express {
     users: usersRouter(ctx),
     tasks: tasksRouter(ctx),
     attachments: attachmentsRouter(ctx),
+    comments: commentsRouter(ctx),
+    activity: activityRouter(ctx),
     tags: tagsRouter(ctx),
     projects: projectsRouter(ctx),
     relations: relationsRouter(ctx),

@@ -142,6 +142,7 @@ const EnvSchema = z
     USER_MAX_WEBHOOKS: positiveInt.default(20),
     USER_MAX_PROJECTS: positiveInt.default(1_000),
     PROJECT_MAX_MEMBERS: positiveInt.default(1_000),
+    TASK_MAX_COMMENTS: positiveInt.default(10_000),
     EVENT_RETENTION_DAYS: positiveInt.default(30),
     EVENT_STREAM_HEARTBEAT_SECONDS: positiveInt.max(300).default(15),
     EVENTS_MAX_STREAMS_PER_USER: positiveInt.default(10),
@@ -297,6 +298,8 @@ export interface Config {
   quotas: { storageBytes: number; tasks: number; tags: number; webhooks: number; projects: number };
   /** Members one project may have (admins exempt). */
   projectMaxMembers: number;
+  /** Comments one task may have (everyone, admins included: the task's page of comments must stay readable). */
+  taskMaxComments: number;
   metricsToken: string | undefined;
   /** Open live streams are capped per user and per instance (counted over all its worker processes). */
   events: { retentionDays: number; heartbeatSeconds: number; maxStreamsPerUser: number; maxStreams: number };
@@ -459,6 +462,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       projects: e.USER_MAX_PROJECTS,
     },
     projectMaxMembers: e.PROJECT_MAX_MEMBERS,
+    taskMaxComments: e.TASK_MAX_COMMENTS,
     metricsToken: e.METRICS_TOKEN,
     events: {
       retentionDays: e.EVENT_RETENTION_DAYS,

@@ -39,7 +39,11 @@ describe('the outbox: one event per change, with the state after it', () => {
     expect(events.map((e) => e.type)).toEqual(['task.created', 'task.updated', 'task.deleted']);
     const [created, updated, deleted] = events;
     expect(created?.data).toEqual({ task });
-    expect(updated?.data).toEqual({ task: patched });
+    // Only what the PATCH changed, as it was (completedAt follows the status): never version or updatedAt.
+    expect(updated?.data).toEqual({
+      task: patched,
+      previous: { title: 'Write report', status: 'todo', priority: 'medium', completedAt: null },
+    });
     expect(deleted?.data).toEqual({ taskId: task.id });
     for (const event of events) expect(event.actorId).toBe(alice.user.id);
   });

@@ -5,10 +5,11 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { EVENT_TYPES, type Event } from '../contract/events.js';
 import { AttachmentSchema } from '../contract/attachments.js';
+import { CommentSchema } from '../contract/comments.js';
 import { pageOf } from '../contract/common.js';
 import { MemberSchema, ProjectSchema } from '../contract/projects.js';
 import { TagSchema } from '../contract/tags.js';
-import { TaskSchema } from '../contract/tasks.js';
+import { TaskSchema, type Task } from '../contract/tasks.js';
 import { UserSchema } from '../contract/users.js';
 import { serviceForFile } from './support/app.js';
 import { readAllChanges } from './support/events.js';
@@ -50,12 +51,38 @@ async function eventsOfStep(): Promise<Event[]> {
   return page.events;
 }
 
+/** Each task as the API showed it after the step before: what a `task.updated`'s `previous` is held against. */
+const shownBefore = new Map<string, Task>();
+
+/** The fields of `before` whose value `after` changed, as they were: never version or updatedAt. */
+function changedFields(before: Task, after: Task): Partial<Task> {
+  return Object.fromEntries(
+    Object.entries(before).filter(
+      ([field, value]) =>
+        field !== 'version' &&
+        field !== 'updatedAt' &&
+        JSON.stringify(value) !== JSON.stringify(Object.entries(after).find(([name]) => name === field)?.[1]),
+    ),
+  );
+}
+
 /** What the API answers now for the object each event is about, in the event's own shape. */
 async function asTheApiShowsIt(event: Event): Promise<Event['data']> {
   switch (event.type) {
     case 'task.created':
-    case 'task.updated':
       return { task: await getTask(event.data.task.id) };
+    case 'task.updated': {
+      const task = await getTask(event.data.task.id);
+      const before = shownBefore.get(task.id);
+      return { task, previous: before ? changedFields(before, task) : {} };
+    }
+    case 'comment.created':
+    case 'comment.updated':
+      return {
+        comment: CommentSchema.parse(
+          (await service.http.get(`/comments/${event.data.comment.id}`).set(as(alice)).expect(200)).body,
+        ),
+      };
     case 'tag.created':
     case 'tag.updated':
       return { tag: await getTag(event.data.tag.id) };
@@ -84,7 +111,7 @@ async function asTheApiShowsIt(event: Event): Promise<Event['data']> {
 const seen = new Set<string>();
 
 /** Runs a write, then checks the events it wrote: their types, and each payload against the API. */
-async function step(expectedTypes: Event['type'][], write: () => Promise<unknown>): Promise<void> {
+async function step(expectedTypes: Event['type'][], write: () => Promise<unknown>): Promise<Event[]> {
   await write();
   const events = await eventsOfStep();
   expect(events.map((event) => event.type)).toEqual(expectedTypes);
@@ -92,7 +119,15 @@ async function step(expectedTypes: Event['type'][], write: () => Promise<unknown
     expect(event.data, event.type).toEqual(await asTheApiShowsIt(event));
     seen.add(event.type);
   }
+  for (const event of events)
+    if (event.type === 'task.created' || event.type === 'task.updated')
+      shownBefore.set(event.data.task.id, await getTask(event.data.task.id));
+  return events;
 }
+
+/** The `previous` of the step's one task.updated. */
+const previousOf = (events: Event[]) =>
+  events.flatMap((event) => (event.type === 'task.updated' ? [event.data.previous] : []));
 
 describe('event payloads', () => {
   it('are, for every event type, exactly what the API answers for the object after the write', async () => {
@@ -121,13 +156,15 @@ describe('event payloads', () => {
         ).body,
       ).id;
     });
-    await step(['task.updated'], () =>
+    const patched = await step(['task.updated'], () =>
       service.http
         .patch(`/tasks/${taskId}`)
         .set(as(alice))
         .send({ title: 'Plan again', status: 'done', assigneeId: bob.user.id })
         .expect(200),
     );
+    // Only what the change changed, as it was: completedAt follows the status.
+    expect(previousOf(patched)).toEqual([{ title: 'Plan', status: 'todo', assigneeId: null, completedAt: null }]);
     await step(['task.updated'], () =>
       service.http
         .put(`/tasks/${taskId}`)
@@ -142,9 +179,10 @@ describe('event payloads', () => {
         })
         .expect(200),
     );
-    await step(['tag.updated', 'task.updated'], () =>
+    const renamed = await step(['tag.updated', 'task.updated'], () =>
       service.http.patch(`/tags/${tagId}`).set(as(alice)).send({ name: 'Renamed' }).expect(200),
     );
+    expect(previousOf(renamed)).toEqual([{ tags: [{ id: tagId, name: 'Work', color: '#00aa00' }] }]);
     await step(['tag.created'], async () => {
       otherTagId = TagSchema.parse(
         (await service.http.post('/tags').set(as(alice)).send({ name: 'Other' }).expect(201)).body,
@@ -164,9 +202,25 @@ describe('event payloads', () => {
         ).body,
       ).id;
     });
-    await step(['attachment.deleted', 'task.updated'], () =>
+    const unattached = await step(['attachment.deleted', 'task.updated'], () =>
       service.http.delete(`/attachments/${attachmentId}`).set(as(alice)).expect(204),
     );
+    expect(previousOf(unattached)).toEqual([{ attachmentCount: 1 }]);
+    let commentId = '';
+    const commented = await step(['comment.created', 'task.updated'], async () => {
+      commentId = CommentSchema.parse(
+        (await service.http.post(`/tasks/${taskId}/comments`).set(as(alice)).send({ body: 'A *note*' }).expect(201))
+          .body,
+      ).id;
+    });
+    expect(previousOf(commented)).toEqual([{ commentCount: 0 }]);
+    await step(['comment.updated'], () =>
+      service.http.patch(`/comments/${commentId}`).set(as(alice)).send({ body: 'A note, edited' }).expect(200),
+    );
+    const uncommented = await step(['comment.deleted', 'task.updated'], () =>
+      service.http.delete(`/comments/${commentId}`).set(as(alice)).expect(204),
+    );
+    expect(previousOf(uncommented)).toEqual([{ commentCount: 1 }]);
     await step(['task.updated'], () =>
       service.http.delete(`/tasks/${taskId}/tags/${otherTagId}`).set(as(alice)).expect(204),
     );

@@ -93,7 +93,10 @@ describe('the MCP endpoint', () => {
         ['tasks:read'],
         [
           'attachments_get',
+          'comments_get',
+          'task_activity_list',
           'task_attachments_list',
+          'task_comments_list',
           'task_relations_list',
           'task_tags_list',
           'tasks_get',

@@ -294,6 +294,15 @@ function upload(user: TestUser, taskId: string) {
     .attach('file', Buffer.from('bytes'), { filename: 'a.txt', contentType: 'text/plain' });
 }
 
+async function commentOf(taskId: string): Promise<string> {
+  const res = await service.http
+    .post(`/tasks/${taskId}/comments`)
+    .set(as(alice))
+    .send({ body: 'by alice' })
+    .expect(201);
+  return z.object({ id: z.string() }).parse(res.body).id;
+}
+
 async function attachmentOf(taskId: string): Promise<string> {
   const res = await upload(alice, taskId).expect(201);
   return z.object({ id: z.string() }).parse(res.body).id;
@@ -341,6 +350,45 @@ const operations: Operation[] = [
       const tagId = z.object({ id: z.string() }).parse(res.body).id;
       return service.http.post(`/tasks/${task.id}/tags/${tagId}`).set(as(user));
     },
+  },
+  {
+    name: 'GET /tasks/{id}/comments',
+    run: (user, task) => service.http.get(`/tasks/${task.id}/comments`).set(as(user)),
+  },
+  {
+    name: 'POST /tasks/{id}/comments',
+    run: (user, task) => service.http.post(`/tasks/${task.id}/comments`).set(as(user)).send({ body: 'hello' }),
+  },
+  {
+    name: 'GET /comments/{id}',
+    run: async (user, task) => service.http.get(`/comments/${await commentOf(task.id)}`).set(as(user)),
+  },
+  {
+    name: "PATCH /comments/{id} (another's)",
+    run: async (user, task) =>
+      service.http
+        .patch(`/comments/${await commentOf(task.id)}`)
+        .set(as(user))
+        .send({ body: 'edited' }),
+  },
+  {
+    name: 'PATCH /comments/{id} (their own)',
+    run: async (user, task) => {
+      const res = await service.http.post(`/tasks/${task.id}/comments`).set(as(user)).send({ body: 'mine' });
+      if (res.status !== 201) return res;
+      return service.http
+        .patch(`/comments/${String(res.body.id)}`)
+        .set(as(user))
+        .send({ body: 'edited' });
+    },
+  },
+  {
+    name: "DELETE /comments/{id} (another's)",
+    run: async (user, task) => service.http.delete(`/comments/${await commentOf(task.id)}`).set(as(user)),
+  },
+  {
+    name: 'GET /tasks/{id}/activity',
+    run: (user, task) => service.http.get(`/tasks/${task.id}/activity`).set(as(user)),
   },
   {
     name: 'DELETE /tasks/{id}/tags/{tag_id} (not on it)',
@@ -404,6 +452,15 @@ const expectedInProject: Record<string, Record<Role, number>> = {
   'DELETE /attachments/{id}': { ...WRITE, editor: 204, 'project admin': 204, 'app admin': 204 },
   'GET /tasks/{id}/tags': READ,
   'POST /tasks/{id}/tags/{tag_id}': { ...WRITE, editor: 201, 'project admin': 201, 'app admin': 201 },
+  'GET /tasks/{id}/comments': READ,
+  'POST /tasks/{id}/comments': { ...WRITE, editor: 201, 'project admin': 201, 'app admin': 201 },
+  'GET /comments/{id}': READ,
+  // Only its author edits a comment, not even an admin; a viewer cannot write one to edit.
+  "PATCH /comments/{id} (another's)": { ...WRITE, editor: 403, 'project admin': 403, 'app admin': 403 },
+  'PATCH /comments/{id} (their own)': { ...WRITE, viewer: 403 },
+  // Another's comment: a project admin (or an app admin) deletes it, an editor may not.
+  "DELETE /comments/{id} (another's)": { ...WRITE, editor: 403, 'project admin': 204, 'app admin': 204 },
+  'GET /tasks/{id}/activity': READ,
   'DELETE /tasks/{id}/tags/{tag_id} (not on it)': { ...WRITE, editor: 204, 'project admin': 204, 'app admin': 204 },
   'PATCH /tasks/{id} parentId': WRITE,
   'GET /tasks/{id}/relations': READ,

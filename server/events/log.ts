@@ -150,6 +150,9 @@ function actorKnownTo(reader: Reader, event: Event, audience: string[], projectI
     case 'task.deleted':
     case 'attachment.created':
     case 'attachment.deleted':
+    case 'comment.created':
+    case 'comment.updated':
+    case 'comment.deleted':
       return audience.includes(reader.userId);
     // Their audience is the project's members, who see each other in its member list.
     case 'project.created':

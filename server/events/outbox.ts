@@ -1,6 +1,7 @@
 import { v7 as uuidv7 } from 'uuid';
 import { EVENT_TYPES, grantsScope, SCOPES, scopeToReadEvent, type Event } from '@task-service/client';
 import type { SqlSession } from '../db/sql.js';
+import { activityWrites, taskOfEvent } from './activity.js';
 
 /** The PostgreSQL channel that wakes live streams and webhook workers on every instance. */
 export const EVENTS_CHANNEL = 'task_service_events';
@@ -22,8 +23,9 @@ const READING_SCOPES = EVENT_TYPES.map((type) => {
  * The project an event of `new_events` belongs to, whose current members read it (server/events/log.ts):
  * a project's own events but its deletion (nobody is a member any more: its audience names them), a
  * project tag's, and a project task's with its attachments'. Read from the event's data, or from the
- * tag or task it names as the statement found them (a deleted one included); a relation's is its
- * first task's (the one it was made on or removed from). A task.updated written
+ * tag or task it names as the statement found them (a deleted one included): its attachments',
+ * comments' and relations' events name their task (a relation's: the one it was made on or removed
+ * from). A task.updated written
  * as a stub gets its task's project when settled (settleTaskEvents), as a move may change it.
  */
 const EVENT_PROJECT = `(CASE
@@ -32,23 +34,23 @@ const EVENT_PROJECT = `(CASE
       WHEN type LIKE 'tag.%' THEN COALESCE((data -> 'tag' ->> 'projectId')::uuid,
         (SELECT tags.project_id FROM tags WHERE tags.id = (data ->> 'tagId')::uuid))
       WHEN data ? 'task' THEN (data -> 'task' ->> 'projectId')::uuid
-      ELSE (SELECT tasks.project_id FROM tasks
-            WHERE tasks.id = COALESCE(data ->> 'taskId', data -> 'attachment' ->> 'taskId',
-                                      data -> 'relation' ->> 'taskId')::uuid)
+      ELSE (SELECT tasks.project_id FROM tasks WHERE tasks.id = ${taskOfEvent('data')})
     END)`;
 
 /**
  * The CTEs that write the events of a CTE named `new_events` (id uuid, type text, data jsonb,
  * audience uuid[], actor_id uuid, n: their order), with a first delivery attempt, due now, for each
- * webhook whose owner may see the event and whose scopes may read it. Plain SQL without parameters,
+ * webhook whose owner may see the event and whose scopes may read it, and the activity of the tasks
+ * they concern (activity.ts). Plain SQL without parameters,
  * so that recordEvents and the pipelined writes (server/tasks/store.ts) write events the one way.
  */
 export const EVENT_WRITES = `
     inserted AS (
       INSERT INTO events (id, type, occurred_at, actor_id, data, audience, project_id)
       SELECT id, type, statement_timestamp(), actor_id, data, audience, ${EVENT_PROJECT} FROM new_events ORDER BY n
-      RETURNING id, type, audience, project_id
+      RETURNING id, type, audience, project_id, data, actor_id, occurred_at
     ),
+    ${activityWrites('inserted')},
     deliveries AS (
       INSERT INTO webhook_deliveries (id, webhook_id, event_id, event_type, attempt, state, next_attempt_at)
       SELECT ${UUIDV7_SQL}, w.id, i.id, i.type, 1, 'pending', statement_timestamp()

@@ -78,6 +78,8 @@ const tags = [
   { name: 'tasks', description: 'Tasks the caller owns or is assigned to (admin: all)' },
   { name: 'tags', description: "The caller's tags, and tags on tasks" },
   { name: 'attachments', description: 'Files attached to tasks' },
+  { name: 'comments', description: 'Comments on tasks, in Markdown' },
+  { name: 'activity', description: "A task's history: every change since its creation" },
   {
     name: 'webhooks',
     description: 'Signed deliveries of events to your URLs (Standard Webhooks), with a delivery log',

@@ -1,7 +1,9 @@
 // The objects the document's examples are made of: one small, consistent world (Ada's tasks and tags),
 // typed by the contract so that an example cannot show a field the service does not send.
 import type {
+  ActivityEntry,
   Attachment,
+  Comment,
   AuthResult,
   CreatedPersonalAccessToken,
   CreatedWebhook,
@@ -35,6 +37,9 @@ export const ids = {
   project: '0193a5c9-6e7f-7a8b-9c0d-1e2f3a4b5c6d',
   otherTask: '0193a5c2-9e0f-7a1b-8c2d-3e4f5a6b7c8d',
   oldTask: '0193a5c2-1f2a-7b3c-9d4e-5f6a7b8c9d0e',
+  comment: '0193a5c3-9a0b-7c1d-8e2f-3a4b5c6d7e8f',
+  commentEvent: '0193a5c3-9a0b-7c1d-8e2f-4b5c6d7e8f90',
+  createdEvent: '0193a5c2-7d4f-7a1b-8c2d-3e4f5a6b7c8d',
 };
 
 /** The path parameter values every example path is written with. */
@@ -50,6 +55,7 @@ export const pathParamValues: Record<string, string> = {
   project_id: ids.project,
   type: 'blocks',
   other_id: ids.otherTask,
+  comment_id: ids.comment,
   code: 'precondition_failed',
 };
 
@@ -116,10 +122,11 @@ export const task: Task = {
     { id: ids.tagWork, name: 'work', color: '#3e63dd' },
   ],
   attachmentCount: 1,
+  commentCount: 1,
   subtaskCount: 3,
   subtasksDone: 1,
   blocked: false,
-  version: 4,
+  version: 5,
   createdAt: '2026-11-20T08:30:00.000Z',
   updatedAt: '2026-11-22T15:04:05.000Z',
 };
@@ -130,6 +137,7 @@ export const newTask: Task = {
   status: 'todo',
   tags: [],
   attachmentCount: 0,
+  commentCount: 0,
   subtaskCount: 0,
   subtasksDone: 0,
   version: 1,
@@ -141,6 +149,45 @@ export const relation: Relation = {
   type: 'blocks',
   task: { id: ids.otherTask, title: 'Send the figures to the board', status: 'todo' },
 };
+
+export const comment: Comment = {
+  id: ids.comment,
+  taskId: ids.task,
+  authorId: ids.grace,
+  body: 'The **Q3 figures** are in the sheet now.',
+  createdAt: '2026-11-21T10:12:00.000Z',
+  updatedAt: '2026-11-21T10:15:30.000Z',
+  editedAt: '2026-11-21T10:15:30.000Z',
+};
+
+/** The task's history, newest first: its last change, a comment, and its creation. */
+export const activity: ActivityEntry[] = [
+  {
+    id: ids.event,
+    at: task.updatedAt,
+    actorId: ids.ada,
+    type: 'task.updated',
+    changes: [{ field: 'status', from: 'todo', to: 'in_progress' }],
+  },
+  {
+    id: ids.commentEvent,
+    at: comment.createdAt,
+    actorId: ids.grace,
+    type: 'comment.created',
+    changes: [{ field: 'comment', from: null, to: { id: ids.comment } }],
+  },
+  {
+    id: ids.createdEvent,
+    at: task.createdAt,
+    actorId: ids.ada,
+    type: 'task.created',
+    changes: [
+      { field: 'title', from: null, to: task.title },
+      { field: 'status', from: null, to: 'todo' },
+      { field: 'priority', from: null, to: 'high' },
+    ],
+  },
+];
 
 export const attachment: Attachment = {
   id: ids.attachment,
@@ -164,7 +211,7 @@ export const taskUpdated: Event = {
   type: 'task.updated',
   occurredAt: task.updatedAt,
   actorId: ids.ada,
-  data: { task },
+  data: { task, previous: { status: 'todo' } },
 };
 
 export const webhook: Webhook = {

@@ -48,6 +48,7 @@ const noSuchTask = { code: 'not_found', detail: 'No such task', path: '/tasks/{t
 const noSuchUser: ProblemExample = { code: 'not_found', detail: 'No such user' };
 const noSuchTag: ProblemExample = { code: 'not_found', detail: 'No such tag' };
 const noSuchAttachment: ProblemExample = { code: 'not_found', detail: 'No such attachment' };
+const noSuchComment: ProblemExample = { code: 'not_found', detail: 'No such comment' };
 const noSuchWebhook: ProblemExample = { code: 'not_found', detail: 'No such webhook' };
 const noSuchProject: ProblemExample = { code: 'not_found', detail: 'No such project' };
 const noSuchMember: ProblemExample = { code: 'not_found', detail: 'No such member' };
@@ -460,6 +461,65 @@ export const examples: ContractExamples<Contract> = {
         ],
         404: [noSuchAttachment],
       },
+    },
+  },
+  comments: {
+    listForTask: {
+      request: undefined,
+      responses: { 200: { items: [v.comment], nextCursor: null } },
+      problems: { 404: [noSuchTask] },
+    },
+    create: {
+      request: { body: v.comment.body },
+      responses: { 201: { ...v.comment, updatedAt: v.comment.createdAt, editedAt: null } },
+      problems: {
+        403: [
+          {
+            code: 'forbidden',
+            detail:
+              "Only whoever may change the task comments on it: an editor or admin of the task's project (a viewer reads comments)",
+          },
+        ],
+        404: [noSuchTask],
+        409: [
+          {
+            code: 'quota_exceeded',
+            detail: 'Quota "taskComments" reached: a task has at most 10000 comments (TASK_MAX_COMMENTS)',
+          },
+        ],
+      },
+    },
+    get: { request: undefined, responses: { 200: v.comment }, problems: { 404: [noSuchComment] } },
+    update: {
+      request: { body: v.comment.body },
+      responses: { 200: v.comment },
+      problems: {
+        403: [
+          { code: 'forbidden', detail: 'Only its author, while they may still comment on the task, edits a comment' },
+        ],
+        404: [noSuchComment],
+      },
+    },
+    remove: {
+      request: undefined,
+      responses: {},
+      problems: {
+        403: [
+          {
+            code: 'forbidden',
+            detail:
+              "Only its author, an admin of the task's project, the owner of a personal task or an administrator deletes a comment",
+          },
+        ],
+        404: [noSuchComment],
+      },
+    },
+  },
+  activity: {
+    listForTask: {
+      request: undefined,
+      responses: { 200: { items: v.activity, nextCursor: v.listCursor } },
+      problems: { 404: [noSuchTask] },
     },
   },
   events: {

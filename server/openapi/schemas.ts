@@ -61,8 +61,15 @@ export const withIntegerFormats = (document: OpenApiDocument): OpenApiDocument =
  * The generator renders `z.unknown()` as `{ nullable: true }`, which OpenAPI 3.0.3 leaves meaningless
  * without a `type` (and validators refuse when checking an example); `{}` says "any value".
  */
-const anyValue = (_key: string, value: unknown): unknown =>
-  typeof value === 'object' && value !== null && JSON.stringify(value) === '{"nullable":true}' ? {} : value;
+const anyValue = (_key: string, value: unknown): unknown => {
+  if (typeof value !== 'object' || value === null) return value;
+  if (JSON.stringify(value) === '{"nullable":true}') return {};
+  // A union with a nullable member: the generator marks the `oneOf` itself nullable, which 3.0.3
+  // leaves meaningless without a `type`; the member still says null is allowed.
+  if ('oneOf' in value && 'nullable' in value && !('type' in value))
+    return Object.fromEntries(Object.entries(value).filter(([key]) => key !== 'nullable'));
+  return value;
+};
 export const withAnyValueSchemas = (document: OpenApiDocument): OpenApiDocument =>
   JSON.parse(JSON.stringify(document), anyValue);
 

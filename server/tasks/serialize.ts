@@ -1,4 +1,4 @@
-import type { Task } from '@task-service/client';
+import type { Task, TaskBefore } from '@task-service/client';
 import { sql, type Expression, type RawBuilder, type Selectable } from 'kysely';
 import { tables, type DB } from '../db/query.js';
 
@@ -47,8 +47,27 @@ export function taskJson(row = 'tasks'): RawBuilder<Task> {
     'dueAt', ${isoTimestamp(column('due_at'))}, 'completedAt', ${isoTimestamp(column('completed_at'))},
     'tags', ${tagsOfTask(column('id'))},
     'attachmentCount', (SELECT count(*) FROM attachments WHERE attachments.task_id = ${column('id')}),
+    'commentCount', ${column('comment_count')},
     'subtaskCount', ${column('subtask_count')}, 'subtasksDone', ${column('subtasks_done')},
     'blocked', ${column('open_blockers')} > 0,
     'version', ${column('version')},
     'createdAt', ${isoTimestamp(column('created_at'))}, 'updatedAt', ${isoTimestamp(column('updated_at'))})`;
 }
+
+/**
+ * The task row named `row` as it was before the statement that reads it changed it: a statement
+ * sees the rows as they were when it began, its own writes (the task's columns, tags, attachments,
+ * comments) not included. What a change's `task.updated` compares the task after it with (previousOf).
+ */
+export const taskBefore = (row: string): RawBuilder<Task> =>
+  sql<Task>`(SELECT ${taskJson('b')} FROM tasks b WHERE b.id = ${sql.ref(`${row}.id`)})`;
+
+/**
+ * A `task.updated`'s `previous`: the fields of the Task JSON `before` (jsonb) whose value differs
+ * in `after` (jsonb), with their values before; never `version` or `updatedAt`, which every change
+ * moves. Generic over the Task's fields, so every writer, and every field added later, gets it.
+ */
+export const previousOf = (before: Expression<unknown>, after: Expression<unknown>): RawBuilder<TaskBefore> =>
+  sql<TaskBefore>`(SELECT coalesce(jsonb_object_agg(was.key, was.value), '{}'::jsonb)
+    FROM jsonb_each(${before}) AS was
+    WHERE was.key NOT IN ('version', 'updatedAt') AND was.value IS DISTINCT FROM (${after}) -> was.key)`;
