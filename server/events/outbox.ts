@@ -45,7 +45,7 @@ export const EVENT_WRITES = `
     inserted AS (
       INSERT INTO events (id, type, occurred_at, actor_id, data, audience, project_id)
       SELECT id, type, statement_timestamp(), actor_id, data, audience, ${EVENT_PROJECT} FROM new_events ORDER BY n
-      RETURNING id, type, audience, project_id
+      RETURNING id, type, audience, project_id, actor_id, data
     ),
     deliveries AS (
       INSERT INTO webhook_deliveries (id, webhook_id, event_id, event_type, attempt, state, next_attempt_at)
@@ -56,6 +56,10 @@ export const EVENT_WRITES = `
       JOIN (VALUES ${READING_SCOPES}) AS reading(type, scopes) ON reading.type = i.type AND w.scopes && reading.scopes
       WHERE u.role = 'admin' OR w.owner_id = ANY(i.audience)
         OR EXISTS (SELECT 1 FROM project_members pm WHERE pm.project_id = i.project_id AND pm.user_id = w.owner_id)
+        -- The membership these two make is written by the same statement, which cannot see it yet:
+        -- the creator and the added member are named here.
+        OR (i.type = 'project.created' AND w.owner_id = i.actor_id)
+        OR (i.type = 'project.member_added' AND w.owner_id = (i.data -> 'member' ->> 'userId')::uuid)
     )`;
 
 type Change = Event extends infer E ? (E extends Event ? Pick<E, 'type' | 'data'> : never) : never;
