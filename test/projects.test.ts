@@ -302,6 +302,46 @@ describe('deleting a project with its work', () => {
     expect(events).toEqual([expect.objectContaining({ type: 'project.deleted', data: { projectId: project.id } })]);
   });
 
+  it('leaves no bytes behind when uploads to its tasks race its deletion', async () => {
+    const owner = await registerUser(service, { name: 'Racer' });
+    const before = await storedKeys();
+    for (let round = 0; round < 10; round++) {
+      const project = await createProject(owner);
+      const tasks = await Promise.all(
+        [1, 2, 3].map(
+          async (n) =>
+            (
+              await service.http
+                .post('/tasks')
+                .set(as(owner))
+                .send({ title: `racing ${n}`, projectId: project.id })
+                .expect(201)
+            ).body as { id: string },
+        ),
+      );
+      const uploads = tasks.flatMap((task) =>
+        [1, 2, 3].map(() =>
+          service.http
+            .post(`/tasks/${task.id}/attachments`)
+            .set(as(owner))
+            .attach('file', Buffer.alloc(64 * 1024, round), { filename: 'race.bin' })
+            .then((res) => res.status),
+        ),
+      );
+      // The deletion sent later each round, so that some rounds land among the uploads.
+      await new Promise((resolve) => setTimeout(resolve, 15 * round));
+      const deleted = service.http
+        .delete(`/projects/${project.id}`)
+        .set(as(owner))
+        .then((res) => res.status);
+      const statuses = await Promise.all(uploads);
+      expect(await deleted).toBe(204);
+      // Each upload either took before the deletion (and went with it) or found its task gone.
+      expect(statuses.filter((status) => status !== 201 && status !== 404)).toEqual([]);
+      expect(await storedKeys(), `round ${round}: ${statuses.join(',')}`).toEqual(before);
+    }
+  });
+
   it("deleting a user deletes a project left without members, with its attachments' bytes", async () => {
     const leaver = await registerUser(service, { name: 'Leaver' });
     const project = await createProject(leaver);
