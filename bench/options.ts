@@ -71,7 +71,7 @@ export function parseOptions(argv: string[]): BenchOptions {
       projectMembers: 10,
     },
     connections: 50,
-    // Quick: the targets' 7 rows (6 with bare twins), seeding and the login's 8 s in about two minutes.
+    // Quick: the targets' 9 rows (8 with bare twins), seeding and the login's 8 s in about three minutes.
     warmupSeconds: number(values.warmup, quick ? 0.5 : 5, 'warmup'),
     seconds: number(values.seconds, quick ? 2 : 15, 'seconds'),
     deepPage: 50,
