@@ -9,6 +9,11 @@ export interface SeedSize {
   /** Accounts for the login workload alone, so that logins in flight are of distinct accounts, as real ones are. */
   loginAccounts: number;
   tasksPerUser: number;
+  /** Projects shared by the project members, and their tasks in all (spread evenly). */
+  projects: number;
+  projectTasks: number;
+  /** Users who are members of every project (and have no personal task): the project rows' callers. */
+  projectMembers: number;
 }
 
 export interface BenchUser {
@@ -26,6 +31,8 @@ export interface Seeded {
   /** The login workload's accounts (no tasks, no sessions). */
   loginAccounts: { email: string; password: string }[];
   adminToken: string;
+  /** Members of every seeded project, with no personal task: the callers of the project list rows. */
+  projectMembers: { id: string; token: string }[];
   /** Tasks of the first user, oldest first, with their versions. */
   ownTasks: { id: string; version: number }[];
   /** Whether tasks keep a stored attachment_count (the schema of the day decides). */
@@ -93,6 +100,75 @@ const INSERT_USERS = `
   FROM users u CROSS JOIN generate_series(2, $2::int) AS k WHERE u.id = $1
   RETURNING id, email`;
 
+// The project members: copies of the first user's row, as the load's users are.
+const INSERT_PROJECT_MEMBERS = `
+  INSERT INTO users (id, email, name, role, password_hash, created_at, updated_at)
+  SELECT gen_random_uuid(), 'bench-member-' || k || '@example.test', 'Bench Member ' || k, 'user', u.password_hash, now(), now()
+  FROM users u CROSS JOIN generate_series(1, $2::int) AS k WHERE u.id = $1
+  RETURNING id, email`;
+
+// Projects made by the first member, every member in each (the first its admin, the others editors).
+const INSERT_PROJECTS = `
+  INSERT INTO projects (id, name, description, created_by, created_at, updated_at)
+  SELECT gen_random_uuid(), 'Project ' || k, '', ($1::uuid[])[1], now(), now() FROM generate_series(1, $2::int) AS k
+  RETURNING id`;
+
+const INSERT_PROJECT_MEMBERSHIPS = `
+  INSERT INTO project_members (project_id, user_id, role, added_at)
+  SELECT p.id, m.id, CASE WHEN m.n = 1 THEN 'admin' ELSE 'editor' END::"ProjectRole", now()
+  FROM unnest($1::uuid[]) AS p(id) CROSS JOIN unnest($2::uuid[]) WITH ORDINALITY AS m(id, n)`;
+
+const INSERT_PROJECT_TAGS = `
+  INSERT INTO tags (id, owner_id, project_id, name, name_key, color, created_at)
+  SELECT gen_random_uuid(), ($2::uuid[])[1], p.id, 'tag-' || k, 'tag-' || k, '#3366cc', now()
+  FROM unnest($1::uuid[]) AS p(id) CROSS JOIN generate_series(1, ${TAGS_PER_USER}) AS k`;
+
+// The projects' tasks interleaved in time (a member's newest page holds tasks of many projects),
+// owned by the members in turn, every fifth assigned to a member, as the personal ones otherwise.
+const INSERT_PROJECT_TASKS = `
+  INSERT INTO tasks (id, owner_id, assignee_id, project_id, title, description, status, priority, due_at, completed_at, version, created_at, updated_at)
+  SELECT gen_random_uuid(), ($2::uuid[])[g.i % cardinality($2::uuid[]) + 1],
+    CASE WHEN g.i % 5 = 0 THEN ($2::uuid[])[(g.i / 5) % cardinality($2::uuid[]) + 1] END,
+    ($1::uuid[])[g.i % cardinality($1::uuid[]) + 1],
+    'Task ' || substr(md5(g.i::text || 'project'), 1, 12), '',
+    (ARRAY['todo', 'in_progress', 'done'])[g.i % 3 + 1]::"TaskStatus",
+    (ARRAY['low', 'medium', 'high', 'urgent'])[g.i % 4 + 1]::"TaskPriority",
+    CASE WHEN g.i % 3 <> 0 THEN now() + g.i * interval '1 second' END,
+    CASE WHEN g.i % 3 = 2 THEN now() END,
+    1, now() - ($3 - g.i) * interval '10 milliseconds', now() - ($3 - g.i) * interval '10 milliseconds'
+  FROM generate_series(1, $3::int) AS g(i)`;
+
+// About a third of each project's tags on each of its tasks.
+const INSERT_PROJECT_TASK_TAGS = `
+  INSERT INTO task_tags (task_id, tag_id, created_at)
+  SELECT t.id, g.id, now() FROM tasks t JOIN tags g ON g.project_id = t.project_id
+  WHERE t.project_id = ANY($1::uuid[]) AND abs(hashtext(t.id::text || g.id::text)) % 3 = 0`;
+
+/** The project members (logged in), their projects, the projects' tags and tasks. */
+async function seedProjects(
+  base: string,
+  db: pg.Client,
+  firstUserId: string,
+  size: SeedSize,
+): Promise<{ id: string; token: string }[]> {
+  const { rows: members } = await db.query<{ id: string; email: string }>(INSERT_PROJECT_MEMBERS, [
+    firstUserId,
+    size.projectMembers,
+  ]);
+  const loggedIn = await inBatches(members, 4, async ({ id, email }) => ({
+    id,
+    token: (await login(base, email, USER_PASSWORD)).accessToken,
+  }));
+  const memberIds = members.map((member) => member.id);
+  const { rows: projects } = await db.query<{ id: string }>(INSERT_PROJECTS, [memberIds, size.projects]);
+  const projectIds = projects.map((project) => project.id);
+  await db.query(INSERT_PROJECT_MEMBERSHIPS, [projectIds, memberIds]);
+  await db.query(INSERT_PROJECT_TAGS, [projectIds, memberIds]);
+  await db.query(INSERT_PROJECT_TASKS, [projectIds, memberIds, size.projectTasks]);
+  await db.query(INSERT_PROJECT_TASK_TAGS, [projectIds]);
+  return loggedIn;
+}
+
 /** At most `limit` of `work` at once. */
 async function inBatches<T, R>(items: T[], limit: number, work: (item: T) => Promise<R>): Promise<R[]> {
   const results: R[] = [];
@@ -132,6 +208,7 @@ export async function seed(base: string, databaseUrl: string, size: SeedSize): P
     await db.query(INSERT_TASK_TAGS, [ids]);
     await db.query(INSERT_ATTACHMENTS, [ids]);
     if (storedAttachmentCount) await db.query(UPDATE_ATTACHMENT_COUNT);
+    const projectMembers = await seedProjects(base, db, first.user.id, size);
     await db.query('ANALYZE');
     const { rows: kept } = await db.query<{ owner_id: string; id: string; version: number }>(
       `SELECT owner_id, id, version FROM (
@@ -159,6 +236,7 @@ export async function seed(base: string, databaseUrl: string, size: SeedSize): P
       users,
       loginAccounts,
       adminToken,
+      projectMembers,
       ownTasks,
       storedAttachmentCount,
       seconds: (Date.now() - started) / 1000,

@@ -2,7 +2,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
-import { ProblemSchema, TagSchema, TaskSchema, type Scope } from '../contract/index.js';
+import { MemberSchema, ProblemSchema, ProjectSchema, TagSchema, TaskSchema, type Scope } from '../contract/index.js';
 import { serviceForFile } from './support/app.js';
 import { readAllChanges } from './support/events.js';
 import { createTask } from './support/tasks.js';
@@ -312,6 +312,64 @@ describe('the MCP endpoint', () => {
     });
     const list = await client.callTool({ name: 'tasks_list', arguments: { limit: 5, status: ['todo', 'done'] } });
     expect(list.isError).toBeFalsy();
+  });
+});
+
+describe('project tools', () => {
+  it('create a project, add, change and remove a member, list and delete, through the REST handlers', async () => {
+    const token = await createPersonalToken(served, ada, ['projects:write']);
+    const client = await connect(token.auth);
+    const created = await client.callTool({ name: 'projects_create', arguments: { name: 'By an agent' } });
+    const project = ProjectSchema.parse(created.structuredContent);
+    expect(project).toMatchObject({ name: 'By an agent', role: 'admin', memberCount: 1 });
+    const project_id = project.id;
+    const added = await client.callTool({
+      name: 'project_members_add',
+      arguments: { project_id, userId: grace.user.id, role: 'viewer' },
+    });
+    expect(MemberSchema.parse(added.structuredContent)).toMatchObject({ userId: grace.user.id, role: 'viewer' });
+    // Authorization and conflicts as over REST: adding Grace again is 409 already_member.
+    expect(
+      problemOf(
+        await client.callTool({
+          name: 'project_members_add',
+          arguments: { project_id, userId: grace.user.id, role: 'viewer' },
+        }),
+      ),
+    ).toMatchObject({ status: 409, code: 'already_member' });
+    const changed = await client.callTool({
+      name: 'project_members_update',
+      arguments: { project_id, user_id: grace.user.id, role: 'editor' },
+    });
+    expect(changed.structuredContent).toMatchObject({ userId: grace.user.id, role: 'editor' });
+    const members = await client.callTool({ name: 'project_members_list', arguments: { project_id } });
+    expect(members.structuredContent).toMatchObject({ items: [{ userId: ada.user.id }, { userId: grace.user.id }] });
+    // The last admin stays, as over REST.
+    expect(
+      problemOf(
+        await client.callTool({ name: 'project_members_delete', arguments: { project_id, user_id: ada.user.id } }),
+      ),
+    ).toMatchObject({ status: 409, code: 'last_project_admin' });
+    const removed = await client.callTool({
+      name: 'project_members_delete',
+      arguments: { project_id, user_id: grace.user.id },
+    });
+    expect(removed).not.toHaveProperty('isError', true);
+    const listed = await client.callTool({ name: 'projects_list', arguments: { q: 'agent' } });
+    expect(listed.structuredContent).toMatchObject({ items: [{ id: project_id, memberCount: 1 }] });
+    // A projects:read token sees the project; the tool to delete it is not one of its tools.
+    const reader = await connect((await createPersonalToken(served, ada, ['projects:read'])).auth);
+    expect(
+      (await reader.callTool({ name: 'projects_get', arguments: { project_id } })).structuredContent,
+    ).toMatchObject({ id: project_id });
+    expect(problemOf(await reader.callTool({ name: 'projects_delete', arguments: { project_id } }))).toMatchObject({
+      code: 'not_found',
+    });
+    expect(await client.callTool({ name: 'projects_delete', arguments: { project_id } })).not.toHaveProperty(
+      'isError',
+      true,
+    );
+    await served.http.get(`/projects/${project_id}`).set('Authorization', ada.auth).expect(404);
   });
 });
 

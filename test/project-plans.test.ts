@@ -5,12 +5,14 @@ import { rawQuery, statementOf, tables } from '../server/db/query.js';
 import type { Principal } from '../server/http/principal.js';
 import { projectsListed } from '../server/projects/queries.js';
 import { membersWithUsers } from '../server/projects/serialize.js';
+import { TagListQuerySchema } from '../contract/tags.js';
+import { tagsListed } from '../server/tags/queries.js';
 import { bulkLoad, freshDatabase, type TestDatabase } from './support/databases.js';
 import { planNodes, type PlanNode } from './support/plans.js';
 
-// Plans as tests, as test/list-plans.test.ts does for tasks: a member's projects and a project's
-// members are read along their indexes, page 100 costing what page 1 does, however many projects
-// and memberships there are.
+// Plans as tests, as test/list-plans.test.ts does for tasks: a member's projects, a project's
+// members and a member's tags are read along their indexes, page 100 costing what page 1 does,
+// however many projects, memberships and tags there are.
 const USERS = 2_000;
 const PROJECTS = 20_000;
 const LIMIT = 20;
@@ -18,7 +20,11 @@ const DEEP = 2_000;
 
 let database: TestDatabase;
 let member: string;
+/** A user in a few projects (two or three memberships in 2,000 projects), beside `member` in 4,000. */
+let typical: string;
 let crowded: string;
+const TAGS_PER_USER = 20;
+const TAGS_PER_PROJECT = 5;
 
 beforeAll(async () => {
   database = await freshDatabase();
@@ -31,6 +37,7 @@ beforeAll(async () => {
     )
   ).map((row) => row.id);
   member = users[0] ?? '';
+  typical = users[7] ?? '';
   await bulkLoad(database.url, async (run) => {
     // Ids in creation order (UUIDv7-like: time first), each project with two or three members; user 0
     // belongs to every fifth project, and the first project has every other user.
@@ -63,7 +70,20 @@ beforeAll(async () => {
        ON CONFLICT DO NOTHING`,
       [member],
     );
-    await run('ANALYZE projects; ANALYZE project_members; ANALYZE users');
+    // Tags: every user's personal ones, every project's own, created in id order over a day.
+    await run(
+      `INSERT INTO tags (id, owner_id, project_id, name, name_key, color, created_at)
+       SELECT gen_random_uuid(), u.id, NULL, 'tag ' || k, 'tag ' || k, '#3366cc', now() - random() * interval '1 day'
+       FROM users u CROSS JOIN generate_series(1, $1) k`,
+      [TAGS_PER_USER],
+    );
+    await run(
+      `INSERT INTO tags (id, owner_id, project_id, name, name_key, color, created_at)
+       SELECT gen_random_uuid(), p.created_by, p.id, 'tag ' || k, 'tag ' || k, '#3366cc', now() - random() * interval '1 day'
+       FROM projects p CROSS JOIN generate_series(1, $1) k`,
+      [TAGS_PER_PROJECT],
+    );
+    await run('ANALYZE projects; ANALYZE project_members; ANALYZE users; ANALYZE tags');
   });
   crowded = (await db.first(tables.selectFrom('projects').select('id').orderBy('id').limit(1)))?.id ?? '';
 }, 120_000);
@@ -155,3 +175,56 @@ describe("a project's members", () => {
     expect(rowsRead(nodes, 'project_members')).toBeLessThanOrEqual(LIMIT + 1);
   });
 });
+
+describe('GET /tags for a member', () => {
+  it('merges their personal tags and one index range per project of theirs, first and deep pages alike', async () => {
+    for (const [who, userId] of [
+      ['a member of 4,000 projects', member],
+      ['a member of a few projects', typical],
+    ] as const) {
+      const visible = await database.db.sql.all(tablesOfTags(userId).select('tags.id').orderBy('tags.id'));
+      expect(visible.length, who).toBeGreaterThan(TAGS_PER_USER);
+      const deep = visible[Math.floor(visible.length / 2)]?.id;
+      for (const after of [undefined, deep]) {
+        const label = `${who}, ${after ? 'deep page' : 'first page'}`;
+        const query = TagListQuerySchema.parse({ limit: LIMIT });
+        const page = await database.db.sql.all(tagsListed(user(userId), query, after));
+        const from = after === undefined ? 0 : visible.findIndex((tag) => tag.id === after) + 1;
+        expect(
+          page.map((tag) => tag.id),
+          label,
+        ).toEqual(visible.slice(from, from + LIMIT + 1).map((tag) => tag.id));
+        const nodes = await explain(tagsListed(user(userId), query, after));
+        expectNoSeqScan(nodes, label);
+        // A page of personal tags, and at most a page per project of theirs (their projects'
+        // memberships read once): never the tags of every project filtered.
+        const projects = (
+          await database.db.sql.all(
+            tables.selectFrom('project_members').select('project_id').where('user_id', '=', userId),
+          )
+        ).length;
+        expect(rowsRead(nodes, 'tags'), label).toBeLessThanOrEqual(
+          (LIMIT + 1) * (1 + Math.min(projects, LIMIT + 1)) + projects * 2,
+        );
+      }
+    }
+  });
+});
+
+/** The tags `userId` sees, as the rule of who sees a tag says (their own, their projects'). */
+const tablesOfTags = (userId: string) =>
+  tables
+    .selectFrom('tags')
+    .where((eb) =>
+      eb.or([
+        eb.and([eb('tags.project_id', 'is', null), eb('tags.owner_id', '=', userId)]),
+        eb(
+          'tags.project_id',
+          'in',
+          eb
+            .selectFrom('project_members')
+            .select('project_members.project_id')
+            .where('project_members.user_id', '=', userId),
+        ),
+      ]),
+    );

@@ -302,6 +302,46 @@ describe('deleting a project with its work', () => {
     expect(events).toEqual([expect.objectContaining({ type: 'project.deleted', data: { projectId: project.id } })]);
   });
 
+  it('leaves no bytes behind when uploads to its tasks race its deletion', async () => {
+    const owner = await registerUser(service, { name: 'Racer' });
+    const before = await storedKeys();
+    for (let round = 0; round < 10; round++) {
+      const project = await createProject(owner);
+      const tasks = await Promise.all(
+        [1, 2, 3].map(
+          async (n) =>
+            (
+              await service.http
+                .post('/tasks')
+                .set(as(owner))
+                .send({ title: `racing ${n}`, projectId: project.id })
+                .expect(201)
+            ).body as { id: string },
+        ),
+      );
+      const uploads = tasks.flatMap((task) =>
+        [1, 2, 3].map(() =>
+          service.http
+            .post(`/tasks/${task.id}/attachments`)
+            .set(as(owner))
+            .attach('file', Buffer.alloc(64 * 1024, round), { filename: 'race.bin' })
+            .then((res) => res.status),
+        ),
+      );
+      // The deletion sent later each round, so that some rounds land among the uploads.
+      await new Promise((resolve) => setTimeout(resolve, 15 * round));
+      const deleted = service.http
+        .delete(`/projects/${project.id}`)
+        .set(as(owner))
+        .then((res) => res.status);
+      const statuses = await Promise.all(uploads);
+      expect(await deleted).toBe(204);
+      // Each upload either took before the deletion (and went with it) or found its task gone.
+      expect(statuses.filter((status) => status !== 201 && status !== 404)).toEqual([]);
+      expect(await storedKeys(), `round ${round}: ${statuses.join(',')}`).toEqual(before);
+    }
+  });
+
   it("deleting a user deletes a project left without members, with its attachments' bytes", async () => {
     const leaver = await registerUser(service, { name: 'Leaver' });
     const project = await createProject(leaver);
@@ -407,5 +447,57 @@ describe('project events', () => {
     const reader = await createPersonalToken(service, alice, ['projects:read']);
     expectProblem(await service.http.post('/projects').set(as(reader)).send({ name: 'x' }), 403, 'insufficient_scope');
     await deleteProjectsOf(alice);
+  });
+});
+
+describe('scopes of personal access tokens', () => {
+  it('projects:read reads projects and members, projects:write manages them; tasks in projects are under tasks:*', async () => {
+    const project = await sharedProject('admin');
+    const [reader, writer, tasker] = [
+      await createPersonalToken(service, alice, ['projects:read']),
+      await createPersonalToken(service, alice, ['projects:write']),
+      await createPersonalToken(service, alice, ['tasks:read', 'tasks:write']),
+    ];
+    const path = `/projects/${project.id}`;
+    const member = `${path}/members/${carol.user.id}`;
+    for (const read of [`/projects`, path, `${path}/members`]) {
+      await service.http.get(read).set(as(reader)).expect(200);
+      await service.http.get(read).set(as(writer)).expect(200);
+      expectProblem(await service.http.get(read).set(as(tasker)), 403, 'insufficient_scope');
+    }
+    const writes = [
+      () => service.http.patch(path).send({ description: 'by token' }),
+      () => service.http.post(`${path}/members`).send({ userId: carol.user.id, role: 'viewer' }),
+      () => service.http.patch(member).send({ role: 'editor' }),
+      () => service.http.delete(member),
+    ];
+    for (const write of writes) {
+      const refused = await write().set(as(reader));
+      expectProblem(refused, 403, 'insufficient_scope');
+      expect(refused.headers['www-authenticate']).toContain('scope="projects:write"');
+      expectProblem(await write().set(as(tasker)), 403, 'insufficient_scope');
+    }
+    await writes[0]?.().set(as(writer)).expect(200);
+    await writes[1]?.().set(as(writer)).expect(201);
+    await writes[2]?.().set(as(writer)).expect(200);
+    await writes[3]?.().set(as(writer)).expect(204);
+    // A task in the project: tasks:write, not projects:write.
+    expectProblem(
+      await service.http.post('/tasks').set(as(writer)).send({ title: 'no', projectId: project.id }),
+      403,
+      'insufficient_scope',
+    );
+    const created = await service.http
+      .post('/tasks')
+      .set(as(tasker))
+      .send({ title: 'by token', projectId: project.id })
+      .expect(201);
+    const listed = await service.http.get(`/tasks?projectId=${project.id}`).set(as(tasker)).expect(200);
+    expect(listed.body).toMatchObject({ items: [{ id: (created.body as { id: string }).id }] });
+    // Never more than the owner may do: Bob's projects:write token of a project where he is a viewer.
+    await service.http.patch(`${path}/members/${bob.user.id}`).set(as(alice)).send({ role: 'viewer' }).expect(200);
+    const bobsWriter = await createPersonalToken(service, bob, ['projects:write']);
+    expectProblem(await service.http.patch(path).set(as(bobsWriter)).send({ name: 'no' }), 403, 'forbidden');
+    await service.http.delete(path).set(as(writer)).expect(204);
   });
 });

@@ -20,8 +20,10 @@ import type { Database } from '../server/db/database.js';
 import { tables } from '../server/db/query.js';
 import { openTestDatabase } from './support/databases.js';
 import { startDeliveryWorker } from '../server/webhooks/worker.js';
-import { serviceForFile } from './support/app.js';
+import { listen, serviceForFile } from './support/app.js';
 import { readAllChanges } from './support/events.js';
+import { openSse } from './support/sse.js';
+import type { Event } from '../contract/events.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { startReceiver, type Receiver } from './support/receiver.js';
 import { createPersonalToken } from './support/personal-tokens.js';
@@ -192,6 +194,84 @@ describe('deliveries', () => {
       'task.created',
       'project.member_removed',
     ]);
+  });
+
+  it("project.member_added reaches the added user, and project.member_removed is the removed one's last event of the project, on all three readers", async () => {
+    const carol = await registerUser(service, { name: 'Carol' });
+    const listening = await listen(service);
+    const sse = await openSse(listening.baseUrl, { Authorization: carol.auth });
+    try {
+      const webhook = await hook(carol);
+      const from = (await readAllChanges(service, carol)).cursor;
+      const projectRes = await service.http.post('/projects').set('Authorization', alice.auth).send({ name: 'joined' });
+      const projectId = z.object({ id: z.string() }).parse(projectRes.body).id;
+      const added = expect.objectContaining({
+        type: 'project.member_added',
+        data: { projectId, member: expect.objectContaining({ userId: carol.user.id, role: 'editor' }) },
+      });
+      const removed = expect.objectContaining({
+        type: 'project.member_removed',
+        data: { projectId, userId: carol.user.id },
+      });
+      await service.http
+        .post(`/projects/${projectId}/members`)
+        .set('Authorization', alice.auth)
+        .send({ userId: carol.user.id, role: 'editor' })
+        .expect(201);
+      // Assigned to Carol: her removal unassigns her, a task.updated the project's members receive, not her.
+      const task = await createTask(service, alice, { title: 'hers', projectId, assigneeId: carol.user.id });
+      // The changes feed as a member (it reads the project as of reading: once removed, only the removal).
+      const whileMember = await readAllChanges(service, carol, from);
+      expect(whileMember.events).toContainEqual(added);
+      await service.http
+        .delete(`/projects/${projectId}/members/${carol.user.id}`)
+        .set('Authorization', alice.auth)
+        .expect(204);
+      await service.http
+        .patch(`/tasks/${task.id}`)
+        .set('Authorization', alice.auth)
+        .send({ title: 'unseen' })
+        .expect(200);
+      // A project of her own (its creator its first member), then an event of her own after all
+      // that, so each reader is known to have read past it.
+      const ownRes = await service.http.post('/projects').set('Authorization', carol.auth).send({ name: 'hers' });
+      const own = z.object({ id: z.string() }).parse(ownRes.body).id;
+      const marker = await createTask(service, carol, { title: 'marker' });
+      const ofProject = (events: Event[]) =>
+        events
+          .filter(
+            (event) => JSON.stringify(event.data).includes(projectId) || JSON.stringify(event.data).includes(task.id),
+          )
+          .map((event) => event.type);
+      await sse.until((frames) => frames.some((frame) => frame.data?.includes(marker.id) === true));
+      expect(sse.events()).toContainEqual(added);
+      expect(ofProject(sse.events())).toEqual(['project.member_added', 'task.created', 'project.member_removed']);
+      expect(
+        sse
+          .events()
+          .filter((event) => event.type.startsWith('project.') && JSON.stringify(event.data).includes(projectId))
+          .at(-1),
+      ).toEqual(removed);
+
+      const afterRemoval = (await readAllChanges(service, carol, whileMember.cursor)).events;
+      expect(ofProject(afterRemoval)).toEqual(['project.member_removed']);
+      expect(afterRemoval).toContainEqual(removed);
+
+      await expect
+        .poll(() => receiver.received(webhook.path).some((r) => JSON.stringify(r.event).includes(marker.id)))
+        .toBe(true);
+      const delivered = receiver.received(webhook.path).map((r) => r.event);
+      expect(delivered).toContainEqual(added);
+      expect(delivered).toContainEqual(removed);
+      expect(delivered).toContainEqual(
+        expect.objectContaining({ type: 'project.created', data: { project: expect.objectContaining({ id: own }) } }),
+      );
+      // Deliveries run side by side, so their order is not the log's: the set says it.
+      expect(ofProject(delivered).sort()).toEqual(['project.member_added', 'project.member_removed', 'task.created']);
+    } finally {
+      sse.close();
+      await listening.close();
+    }
   });
 
   it('retries a failing receiver with the same webhook-id until it succeeds, and logs every attempt newest first', async () => {

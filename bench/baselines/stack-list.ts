@@ -1,5 +1,6 @@
 // The stack baseline's GET /tasks: the service's keyset pagination (server/tasks/list-query.ts: one
-// index range scan per branch, "owner or assignee" as two branches merged) and the rows of the page
+// index range scan per branch, a user's personal tasks owned or assigned and one scan per project of
+// theirs, merged) and the rows of the page
 // in one statement, with cursors signed as the service signs its own (under a key of this process).
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
@@ -88,19 +89,24 @@ function pageStatement(config: StackConfig, sort: TaskSort, everyTask: boolean, 
   const key = SORT_KEYS[field];
   const direction = descending ? 'DESC' : 'ASC';
   const [value, id] = everyTask ? ['$2', '$3'] : ['$3', '$4'];
-  const after = (party: string) =>
+  const after = (party: string, partyValue: string) =>
     afterCursor
       ? [
-          `(${party}${key.expression}, t.id) ${descending ? '<' : '>'} (${party ? '$2::uuid, ' : ''}${key.parameter(value)}, ${id}::uuid)`,
+          `(${party}${key.expression}, t.id) ${descending ? '<' : '>'} (${partyValue}${key.parameter(value)}, ${id}::uuid)`,
         ]
       : [];
   const branch = (conditions: string[]) =>
     `(SELECT t.id, ${key.expression} AS sort_key FROM tasks t ${conditions.length ? `WHERE ${conditions.join(' AND ')}` : ''}
       ORDER BY ${key.expression} ${direction}, t.id ${direction} LIMIT $1)`;
+  // A user's list: their personal tasks (owned, or assigned by others), and one scan of each of
+  // their projects' tasks (from project_members) merged, as the service's list-query.ts has it.
   const page = everyTask
-    ? branch(after(''))
-    : `SELECT id, sort_key FROM (${branch(['t.owner_id = $2::uuid', ...after('t.owner_id, ')])}
-        UNION ALL ${branch(['t.assignee_id = $2::uuid', 't.owner_id <> $2::uuid', ...after('')])}) AS branches
+    ? branch(after('', ''))
+    : `SELECT id, sort_key FROM (${branch(['t.project_id IS NULL', 't.owner_id = $2::uuid', ...after('t.owner_id, ', '$2::uuid, ')])}
+        UNION ALL ${branch(['t.project_id IS NULL', 't.assignee_id = $2::uuid', 't.owner_id <> $2::uuid', ...after('', '')])}
+        UNION ALL (SELECT picked.id, picked.sort_key FROM project_members m CROSS JOIN LATERAL
+          ${branch(['t.project_id = m.project_id', ...after('t.project_id, ', 'm.project_id, ')])} AS picked
+          WHERE m.user_id = $2::uuid ORDER BY picked.sort_key ${direction}, picked.id ${direction} LIMIT $1)) AS branches
         ORDER BY sort_key ${direction}, id ${direction} LIMIT $1`;
   return `WITH page AS (${page})
     SELECT ${taskColumns(config)} FROM page JOIN tasks t ON t.id = page.id ORDER BY page.sort_key ${direction}, page.id ${direction}`;
@@ -118,7 +124,7 @@ const FILTERS = [
   'q',
 ] as const;
 
-/** GET /tasks for a caller: every task for an admin, else those they own or are assigned. */
+/** GET /tasks for a caller: every task for an admin, else their personal tasks and their projects'. */
 export function taskLists(db: StackDb, config: StackConfig) {
   const cursors = cursorCodec();
   const statements = new Map<string, string>();

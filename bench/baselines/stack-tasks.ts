@@ -9,6 +9,7 @@ export interface TaskRow {
   id: string;
   owner_id: string;
   assignee_id: string | null;
+  project_id: string | null;
   title: string;
   description: string;
   status: string;
@@ -34,7 +35,7 @@ export const attachmentCountOfTask = (config: StackConfig) =>
 
 /** The columns of a TaskRow, from a table aliased `t`. */
 export const taskColumns = (config: StackConfig) => `
-  t.id, t.owner_id, t.assignee_id, t.title, t.description, t.status, t.priority, t.due_at, t.completed_at, t.version, t.created_at, t.updated_at,
+  t.id, t.owner_id, t.assignee_id, t.project_id, t.title, t.description, t.status, t.priority, t.due_at, t.completed_at, t.version, t.created_at, t.updated_at,
   ${TAGS_OF_TASK} AS tags, ${attachmentCountOfTask(config)} AS attachment_count`;
 
 export const isAdmin = (caller: Caller) => caller.role === 'admin';
@@ -59,6 +60,7 @@ export const serializeTask = (t: TaskRow) => ({
   id: t.id,
   ownerId: t.owner_id,
   assigneeId: t.assignee_id,
+  projectId: t.project_id,
   title: t.title,
   description: t.description,
   status: t.status,
@@ -79,7 +81,8 @@ const iso = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-
  * answers it, with no second read. Same keys in the same order as serializeTask.
  */
 export const taskJson = (tags: string, attachmentCount: string) => `json_build_object(
-  'id', t.id, 'ownerId', t.owner_id, 'assigneeId', t.assignee_id, 'title', t.title, 'description', t.description,
+  'id', t.id, 'ownerId', t.owner_id, 'assigneeId', t.assignee_id,
+  'projectId', t.project_id, 'title', t.title, 'description', t.description,
   'status', t.status, 'priority', t.priority, 'dueAt', ${iso('t.due_at')}, 'completedAt', ${iso('t.completed_at')},
   'tags', ${tags}, 'attachmentCount', ${attachmentCount}, 'version', t.version,
   'createdAt', ${iso('t.created_at')}, 'updatedAt', ${iso('t.updated_at')})`;

@@ -60,6 +60,10 @@ export const EVENT_WRITES = `
       JOIN (VALUES ${READING_SCOPES}) AS reading(type, scopes) ON reading.type = i.type AND w.scopes && reading.scopes
       WHERE u.role = 'admin' OR w.owner_id = ANY(i.audience)
         OR EXISTS (SELECT 1 FROM project_members pm WHERE pm.project_id = i.project_id AND pm.user_id = w.owner_id)
+        -- The membership these two make is written by the same statement, which cannot see it yet:
+        -- the creator and the added member are named here.
+        OR (i.type = 'project.created' AND w.owner_id = i.actor_id)
+        OR (i.type = 'project.member_added' AND w.owner_id = (i.data -> 'member' ->> 'userId')::uuid)
     )`;
 
 type Change = Event extends infer E ? (E extends Event ? Pick<E, 'type' | 'data'> : never) : never;

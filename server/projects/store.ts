@@ -157,7 +157,7 @@ export type ProjectDeleteOutcome =
   | { kind: 'deleted'; storageKeys: string[] };
 
 /**
- * Deletes the project with its row locked against every other lock: its tasks (their attachments,
+ * Deletes the project with its row and its tasks' rows locked against every other lock: its tasks (their attachments,
  * comments and links), tags and memberships go by foreign key cascades in the same statement, which
  * reads the attachments' storage keys first and writes one `project.deleted` to its members.
  */
@@ -168,7 +168,13 @@ export async function removeProject(
   ifMatch: string | undefined,
 ): Promise<ProjectDeleteOutcome> {
   const { verdict } = await ctx.db.sql.pipeline({
-    lock: tables.selectFrom('projects').select('id').where('id', '=', projectId).forUpdate(),
+    lock: [
+      tables.selectFrom('projects').select('id').where('id', '=', projectId).forUpdate(),
+      // Its tasks too, before the statement below takes its snapshot: an upload holds its task's
+      // row until it commits, and an attachment committed while the cascade waited for that row
+      // would go with the task unread by `doomed`, its bytes left in the store.
+      tables.selectFrom('tasks').select('id').where('project_id', '=', projectId).forUpdate(),
+    ],
     begin: BEGIN_WRITE,
     verdict: rawQuery(sql<{
       outcome: 'not_found' | 'forbidden' | 'stale' | 'apply';

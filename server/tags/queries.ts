@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
 import type { TagListQuery } from '@task-service/client';
 import { sql, type ExpressionBuilder, type SelectQueryBuilder, type SqlBool } from 'kysely';
-import type { DB } from '../db/query.js';
+import { tables, type DB } from '../db/query.js';
 import { containsPattern } from '../db/search.js';
 import { isAdmin, type Principal } from '../http/principal.js';
+import { tagColumns, type TagRow } from './serialize.js';
 
 /**
  * The role of `userId` in the project of the row `tags` (NULL for a personal tag or a non-member):
@@ -43,6 +44,37 @@ export function filterTags<O>(
   else if (query.projectId) filtered = filtered.where('tags.project_id', '=', query.projectId);
   if (query.q) filtered = filtered.where('tags.name', 'ilike', containsPattern(query.q));
   return filtered;
+}
+
+/**
+ * A page of GET /tags in id (creation) order, `limit + 1` rows after the tag `after`. A non-admin's
+ * is two pages merged, each along its own index: their personal tags, and their projects' tags
+ * (the projects from their memberships), rather than every tag filtered by who may see it.
+ */
+export function tagsListed(principal: Principal, query: TagListQuery, after: string | undefined) {
+  const from = after ? tables.selectFrom('tags').where('tags.id', '>', after) : tables.selectFrom('tags');
+  const pageOf = (tags: typeof from) =>
+    filterTags(tags.select(tagColumns), query)
+      .orderBy('tags.id')
+      .limit(query.limit + 1);
+  if (isAdmin(principal)) return pageOf(from);
+  const me = principal.userId;
+  const personal = pageOf(from.where('tags.owner_id', '=', me).where('tags.project_id', 'is', null));
+  const ofProjects = pageOf(
+    from.where(
+      'tags.project_id',
+      'in',
+      tables
+        .selectFrom('project_members')
+        .select('project_members.project_id')
+        .where('project_members.user_id', '=', me),
+    ),
+  );
+  return tables
+    .selectFrom(sql<TagRow>`(${personal} UNION ALL ${ofProjects})`.as('visible'))
+    .selectAll()
+    .orderBy('visible.id')
+    .limit(query.limit + 1);
 }
 
 /** The key that makes tag names unique per owner regardless of case. */

@@ -6,10 +6,9 @@ import { announceEvents } from '../events/signal.js';
 import { quotaClaims, quotaExceeded } from '../quotas.js';
 import { AppError, invalidField, notFound } from '../http/errors.js';
 import { createdAfterId, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
-import { isAdmin, type Principal } from '../http/principal.js';
-import { defaultColorFor, filterTags, nameKeyOf, tagVisibleTo } from './queries.js';
+import type { Principal } from '../http/principal.js';
+import { defaultColorFor, nameKeyOf, tagsListed, tagVisibleTo } from './queries.js';
 import { serializeTag, tagColumns, type TagRow } from './serialize.js';
-import { sql } from 'kysely';
 import { insertTag, removeTag, updateTag } from './store.js';
 
 const tagNameTaken = (name: string) =>
@@ -29,35 +28,7 @@ export async function listTags(
   http: ListExchange,
 ): Promise<Page<Tag>> {
   const after = createdAfterId(ctx.cursors, query.cursor);
-  const from = after ? tables.selectFrom('tags').where('tags.id', '>', after) : tables.selectFrom('tags');
-  const pageOf = (tags: typeof from) =>
-    filterTags(tags.select(tagColumns), query)
-      .orderBy('tags.id')
-      .limit(query.limit + 1);
-  if (isAdmin(principal)) {
-    return toPage(ctx.cursors, http, await ctx.db.sql.all(pageOf(from)), query.limit, creationCursor, serializeTag);
-  }
-  // Two pages merged, each along its own index: the caller's personal tags, and their projects' tags
-  // (the projects from their memberships), rather than every tag filtered by who may see it.
-  const me = principal.userId;
-  const personal = pageOf(from.where('tags.owner_id', '=', me).where('tags.project_id', 'is', null));
-  const ofProjects = pageOf(
-    from.where(
-      'tags.project_id',
-      'in',
-      tables
-        .selectFrom('project_members')
-        .select('project_members.project_id')
-        .where('project_members.user_id', '=', me),
-    ),
-  );
-  const rows = await ctx.db.sql.all(
-    tables
-      .selectFrom(sql<TagRow>`(${personal} UNION ALL ${ofProjects})`.as('visible'))
-      .selectAll()
-      .orderBy('visible.id')
-      .limit(query.limit + 1),
-  );
+  const rows = await ctx.db.sql.all(tagsListed(principal, query, after));
   return toPage(ctx.cursors, http, rows, query.limit, creationCursor, serializeTag);
 }
 

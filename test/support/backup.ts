@@ -133,6 +133,17 @@ export async function populate(base: string): Promise<Population> {
   );
   const shared = await ok(asAlice('POST', '/projects', { name: 'Shared', description: 'Both of us' }), 201);
   await ok(asAlice('POST', `/projects/${String(shared.id)}/members`, { userId: bob.user.id, role: 'editor' }), 201);
+  // The project's own work: a tag and a task carrying it, made by its editor.
+  const sharedTag = await ok(asBob('POST', '/tags', { name: 'Team', projectId: shared.id }), 201);
+  await ok(
+    asBob('POST', '/tasks', {
+      title: 'Shared work',
+      projectId: shared.id,
+      assigneeId: alice.user.id,
+      tagIds: [sharedTag.id],
+    }),
+    201,
+  );
   const work = await ok(asAlice('POST', '/tags', { name: 'Work', color: '#aa0000' }), 201);
   const home = await ok(asAlice('POST', '/tags', { name: 'Home' }), 201);
   const first = await ok(
@@ -205,7 +216,13 @@ export async function apiView(base: string, tokens: Population['tokens']) {
   const deliveries = [];
   for (const hook of webhooks)
     deliveries.push(...(await list(asAlice('GET', `/webhooks/${String(hook.id)}/deliveries?limit=100`))));
+  const projects = await list(asAlice('GET', '/projects?limit=100'));
+  const members = [];
+  for (const project of projects)
+    members.push(...(await list(asAlice('GET', `/projects/${String(project.id)}/members`))));
   return {
+    projects,
+    members,
     users: await list(asAdmin('GET', '/users?limit=100')),
     tasks,
     tags: await list(asAlice('GET', '/tags?limit=100')),
@@ -357,6 +374,10 @@ export async function roundTrip(source: Place, target: Place, archive: string): 
     expect(before.api.attachments.map((a) => [String(a.id), a.content])).toEqual(
       expect.arrayContaining([...population.files]),
     );
+    // Projects and memberships travel with the rest: the shared project, both members, its task.
+    expect(before.api.projects).toEqual([expect.objectContaining({ name: 'Shared', memberCount: 2 })]);
+    expect(before.api.members.map((m) => m.role).sort()).toEqual(['admin', 'editor']);
+    expect(before.api.tasks.filter((t) => t.projectId === before.api.projects[0]?.id)).toHaveLength(1);
 
     // Online: the service keeps running (on the embedded default, the dump uses its server).
     const dumped = await runCli('dump', [archive], source.dataDir, source.env);
@@ -374,7 +395,10 @@ export async function roundTrip(source: Place, target: Place, archive: string): 
     const asAlice = client(restored.url, population.tokens.alice);
     expect(Page.parse((await asAlice('GET', `/changes?cursor=${population.cursor}`)).json).items).toEqual([]);
     const task = await ok(
-      asAlice('POST', '/tasks', { title: 'After the restore', tagIds: [String(before.api.tags[0]?.id)] }),
+      asAlice('POST', '/tasks', {
+        title: 'After the restore',
+        tagIds: [String(before.api.tags.find((tag) => tag.projectId === null)?.id)],
+      }),
       201,
     );
     const form = new FormData();
