@@ -21,7 +21,22 @@ export const SAMPLE_VARIABLES: Record<string, string> = {
   delivery_id: 'DELIVERY_ID',
   token_id: 'TOKEN_ID',
   project_id: 'PROJECT_ID',
+  other_id: 'OTHER_TASK_ID',
+  comment_id: 'COMMENT_ID',
 };
+
+/**
+ * The shell variable a curl sample's body reads an id from, by the example id it stands for: a body
+ * that names another object (a relation's other task) must name one the reader made.
+ */
+const BODY_VARIABLES: Record<string, string> = { [pathParamValues.other_id ?? '']: 'OTHER_TASK_ID' };
+
+/** The body as a shell word: single-quoted JSON, with the ids of BODY_VARIABLES read from the shell. */
+const bodyWord = (body: unknown) =>
+  Object.entries(BODY_VARIABLES).reduce(
+    (word, [id, variable]) => word.replaceAll(`"${id}"`, `"'"$${variable}"'"`),
+    quoted(JSON.stringify(body)),
+  );
 
 export interface CodeSample {
   lang: 'Shell' | 'TypeScript';
@@ -48,7 +63,7 @@ export function curlSample(route: AppRoute, examples: AnyOperationExamples): str
   if (!isPublicRoute(route)) lines.push(`-H "Authorization: Bearer $TOKEN"`);
   if (isMultipart(route)) lines.push(`-F 'file=@report.pdf'`);
   else if (hasJsonBody(route) && examples.request !== undefined) {
-    lines.push(`-H 'Content-Type: application/json'`, `-d ${quoted(JSON.stringify(examples.request))}`);
+    lines.push(`-H 'Content-Type: application/json'`, `-d ${bodyWord(examples.request)}`);
   }
   return lines.join(' \\\n  ');
 }
