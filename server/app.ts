@@ -13,8 +13,8 @@ import { authenticator } from './authenticate.js';
 import { requestAudience } from './mcp/audience.js';
 import { exceptOpenOAuthPaths, oauthGrantsRouter, serveOAuth } from './oauth/router.js';
 import { resourceMetadataUrl } from './oauth/resource.js';
-import { contractRules, identifyCaller, jsonBodies, noStore, rateLimit } from './http/middleware.js';
-import { requestLog } from './http/request-log.js';
+import { arrival } from './http/arrival.js';
+import { contractRules, identifyCaller, jsonBodies, rateLimit } from './http/middleware.js';
 import { warnUntrustedForwarding } from './http/proxy.js';
 import { idempotencyKeys } from './http/idempotency.js';
 import { methodsByPath } from './http/routes.js';
@@ -42,13 +42,16 @@ export function buildApp(ctx: AppContext): Express {
   app.set('query parser', 'simple');
 
   const metrics = httpMetrics();
-  app.use(metrics.record);
-  app.use(requestLog(ctx.logger));
   const cors = corsFor(ctx.config.corsOrigins);
-  // The OAuth discovery, registration and token endpoints answer CORS for any origin themselves.
-  if (cors) app.use(ctx.config.oauth.enabled ? exceptOpenOAuthPaths(cors) : cors);
-  app.use(noStore);
-  app.use(warnUntrustedForwarding(ctx));
+  app.use(
+    arrival({
+      logger: ctx.logger,
+      metrics,
+      // The OAuth discovery, registration and token endpoints answer CORS for any origin themselves.
+      cors: cors && ctx.config.oauth.enabled ? exceptOpenOAuthPaths(cors) : cors,
+      checkForwarding: warnUntrustedForwarding(ctx),
+    }),
+  );
   app.use(identifyCaller(authenticator(ctx), requestAudience(ctx.signingKey)));
   if (ctx.requestLimiter) app.use(rateLimit(ctx.requestLimiter.limiter));
   // strict: false lets a scalar body (`"x"`, `null`) through to validation: valid JSON, wrong shape.

@@ -175,8 +175,8 @@ export function rateLimit(limiter: RateLimiterAbstract): RequestHandler {
   };
 }
 
-export const noStore: RequestHandler = (_req, res, next) => {
+/** The headers of every answer but a CORS preflight's: never cached, never sniffed. */
+export const noStore = (res: Response): void => {
   res.setHeader('Cache-Control', 'no-store');
   res.setHeader('X-Content-Type-Options', 'nosniff');
-  next();
 };

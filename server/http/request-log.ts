@@ -1,6 +1,6 @@
-import type { RequestHandler } from 'express';
+import type { Request, Response } from 'express';
 import type { Level, Logger } from 'pino';
-import { isServiceProbe, requestId } from './middleware.js';
+import { isServiceProbe } from './middleware.js';
 
 declare module 'http' {
   interface IncomingMessage {
@@ -25,29 +25,24 @@ function levelOf(url: string, statusCode: number, err: Error | undefined): Level
  * by which address, under which request id, how it ended and in how long; a 5xx with its error and
  * stack. The line is built only when its level is logged: pino-http, which this replaces, made a
  * child logger holding the serialised request for every request, even at `warn`, a twentieth of a
- * small read's CPU.
+ * small read's CPU. `remoteAddress` is read when the request came: once the client has gone, its
+ * socket no longer says.
  */
-export function requestLog(logger: Logger): RequestHandler {
-  return (req, res, next) => {
-    req.id = requestId(req, res);
-    const started = Date.now();
-    // Read now: once the client has gone, its socket no longer says.
-    const remoteAddress = req.socket.remoteAddress;
-    // 'close' comes after 'finish', and alone when the client went away first.
-    res.once('close', () => {
-      const aborted = !res.writableFinished;
-      const err =
-        res.err ?? (res.statusCode >= 500 ? new Error(`failed with status code ${res.statusCode}`) : undefined);
-      const level = levelOf(req.url, res.statusCode, err);
-      if (!logger.isLevelEnabled(level)) return;
-      const line = {
-        req: { id: req.id, method: req.method, url: req.originalUrl, remoteAddress },
-        res: { statusCode: res.statusCode },
-        responseTime: Date.now() - started,
-        ...(err && { err }),
-      };
-      logger[level](line, aborted ? 'request aborted' : err ? 'request errored' : 'request completed');
-    });
-    next();
+export function logRequest(
+  logger: Logger,
+  req: Request,
+  res: Response,
+  exchange: { startedMs: number; remoteAddress: string | undefined },
+): void {
+  const aborted = !res.writableFinished;
+  const err = res.err ?? (res.statusCode >= 500 ? new Error(`failed with status code ${res.statusCode}`) : undefined);
+  const level = levelOf(req.url, res.statusCode, err);
+  if (!logger.isLevelEnabled(level)) return;
+  const line = {
+    req: { id: req.id, method: req.method, url: req.originalUrl, remoteAddress: exchange.remoteAddress },
+    res: { statusCode: res.statusCode },
+    responseTime: Date.now() - exchange.startedMs,
+    ...(err && { err }),
   };
+  logger[level](line, aborted ? 'request aborted' : err ? 'request errored' : 'request completed');
 }

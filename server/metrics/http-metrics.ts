@@ -1,4 +1,4 @@
-import type { Request, RequestHandler } from 'express';
+import type { Request, Response } from 'express';
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
 
 const LABELS = ['method', 'route', 'status'] as const;
@@ -17,8 +17,8 @@ export function routeTemplate(req: Request): string {
 export interface HttpMetrics {
   /** One registry per app, so tests can build many apps in one process. */
   registry: Registry;
-  /** Counts and times every request when its response ends. */
-  record: RequestHandler;
+  /** Counts and times a request whose response has ended (or whose client went away), `seconds` after it came. */
+  record(req: Request, res: Response, seconds: number): void;
 }
 
 export function httpMetrics(): HttpMetrics {
@@ -38,15 +38,20 @@ export function httpMetrics(): HttpMetrics {
     registers: [registry],
   });
 
-  const record: RequestHandler = (req, res, next) => {
-    const stopTimer = duration.startTimer();
-    // 'close' also fires when the client goes away before the response is finished.
-    res.once('close', () => {
-      const labels = { method: req.method, route: routeTemplate(req), status: String(res.statusCode) };
-      requests.inc(labels);
-      stopTimer(labels);
-    });
-    next();
+  // Each series' children, found once: prom-client hashes the labels object on every call otherwise.
+  // As many as the label values, which are bounded (methods, route templates, status codes).
+  const series = new Map<string, { count: Counter.Internal; time: Histogram.Internal<(typeof LABELS)[number]> }>();
+  const record = (req: Request, res: Response, seconds: number) => {
+    const route = routeTemplate(req);
+    const key = `${req.method} ${route} ${res.statusCode}`;
+    let children = series.get(key);
+    if (!children) {
+      const labels = { method: req.method, route, status: String(res.statusCode) };
+      children = { count: requests.labels(labels), time: duration.labels(labels) };
+      series.set(key, children);
+    }
+    children.count.inc();
+    children.time.observe(seconds);
   };
   return { registry, record };
 }
