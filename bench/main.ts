@@ -130,6 +130,7 @@ async function workloadRows(
     vsBare,
     target: shown,
     service: true,
+    ...(workload.login && { login: true }),
     note: notes.filter(Boolean).join('; '),
   });
   return rows;
