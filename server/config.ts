@@ -147,6 +147,8 @@ const EnvSchema = z
     EVENTS_MAX_STREAMS_PER_USER: positiveInt.default(10),
     EVENTS_MAX_STREAMS: positiveInt.default(2_000),
     IDEMPOTENCY_MAX_KEYS_PER_USER: positiveInt.default(10_000),
+    /** Seconds after which a key claimed by a request that never answered (its process died) is free again. */
+    IDEMPOTENCY_ABANDONED_SECONDS: positiveInt.max(3600).default(60),
     /** Seconds between attempts, each counted from the previous one (±20% jitter); decimals allowed. */
     WEBHOOK_RETRY_SCHEDULE: z
       .string()
@@ -302,6 +304,8 @@ export interface Config {
   events: { retentionDays: number; heartbeatSeconds: number; maxStreamsPerUser: number; maxStreams: number };
   /** Answers kept under Idempotency-Key per caller; past it the oldest expire early. */
   idempotencyMaxKeysPerUser: number;
+  /** A key claimed this long ago by a request that kept no answer belongs to one that died. */
+  idempotencyAbandonedSeconds: number;
   webhooks: WebhookConfig;
   /** Test only: kill the process group (SIGKILL) as the Nth answer under an Idempotency-Key is about to be kept. */
   crashAtKeptAnswer: number | undefined;
@@ -467,6 +471,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxStreams: e.EVENTS_MAX_STREAMS,
     },
     idempotencyMaxKeysPerUser: e.IDEMPOTENCY_MAX_KEYS_PER_USER,
+    idempotencyAbandonedSeconds: e.IDEMPOTENCY_ABANDONED_SECONDS,
     webhooks: {
       retryScheduleSeconds: e.WEBHOOK_RETRY_SCHEDULE,
       allowPrivateTargets: e.WEBHOOK_ALLOW_PRIVATE_TARGETS,
