@@ -13,9 +13,10 @@ const POOLER_FILES = ['instances', 'event-stream', 'migrations', 'pooler'].map((
 const stress = process.env.TEST_STRESS === '1';
 
 // What every test file and every service it starts runs with: password hashing at a test-only cost
-// (0.5 ms a hash instead of 16; the configuration refuses it outside NODE_ENV=test). A test that
-// needs the real cost sets it.
-const testEnv = { ARGON2_MEMORY_KIB: '64', ARGON2_TIME_COST: '1' };
+// (0.5 ms a hash instead of 16; the configuration refuses it outside NODE_ENV=test), and an embedded
+// PostgreSQL that never waits on the disk (initdb --no-sync, fsync off: a kill loses nothing either
+// way, and syncs cost seconds a start on a busy machine). A test that needs the real thing sets it.
+const testEnv = { ARGON2_MEMORY_KIB: '64', ARGON2_TIME_COST: '1', TEST_EMBEDDED_POSTGRES_NO_SYNC: 'true' };
 
 // Files that keep a core busy for most of their run (compiling, bundling, packing, fuzzing, loads of
 // parallel writes): at most two of them at once, in a pool of their own, beside the files that mostly

@@ -179,6 +179,8 @@ const EnvSchema = z
     WEBHOOK_MAX_IN_FLIGHT_PER_USER: positiveInt.max(10_000).default(8),
     /** Test only (test/write-faults.test.ts): the process group is killed as the Nth answer under an Idempotency-Key is about to be kept. */
     TEST_CRASH_AT_KEPT_ANSWER: positiveInt.optional(),
+    /** Test only: the embedded PostgreSQL neither syncs initdb's files nor fsyncs (a killed process loses nothing; a machine crash could). */
+    TEST_EMBEDDED_POSTGRES_NO_SYNC: bool.default('false'),
     /** A static bearer token that may scrape /metrics (besides admins' access tokens). */
     METRICS_TOKEN: z
       .string()
@@ -195,6 +197,10 @@ const EnvSchema = z
       path: ['ARGON2_MEMORY_KIB'],
     },
   )
+  .refine((env) => env.NODE_ENV === 'test' || !env.TEST_EMBEDDED_POSTGRES_NO_SYNC, {
+    message: 'TEST_EMBEDDED_POSTGRES_NO_SYNC is for the test suite only (NODE_ENV=test): it gives up durability',
+    path: ['TEST_EMBEDDED_POSTGRES_NO_SYNC'],
+  })
   .refine((env) => env.HTTP_HEADERS_TIMEOUT_MS <= env.HTTP_REQUEST_TIMEOUT_MS, {
     message: 'HTTP_HEADERS_TIMEOUT_MS must not exceed HTTP_REQUEST_TIMEOUT_MS',
     path: ['HTTP_HEADERS_TIMEOUT_MS'],
@@ -309,6 +315,8 @@ export interface Config {
   webhooks: WebhookConfig;
   /** Test only: kill the process group (SIGKILL) as the Nth answer under an Idempotency-Key is about to be kept. */
   crashAtKeptAnswer: number | undefined;
+  /** Test only: the embedded PostgreSQL without syncs (TEST_EMBEDDED_POSTGRES_NO_SYNC). */
+  embeddedPostgresNoSync: boolean;
 }
 
 export interface WebhookConfig {
@@ -481,5 +489,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxInFlightPerUser: e.WEBHOOK_MAX_IN_FLIGHT_PER_USER,
     },
     crashAtKeptAnswer: e.TEST_CRASH_AT_KEPT_ANSWER,
+    embeddedPostgresNoSync: e.TEST_EMBEDDED_POSTGRES_NO_SYNC,
   };
 }
