@@ -1,4 +1,6 @@
+import path from 'node:path';
 import { configDefaults, defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 // The suite runs against the embedded PostgreSQL always, and against another PostgreSQL server too
 // when TEST_DATABASE_URL names one (CI runs Debian's PostgreSQL 15 there; see .ci/run).
@@ -13,9 +15,10 @@ const POOLER_FILES = ['instances', 'event-stream', 'migrations', 'pooler'].map((
 const stress = process.env.TEST_STRESS === '1';
 
 // What every test file and every service it starts runs with: password hashing at a test-only cost
-// (0.5 ms a hash instead of 16; the configuration refuses it outside NODE_ENV=test). A test that
-// needs the real cost sets it.
-const testEnv = { ARGON2_MEMORY_KIB: '64', ARGON2_TIME_COST: '1' };
+// (0.5 ms a hash instead of 16; the configuration refuses it outside NODE_ENV=test), and an embedded
+// PostgreSQL that never waits on the disk (initdb --no-sync, fsync off: a kill loses nothing either
+// way, and syncs cost seconds a start on a busy machine). A test that needs the real thing sets it.
+const testEnv = { ARGON2_MEMORY_KIB: '64', ARGON2_TIME_COST: '1', TEST_EMBEDDED_POSTGRES_NO_SYNC: 'true' };
 
 // Files that keep a core busy for most of their run (compiling, bundling, packing, fuzzing, loads of
 // parallel writes): at most two of them at once, in a pool of their own, beside the files that mostly
@@ -74,6 +77,42 @@ function projectsOn(name: string, files: string[], cpu: boolean): TestProjectInl
 
 const excluded = stress ? [] : ['test/stress/**'];
 
+// The files that take longest (the processes they start and wait on, the client's builds), longest
+// first as a run on two cores measured them: started first, so that the run never ends waiting on
+// one that started last. Vitest orders the rest (longest first from its record of the last run, else
+// largest file first; a fresh checkout has no record, and these files are not the largest).
+const LONGEST = [
+  'backup',
+  'process',
+  'package',
+  'races',
+  'verify',
+  'project-tasks',
+  'client-weight',
+  'backup-interrupted',
+  'fuzz',
+  'write-faults',
+  'auth',
+  'doc-samples',
+  'signals',
+  'webhook-delivery-limits',
+].map((name) => `test/${name}.test.ts`);
+
+class LongestFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const rank = (spec: TestSpecification) => {
+      const index = LONGEST.indexOf(path.relative(import.meta.dirname, spec.moduleId));
+      return index < 0 ? LONGEST.length : index;
+    };
+    const sorted = await super.sort(files);
+    // Stable: the rest keep Vitest's order.
+    return sorted
+      .map((spec, index) => ({ spec, index }))
+      .sort((a, b) => rank(a.spec) - rank(b.spec) || a.index - b.index)
+      .map(({ spec }) => spec);
+  }
+}
+
 export default defineConfig({
   ssr: { resolve: { conditions: sourceConditions } },
   test: {
@@ -83,6 +122,7 @@ export default defineConfig({
     // What a test polls for (a delivery, an event) comes within a second on an idle machine; files
     // run side by side on two cores can take several. A poll that holds returns at once all the same.
     expect: { poll: { timeout: 10_000 } },
+    sequence: { sequencer: LongestFirst },
     pool: 'forks',
     poolOptions: {
       forks: { maxForks: maxWaiting, minForks: 1 },

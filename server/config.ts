@@ -148,6 +148,8 @@ const EnvSchema = z
     EVENTS_MAX_STREAMS_PER_USER: positiveInt.default(10),
     EVENTS_MAX_STREAMS: positiveInt.default(2_000),
     IDEMPOTENCY_MAX_KEYS_PER_USER: positiveInt.default(10_000),
+    /** Seconds after which a key claimed by a request that never answered (its process died) is free again. */
+    IDEMPOTENCY_ABANDONED_SECONDS: positiveInt.max(3600).default(60),
     /** Seconds between attempts, each counted from the previous one (±20% jitter); decimals allowed. */
     WEBHOOK_RETRY_SCHEDULE: z
       .string()
@@ -178,6 +180,8 @@ const EnvSchema = z
     WEBHOOK_MAX_IN_FLIGHT_PER_USER: positiveInt.max(10_000).default(8),
     /** Test only (test/write-faults.test.ts): the process group is killed as the Nth answer under an Idempotency-Key is about to be kept. */
     TEST_CRASH_AT_KEPT_ANSWER: positiveInt.optional(),
+    /** Test only: the embedded PostgreSQL neither syncs initdb's files nor fsyncs (a killed process loses nothing; a machine crash could). */
+    TEST_EMBEDDED_POSTGRES_NO_SYNC: bool.default('false'),
     /** A static bearer token that may scrape /metrics (besides admins' access tokens). */
     METRICS_TOKEN: z
       .string()
@@ -194,6 +198,10 @@ const EnvSchema = z
       path: ['ARGON2_MEMORY_KIB'],
     },
   )
+  .refine((env) => env.NODE_ENV === 'test' || !env.TEST_EMBEDDED_POSTGRES_NO_SYNC, {
+    message: 'TEST_EMBEDDED_POSTGRES_NO_SYNC is for the test suite only (NODE_ENV=test): it gives up durability',
+    path: ['TEST_EMBEDDED_POSTGRES_NO_SYNC'],
+  })
   .refine((env) => env.HTTP_HEADERS_TIMEOUT_MS <= env.HTTP_REQUEST_TIMEOUT_MS, {
     message: 'HTTP_HEADERS_TIMEOUT_MS must not exceed HTTP_REQUEST_TIMEOUT_MS',
     path: ['HTTP_HEADERS_TIMEOUT_MS'],
@@ -305,9 +313,13 @@ export interface Config {
   events: { retentionDays: number; heartbeatSeconds: number; maxStreamsPerUser: number; maxStreams: number };
   /** Answers kept under Idempotency-Key per caller; past it the oldest expire early. */
   idempotencyMaxKeysPerUser: number;
+  /** A key claimed this long ago by a request that kept no answer belongs to one that died. */
+  idempotencyAbandonedSeconds: number;
   webhooks: WebhookConfig;
   /** Test only: kill the process group (SIGKILL) as the Nth answer under an Idempotency-Key is about to be kept. */
   crashAtKeptAnswer: number | undefined;
+  /** Test only: the embedded PostgreSQL without syncs (TEST_EMBEDDED_POSTGRES_NO_SYNC). */
+  embeddedPostgresNoSync: boolean;
 }
 
 export interface WebhookConfig {
@@ -471,6 +483,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxStreams: e.EVENTS_MAX_STREAMS,
     },
     idempotencyMaxKeysPerUser: e.IDEMPOTENCY_MAX_KEYS_PER_USER,
+    idempotencyAbandonedSeconds: e.IDEMPOTENCY_ABANDONED_SECONDS,
     webhooks: {
       retryScheduleSeconds: e.WEBHOOK_RETRY_SCHEDULE,
       allowPrivateTargets: e.WEBHOOK_ALLOW_PRIVATE_TARGETS,
@@ -480,5 +493,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxInFlightPerUser: e.WEBHOOK_MAX_IN_FLIGHT_PER_USER,
     },
     crashAtKeptAnswer: e.TEST_CRASH_AT_KEPT_ANSWER,
+    embeddedPostgresNoSync: e.TEST_EMBEDDED_POSTGRES_NO_SYNC,
   };
 }

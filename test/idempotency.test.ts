@@ -127,6 +127,37 @@ describe('Idempotency-Key', () => {
     expect(await tasksTitled('after a crash')).toBe(1);
   });
 
+  it('frees such a key after IDEMPOTENCY_ABANDONED_SECONDS when it is set', async () => {
+    const quick = await startService({ IDEMPOTENCY_ABANDONED_SECONDS: '5' });
+    try {
+      const dave = await registerUser(quick);
+      const key = freshKey();
+      const claimed = async (ageMs: number) => {
+        await quick.ctx.db.sql.write(
+          tables.deleteFrom('idempotency_keys').where('user_id', '=', dave.user.id).where('key', '=', key),
+        );
+        const createdAt = new Date(Date.now() - ageMs);
+        await quick.ctx.db.sql.write(
+          tables.insertInto('idempotency_keys').values({
+            user_id: dave.user.id,
+            key,
+            fingerprint: 'of a request that died',
+            created_at: createdAt,
+            expires_at: new Date(createdAt.getTime() + 24 * 3600 * 1000),
+          }),
+        );
+      };
+      const post = () =>
+        quick.http.post('/tasks').set('Authorization', dave.auth).set('Idempotency-Key', key).send({ title: 'soon' });
+      await claimed(3_000);
+      expectProblem(await post(), 422, 'idempotency_key_reused');
+      await claimed(6_000);
+      expect((await post().expect(201)).headers['idempotent-replayed']).toBeUndefined();
+    } finally {
+      await quick.close();
+    }
+  });
+
   it('keeps at most IDEMPOTENCY_MAX_KEYS_PER_USER answers a caller, the oldest expiring first', async () => {
     const capped = await startService({ IDEMPOTENCY_MAX_KEYS_PER_USER: '3' });
     try {

@@ -66,6 +66,8 @@ async function start(env: Record<string, string> = {}): Promise<ServiceProcess> 
       WEBHOOK_TIMEOUT_MS: '2000',
       // A lease cut by a kill runs out 2 s + 3 s after its attempt started (60 s past the timeout by default).
       WEBHOOK_LEASE_GRACE_SECONDS: '3',
+      // A key a killed request held is free again 10 s after its claim (60 s by default).
+      IDEMPOTENCY_ABANDONED_SECONDS: '10',
       ...env,
     },
     { ownGroup: true },
@@ -209,7 +211,7 @@ describe('writes under kill -9', () => {
     await service.exited;
     running = false;
 
-    // Third run: every unanswered write again, as sent; a key still held by a request that died is free after 60 s.
+    // Third run: every unanswered write again, as sent; a key still held by a request that died is free after 10 s.
     service = await start();
     const unanswered = writes.filter((w) => w.status === undefined);
     const deadline = Date.now() + 120_000;

@@ -29,7 +29,11 @@ export async function openDatabaseForCommand(
     if (running) return openPostgres(running, { poolSize: 2, kind: 'embedded', directUrl: running });
   }
   // A command forced to exit stops a server it started (from the moment it spawns), never one it found running.
-  const server = await startEmbeddedPostgres(config.dataDir, { signal, atForcedExit });
+  const server = await startEmbeddedPostgres(config.dataDir, {
+    signal,
+    atForcedExit,
+    noSync: config.embeddedPostgresNoSync,
+  });
   const release = async (unlock?: () => Promise<void>) => {
     await unlock?.();
     if (!server.adopted) await server.stop();

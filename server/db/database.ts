@@ -167,6 +167,8 @@ export interface DatabaseConfig {
   databasePoolSize: number;
   databaseStatementTimeoutMs?: number;
   dataDir: string;
+  /** Test only: the embedded server without syncs. */
+  embeddedPostgresNoSync?: boolean;
 }
 
 /**
@@ -188,7 +190,7 @@ export async function openDatabase(config: DatabaseConfig, embedded: EmbeddedPos
     }
     return db;
   }
-  const server = await startEmbeddedPostgres(config.dataDir, embedded);
+  const server = await startEmbeddedPostgres(config.dataDir, { ...embedded, noSync: config.embeddedPostgresNoSync });
   // A server this process started is its own to stop; one it found running belongs to the process
   // that holds the lock (a second service refuses to start), or is adopted once the lock is ours.
   let unlock = await lockDataDir(server.url, config.dataDir).catch(async (error: unknown) => {

@@ -47,6 +47,12 @@ export class EmbeddedPostgresError extends OperatorError {}
 export interface EmbeddedPostgresOptions {
   /** Extra server settings (tests turn durability off for speed; the service never does). */
   settings?: Record<string, string>;
+  /**
+   * Test only (TEST_EMBEDDED_POSTGRES_NO_SYNC): initdb without syncing its files, and fsync off. A
+   * killed process loses nothing of what was committed (the writes are in the kernel's cache); only
+   * a crash of the machine could.
+   */
+  noSync?: boolean;
   log?: (message: string) => void;
   /** A stop signal during start-up: initdb is cut short, a server this call started is stopped again. */
   signal?: AbortSignal;
@@ -211,7 +217,7 @@ async function initialise(
   pgData: string,
   password: string,
   account: Account | undefined,
-  { signal, atForcedExit }: Pick<EmbeddedPostgresOptions, 'signal' | 'atForcedExit'>,
+  { signal, atForcedExit, noSync }: Pick<EmbeddedPostgresOptions, 'signal' | 'atForcedExit' | 'noSync'>,
 ): Promise<void> {
   const { staging, passwordFile } = stagingOf(pgData, process.pid);
   const removeStaging = () => rm(staging, { recursive: true, force: true, maxRetries: 3 });
@@ -239,6 +245,7 @@ async function initialise(
         '--builtin-locale=C.UTF-8',
         '--locale=C',
         '--no-instructions',
+        ...(noSync ? ['--no-sync'] : []),
       ],
       signal,
     );
@@ -509,7 +516,12 @@ export async function startEmbeddedPostgres(
   else {
     await mkdir(socketDir, { recursive: true, mode: 0o700 });
     await ownBy(socketDir, account);
-    await writeSettings(pgData, socketDir, options.settings ?? {}, account);
+    await writeSettings(
+      pgData,
+      socketDir,
+      { ...(options.noSync ? { fsync: 'off' } : {}), ...options.settings },
+      account,
+    );
     await start('did not start');
     // A server another process started a moment ago may listen elsewhere.
     const theirs = (await readPidFile(pgData))?.socketDir;

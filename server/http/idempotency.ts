@@ -14,8 +14,6 @@ import { AppError, invalidField, problemAnswer, toAppError } from './errors.js';
 import { principalOf } from './principal.js';
 
 const KEPT_MS = 24 * 3600 * 1000;
-/** A claim with no answer this old belongs to a request that died before committing (killed, timed out). */
-const ABANDONED_MS = 60 * 1000;
 const KEY = /^[\x20-\x7e]{1,255}$/;
 /** The parts of an answer a replay repeats. */
 const REPLAYED_HEADERS = ['location', 'etag', 'content-type'];
@@ -60,7 +58,7 @@ type Claim =
 /** What the keys need of the service: its database, two settings and its logger. */
 export interface IdempotencyNeeds {
   db: Database;
-  config: Pick<Config, 'idempotencyMaxKeysPerUser' | 'crashAtKeptAnswer'>;
+  config: Pick<Config, 'idempotencyMaxKeysPerUser' | 'idempotencyAbandonedSeconds' | 'crashAtKeptAnswer'>;
   logger: Logger;
 }
 
@@ -68,7 +66,8 @@ export interface IdempotencyNeeds {
 async function claim(ctx: IdempotencyNeeds, userId: string, key: string, fingerprint: string): Promise<Claim> {
   const db = ctx.db.sql;
   const now = new Date();
-  const abandoned = new Date(now.getTime() - ABANDONED_MS);
+  // A claim with no answer this old belongs to a request that died before committing (killed, timed out).
+  const abandoned = new Date(now.getTime() - ctx.config.idempotencyAbandonedSeconds * 1000);
   await db.write(
     tables
       .deleteFrom('idempotency_keys')

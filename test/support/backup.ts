@@ -38,7 +38,7 @@ export async function embeddedPlace(prefix: string): Promise<Place> {
     dataDir,
     env: {},
     database: async () => {
-      const server = await startEmbeddedPostgres(dataDir);
+      const server = await startEmbeddedPostgres(dataDir, { noSync: true });
       return { url: server.url, release: () => (server.adopted ? Promise.resolve() : server.stop()) };
     },
   };

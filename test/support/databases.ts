@@ -1,11 +1,15 @@
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
+import { promisify } from 'node:util';
 import pg from 'pg';
 import { openPostgres, type Database } from '../../server/db/database.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../server/db/embedded-postgres.js';
 import { pgSql, type SqlDatabase } from '../../server/db/sql.js';
 import { migrate } from '../../server/db/migrate.js';
 import { disposablePostgres, serverReachableTempDir, type DisposablePostgres } from './disposable-postgres.js';
+
+const run = promisify(execFile);
 
 // Named per run (global setup sets the variable, test workers inherit it), so that runs side by side
 // never clone a template another run is rebuilding.
@@ -123,21 +127,34 @@ export { serverReachableTempDir };
 let embedded: { server: EmbeddedPostgres; dir: string }[] = [];
 let clusters: DisposablePostgres[] = [];
 
-async function startTestServer(): Promise<{ server: EmbeddedPostgres; dir: string }> {
-  const dir = await serverReachableTempDir('task-service-test-pg-');
-  // Test databases are thrown away: durability off makes cloning and committing cheap.
-  const server = await startEmbeddedPostgres(dir, {
-    settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' },
-  });
-  await createTemplate(server.url);
-  return { server, dir };
+// Test databases are thrown away: durability off makes cloning and committing cheap.
+const startTestServer = (dir: string) =>
+  startEmbeddedPostgres(dir, { settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' } });
+
+/**
+ * `count` embedded servers, each with the migrated template. initdb and the migrations run once (a
+ * CPU second and more each, initdb's syncs besides): the others start from copies of that cluster,
+ * taken while it is stopped (`cp -a` keeps the owner PostgreSQL runs as when tests run as root).
+ */
+async function startTestServers(count: number): Promise<{ server: EmbeddedPostgres; dir: string }[]> {
+  const first = await serverReachableTempDir('task-service-test-pg-');
+  const setUp = await startTestServer(first);
+  await createTemplate(setUp.url);
+  await setUp.stop();
+  const dirs = [first];
+  for (let i = 1; i < count; i++) {
+    const dir = await serverReachableTempDir('task-service-test-pg-');
+    await run('cp', ['-a', `${first}/.`, dir]);
+    dirs.push(dir);
+  }
+  return Promise.all(dirs.map(async (dir) => ({ server: await startTestServer(dir), dir })));
 }
 
 /** Once per run: the embedded servers, and a migrated database on each server that every test file clones. */
 export async function prepareTemplates(): Promise<void> {
   process.env.TEST_RUN_ID ??= `${process.pid}`;
   const count = Math.max(1, Number(process.env.TEST_SERVERS ?? 1));
-  embedded = await Promise.all(Array.from({ length: count }, startTestServer));
+  embedded = await startTestServers(count);
   process.env.TEST_EMBEDDED_URLS = embedded.map(({ server }) => server.url).join(',');
   // For the tests that need a server of the run beside their own database (process.test.ts).
   process.env.TEST_EMBEDDED_URL = embedded[0]?.server.url;
