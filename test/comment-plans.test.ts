@@ -1,10 +1,10 @@
-import { sql } from 'kysely';
+import { sql, type Compilable } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { activityPage } from '../server/activity/service.js';
 import { commentPage } from '../server/comments/service.js';
-import { rawQuery, statementOf, tables } from '../server/db/query.js';
+import { rawQuery, tables } from '../server/db/query.js';
 import { bulkLoad, freshDatabase, type TestDatabase } from './support/databases.js';
-import { planNodes, type PlanNode } from './support/plans.js';
+import { explainPlan, rowsRead, type PlanNode } from './support/plans.js';
 
 // Plans as tests, as test/list-plans.test.ts does for tasks: a task with TASK_MAX_COMMENTS comments
 // (and twice as many entries of activity) pages its comments and its activity along their indexes,
@@ -53,19 +53,7 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(() => database.drop());
 
-async function explain(built: Parameters<typeof statementOf>[0]): Promise<PlanNode[]> {
-  const { text, values } = statementOf(built);
-  return planNodes(await database.db.sql.rows(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, values));
-}
-
-/** Rows the scans of `table` read, those filtered out included. */
-const rowsRead = (nodes: PlanNode[], table: string) =>
-  nodes
-    .filter((node) => node['Relation Name'] === table)
-    .reduce(
-      (sum, scan) => sum + (scan['Actual Rows'] + (scan['Rows Removed by Filter'] ?? 0)) * scan['Actual Loops'],
-      0,
-    );
+const explain = (built: Compilable<unknown>): Promise<PlanNode[]> => explainPlan(database.db.sql, built);
 
 const seqScans = (nodes: PlanNode[]) =>
   nodes.filter((node) => node['Node Type'] === 'Seq Scan').map((node) => node['Relation Name']);

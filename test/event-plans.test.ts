@@ -1,9 +1,9 @@
-import { sql } from 'kysely';
+import { sql, type Compilable } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rawQuery, statementOf } from '../server/db/query.js';
+import { rawQuery } from '../server/db/query.js';
 import { logPageQuery, START, type Position, type Reader } from '../server/events/log.js';
 import { bulkLoad, freshDatabase, type TestDatabase } from './support/databases.js';
-import { planNodes, type PlanNode } from './support/plans.js';
+import { explainPlan, rowsRead, type PlanNode } from './support/plans.js';
 
 // Plans as tests, as test/list-plans.test.ts does for tasks: a member's page of the event log (the
 // changes feed, and a live stream catching up) reads the events naming them (the audience index)
@@ -86,20 +86,7 @@ beforeAll(async () => {
 }, 180_000);
 afterAll(() => database.drop());
 
-async function explain(built: Parameters<typeof statementOf>[0]): Promise<PlanNode[]> {
-  const { text, values } = statementOf(built);
-  const rows = await database.db.sql.rows(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, values);
-  return planNodes(rows);
-}
-
-/** Rows the scans of `table` read, those filtered out included. */
-const rowsRead = (nodes: PlanNode[], table: string) =>
-  nodes
-    .filter((node) => node['Relation Name'] === table)
-    .reduce(
-      (sum, scan) => sum + (scan['Actual Rows'] + (scan['Rows Removed by Filter'] ?? 0)) * scan['Actual Loops'],
-      0,
-    );
+const explain = (built: Compilable<unknown>): Promise<PlanNode[]> => explainPlan(database.db.sql, built);
 
 const readers: { label: string; reader: () => Reader }[] = [
   { label: 'a member', reader: () => ({ userId: member, admin: false }) },

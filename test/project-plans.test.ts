@@ -1,14 +1,14 @@
-import { sql } from 'kysely';
+import { sql, type Compilable } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ProjectListQuerySchema } from '../contract/projects.js';
-import { rawQuery, statementOf, tables } from '../server/db/query.js';
+import { rawQuery, tables } from '../server/db/query.js';
 import type { Principal } from '../server/http/principal.js';
 import { projectsListed } from '../server/projects/queries.js';
 import { membersWithUsers } from '../server/projects/serialize.js';
 import { TagListQuerySchema } from '../contract/tags.js';
 import { tagsListed } from '../server/tags/queries.js';
 import { bulkLoad, freshDatabase, type TestDatabase } from './support/databases.js';
-import { planNodes, type PlanNode } from './support/plans.js';
+import { explainPlan, rowsRead, type PlanNode } from './support/plans.js';
 
 // Plans as tests, as test/list-plans.test.ts does for tasks: a member's projects, a project's
 // members and a member's tags are read along their indexes, page 100 costing what page 1 does,
@@ -89,20 +89,7 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(() => database.drop());
 
-async function explain(built: Parameters<typeof statementOf>[0]): Promise<PlanNode[]> {
-  const { text, values } = statementOf(built);
-  const rows = await database.db.sql.rows(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, values);
-  return planNodes(rows);
-}
-
-/** Rows the scans of `table` read, those filtered out included. */
-const rowsRead = (nodes: PlanNode[], table: string) =>
-  nodes
-    .filter((node) => node['Relation Name'] === table)
-    .reduce(
-      (sum, scan) => sum + (scan['Actual Rows'] + (scan['Rows Removed by Filter'] ?? 0)) * scan['Actual Loops'],
-      0,
-    );
+const explain = (built: Compilable<unknown>): Promise<PlanNode[]> => explainPlan(database.db.sql, built);
 
 /** No scan of a whole table of projects or memberships (users may be: the planner may hash a small table). */
 const expectNoSeqScan = (nodes: PlanNode[], label: string) =>

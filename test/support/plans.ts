@@ -1,5 +1,8 @@
 // Query plans as EXPLAIN (ANALYZE, FORMAT JSON) gives them, read into typed nodes for the plan tests.
+import type { Compilable } from 'kysely';
 import { z } from 'zod';
+import { statementOf } from '../../server/db/query.js';
+import type { SqlSession } from '../../server/db/sql.js';
 
 export interface PlanNode {
   'Node Type': string;
@@ -31,3 +34,18 @@ const nodesOf = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).fla
 
 /** Every node of the plan in the rows of one EXPLAIN (FORMAT JSON), the top one first. */
 export const planNodes = (rows: unknown): PlanNode[] => nodesOf(ExplainSchema.parse(rows)[0]['QUERY PLAN'][0].Plan);
+
+/** The plan of a built query as it ran (EXPLAIN ANALYZE), on `db`. */
+export async function explainPlan(db: SqlSession, built: Compilable<unknown>): Promise<PlanNode[]> {
+  const { text, values } = statementOf(built);
+  return planNodes(await db.rows(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, values));
+}
+
+/** Rows the scans of `table` read, those filtered out included. */
+export const rowsRead = (nodes: PlanNode[], table: string): number =>
+  nodes
+    .filter((node) => node['Relation Name'] === table)
+    .reduce(
+      (sum, scan) => sum + (scan['Actual Rows'] + (scan['Rows Removed by Filter'] ?? 0)) * scan['Actual Loops'],
+      0,
+    );
