@@ -254,9 +254,10 @@ describe('GET /tasks?blocked=', () => {
         for (const read of indexReads) expect(read['Index Name'], page).toMatch(/^tasks_blocked_/);
         for (const scan of picking) {
           expect(scan['Node Type'], page).toMatch(/^(Index (Only )?Scan|Bitmap Heap Scan)$/);
-          // A member's own branch steps over their project tasks (a third), which it shows per project.
+          // A member's own branch steps over their project tasks (about a third, more in places),
+          // which it shows per project: within 3 pages, where filtering the list's scans read 50.
           expect(scan['Actual Rows'] + (scan['Rows Removed by Filter'] ?? 0), page).toBeLessThanOrEqual(
-            2 * (LIMIT + 1),
+            3 * (LIMIT + 1),
           );
         }
       }

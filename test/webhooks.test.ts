@@ -159,21 +159,6 @@ describe('deliveries', () => {
       .toEqual([[1, 'succeeded', 204]]);
   });
 
-  it('delivers task.updated with exactly the fields changed in previous, subtask counts of a parent included', async () => {
-    const user = await registerUser(service);
-    const webhook = await hook(user);
-    const { events, updates } = await changeWithPrevious(service, user);
-    await expect.poll(() => receiver.received(webhook.path).length).toBe(events);
-    // Deliveries may arrive in any order: put back in the feed's.
-    const order = (await readAllChanges(service, user)).events.map((event) => event.id);
-    const delivered = receiver
-      .received(webhook.path)
-      .map((got) => got.event)
-      .sort((a, b) => order.indexOf(a.id) - order.indexOf(b.id));
-    expect(delivered.map((event) => event.id)).toEqual(order);
-    expect(updatesWithPrevious(delivered)).toEqual(updates);
-  });
-
   it("reaches a project's members; a removed member's webhook delivers nothing more of the project, retries included", async () => {
     const projectRes = await service.http.post('/projects').set('Authorization', alice.auth).send({ name: 'hooked' });
     const projectId = z.object({ id: z.string() }).parse(projectRes.body).id;
@@ -422,6 +407,21 @@ describe('deliveries', () => {
       ).body,
     );
     expect(on).toMatchObject({ active: true, disabledReason: null });
+  });
+
+  it('delivers task.updated with exactly the fields changed in previous, subtask counts of a parent included', async () => {
+    const user = await registerUser(service);
+    const webhook = await hook(user);
+    const { events, updates } = await changeWithPrevious(service, user);
+    await expect.poll(() => receiver.received(webhook.path).length).toBe(events);
+    // Deliveries may arrive in any order: put back in the feed's.
+    const order = (await readAllChanges(service, user)).events.map((event) => event.id);
+    const delivered = receiver
+      .received(webhook.path)
+      .map((got) => got.event)
+      .sort((a, b) => order.indexOf(a.id) - order.indexOf(b.id));
+    expect(delivered.map((event) => event.id)).toEqual(order);
+    expect(updatesWithPrevious(delivered)).toEqual(updates);
   });
 });
 
