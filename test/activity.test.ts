@@ -154,4 +154,53 @@ describe("a task's activity", () => {
     await service.http.delete(`/tasks/${task.id}`).set(as(alice)).expect(204);
     expect(await activityRows(task.id)).toBe(0);
   });
+
+  it("shows a relation made and removed on both tasks' activity, and the blocked task's flips as task.updated of `blocked`", async () => {
+    const [blocker, blocked] = [await createTask(service, alice), await createTask(service, alice)];
+    await service.http
+      .post(`/tasks/${blocker.id}/relations`)
+      .set(as(alice))
+      .send({ type: 'blocks', taskId: blocked.id })
+      .expect(201);
+    // Removed from the blocked task's side: the relation as that side names it.
+    await service.http.delete(`/tasks/${blocked.id}/relations/blocked_by/${blocker.id}`).set(as(alice)).expect(204);
+    const made = { taskId: blocker.id, type: 'blocks', otherTaskId: blocked.id };
+    const removed = { taskId: blocked.id, type: 'blocked_by', otherTaskId: blocker.id };
+    const entries = async (taskId: string) =>
+      (await activityOf(alice, taskId)).map((entry) => ({
+        type: entry.type,
+        actorId: entry.actorId,
+        changes: entry.changes,
+      }));
+    const by = alice.user.id;
+    expect(await entries(blocker.id)).toEqual([
+      { type: 'relation.deleted', actorId: by, changes: [{ field: 'relation', from: removed, to: null }] },
+      { type: 'relation.created', actorId: by, changes: [{ field: 'relation', from: null, to: made }] },
+      { type: 'task.created', actorId: by, changes: expect.any(Array) },
+    ]);
+    expect(await entries(blocked.id)).toEqual([
+      { type: 'task.updated', actorId: by, changes: [{ field: 'blocked', from: true, to: false }] },
+      { type: 'relation.deleted', actorId: by, changes: [{ field: 'relation', from: removed, to: null }] },
+      { type: 'task.updated', actorId: by, changes: [{ field: 'blocked', from: false, to: true }] },
+      { type: 'relation.created', actorId: by, changes: [{ field: 'relation', from: null, to: made }] },
+      { type: 'task.created', actorId: by, changes: expect.any(Array) },
+    ]);
+    // A relation that changes nothing shown (relates_to) makes no task.updated entry.
+    await service.http
+      .post(`/tasks/${blocked.id}/relations`)
+      .set(as(alice))
+      .send({ type: 'relates_to', taskId: blocker.id })
+      .expect(201);
+    expect((await entries(blocker.id))[0]).toEqual({
+      type: 'relation.created',
+      actorId: by,
+      changes: [
+        { field: 'relation', from: null, to: { taskId: blocked.id, type: 'relates_to', otherTaskId: blocker.id } },
+      ],
+    });
+    expect((await entries(blocked.id)).map((entry) => entry.type).slice(0, 2)).toEqual([
+      'relation.created',
+      'task.updated',
+    ]);
+  });
 });

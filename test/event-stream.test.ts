@@ -13,7 +13,7 @@ import { rawQuery } from '../server/db/query.js';
 import { eventMetrics } from '../server/events/metrics.js';
 import { serviceForFile } from './support/app.js';
 import { openTestDatabase } from './support/databases.js';
-import { readAllChanges } from './support/events.js';
+import { changeWithPrevious, readAllChanges, updatesWithPrevious } from './support/events.js';
 import { expectProblem } from './support/problems.js';
 import { eventCount, streamsTo } from './support/sse.js';
 import { createTask } from './support/tasks.js';
@@ -40,6 +40,15 @@ describe('GET /events (Server-Sent Events)', () => {
     // The same event the changes feed holds.
     const feed = await readAllChanges(service, alice);
     expect(feed.events.find((e) => e.id === event?.id)).toEqual(event);
+    sse.close();
+  });
+
+  it('sends task.updated with exactly the fields changed in previous, subtask counts of a parent included', async () => {
+    const user = await registerUser(service);
+    const sse = await connect(user);
+    const { events, updates } = await changeWithPrevious(service, user);
+    await sse.until((frames) => eventCount(frames) === events);
+    expect(updatesWithPrevious(sse.events())).toEqual(updates);
     sse.close();
   });
 

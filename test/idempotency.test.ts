@@ -232,4 +232,40 @@ describe('Idempotency-Key', () => {
     expect(replay.headers['idempotent-replayed']).toBe('true');
     expect(replay.body).toEqual(tag.body);
   });
+
+  it("applies to a task's comments and relations: a replay answers the same 201 and makes nothing twice", async () => {
+    const [task, other] = [await createTask(service, alice), await createTask(service, alice)];
+    const post = (path: string, key: string, body: object) =>
+      service.http.post(path).set('Authorization', alice.auth).set('Idempotency-Key', key).send(body);
+    const rowsOf = async () => ({
+      comments: await countOf(service.ctx.db.sql, tables.selectFrom('comments').where('task_id', '=', task.id)),
+      relations: await countOf(service.ctx.db.sql, tables.selectFrom('task_relations').where('task_id', '=', task.id)),
+      events: await countOf(
+        service.ctx.db.sql,
+        tables
+          .selectFrom('events')
+          .where('actor_id', '=', alice.user.id)
+          .where('type', 'in', ['comment.created', 'relation.created', 'task.updated']),
+      ),
+    });
+    for (const [path, body] of [
+      [`/tasks/${task.id}/comments`, { body: 'said once' }],
+      [`/tasks/${task.id}/relations`, { type: 'blocks', taskId: other.id }],
+    ] as const) {
+      const key = freshKey();
+      const first = await post(path, key, body).expect(201);
+      const made = await rowsOf();
+      const again = await post(path, key, body).expect(201);
+      expect(again.headers['idempotent-replayed']).toBe('true');
+      expect(again.body).toEqual(first.body);
+      expect(again.headers.location).toBe(first.headers.location);
+      expect(await rowsOf()).toEqual(made);
+    }
+    // The blocked task changed once: blocked, one version on.
+    const blocked = TaskSchema.parse(
+      (await service.http.get(`/tasks/${other.id}`).set('Authorization', alice.auth).expect(200)).body,
+    );
+    expect(blocked).toMatchObject({ blocked: true, version: other.version + 1 });
+    expect((await rowsOf()).comments).toBe(1);
+  });
 });

@@ -46,6 +46,27 @@ const HAND_WRITTEN_INDEXES = [
   'tasks_parent_id_title_id_idx',
   'tasks_parent_id_due_key_id_idx',
   'tags_owner_id_name_key_key',
+  // The blocked tasks' partial indexes, per list branch and sort key.
+  'tasks_blocked_created_at_id_idx',
+  'tasks_blocked_updated_at_id_idx',
+  'tasks_blocked_priority_id_idx',
+  'tasks_blocked_title_id_idx',
+  'tasks_blocked_due_key_id_idx',
+  'tasks_blocked_owner_id_created_at_id_idx',
+  'tasks_blocked_owner_id_updated_at_id_idx',
+  'tasks_blocked_owner_id_priority_id_idx',
+  'tasks_blocked_owner_id_title_id_idx',
+  'tasks_blocked_owner_id_due_key_id_idx',
+  'tasks_blocked_assignee_id_created_at_id_idx',
+  'tasks_blocked_assignee_id_updated_at_id_idx',
+  'tasks_blocked_assignee_id_priority_id_idx',
+  'tasks_blocked_assignee_id_title_id_idx',
+  'tasks_blocked_assignee_id_due_key_id_idx',
+  'tasks_blocked_project_id_created_at_id_idx',
+  'tasks_blocked_project_id_updated_at_id_idx',
+  'tasks_blocked_project_id_priority_id_idx',
+  'tasks_blocked_project_id_title_id_idx',
+  'tasks_blocked_project_id_due_key_id_idx',
 ];
 
 describe('migration history', () => {

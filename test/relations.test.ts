@@ -3,13 +3,14 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { pageOf } from '../contract/common.js';
 import { RelationSchema } from '../contract/relations.js';
+import type { Event } from '../contract/events.js';
 import { TaskSchema } from '../contract/tasks.js';
 import { serviceForFile } from './support/app.js';
 import { bulkLoad } from './support/databases.js';
 import { ofType, readAllChanges } from './support/events.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { createTask, getTask } from './support/tasks.js';
-import { userForFile, type TestUser } from './support/users.js';
+import { registerUser, userForFile, type TestUser } from './support/users.js';
 
 // Relations between tasks: made and removed by whoever may change the first task, listed from
 // either side with inverse types, `blocks` never a cycle (also at once), Task.blocked kept by the
@@ -25,6 +26,21 @@ const relate = (user: TestUser, taskId: string, type: string, otherId: string) =
 const unrelate = (user: TestUser, taskId: string, type: string, otherId: string) =>
   service.http.delete(`/tasks/${taskId}/relations/${type}/${otherId}`).set(as(user));
 const RelationsSchema = z.object({ items: z.array(RelationSchema) });
+
+async function createProject(user: TestUser): Promise<string> {
+  const res = await service.http
+    .post('/projects')
+    .set(as(user))
+    .send({ name: `p-${uuidv7().slice(-6)}` })
+    .expect(201);
+  return z.object({ id: z.string() }).parse(res.body).id;
+}
+
+/** The task.updated events of one task among `events`, as the task and what it changed. */
+const updatesOf = (events: Event[], taskId: string) =>
+  ofType(events, 'task.updated')
+    .filter((event) => event.data.task.id === taskId)
+    .map((event) => ({ task: event.data.task, previous: event.data.previous }));
 
 async function relationsOf(user: TestUser, taskId: string) {
   const res = await service.http.get(`/tasks/${taskId}/relations`).set(as(user)).expect(200);
@@ -200,5 +216,82 @@ describe('relations', () => {
     expectProblem(await relate(alice, full.id, 'blocks', other.id), 409, 'conflict');
     expectProblem(await relate(alice, other.id, 'blocks', full.id), 409, 'conflict');
     expect((await getTask(service, alice, other.id)).blocked).toBe(false);
+  });
+
+  it('lose the blockers that go with their project: the tasks they blocked elsewhere are unblocked, each with its task.updated', async () => {
+    const project = await createProject(alice);
+    const [inProject, doneInProject] = [
+      await createTask(service, alice, { projectId: project }),
+      await createTask(service, alice, { projectId: project, status: 'done' }),
+    ];
+    const [alone, alsoByOther, other] = [
+      await createTask(service, alice),
+      await createTask(service, alice),
+      await createTask(service, alice),
+    ];
+    await relate(alice, inProject.id, 'blocks', alone.id).expect(201);
+    await relate(alice, doneInProject.id, 'blocks', alone.id).expect(201);
+    await relate(alice, inProject.id, 'blocks', alsoByOther.id).expect(201);
+    await relate(alice, other.id, 'blocks', alsoByOther.id).expect(201);
+    const [aloneBefore, alsoBefore] = [
+      await getTask(service, alice, alone.id),
+      await getTask(service, alice, alsoByOther.id),
+    ];
+    expect([aloneBefore.blocked, alsoBefore.blocked]).toEqual([true, true]);
+    const start = (await readAllChanges(service, alice)).cursor;
+    await service.http.delete(`/projects/${project}`).set(as(alice)).expect(204);
+    const aloneAfter = await getTask(service, alice, alone.id);
+    expect(aloneAfter).toMatchObject({ blocked: false, version: aloneBefore.version + 1 });
+    // Still blocked by its other blocker: nothing it shows changed.
+    expect(await getTask(service, alice, alsoByOther.id)).toEqual(alsoBefore);
+    const events = (await readAllChanges(service, alice, start)).events;
+    expect(updatesOf(events, alone.id)).toEqual([{ task: aloneAfter, previous: { blocked: true } }]);
+    expect(updatesOf(events, alsoByOther.id)).toEqual([]);
+    // Its count lost the project's blocker: its other blocker done, it is not blocked any more.
+    await service.http.patch(`/tasks/${other.id}`).set(as(alice)).send({ status: 'done' }).expect(200);
+    expect((await getTask(service, alice, alsoByOther.id)).blocked).toBe(false);
+  });
+
+  it('lose the blockers that go with a deleted user (personal tasks, projects left without members): the tasks they blocked are unblocked', async () => {
+    const leaver = await registerUser(service);
+    // Alice's project where the leaver is an editor: they see its tasks and may relate theirs to them.
+    const shared = await createProject(alice);
+    await service.http
+      .post(`/projects/${shared}/members`)
+      .set(as(alice))
+      .send({ userId: leaver.user.id, role: 'editor' })
+      .expect(201);
+    const [byPersonal, byTheirProject, byBoth] = [
+      await createTask(service, alice, { projectId: shared }),
+      await createTask(service, alice, { projectId: shared }),
+      await createTask(service, alice, { projectId: shared }),
+    ];
+    const personal = await createTask(service, leaver);
+    const theirProject = await createProject(leaver);
+    const inTheirProject = await createTask(service, leaver, { projectId: theirProject });
+    // A task the leaver made in the shared project outlives them (handed over), and still blocks.
+    const handedOver = await createTask(service, leaver, { projectId: shared });
+    await relate(leaver, personal.id, 'blocks', byPersonal.id).expect(201);
+    await relate(leaver, inTheirProject.id, 'blocks', byTheirProject.id).expect(201);
+    await relate(leaver, personal.id, 'blocks', byBoth.id).expect(201);
+    await relate(leaver, handedOver.id, 'blocks', byBoth.id).expect(201);
+    const before = await Promise.all(
+      [byPersonal, byTheirProject, byBoth].map((task) => getTask(service, alice, task.id)),
+    );
+    expect(before.map((task) => task.blocked)).toEqual([true, true, true]);
+    const start = (await readAllChanges(service, alice)).cursor;
+    await service.http.delete(`/users/${leaver.user.id}`).set(as(leaver)).expect(204);
+    const after = await Promise.all(
+      [byPersonal, byTheirProject, byBoth].map((task) => getTask(service, alice, task.id)),
+    );
+    expect(after.map((task) => task.blocked)).toEqual([false, false, true]);
+    expect(after.map((task, i) => task.version - before[i]!.version)).toEqual([1, 1, 0]);
+    const events = (await readAllChanges(service, alice, start)).events;
+    expect(updatesOf(events, byPersonal.id)).toEqual([{ task: after[0], previous: { blocked: true } }]);
+    expect(updatesOf(events, byTheirProject.id)).toEqual([{ task: after[1], previous: { blocked: true } }]);
+    expect(updatesOf(events, byBoth.id)).toEqual([]);
+    // Its one blocker left is the handed-over task: done, the task is not blocked any more.
+    await service.http.patch(`/tasks/${handedOver.id}`).set(as(alice)).send({ status: 'done' }).expect(200);
+    expect((await getTask(service, alice, byBoth.id)).blocked).toBe(false);
   });
 });

@@ -21,7 +21,7 @@ import { tables } from '../server/db/query.js';
 import { openTestDatabase } from './support/databases.js';
 import { startDeliveryWorker } from '../server/webhooks/worker.js';
 import { listen, serviceForFile } from './support/app.js';
-import { readAllChanges } from './support/events.js';
+import { changeWithPrevious, readAllChanges, updatesWithPrevious } from './support/events.js';
 import { openSse } from './support/sse.js';
 import type { Event } from '../contract/events.js';
 import { errorPaths, expectProblem } from './support/problems.js';
@@ -422,6 +422,21 @@ describe('deliveries', () => {
       ).body,
     );
     expect(on).toMatchObject({ active: true, disabledReason: null });
+  });
+
+  it('delivers task.updated with exactly the fields changed in previous, subtask counts of a parent included', async () => {
+    const user = await registerUser(service);
+    const webhook = await hook(user);
+    const { events, updates } = await changeWithPrevious(service, user);
+    await expect.poll(() => receiver.received(webhook.path).length).toBe(events);
+    // Deliveries may arrive in any order: put back in the feed's.
+    const order = (await readAllChanges(service, user)).events.map((event) => event.id);
+    const delivered = receiver
+      .received(webhook.path)
+      .map((got) => got.event)
+      .sort((a, b) => order.indexOf(a.id) - order.indexOf(b.id));
+    expect(delivered.map((event) => event.id)).toEqual(order);
+    expect(updatesWithPrevious(delivered)).toEqual(updates);
   });
 });
 

@@ -4,16 +4,35 @@ import { sql } from 'kysely';
 import { rawQuery, tables } from '../db/query.js';
 import type { SqlSession } from '../db/sql.js';
 import { EVENT_WRITES, PLACE_NEW_EVENTS, UUIDV7_SQL } from '../events/outbox.js';
+import { goneDeltas, ripple, rippleEvents } from '../tasks/hierarchy.js';
 import { audience, settleTaskStubs, taskEventStub } from '../tasks/store.js';
 import { tagJson } from '../tags/store.js';
 import { memberJson } from './serialize.js';
 import { NO_AUDIENCE } from './store.js';
+
+/** The projects user `userId` is the only member of: those their leaving deletes. */
+const soleMemberProjects = (userId: string) =>
+  tables
+    .selectFrom('project_members as m')
+    .select('m.project_id')
+    .where('m.user_id', '=', userId)
+    .where(({ not, exists, selectFrom }) =>
+      not(
+        exists(
+          selectFrom('project_members as o')
+            .select('o.user_id')
+            .whereRef('o.project_id', '=', 'm.project_id')
+            .where('o.user_id', '<>', userId),
+        ),
+      ),
+    );
 
 /**
  * Takes user `userId` out of every project they belong to: a project where they were the last
  * admin passes to its longest-standing remaining member, made admin (`project.member_updated`); a
  * project left without members is deleted with its tasks and tags (`project.deleted`); from the
  * others they are removed (`project.member_removed`, to the remaining members and to them). The
+ * tasks elsewhere that the deleted projects' tasks blocked are unblocked, each with its `task.updated`. The
  * projects are locked first, in id order, as every change of a project locks it (store.ts).
  * Answers the storage keys of the deleted projects' attachments, to discard after commit.
  */
@@ -30,10 +49,22 @@ export async function leaveProjectsOf(db: SqlSession, userId: string, actorId: s
       .orderBy('projects.id')
       .forUpdate(),
   );
+  // The tasks of the projects that go (those the user is the only member of, which no change can
+  // join now that they are locked), before the statement below takes its snapshot: a relation made
+  // on one meanwhile would go uncounted by the ripple, and an upload's bytes unread by doomed_keys.
+  await db.all(
+    tables
+      .selectFrom('tasks')
+      .select('tasks.id')
+      .where('tasks.project_id', 'in', soleMemberProjects(userId))
+      .orderBy('tasks.id')
+      .forUpdate(),
+  );
   await db.exec('SAVEPOINT leave_projects');
   const [left] = await db.all(
     rawQuery(sql<{ storage_keys: string[] }>`
-      WITH mine AS (SELECT m.project_id, m.role FROM project_members m WHERE m.user_id = ${userId}::uuid),
+      WITH args AS (SELECT ${actorId}::uuid AS me, ${new Date()}::timestamptz AS now),
+      mine AS (SELECT m.project_id, m.role FROM project_members m WHERE m.user_id = ${userId}::uuid),
       others AS (
         SELECT o.* FROM project_members o JOIN mine ON o.project_id = mine.project_id WHERE o.user_id <> ${userId}::uuid
       ),
@@ -59,6 +90,10 @@ export async function leaveProjectsOf(db: SqlSession, userId: string, actorId: s
         RETURNING m.project_id
       ),
       deleted AS (DELETE FROM projects p USING doomed d WHERE p.id = d.project_id RETURNING p.id),
+      -- Their tasks go by the cascade; what stays that they blocked loses them (server/tasks/hierarchy.ts).
+      gone AS (SELECT t.id, t.parent_id, t.status FROM tasks t JOIN doomed d ON t.project_id = d.project_id),
+      deltas AS (${sql.raw(goneDeltas('gone'))}),
+      ${sql.raw(ripple('(SELECT now FROM args)'))},
       changes AS (
         SELECT p.project_id, 1 AS k, 'project.member_updated' AS type,
                jsonb_build_object('projectId', p.project_id, 'member', ${sql.raw(memberJson('p', 'u'))}) AS data,
@@ -76,10 +111,15 @@ export async function leaveProjectsOf(db: SqlSession, userId: string, actorId: s
         SELECT ${sql.raw(UUIDV7_SQL)} AS id, type, data, audience, ${actorId}::uuid AS actor_id,
                row_number() OVER (ORDER BY project_id, k) AS n
         FROM changes
+        UNION ALL
+        -- The unblocked tasks' task.updated, after the projects' events.
+        SELECT id, type, data, audience, actor_id, n + (SELECT count(*) FROM changes)
+        FROM (${sql.raw(rippleEvents('(SELECT me FROM args)'))}) AS unblocked
       ),
       ${sql.raw(EVENT_WRITES)}
       SELECT ARRAY(SELECT storage_key FROM doomed_keys) AS storage_keys`),
   );
+  await db.rows(settleTaskStubs.text, settleTaskStubs.values);
   await handOverProjectWork(db, userId, actorId);
   await db.exec(PLACE_NEW_EVENTS);
   await db.exec('RELEASE SAVEPOINT leave_projects');

@@ -16,6 +16,8 @@ import { EVENT_WRITES, PLACE_NEW_EVENTS } from '../events/outbox.js';
 import { ifMatchVersions } from '../http/etags.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { claimBounds, claimLock, holdsRoom, type QuotaClaim } from '../quotas.js';
+import { goneDeltas, ripple, rippleEvents } from '../tasks/hierarchy.js';
+import { settleTaskStubs } from '../tasks/store.js';
 import { projectJson, projectsSeenBy, type ProjectRow } from './serialize.js';
 
 /** Opens the subtransaction whose id places the write's events. */
@@ -159,7 +161,9 @@ export type ProjectDeleteOutcome =
 /**
  * Deletes the project with its row and its tasks' rows locked against every other lock: its tasks (their attachments,
  * comments and links), tags and memberships go by foreign key cascades in the same statement, which
- * reads the attachments' storage keys first and writes one `project.deleted` to its members.
+ * reads the attachments' storage keys first and writes one `project.deleted` to its members. The
+ * tasks elsewhere that its tasks blocked are unblocked in that statement, each with its version and
+ * `task.updated` (server/tasks/hierarchy.ts); its tasks' locks keep a relation from being made meanwhile.
  */
 export async function removeProject(
   ctx: AppContext,
@@ -181,7 +185,8 @@ export async function removeProject(
       version: number;
       storage_keys: string[];
     }>`
-      WITH verdict AS (
+      WITH args AS (SELECT ${principal.userId}::uuid AS me, ${new Date()}::timestamptz AS now),
+      verdict AS (
         SELECT p.id, p.version, CASE
             WHEN (${sees(principal, 'p')}) IS NOT TRUE THEN 'not_found'
             WHEN (${manages(principal, 'p')}) IS NOT TRUE THEN 'forbidden'
@@ -197,14 +202,23 @@ export async function removeProject(
         DELETE FROM projects p USING verdict v WHERE p.id = v.id AND v.outcome = 'apply'
         RETURNING p.id, ${sql.raw(membersOf('p.id'))} AS audience
       ),
+      -- Its tasks go by the cascade; the tasks of other projects or personal ones that they blocked
+      -- lose them, as when each is deleted alone (server/tasks/hierarchy.ts).
+      gone AS (
+        SELECT t.id, t.parent_id, t.status FROM tasks t JOIN verdict v ON t.project_id = v.id AND v.outcome = 'apply'
+      ),
+      deltas AS (${sql.raw(goneDeltas('gone'))}),
+      ${sql.raw(ripple('(SELECT now FROM args)'))},
       new_events AS (
         SELECT ${uuidv7()}::uuid AS id, 'project.deleted' AS type, jsonb_build_object('projectId', d.id) AS data,
-               d.audience, ${principal.userId}::uuid AS actor_id, 1 AS n
-        FROM deleted d
+               d.audience, args.me AS actor_id, 1 AS n
+        FROM deleted d, args
+        UNION ALL
+        ${sql.raw(rippleEvents('(SELECT me FROM args)'))}
       ),
       ${sql.raw(EVENT_WRITES)}
       SELECT outcome, version, ARRAY(SELECT storage_key FROM doomed) AS storage_keys FROM verdict`),
-    settle: SETTLE_EVENTS,
+    settle: [settleTaskStubs, ...SETTLE_EVENTS],
   });
   const [outcome] = verdict;
   if (!outcome || outcome.outcome === 'not_found') return { kind: 'not_found' };

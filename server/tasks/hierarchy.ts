@@ -29,6 +29,24 @@ const shows = (openBlockers: string) =>
     OR (${openBlockers} > 0) <> (${openBlockers} + d.blockers > 0))`;
 
 /**
+ * The rows of the CTE `deltas` for tasks that go by a cascade (a project's deletion, an account's),
+ * named by the CTE `gone` (id, parent_id, status): what stays of their hierarchy and relations
+ * loses them, as when each is deleted alone (store.ts removeTask): a parent outside them loses a
+ * subtask, a task they blocked while unfinished loses a blocker, a child outside them becomes
+ * top-level. A task among them is never changed: it goes with them.
+ */
+export const goneDeltas = (gone: string) => `
+        SELECT ${delta('g.parent_id', { subtasks: '-1', done: "-(g.status = 'done')::int" })}
+        FROM ${gone} g WHERE g.parent_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ${gone} x WHERE x.id = g.parent_id)
+        UNION ALL
+        SELECT ${delta('r.other_task_id', { blockers: '-1' })}
+        FROM ${gone} g JOIN task_relations r ON r.task_id = g.id AND r.type = 'blocks'
+        WHERE g.status <> 'done' AND NOT EXISTS (SELECT 1 FROM ${gone} x WHERE x.id = r.other_task_id)
+        UNION ALL
+        SELECT ${delta('c.id', { detachFrom: 'g.id' })}
+        FROM ${gone} g JOIN tasks c ON c.parent_id = g.id WHERE NOT EXISTS (SELECT 1 FROM ${gone} x WHERE x.id = c.id)`;
+
+/**
  * The CTE `ripple`: applies the CTE `deltas` to the tasks they name, in one UPDATE (a statement
  * cannot update one row from two CTEs), giving a new version at `now` (SQL) to those whose shown
  * state changed. The counters are added, not set, so a row changed meanwhile (the UPDATE waits

@@ -105,10 +105,11 @@ function filterConditions(query: TaskListQuery): Condition[] {
   if (ownerId) conditions.push((eb) => eb('tasks.owner_id', '=', ownerId));
   if (dueAfter) conditions.push((eb) => eb('tasks.due_at', '>=', timestamp(dueAfter)));
   if (dueBefore) conditions.push((eb) => eb('tasks.due_at', '<', timestamp(dueBefore)));
-  if (query.blocked !== undefined) {
-    const blocked = query.blocked;
-    conditions.push((eb) => eb('tasks.open_blockers', blocked ? '>' : '=', 0));
-  }
+  // Blocked tasks are few: `true` pages them along the partial indexes of the blocked tasks (per
+  // branch and sort key, migration 20261128140000_blocked_task_indexes), whose predicate the
+  // condition must state as they do, a constant (a parameter proves nothing to a generic plan).
+  if (query.blocked === true) conditions.push(() => sql<SqlBool>`tasks.open_blockers > 0`);
+  if (query.blocked === false) conditions.push(() => sql<SqlBool>`tasks.open_blockers = 0`);
   if (updatedSince) conditions.push((eb) => eb('tasks.updated_at', '>=', timestamp(updatedSince)));
   if (q) {
     const pattern = containsPattern(q);

@@ -6,15 +6,17 @@ import { revokeUserGrants } from '../tokens/app-grants.js';
 import { leaveProjectsOf } from '../projects/leave.js';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/errors.js';
-import { tables } from '../db/query.js';
+import { rawQuery, tables } from '../db/query.js';
 import type { SqlSession } from '../db/sql.js';
 import { attachmentDeleted, recordTaskUpdates, taskDeleted } from '../tasks/events.js';
 import { tagDeleted } from '../tags/events.js';
 import { userDeleted, userUpdated } from './events.js';
-import { recordEvent } from '../events/outbox.js';
+import { EVENT_WRITES, PLACE_NEW_EVENTS, recordEvent } from '../events/outbox.js';
 import { AppError, invalidField, notFound } from '../http/errors.js';
 import { createdAfterId, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
 import { isAdmin, type Principal } from '../http/principal.js';
+import { goneDeltas, ripple, rippleEvents } from '../tasks/hierarchy.js';
+import { settleTaskStubs } from '../tasks/store.js';
 import { touchTasks } from '../tasks/versions.js';
 import { accountColumns, emailTaken, passwordAccepted, type AccountRow } from './accounts.js';
 import { filterUsers } from './queries.js';
@@ -233,6 +235,33 @@ export async function patchUser(
 }
 
 /**
+ * What the tasks the user still owns (their personal ones, once their project work is handed over)
+ * leave behind when they go with the account by cascade: the tasks of others they blocked lose them,
+ * as when each is deleted alone, each unblocked one with a new version and its `task.updated`
+ * (server/tasks/hierarchy.ts). Their rows are locked first, before the statement's snapshot, so no
+ * relation is made on one meanwhile and left uncounted.
+ */
+async function releaseTasksOf(tx: SqlSession, userId: string, actorId: string): Promise<void> {
+  await tx.all(
+    tables.selectFrom('tasks').select('tasks.id').where('tasks.owner_id', '=', userId).orderBy('tasks.id').forUpdate(),
+  );
+  await tx.exec('SAVEPOINT release_tasks');
+  await tx.all(
+    rawQuery(sql`
+      WITH args AS (SELECT ${actorId}::uuid AS me, ${new Date()}::timestamptz AS now),
+      gone AS (SELECT t.id, t.parent_id, t.status FROM tasks t WHERE t.owner_id = ${userId}::uuid),
+      deltas AS (${sql.raw(goneDeltas('gone'))}),
+      ${sql.raw(ripple('(SELECT now FROM args)'))},
+      new_events AS (${sql.raw(rippleEvents('(SELECT me FROM args)'))}),
+      ${sql.raw(EVENT_WRITES)}
+      SELECT count(*) FROM ripple`),
+  );
+  await tx.rows(settleTaskStubs.text, settleTaskStubs.values);
+  await tx.exec(PLACE_NEW_EVENTS);
+  await tx.exec('RELEASE SAVEPOINT release_tasks');
+}
+
+/**
  * Deletes a user; their tasks, tags, sessions and attachments (on their tasks or uploaded by them)
  * go with them by foreign key cascades, then the attachments' stored bytes are discarded. Their
  * tasks and tags in projects stay, handed over first (server/projects/leave.ts).
@@ -245,6 +274,7 @@ export async function deleteUser(ctx: AppContext, principal: Principal, userId: 
     if (user.role === 'admin') await assertAnotherAdminRemains(tx, user.id);
     // Their projects pass on to another member, or go when nobody is left (with their bytes).
     const projectKeys = await leaveProjectsOf(tx, user.id, principal.userId);
+    await releaseTasksOf(tx, user.id, principal.userId);
     // Bytes of attachments added after this read are left to the orphan sweep.
     const doomed = [...projectKeys, ...(await storageKeysOfUser(tx, user.id))];
     // Tombstones for what goes with the account, so that assignees and admins learn of it. The

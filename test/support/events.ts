@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import { ChangesPageSchema, type Event, type EventType } from '../../contract/events.js';
 import { rawQuery } from '../../server/db/query.js';
 import type { TestService } from './app.js';
+import { createTask } from './tasks.js';
 
 type Caller = { auth: string };
 
@@ -51,3 +52,36 @@ export async function readAllChanges(
 /** The events of one type, narrowed. */
 export const ofType = <T extends EventType>(events: Event[], type: T): Extract<Event, { type: T }>[] =>
   events.filter((event): event is Extract<Event, { type: T }> => event.type === type);
+
+/**
+ * Changes whose `task.updated` events carry exactly the fields they changed in `previous`: a PATCH
+ * of two fields (a third sent unchanged), then a subtask made and done, each moving its parent's
+ * counts. Answers how many events they make, and each `task.updated` as [task id, previous], in
+ * order, for a reader (a webhook, a live stream) to compare with updatesWithPrevious of its events.
+ */
+export async function changeWithPrevious(
+  service: TestService,
+  user: Caller,
+): Promise<{ events: number; updates: [string, Record<string, unknown>][] }> {
+  const parent = await createTask(service, user, { title: 'before', priority: 'low', description: 'kept' });
+  const patch = (id: string, body: object) =>
+    service.http.patch(`/tasks/${id}`).set('Authorization', user.auth).send(body).expect(200);
+  await patch(parent.id, { title: 'after', priority: 'high', description: 'kept' });
+  const child = await createTask(service, user, { parentId: parent.id });
+  await patch(child.id, { status: 'done' });
+  return {
+    // The parent's task.created and task.updated; the child's task.created with the parent's
+    // task.updated; the child's task.updated with the parent's.
+    events: 6,
+    updates: [
+      [parent.id, { title: 'before', priority: 'low' }],
+      [parent.id, { subtaskCount: 0 }],
+      [child.id, { status: 'todo', completedAt: null }],
+      [parent.id, { subtasksDone: 0 }],
+    ],
+  };
+}
+
+/** The `task.updated` events among `events` as [task id, previous], in order. */
+export const updatesWithPrevious = (events: Event[]): [string, unknown][] =>
+  ofType(events, 'task.updated').map((event) => [event.data.task.id, event.data.previous]);
