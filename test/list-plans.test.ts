@@ -50,7 +50,8 @@ beforeAll(async () => {
   // tasks as subtasks. Every column is set as the rows are made, as an application writes them:
   // updates afterwards would leave the heap in an order no real table has, and the planner's
   // choices with it. A third of the tasks in one of PROJECTS projects (by hash); user 1 a member of
-  // every other one, user 2 of the first, whose tasks are all blocked.
+  // every other one, user 2 of the first, whose tasks are all blocked. The second, user 1's, holds a
+  // quarter of them (about 5,000): a project as large as a team's, whose pages only its index serves.
   parentTask = randomUUID();
   await bulkLoad(database.url, async (run) => {
     await run(
@@ -69,7 +70,8 @@ beforeAll(async () => {
             CASE WHEN i % $2 = 1 AND i <= 3000 THEN $4::uuid END, p.ids[pj.n]
      FROM generate_series(1, $1) i, (SELECT $3::uuid[] AS ids) u, (SELECT $5::uuid[] AS ids) p,
           LATERAL (SELECT CASE WHEN abs(hashtext(i::text)) % 3 = 0 AND NOT (i % $2 = 1 AND i <= 3000)
-                               THEN 1 + abs(hashtext('p' || i)) % $6 END AS n) pj`,
+                               THEN CASE WHEN abs(hashtext('q' || i)) % 4 = 0 THEN 2
+                                         ELSE 1 + abs(hashtext('p' || i)) % $6 END END AS n) pj`,
       [TASKS, USERS, userIds, parentTask, projectIds, PROJECTS],
     );
     await run(
@@ -170,7 +172,7 @@ describe('GET /tasks?projectId=', () => {
     it.each(sorts)("sort=%s: the project's index, first and deep pages alike", async (sort) => {
       const set = setOf();
       const filters = { projectId: memberProject };
-      // A project holds about 500 tasks here: the deep page is 200 rows in.
+      // The project holds about 5,000 tasks here: the deep page is 200 rows in.
       const rows = await database.db.sql.all(
         rawQuery(taskPageQuery(set, TaskListQuerySchema.parse({ sort, ...filters }), undefined, 200)),
       );
