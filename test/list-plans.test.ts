@@ -92,16 +92,44 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(() => database.drop());
 
-/** The cursor of the row `DEEP` rows into the list: what a client holds after paging that far. */
-async function deepCursor(set: TaskSet, sort: TaskSort): Promise<Cursor> {
+/** The cursor of the row `depth` rows into the list: what a client holds after paging that far. */
+async function cursorAt(
+  set: TaskSet,
+  sort: TaskSort,
+  depth: number,
+  filters: Record<string, string> = {},
+): Promise<Cursor> {
   const rows = await database.db.sql.all(
-    rawQuery(taskPageQuery(set, TaskListQuerySchema.parse({ sort }), undefined, DEEP)),
+    rawQuery(taskPageQuery(set, TaskListQuerySchema.parse({ sort, ...filters }), undefined, depth)),
   );
-  const id = rows[rows.length - 1]?.id;
-  if (id === undefined) throw new Error(`the list is not ${DEEP} rows long`);
-  const task = await storedTask(database.db.sql, id);
+  const last = rows[rows.length - 1];
+  if (rows.length !== depth || !last) throw new Error(`the list is ${rows.length} rows long, not the ${depth} needed`);
+  const task = await storedTask(database.db.sql, last.id);
   const value = task[sortOf(sort).field];
   return { s: sort, v: value instanceof Date ? value.toISOString() : value, id: task.id };
+}
+
+const deepCursor = (set: TaskSet, sort: TaskSort) => cursorAt(set, sort, DEEP);
+
+/**
+ * The first page and the page 200 rows in, with `filters`: the page along an index named
+ * `index…`, then its rows, each by its primary key; every scan reads about a page.
+ */
+async function expectPagesAlong(
+  set: TaskSet,
+  sort: TaskSort,
+  filters: Record<string, string>,
+  index: string,
+): Promise<void> {
+  for (const at of [undefined, await cursorAt(set, sort, 200, filters)]) {
+    const nodes = await plan(set, sort, filters, at);
+    const scans = nodes.filter((node) => node['Relation Name'] === 'tasks');
+    for (const scan of scans) {
+      expect(scan['Node Type']).toMatch(/^Index (Only )?Scan$/);
+      expect(scan['Actual Rows'] + (scan['Rows Removed by Filter'] ?? 0)).toBeLessThanOrEqual(LIMIT + 1);
+    }
+    expect(scans.some((scan) => scan['Index Name']?.startsWith(index))).toBe(true);
+  }
 }
 
 /** Every index on tasks a plan of this file used: the last test checks that none is kept for nothing. */
@@ -170,27 +198,9 @@ describe('GET /tasks?projectId=', () => {
   ] as const;
   describe.each(sets)('for %s', (_who, setOf) => {
     it.each(sorts)("sort=%s: the project's index, first and deep pages alike", async (sort) => {
-      const set = setOf();
       const filters = { projectId: memberProject };
       // The project holds about 5,000 tasks here: the deep page is 200 rows in.
-      const rows = await database.db.sql.all(
-        rawQuery(taskPageQuery(set, TaskListQuerySchema.parse({ sort, ...filters }), undefined, 200)),
-      );
-      const last = rows[rows.length - 1];
-      if (rows.length !== 200 || !last)
-        throw new Error(`the project holds ${rows.length} of the 200 tasks the test needs`);
-      const task = await storedTask(database.db.sql, last.id);
-      const value = task[sortOf(sort).field];
-      const cursor = { s: sort, v: value instanceof Date ? value.toISOString() : value, id: task.id };
-      for (const at of [undefined, cursor]) {
-        const nodes = await plan(set, sort, filters, at);
-        const scans = nodes.filter((node) => node['Relation Name'] === 'tasks');
-        for (const scan of scans) {
-          expect(scan['Node Type']).toMatch(/^Index (Only )?Scan$/);
-          expect(scan['Actual Rows'] + (scan['Rows Removed by Filter'] ?? 0)).toBeLessThanOrEqual(LIMIT + 1);
-        }
-        expect(scans.some((scan) => scan['Index Name']?.startsWith('tasks_project_id'))).toBe(true);
-      }
+      await expectPagesAlong(setOf(), sort, filters, 'tasks_project_id');
     });
   });
 });
@@ -203,27 +213,9 @@ describe('GET /tasks?parentId=', () => {
   ] as const;
   describe.each(sets)('for %s', (_who, setOf) => {
     it.each(sorts)("sort=%s: the parent's index, first and deep pages alike", async (sort) => {
-      const set = setOf();
       const filters = { parentId: parentTask };
       // The parent has 300 subtasks: the deep page is 200 rows in.
-      const rows = await database.db.sql.all(
-        rawQuery(taskPageQuery(set, TaskListQuerySchema.parse({ sort, ...filters }), undefined, 200)),
-      );
-      const last = rows[rows.length - 1];
-      if (rows.length !== 200 || !last) throw new Error(`the parent has ${rows.length} of the 200 subtasks needed`);
-      const task = await storedTask(database.db.sql, last.id);
-      const value = task[sortOf(sort).field];
-      const cursor = { s: sort, v: value instanceof Date ? value.toISOString() : value, id: task.id };
-      for (const at of [undefined, cursor]) {
-        const nodes = await plan(set, sort, filters, at);
-        const scans = nodes.filter((node) => node['Relation Name'] === 'tasks');
-        // The page along the parent's index; then its rows, each by its primary key.
-        for (const scan of scans) {
-          expect(scan['Node Type']).toMatch(/^Index (Only )?Scan$/);
-          expect(scan['Actual Rows'] + (scan['Rows Removed by Filter'] ?? 0)).toBeLessThanOrEqual(LIMIT + 1);
-        }
-        expect(scans.some((scan) => scan['Index Name']?.startsWith('tasks_parent_id_'))).toBe(true);
-      }
+      await expectPagesAlong(setOf(), sort, filters, 'tasks_parent_id_');
     });
   });
 });
@@ -291,26 +283,8 @@ describe('GET /tasks?projectId=&blocked=true', () => {
   ] as const;
   describe.each(sets)('for %s', (_who, setOf) => {
     it.each(sorts)("sort=%s: the project's index of its blocked tasks, first and deep pages alike", async (sort) => {
-      const set = setOf();
       const filters = { projectId: blockedProject, blocked: 'true' };
-      const rows = await database.db.sql.all(
-        rawQuery(taskPageQuery(set, TaskListQuerySchema.parse({ sort, ...filters }), undefined, 200)),
-      );
-      const last = rows[rows.length - 1];
-      if (rows.length !== 200 || !last)
-        throw new Error(`the project has ${rows.length} of the 200 blocked tasks needed`);
-      const task = await storedTask(database.db.sql, last.id);
-      const value = task[sortOf(sort).field];
-      const cursor = { s: sort, v: value instanceof Date ? value.toISOString() : value, id: task.id };
-      for (const at of [undefined, cursor]) {
-        const nodes = await plan(set, sort, filters, at);
-        const scans = nodes.filter((node) => node['Relation Name'] === 'tasks');
-        for (const scan of scans) {
-          expect(scan['Node Type']).toMatch(/^Index (Only )?Scan$/);
-          expect(scan['Actual Rows'] + (scan['Rows Removed by Filter'] ?? 0)).toBeLessThanOrEqual(LIMIT + 1);
-        }
-        expect(scans.some((scan) => scan['Index Name']?.startsWith('tasks_blocked_project_id_'))).toBe(true);
-      }
+      await expectPagesAlong(setOf(), sort, filters, 'tasks_blocked_project_id_');
     });
   });
 });
