@@ -4,10 +4,11 @@ import { spawn } from 'node:child_process';
 
 /**
  * Put before a sample: each curl also writes `HTTP-STATUS <code>` on standard error (000 when
- * nothing answered), and gives up after 5 s (a live stream never ends by itself). No `set -e`: a
- * sample runs as it would in a reader's shell.
+ * nothing answered), and gives up after CURL_MAX_TIME seconds, 30 unless the script sets it (a live
+ * stream never ends by itself: its sample sets a few seconds). No `set -e`: a sample runs as it would
+ * in a reader's shell.
  */
-export const CURL_STATUS_PRELUDE = `curl() { command curl --max-time 5 --write-out '%{stderr}HTTP-STATUS %{http_code}\\n' "$@"; }
+export const CURL_STATUS_PRELUDE = `curl() { command curl --max-time "\${CURL_MAX_TIME:-30}" --write-out '%{stderr}HTTP-STATUS %{http_code}\\n' "$@"; }
 `;
 
 export interface ShellRun {
