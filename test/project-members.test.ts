@@ -6,6 +6,7 @@ import { startService, type TestService } from './support/app.js';
 import { readAllChanges } from './support/events.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+import { createProject } from './support/projects.js';
 
 const MemberPageSchema = pageOf(MemberSchema);
 // Races run round after round: on PostgreSQL the requests really interleave, but not every time.
@@ -32,15 +33,6 @@ afterAll(() => service.close());
 
 const as = (user: { auth: string }) => ({ Authorization: user.auth });
 
-async function createProject(user: TestUser): Promise<Project> {
-  const res = await service.http
-    .post('/projects')
-    .set(as(user))
-    .send({ name: `p-${uuidv7().slice(-6)}` })
-    .expect(201);
-  return ProjectSchema.parse(res.body);
-}
-
 const members = (projectId: string) => `/projects/${projectId}/members`;
 const member = (projectId: string, user: TestUser) => `/projects/${projectId}/members/${user.user.id}`;
 const add = (by: TestUser, projectId: string, user: TestUser, role: string) =>
@@ -54,14 +46,14 @@ async function listMembers(by: TestUser, projectId: string): Promise<Member[]> {
 
 /** Alice's project with Bob as `bobRole`; Carol and Dave outside it. */
 async function shared(bobRole: string): Promise<Project> {
-  const project = await createProject(alice);
+  const project = await createProject(service, alice);
   await add(alice, project.id, bob, bobRole).expect(201);
   return project;
 }
 
 describe('POST /projects/{id}/members', () => {
   it('adds a user by id or by email with a role, 201 with Location', async () => {
-    const project = await createProject(alice);
+    const project = await createProject(service, alice);
     const byId = await add(alice, project.id, bob, 'editor');
     expect(byId.status).toBe(201);
     expect(MemberSchema.parse(byId.body)).toMatchObject({
@@ -87,7 +79,7 @@ describe('POST /projects/{id}/members', () => {
   });
 
   it('validates the body: exactly one of userId and email, a known role', async () => {
-    const project = await createProject(alice);
+    const project = await createProject(service, alice);
     const both = await service.http
       .post(members(project.id))
       .set(as(alice))
@@ -131,7 +123,7 @@ describe('POST /projects/{id}/members', () => {
 
   it('makes one membership of concurrent adds of one user (the others 409 already_member)', async () => {
     for (let round = 0; round < ROUNDS; round++) {
-      const project = await createProject(alice);
+      const project = await createProject(service, alice);
       const answers = await Promise.all(Array.from({ length: 6 }, () => add(alice, project.id, dave, 'viewer')));
       expect(answers.filter((res) => res.status === 201)).toHaveLength(1);
       for (const res of answers.filter((r) => r.status !== 201)) expectProblem(res, 409, 'already_member');
@@ -140,7 +132,7 @@ describe('POST /projects/{id}/members', () => {
   });
 
   it('holds a project to PROJECT_MAX_MEMBERS, concurrent adds included (409 quota_exceeded)', async () => {
-    const project = await createProject(alice);
+    const project = await createProject(service, alice);
     const answers = await Promise.all([bob, carol, dave].map((user) => add(alice, project.id, user, 'viewer')));
     expect(answers.filter((res) => res.status === 201)).toHaveLength(2);
     for (const res of answers.filter((r) => r.status !== 201)) expectProblem(res, 409, 'quota_exceeded');
@@ -148,7 +140,7 @@ describe('POST /projects/{id}/members', () => {
   });
 
   it('lets an administrator who is not a member manage members', async () => {
-    const project = await createProject(alice);
+    const project = await createProject(service, alice);
     await add(admin, project.id, bob, 'admin').expect(201);
     await setRole(admin, project.id, alice, 'viewer').expect(200);
     expect((await listMembers(admin, project.id)).map((m) => m.role)).toEqual(['viewer', 'admin']);
@@ -157,7 +149,7 @@ describe('POST /projects/{id}/members', () => {
 
 describe('GET /projects/{id}/members', () => {
   it('pages members in the order they joined; outsiders 404', async () => {
-    const project = await createProject(alice);
+    const project = await createProject(service, alice);
     for (const user of [bob, carol]) await add(alice, project.id, user, 'viewer').expect(201);
     const first = await service.http
       .get(`${members(project.id)}?limit=2`)
@@ -223,7 +215,7 @@ describe('the last project admin under concurrent demotions and removals', () =>
   it('keeps exactly one admin when every admin is demoted or removed at once', async () => {
     const admins = [alice, bob];
     for (let round = 0; round < ROUNDS; round++) {
-      const project = await createProject(dave);
+      const project = await createProject(service, dave);
       for (const user of admins) await add(dave, project.id, user, 'admin').expect(201);
       // The service's administrator changes all three at once: demotions and a removal alike.
       const answers = await Promise.all([
@@ -257,7 +249,7 @@ describe('DELETE /projects/{id}/members/{user_id}', () => {
   });
 
   it('never removes the last admin (409 last_project_admin), even when two admins leave at once', async () => {
-    const solo = await createProject(alice);
+    const solo = await createProject(service, alice);
     expectProblem(await service.http.delete(member(solo.id, alice)).set(as(alice)), 409, 'last_project_admin');
     for (let round = 0; round < ROUNDS; round++) {
       const project = await shared('admin');
@@ -275,11 +267,11 @@ describe('DELETE /projects/{id}/members/{user_id}', () => {
 describe('deleting a user', () => {
   it('removes their memberships, hands projects they alone administered to the longest-standing member, deletes emptied ones', async () => {
     const leaver = await registerUser(service, { name: 'Leaver' });
-    const handedOver = await createProject(leaver);
+    const handedOver = await createProject(service, leaver);
     await add(leaver, handedOver.id, carol, 'viewer').expect(201);
     await add(leaver, handedOver.id, bob, 'editor').expect(201);
-    const alone = await createProject(leaver);
-    const theirs = await createProject(alice);
+    const alone = await createProject(service, leaver);
+    const theirs = await createProject(service, alice);
     await add(alice, theirs.id, leaver, 'editor').expect(201);
 
     const [fromCarol, fromAlice] = [

@@ -2,7 +2,7 @@ import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { pageOf } from '../contract/common.js';
-import { ProjectSchema, type Project } from '../contract/projects.js';
+import type { Project } from '../contract/projects.js';
 import { TaskSchema, type Task } from '../contract/tasks.js';
 import type { Event } from '../contract/events.js';
 import { listen, startService, type TestService } from './support/app.js';
@@ -11,6 +11,7 @@ import { openSse } from './support/sse.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { createTask, getTask } from './support/tasks.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+import { addMember, createProject } from './support/projects.js';
 
 // Tasks in projects: who sees and changes them (the project role, decided per request), moves
 // between projects, assignees who must be members, GET /tasks?projectId=.
@@ -40,24 +41,12 @@ afterAll(() => service.close());
 
 const as = (user: { auth: string }) => ({ Authorization: user.auth });
 
-async function createProject(user: TestUser): Promise<Project> {
-  const res = await service.http
-    .post('/projects')
-    .set(as(user))
-    .send({ name: `p-${uuidv7().slice(-6)}` })
-    .expect(201);
-  return ProjectSchema.parse(res.body);
-}
-
-const addMember = (by: TestUser, projectId: string, user: TestUser, role: string) =>
-  service.http.post(`/projects/${projectId}/members`).set(as(by)).send({ userId: user.user.id, role }).expect(201);
-
 /** Alice's project with a viewer, an editor and a second admin; the outsider is in none. */
 async function team(): Promise<Project> {
-  const project = await createProject(alice);
-  await addMember(alice, project.id, viewer, 'viewer');
-  await addMember(alice, project.id, editor, 'editor');
-  await addMember(alice, project.id, projectAdmin, 'admin');
+  const project = await createProject(service, alice);
+  await addMember(service, alice, project.id, viewer, 'viewer').expect(201);
+  await addMember(service, alice, project.id, editor, 'editor').expect(201);
+  await addMember(service, alice, project.id, projectAdmin, 'admin').expect(201);
   return project;
 }
 
@@ -139,7 +128,7 @@ describe('a task in a project', () => {
     const own = await service.http.get(`/users/${editor.user.id}/tasks?limit=100`).set(as(editor)).expect(200);
     expect(TaskPageSchema.parse(own.body).items.map((t) => t.id)).not.toContain(task.id);
     // Demoted to viewer: reads it, no longer changes it.
-    await addMember(alice, project.id, editor, 'viewer');
+    await addMember(service, alice, project.id, editor, 'viewer').expect(201);
     await getTask(service, editor, task.id);
     expectProblem(await patch(editor, task.id, { title: 'no' }), 403, 'forbidden');
   });
@@ -170,7 +159,7 @@ describe('a task in a project', () => {
   });
 
   it('GET /tasks?projectId= lists one project, or personal tasks with none; an unseen project is empty', async () => {
-    const [project, other] = [await team(), await createProject(alice)];
+    const [project, other] = [await team(), await createProject(service, alice)];
     const inProject = await createTask(service, alice, { projectId: project.id });
     const inOther = await createTask(service, alice, { projectId: other.id });
     const personal = await createTask(service, alice);
@@ -184,11 +173,11 @@ describe('a task in a project', () => {
   });
 
   it('pages a member of many projects through all their tasks, in order, each once', async () => {
-    const projects = await Promise.all(Array.from({ length: 5 }, () => createProject(alice)));
+    const projects = await Promise.all(Array.from({ length: 5 }, () => createProject(service, alice)));
     const member = await registerUser(service);
     const expected: string[] = [];
     for (const [i, project] of projects.entries()) {
-      if (i < 4) await addMember(alice, project.id, member, i % 2 ? 'viewer' : 'editor');
+      if (i < 4) await addMember(service, alice, project.id, member, i % 2 ? 'viewer' : 'editor').expect(201);
       for (let n = 0; n < 7; n++) {
         const task = await createTask(service, alice, { projectId: project.id, title: `t${i}-${n}` });
         if (i < 4) expected.push(task.id);
@@ -213,9 +202,9 @@ describe('a task in a project', () => {
 
 describe('moving a task', () => {
   it('between projects needs editor in both: 403 where the caller sees both, 400 for one they cannot see', async () => {
-    const [from, to] = [await team(), await createProject(alice)];
-    await addMember(alice, to.id, viewer, 'editor');
-    await addMember(alice, to.id, editor, 'viewer');
+    const [from, to] = [await team(), await createProject(service, alice)];
+    await addMember(service, alice, to.id, viewer, 'editor').expect(201);
+    await addMember(service, alice, to.id, editor, 'viewer').expect(201);
     const task = await createTask(service, alice, { projectId: from.id });
     // Viewer in the source, editor in the target; editor in the source, viewer in the target.
     expectProblem(await patch(viewer, task.id, { projectId: to.id }), 403, 'forbidden');
@@ -223,7 +212,7 @@ describe('moving a task', () => {
     const unseen = await patch(projectAdmin, task.id, { projectId: to.id });
     expectProblem(unseen, 400, 'validation_failed');
     expect(errorPaths(unseen.body)).toEqual(['body.projectId']);
-    await addMember(alice, to.id, projectAdmin, 'editor');
+    await addMember(service, alice, to.id, projectAdmin, 'editor').expect(201);
     const moved = TaskSchema.parse((await patch(projectAdmin, task.id, { projectId: to.id }).expect(200)).body);
     expect(moved.projectId).toBe(to.id);
     expect(moved.version).toBe(task.version + 1);
@@ -264,8 +253,8 @@ describe('moving a task', () => {
 
   it('races a removal of the mover: the move and the removal each take, or the move is refused', async () => {
     for (let round = 0; round < ROUNDS; round++) {
-      const [from, to] = [await team(), await createProject(alice)];
-      await addMember(alice, to.id, editor, 'editor');
+      const [from, to] = [await team(), await createProject(service, alice)];
+      await addMember(service, alice, to.id, editor, 'editor').expect(201);
       const task = await createTask(service, alice, { projectId: from.id });
       const [moved] = await Promise.all([
         patch(editor, task.id, { projectId: to.id }),
@@ -532,8 +521,8 @@ describe('project tags', () => {
   it("GET /tags pages through a member's personal and project tags together, oldest first", async () => {
     const member = await registerUser(service);
     const [one, two] = [await team(), await team()];
-    await addMember(alice, one.id, member, 'viewer');
-    await addMember(alice, two.id, member, 'editor');
+    await addMember(service, alice, one.id, member, 'viewer').expect(201);
+    await addMember(service, alice, two.id, member, 'editor').expect(201);
     const ids: string[] = [];
     for (const [i, projectId] of [null, one.id, two.id, null, two.id, one.id, null].entries())
       ids.push(tagId(await createTag(projectId === one.id ? alice : member, { name: `n${i}`, projectId }).expect(201)));
@@ -649,7 +638,7 @@ describe("a project's events", () => {
   });
 
   it("a move reaches the former project's members too, then nothing more of the task", async () => {
-    const [from, to] = [await team(), await createProject(alice)];
+    const [from, to] = [await team(), await createProject(service, alice)];
     const start = (await readAllChanges(service, viewer)).cursor;
     const task = await createTask(service, alice, { projectId: from.id });
     await patch(alice, task.id, { projectId: to.id }).expect(200);
@@ -689,7 +678,7 @@ describe('deleting a user', () => {
   it("hands their project tasks and tags to the project's longest-standing admin, with task.updated", async () => {
     const project = await team();
     const leaver = await registerUser(service);
-    await addMember(alice, project.id, leaver, 'editor');
+    await addMember(service, alice, project.id, leaver, 'editor').expect(201);
     const task = await createTask(service, leaver, { projectId: project.id, assigneeId: leaver.user.id });
     const tagRes = await service.http.post('/tags').set(as(leaver)).send({ name: 'kept', projectId: project.id });
     const tag = z.object({ id: z.string() }).parse(tagRes.body);
@@ -712,9 +701,9 @@ describe('deleting a user', () => {
 
   it('hands them to the member who inherits the project when they were its last admin', async () => {
     const leaver = await registerUser(service);
-    const project = await createProject(leaver);
-    await addMember(leaver, project.id, viewer, 'viewer');
-    await addMember(leaver, project.id, editor, 'editor');
+    const project = await createProject(service, leaver);
+    await addMember(service, leaver, project.id, viewer, 'viewer').expect(201);
+    await addMember(service, leaver, project.id, editor, 'editor').expect(201);
     const task = await createTask(service, leaver, { projectId: project.id });
     await service.http.delete(`/users/${leaver.user.id}`).set(as(leaver)).expect(204);
     expect((await getTask(service, viewer, task.id)).ownerId).toBe(viewer.user.id);

@@ -8,6 +8,7 @@ import { readAllChanges } from './support/events.js';
 import { createPersonalToken } from './support/personal-tokens.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { registerAdmin, registerUser, type TestUser } from './support/users.js';
+import { addMember, createProject } from './support/projects.js';
 
 const ProjectPageSchema = pageOf(ProjectSchema);
 
@@ -30,22 +31,10 @@ afterAll(() => service.close());
 
 const as = (user: { auth: string }) => ({ Authorization: user.auth });
 
-async function createProject(user: TestUser, body: Record<string, unknown> = {}): Promise<Project> {
-  const res = await service.http
-    .post('/projects')
-    .set(as(user))
-    .send({ name: `project-${uuidv7().slice(-6)}`, ...body })
-    .expect(201);
-  return ProjectSchema.parse(res.body);
-}
-
-const addMember = (by: TestUser, projectId: string, user: TestUser, role: string) =>
-  service.http.post(`/projects/${projectId}/members`).set(as(by)).send({ userId: user.user.id, role });
-
 /** A project of Alice's with Bob as `bobRole` (and Carol outside it). */
 async function sharedProject(bobRole: 'viewer' | 'editor' | 'admin'): Promise<Project> {
-  const project = await createProject(alice);
-  await addMember(alice, project.id, bob, bobRole).expect(201);
+  const project = await createProject(service, alice);
+  await addMember(service, alice, project.id, bob, bobRole).expect(201);
   return project;
 }
 
@@ -115,9 +104,9 @@ describe('POST /projects', () => {
     const [first] = page.items;
     if (!first) throw new Error('no project');
     await service.http.delete(`/projects/${first.id}`).set(as(carol)).expect(204);
-    await createProject(carol);
+    await createProject(service, carol);
     expectProblem(await service.http.post('/projects').set(as(carol)).send({ name: 'over' }), 409, 'quota_exceeded');
-    for (let i = 0; i < 5; i++) await createProject(admin);
+    for (let i = 0; i < 5; i++) await createProject(service, admin);
     await deleteProjectsOf(carol);
     await deleteProjectsOf(admin);
   });
@@ -125,10 +114,10 @@ describe('POST /projects', () => {
 
 describe('GET /projects and GET /projects/{id}', () => {
   it("lists the caller's projects oldest first, paginated, with q; admins see all and filter by userId", async () => {
-    const a1 = await createProject(alice, { name: 'Garden plan' });
-    const a2 = await createProject(alice, { name: 'Kitchen' });
-    const b1 = await createProject(bob, { name: 'Bob garden' });
-    await addMember(bob, b1.id, alice, 'viewer').expect(201);
+    const a1 = await createProject(service, alice, { name: 'Garden plan' });
+    const a2 = await createProject(service, alice, { name: 'Kitchen' });
+    const b1 = await createProject(service, bob, { name: 'Bob garden' });
+    await addMember(service, bob, b1.id, alice, 'viewer').expect(201);
     const first = await service.http.get('/projects?limit=2').set(as(alice)).expect(200);
     const page1 = ProjectPageSchema.parse(first.body);
     expect(page1.items.map((p) => p.id)).toEqual([a1.id, a2.id]);
@@ -223,7 +212,7 @@ describe('PATCH /projects/{id}', () => {
   });
 
   it('keeps both of two concurrent changes of different fields', async () => {
-    const project = await createProject(alice);
+    const project = await createProject(service, alice);
     const path = `/projects/${project.id}`;
     await Promise.all([
       service.http.patch(path).set(as(alice)).send({ name: 'Both' }).expect(200),
@@ -306,7 +295,7 @@ describe('deleting a project with its work', () => {
     const owner = await registerUser(service, { name: 'Racer' });
     const before = await storedKeys();
     for (let round = 0; round < 10; round++) {
-      const project = await createProject(owner);
+      const project = await createProject(service, owner);
       const tasks = await Promise.all(
         [1, 2, 3].map(
           async (n) =>
@@ -344,7 +333,7 @@ describe('deleting a project with its work', () => {
 
   it("deleting a user deletes a project left without members, with its attachments' bytes", async () => {
     const leaver = await registerUser(service, { name: 'Leaver' });
-    const project = await createProject(leaver);
+    const project = await createProject(service, leaver);
     const before = await storedKeys();
     const { taskId } = await projectTaskAndTag(alice, project.id);
     await service.http.delete(`/users/${leaver.user.id}`).set(as(admin)).expect(204);
@@ -359,13 +348,13 @@ describe('roles', () => {
     'a %s reads the project and its members, and manages nothing (403)',
     async (role) => {
       const project = await sharedProject(role);
-      await addMember(alice, project.id, carol, 'viewer').expect(201);
+      await addMember(service, alice, project.id, carol, 'viewer').expect(201);
       const path = `/projects/${project.id}`;
       await service.http.get(path).set(as(bob)).expect(200);
       await service.http.get(`${path}/members`).set(as(bob)).expect(200);
       expectProblem(await service.http.patch(path).set(as(bob)).send({ name: 'x' }), 403, 'forbidden');
       expectProblem(await service.http.delete(path).set(as(bob)), 403, 'forbidden');
-      expectProblem(await addMember(bob, project.id, admin, 'viewer'), 403, 'forbidden');
+      expectProblem(await addMember(service, bob, project.id, admin, 'viewer'), 403, 'forbidden');
       expectProblem(
         await service.http.patch(`${path}/members/${carol.user.id}`).set(as(bob)).send({ role: 'editor' }),
         403,
@@ -395,8 +384,8 @@ describe('project events', () => {
     const start = (await readAllChanges(service, admin)).cursor;
     const startBob = (await readAllChanges(service, bob)).cursor;
     const startCarol = (await readAllChanges(service, carol)).cursor;
-    const project = await createProject(alice);
-    await addMember(alice, project.id, bob, 'viewer').expect(201);
+    const project = await createProject(service, alice);
+    await addMember(service, alice, project.id, bob, 'viewer').expect(201);
     await service.http.patch(`/projects/${project.id}`).set(as(alice)).send({ name: 'Evented' }).expect(200);
     await service.http
       .patch(`/projects/${project.id}/members/${bob.user.id}`)
@@ -441,7 +430,7 @@ describe('project events', () => {
       (await readAllChanges(service, withScope)).cursor,
       (await readAllChanges(service, without)).cursor,
     ];
-    await createProject(alice);
+    await createProject(service, alice);
     expect((await readAllChanges(service, withScope, from)).events.map((e) => e.type)).toEqual(['project.created']);
     expect((await readAllChanges(service, without, fromWithout)).events).toEqual([]);
     const reader = await createPersonalToken(service, alice, ['projects:read']);

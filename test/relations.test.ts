@@ -11,6 +11,7 @@ import { ofType, readAllChanges } from './support/events.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { createTask, getTask } from './support/tasks.js';
 import { registerUser, userForFile, type TestUser } from './support/users.js';
+import { createProject } from './support/projects.js';
 
 // Relations between tasks: made and removed by whoever may change the first task, listed from
 // either side with inverse types, `blocks` never a cycle (also at once), Task.blocked kept by the
@@ -26,15 +27,6 @@ const relate = (user: TestUser, taskId: string, type: string, otherId: string) =
 const unrelate = (user: TestUser, taskId: string, type: string, otherId: string) =>
   service.http.delete(`/tasks/${taskId}/relations/${type}/${otherId}`).set(as(user));
 const RelationsSchema = z.object({ items: z.array(RelationSchema) });
-
-async function createProject(user: TestUser): Promise<string> {
-  const res = await service.http
-    .post('/projects')
-    .set(as(user))
-    .send({ name: `p-${uuidv7().slice(-6)}` })
-    .expect(201);
-  return z.object({ id: z.string() }).parse(res.body).id;
-}
 
 /** The task.updated events of one task among `events`, as the task and what it changed. */
 const updatesOf = (events: Event[], taskId: string) =>
@@ -219,7 +211,7 @@ describe('relations', () => {
   });
 
   it('lose the blockers that go with their project: the tasks they blocked elsewhere are unblocked, each with its task.updated', async () => {
-    const project = await createProject(alice);
+    const project = (await createProject(service, alice)).id;
     const [inProject, doneInProject] = [
       await createTask(service, alice, { projectId: project }),
       await createTask(service, alice, { projectId: project, status: 'done' }),
@@ -255,7 +247,7 @@ describe('relations', () => {
   it('lose the blockers that go with a deleted user (personal tasks, projects left without members): the tasks they blocked are unblocked', async () => {
     const leaver = await registerUser(service);
     // Alice's project where the leaver is an editor: they see its tasks and may relate theirs to them.
-    const shared = await createProject(alice);
+    const shared = (await createProject(service, alice)).id;
     await service.http
       .post(`/projects/${shared}/members`)
       .set(as(alice))
@@ -267,7 +259,7 @@ describe('relations', () => {
       await createTask(service, alice, { projectId: shared }),
     ];
     const personal = await createTask(service, leaver);
-    const theirProject = await createProject(leaver);
+    const theirProject = (await createProject(service, leaver)).id;
     const inTheirProject = await createTask(service, leaver, { projectId: theirProject });
     // A task the leaver made in the shared project outlives them (handed over), and still blocks.
     const handedOver = await createTask(service, leaver, { projectId: shared });

@@ -1,6 +1,5 @@
 import { v7 as uuidv7 } from 'uuid';
 import { describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { pageOf } from '../contract/common.js';
 import { TaskSchema, type Task } from '../contract/tasks.js';
 import { serviceForFile } from './support/app.js';
@@ -8,6 +7,7 @@ import { ofType, readAllChanges } from './support/events.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { createTask, getTask } from './support/tasks.js';
 import { userForFile, type TestUser } from './support/users.js';
+import { createProject } from './support/projects.js';
 
 // Subtasks: parentId on create, PUT and PATCH; the parent's counts kept by the writes, each change
 // of them a new version with its task.updated; the hierarchy's rules (seen, same project or owner,
@@ -25,15 +25,6 @@ const post = (user: TestUser, body: object) =>
     .post('/tasks')
     .set(as(user))
     .send({ title: 'sub', ...body });
-
-async function createProject(user: TestUser): Promise<string> {
-  const res = await service.http
-    .post('/projects')
-    .set(as(user))
-    .send({ name: `p-${uuidv7().slice(-6)}` })
-    .expect(201);
-  return z.object({ id: z.string() }).parse(res.body).id;
-}
 
 /** A chain of `levels` tasks, each under the one before; the top-level one first. */
 async function chain(user: TestUser, levels: number, projectId: string | null = null): Promise<Task[]> {
@@ -98,7 +89,7 @@ describe('a subtask', () => {
   });
 
   it('needs a parent the caller sees, in the same project or both personal of one owner (else 400 on body.parentId)', async () => {
-    const project = await createProject(alice);
+    const project = (await createProject(service, alice)).id;
     const inProject = await createTask(service, alice, { projectId: project });
     const personal = await createTask(service, alice);
     const bobs = await createTask(service, bob);
@@ -160,7 +151,7 @@ describe('a subtask', () => {
   });
 
   it('of two chains joined at once past 8 levels: one succeeds', async () => {
-    const project = await createProject(alice);
+    const project = (await createProject(service, alice)).id;
     for (let round = 0; round < ROUNDS; round++) {
       // 5 levels, and a 4-level chain to join: under the first chain's bottom (5 + 4 > 8) or its top
       // joined under a 4-level chain from below (4 + 5 > 8) — each alone fits 8 levels, both do not.
@@ -202,7 +193,7 @@ describe('a subtask', () => {
   });
 
   it('moved to another project loses its parent; its own subtasks stay and become top-level', async () => {
-    const [from, to] = [await createProject(alice), await createProject(alice)];
+    const [from, to] = [(await createProject(service, alice)).id, (await createProject(service, alice)).id];
     const [top, middle, bottom] = await chain(alice, 3, from);
     const moved = TaskSchema.parse((await patch(alice, middle!.id, { projectId: to }).expect(200)).body);
     expect(moved).toMatchObject({ projectId: to, parentId: null, subtaskCount: 0 });
