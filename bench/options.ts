@@ -73,7 +73,7 @@ export function parseOptions(argv: string[]): BenchOptions {
       taskComments: 10_000,
     },
     connections: 50,
-    // Quick: the targets' 13 rows (12 with bare twins), seeding and the login's 8 s in about four minutes.
+    // Quick: the targets' 13 rows (12 with bare twins), seeding and the login's 8 s in about three minutes.
     warmupSeconds: number(values.warmup, quick ? 0.5 : 5, 'warmup'),
     seconds: number(values.seconds, quick ? 2 : 15, 'seconds'),
     deepPage: 50,
