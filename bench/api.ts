@@ -2,6 +2,7 @@
 import { z } from 'zod';
 import { AttachmentSchema, type Attachment } from '../contract/attachments.js';
 import { AuthResultSchema, type AuthResult } from '../contract/auth.js';
+import { CommentSchema, type Comment } from '../contract/comments.js';
 import { pageOf } from '../contract/common.js';
 
 export const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
@@ -25,6 +26,9 @@ export const register = (base: string, email: string, password: string, name: st
 export const login = (base: string, email: string, password: string): Promise<AuthResult> =>
   call(`${base}/auth/login`, postJson({ email, password }), AuthResultSchema);
 
+export const comment = (base: string, token: string, taskId: string, body: string): Promise<Comment> =>
+  call(`${base}/tasks/${taskId}/comments`, postJson({ body }, bearer(token)), CommentSchema);
+
 const JwksSchema = z.object({
   keys: z.array(z.object({ kty: z.string(), crv: z.string(), x: z.string(), kid: z.string() })).min(1),
 });
@@ -40,14 +44,14 @@ export async function publicKey(base: string): Promise<PublicJwk> {
 const IdPageSchema = pageOf(z.object({ id: z.string() }));
 
 /**
- * The cursor that starts page `page` of `GET /tasks?<query>&limit=<limit>`, or of the last page
- * when the list is shorter; found by following nextCursor (100 tasks a hop: a cursor names a row,
- * whatever the page size).
+ * The cursor that starts page `page` of the list `list` (a path, with its query if any: `/tasks?sort=title`,
+ * `/tasks/{id}/comments`) at `limit` items a page, or of the last page when the list is shorter;
+ * found by following nextCursor (100 items a hop: a cursor names an item, whatever the page size).
  */
 export async function deepCursor(
   base: string,
   token: string,
-  query: string,
+  list: string,
   page: number,
   limit: number,
 ): Promise<{ cursor: string | undefined; page: number }> {
@@ -56,7 +60,7 @@ export async function deepCursor(
     let seen = 0;
     while (seen < skip) {
       const step = Math.min(100, skip - seen);
-      const at = `${base}/tasks?${query}&limit=${step}${cursor ? `&cursor=${cursor}` : ''}`;
+      const at = `${base}${list}${list.includes('?') ? '&' : '?'}limit=${step}${cursor ? `&cursor=${cursor}` : ''}`;
       const { items, nextCursor } = await call(at, { headers: bearer(token) }, IdPageSchema);
       seen += items.length;
       if (nextCursor === null) return { cursor, seen, ended: true };

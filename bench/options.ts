@@ -69,9 +69,11 @@ export function parseOptions(argv: string[]): BenchOptions {
       projects: 100,
       projectTasks: 100_000,
       projectMembers: 10,
+      // A task with as many comments as a task may hold (TASK_MAX_COMMENTS' default), read by the members.
+      taskComments: 10_000,
     },
     connections: 50,
-    // Quick: the targets' 9 rows (8 with bare twins), seeding and the login's 8 s in about three minutes.
+    // Quick: the targets' 13 rows (12 with bare twins), seeding and the login's 8 s in about three minutes.
     warmupSeconds: number(values.warmup, quick ? 0.5 : 5, 'warmup'),
     seconds: number(values.seconds, quick ? 2 : 15, 'seconds'),
     deepPage: 50,

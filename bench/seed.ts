@@ -1,7 +1,7 @@
 // Seeding, fast: users through the API (real password hashes and sessions), everything else in a
 // few set-based INSERTs straight into the service's database, then ANALYZE.
 import pg from 'pg';
-import { register, login } from './api.js';
+import { comment, register, login } from './api.js';
 import { ADMIN } from './service.js';
 
 export interface SeedSize {
@@ -14,6 +14,8 @@ export interface SeedSize {
   projectTasks: number;
   /** Users who are members of every project (and have no personal task): the project rows' callers. */
   projectMembers: number;
+  /** Comments on the discussed task, a task of the first project that the project members read. */
+  taskComments: number;
 }
 
 export interface BenchUser {
@@ -33,6 +35,8 @@ export interface Seeded {
   adminToken: string;
   /** Members of every seeded project, with no personal task: the callers of the project list rows. */
   projectMembers: { id: string; token: string }[];
+  /** A task of the first project with `comments` comments and `activity` entries, read by the project members. */
+  discussedTask: { id: string; comments: number; activity: number };
   /** Tasks of the first user, oldest first, with their versions. */
   ownTasks: { id: string; version: number }[];
   /** Whether tasks keep a stored attachment_count (the schema of the day decides). */
@@ -144,13 +148,127 @@ const INSERT_PROJECT_TASK_TAGS = `
   SELECT t.id, g.id, now() FROM tasks t JOIN tags g ON g.project_id = t.project_id
   WHERE t.project_id = ANY($1::uuid[]) AND abs(hashtext(t.id::text || g.id::text)) % 3 = 0`;
 
+// A UUIDv7 of the instant `at` (48 bits of milliseconds, then random bits, version 7), as the
+// service makes its ids: comments list in id order, which is then creation order.
+const uuidv7At = (at: string) =>
+  `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing substring(int8send(floor(extract(epoch from ${at}) * 1000)::bigint) from 3) from 1 for 6), 52, 1), 53, 1), 'hex')::uuid`;
+
+// The discussed task ($1 project, $2 owner, $3 created at) as its comments ($4 of them, one a
+// minute from its creation on) leave it: each comment moved its version and commentCount. It is
+// older than the projects' other tasks, so it sits on the members' last page, not on the pages
+// the list rows read.
+const INSERT_DISCUSSED_TASK = `
+  INSERT INTO tasks (id, owner_id, project_id, title, description, status, priority, version, comment_count, created_at, updated_at)
+  VALUES (${uuidv7At('$3::timestamptz')}, $2, $1, 'Discussed task', '', 'in_progress', 'high', 1 + $4::int, $4::int,
+          $3::timestamptz, $3::timestamptz + $4::int * interval '1 minute')
+  RETURNING id`;
+
+// The comments ($2 of them on task $1, by the members $3 in turn, one a minute), each as the
+// service writes it (updated_at its creation, never edited).
+const INSERT_DISCUSSION_COMMENTS = `
+  INSERT INTO comments (id, task_id, author_id, body, created_at, updated_at)
+  SELECT ${uuidv7At('c.at')}, t.id, ($3::uuid[])[g.i % cardinality($3::uuid[]) + 1],
+    'Comment ' || g.i || ': ' || rtrim(repeat('a few words on how it goes, ', 1 + g.i % 8), ', ') || '.', c.at, c.at
+  FROM tasks t CROSS JOIN generate_series(1, $2::int) AS g(i)
+  CROSS JOIN LATERAL (SELECT t.created_at + g.i * interval '1 minute' AS at) AS c
+  WHERE t.id = $1`;
+
+// The task's activity as server/events/activity.ts derives it from the events the service wrote:
+// its task.created (the fields set at creation, in the order it lists them) and one comment.created
+// per comment, by its author at its creation, under the event's own id. The task.updated written
+// with each comment makes no entry (the commentCount it moves is the comment's entry). The events
+// themselves are not seeded: no row of the bench reads the event log.
+const INSERT_DISCUSSION_ACTIVITY = `
+  INSERT INTO task_activity (task_id, at, id, actor_id, type, changes)
+  SELECT t.id, t.created_at, ${uuidv7At('t.created_at')}, t.owner_id, 'task.created', jsonb_build_array(
+    jsonb_build_object('field', 'title', 'from', NULL, 'to', t.title),
+    jsonb_build_object('field', 'status', 'from', NULL, 'to', t.status),
+    jsonb_build_object('field', 'priority', 'from', NULL, 'to', t.priority),
+    jsonb_build_object('field', 'projectId', 'from', NULL, 'to', t.project_id))
+  FROM tasks t WHERE t.id = $1
+  UNION ALL
+  SELECT c.task_id, c.created_at, ${uuidv7At('c.created_at')}, c.author_id, 'comment.created',
+    jsonb_build_array(jsonb_build_object('field', 'comment', 'from', NULL, 'to', jsonb_build_object('id', c.id)))
+  FROM comments c WHERE c.task_id = $1`;
+
+// The task's newest two entries and the comments they name.
+const NEWEST_ENTRIES = `
+  SELECT a.type, a.actor_id, a.changes::text AS changes, c.id AS comment_id, c.author_id, c.edited_at, c.updated_at = c.created_at AS unedited
+  FROM task_activity a LEFT JOIN comments c ON c.id = (a.changes -> 0 -> 'to' ->> 'id')::uuid
+  WHERE a.task_id = $1 ORDER BY a.at DESC, a.id DESC LIMIT 2`;
+
+const DISCUSSION_COUNTS = `
+  SELECT t.version, t.comment_count,
+    (SELECT count(*)::int FROM comments c WHERE c.task_id = t.id) AS comments,
+    (SELECT count(*)::int FROM task_activity a WHERE a.task_id = t.id) AS activity
+  FROM tasks t WHERE t.id = $1`;
+
+/**
+ * The discussed task in the first project: all but its last comment, and its activity, loaded in
+ * bulk; the last comment written through the API. The rows the service wrote for it are then
+ * compared with the bulk's: a seed that drifted from what the service writes stops the run.
+ */
+async function seedDiscussion(
+  base: string,
+  db: pg.Client,
+  projectId: string,
+  members: { id: string; token: string }[],
+  comments: number,
+): Promise<{ id: string; comments: number; activity: number }> {
+  const [owner] = members;
+  const writer = members[comments % members.length];
+  if (!owner || !writer) throw new Error('no project member to discuss a task');
+  const bulk = comments - 1;
+  const createdAt = new Date(Date.now() - (bulk + 24 * 60) * 60_000);
+  const { rows } = await db.query<{ id: string }>(INSERT_DISCUSSED_TASK, [projectId, owner.id, createdAt, bulk]);
+  const id = rows[0]?.id;
+  if (!id) throw new Error('the discussed task was not made');
+  const authors = members.map((member) => member.id);
+  await db.query(INSERT_DISCUSSION_COMMENTS, [id, bulk, authors]);
+  await db.query(INSERT_DISCUSSION_ACTIVITY, [id]);
+  const written = await comment(base, writer.token, id, `Comment ${comments}: the last word, through the API.`);
+  const { rows: newest } = await db.query<{
+    type: string;
+    actor_id: string | null;
+    changes: string;
+    comment_id: string | null;
+    author_id: string | null;
+    edited_at: Date | null;
+    unedited: boolean;
+  }>(NEWEST_ENTRIES, [id]);
+  const [byService, byBulk] = newest;
+  const shape = (entry: typeof byService) =>
+    entry && {
+      type: entry.type,
+      byAuthor: entry.actor_id !== null && entry.actor_id === entry.author_id,
+      changes: entry.comment_id === null ? entry.changes : entry.changes.replaceAll(entry.comment_id, '<comment>'),
+      edited: entry.edited_at !== null || !entry.unedited,
+    };
+  const { rows: counts } = await db.query<{
+    version: number;
+    comment_count: number;
+    comments: number;
+    activity: number;
+  }>(DISCUSSION_COUNTS, [id]);
+  const expected = { version: 1 + comments, comment_count: comments, comments, activity: comments + 1 };
+  if (
+    byService?.comment_id !== written.id ||
+    JSON.stringify(shape(byService)) !== JSON.stringify(shape(byBulk)) ||
+    JSON.stringify(counts[0]) !== JSON.stringify(expected)
+  )
+    throw new Error(
+      `the seeded comments differ from what the service writes: newest entries ${JSON.stringify(newest)}, counts ${JSON.stringify(counts[0])} (expected ${JSON.stringify(expected)})`,
+    );
+  return { id, comments, activity: expected.activity };
+}
+
 /** The project members (logged in), their projects, the projects' tags and tasks. */
 async function seedProjects(
   base: string,
   db: pg.Client,
   firstUserId: string,
   size: SeedSize,
-): Promise<{ id: string; token: string }[]> {
+): Promise<{ members: { id: string; token: string }[]; projectIds: string[] }> {
   const { rows: members } = await db.query<{ id: string; email: string }>(INSERT_PROJECT_MEMBERS, [
     firstUserId,
     size.projectMembers,
@@ -166,7 +284,7 @@ async function seedProjects(
   await db.query(INSERT_PROJECT_TAGS, [projectIds, memberIds]);
   await db.query(INSERT_PROJECT_TASKS, [projectIds, memberIds, size.projectTasks]);
   await db.query(INSERT_PROJECT_TASK_TAGS, [projectIds]);
-  return loggedIn;
+  return { members: loggedIn, projectIds };
 }
 
 /** At most `limit` of `work` at once. */
@@ -208,7 +326,10 @@ export async function seed(base: string, databaseUrl: string, size: SeedSize): P
     await db.query(INSERT_TASK_TAGS, [ids]);
     await db.query(INSERT_ATTACHMENTS, [ids]);
     if (storedAttachmentCount) await db.query(UPDATE_ATTACHMENT_COUNT);
-    const projectMembers = await seedProjects(base, db, first.user.id, size);
+    const { members: projectMembers, projectIds } = await seedProjects(base, db, first.user.id, size);
+    const [discussedProject] = projectIds;
+    if (!discussedProject) throw new Error('no project was seeded');
+    const discussedTask = await seedDiscussion(base, db, discussedProject, projectMembers, size.taskComments);
     await db.query('ANALYZE');
     const { rows: kept } = await db.query<{ owner_id: string; id: string; version: number }>(
       `SELECT owner_id, id, version FROM (
@@ -237,6 +358,7 @@ export async function seed(base: string, databaseUrl: string, size: SeedSize): P
       loginAccounts,
       adminToken,
       projectMembers,
+      discussedTask,
       ownTasks,
       storedAttachmentCount,
       seconds: (Date.now() - started) / 1000,

@@ -76,7 +76,7 @@ async function listPages(
   const path = `/tasks?limit=${options.pageLimit}${sort === '-createdAt' ? '' : `&sort=${sort}`}`;
   const pages = await inBatches(callers, 5, async ({ token }) => {
     if (page === 'first') return { token, path, page: 1 };
-    const deep = await deepCursor(base, token, `sort=${sort}`, page, options.pageLimit);
+    const deep = await deepCursor(base, token, `/tasks?sort=${sort}`, page, options.pageLimit);
     return { token, path: deep.cursor ? `${path}&cursor=${deep.cursor}` : path, page: deep.page };
   });
   return {
@@ -122,6 +122,49 @@ async function listWorkloads(targets: Targets, seeded: Seeded, options: BenchOpt
       }
     }
   }
+  return workloads;
+}
+
+/**
+ * Page 1 and page 50 of the discussed task's comments (oldest first) and of its activity (newest
+ * first), as a random one of the project members who read it. A deep page's cursor is found once on
+ * each server (each signs its own; a cursor of these lists names a comment or an entry, not a reader).
+ */
+async function historyWorkloads(targets: Targets, seeded: Seeded, options: BenchOptions): Promise<Workload[]> {
+  const task = seeded.discussedTask;
+  const [reader] = seeded.projectMembers;
+  if (!reader) throw new Error('no project member reads the discussed task');
+  const lists = [
+    { list: 'comments', size: `${task.comments.toLocaleString('en-US')} comments` },
+    { list: 'activity', size: `${task.activity.toLocaleString('en-US')} entries` },
+  ];
+  const pageOn = async (base: string, list: string, page: number | 'first') => {
+    const path = `/tasks/${task.id}/${list}?limit=${options.pageLimit}`;
+    const deep =
+      page === 'first'
+        ? { cursor: undefined, page: 1 }
+        : await deepCursor(base, reader.token, `/tasks/${task.id}/${list}`, page, options.pageLimit);
+    const at = deep.cursor ? `${path}&cursor=${deep.cursor}` : path;
+    const requests: LoadRequests = {
+      kind: 'spread',
+      method: 'GET',
+      users: seeded.projectMembers.map((member) => ({ headers: bearer(member.token), paths: [at] })),
+    };
+    return { requests, page: deep.page };
+  };
+  const workloads: Workload[] = [];
+  for (const { list, size } of lists)
+    for (const page of ['first', options.deepPage] as const) {
+      const service = await pageOn(targets.service, list, page);
+      const bare = await pageOn(targets.bare, list, page);
+      if (bare.page !== service.page)
+        throw new Error(`the stack baseline's ${list} end at page ${bare.page}, the service's at ${service.page}`);
+      workloads.push({
+        name: `GET /tasks/{id}/${list} page ${service.page} (${size})`,
+        requests: service.requests,
+        bare: { requests: bare.requests, target: TARGETS.list },
+      });
+    }
   return workloads;
 }
 
@@ -213,6 +256,7 @@ export async function buildWorkloads(
       bare: { requests: spreadReads(seeded), target: TARGETS.read },
     },
     ...(await listWorkloads(targets, seeded, options)),
+    ...(await historyWorkloads(targets, seeded, options)),
     { name: 'POST /tasks', requests: create, bare: { requests: create, target: TARGETS.create } },
     {
       name: 'PATCH /tasks/{id} (If-Match, spread)',

@@ -46,8 +46,8 @@ const SORT_KEYS: Record<SortField, SortKey> = {
 const CursorSchema = z.object({ s: z.string(), v: z.string().nullable(), id: z.string().uuid() });
 type Cursor = z.infer<typeof CursorSchema>;
 
-/** `<payload>.<HMAC>`, as the service's cursors (server/http/pagination.ts). */
-function cursorCodec() {
+/** `<payload>.<HMAC>`, as the service's cursors (server/http/pagination.ts), for every list of the twin. */
+export function cursorCodec() {
   const secret = randomBytes(32);
   const mac = (payload: string) =>
     createHmac('sha256', secret).update(`list\n${payload}`).digest().subarray(0, 16).toString('base64url');
@@ -56,8 +56,8 @@ function cursorCodec() {
       const payload = Buffer.from(JSON.stringify(cursor)).toString('base64url');
       return `${payload}.${mac(payload)}`;
     },
-    /** The cursor if this process signed it for this sort; null if not; undefined for none. */
-    decode: (raw: string | undefined, sort: TaskSort): Cursor | null | undefined => {
+    /** The cursor if this process signed it for this sort (a list's order); null if not; undefined for none. */
+    decode: (raw: string | undefined, sort: string): Cursor | null | undefined => {
       if (raw === undefined) return undefined;
       const [payload = '', signature = '', ...rest] = raw.split('.');
       const given = Buffer.from(signature);

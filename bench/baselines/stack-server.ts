@@ -8,13 +8,16 @@
 //                      from the holdings counters, the task, its event, deliveries; the event placed;
 //                      NOTIFY after the commit (stack-writes.ts);
 //   PATCH /tasks/{id}  one round trip: the task's row locked, then in a subtransaction visibility,
-//                      If-Match, the change, its event, deliveries; the event placed; NOTIFY after.
+//                      If-Match, the change, its event, deliveries; the event placed; NOTIFY after;
+//   GET /tasks/{id}/comments, GET /tasks/{id}/activity
+//                      the task under the visibility rule, then the page (two statements, stack-comments.ts).
 import { createServer } from 'node:http';
 import { v7 as uuidv7 } from 'uuid';
 import { listenAndReport } from './listen.js';
 import { callerCheck } from './stack-caller.js';
 import { STACK_CONFIG_VARIABLE, StackConfigSchema } from './stack-config.js';
 import { stackDb } from './stack-db.js';
+import { taskHistory } from './stack-comments.js';
 import { json, problem, readJson, type Answer } from './stack-http.js';
 import { taskLists } from './stack-list.js';
 import { readVisibleTask, serializeTask } from './stack-tasks.js';
@@ -25,8 +28,10 @@ const db = stackDb(config.databaseUrl, config.poolSize);
 const callerOf = await callerCheck(config, db);
 const listTasks = taskLists(db, config);
 const writes = await taskWrites(db, config);
+const history = taskHistory(db);
 
 const TASK_PATH = /^\/tasks\/([0-9a-f-]{36})$/;
+const HISTORY_PATH = /^\/tasks\/([0-9a-f-]{36})\/(comments|activity)$/;
 
 const server = createServer((req, res) => {
   const send = ({ status, body, headers }: Answer) => {
@@ -42,6 +47,12 @@ const server = createServer((req, res) => {
   };
   (async (): Promise<Answer> => {
     const url = new URL(req.url ?? '/', 'http://stack.invalid');
+    const [, historyOf, list] = HISTORY_PATH.exec(url.pathname) ?? [];
+    if (req.method === 'GET' && historyOf) {
+      const caller = await callerOf(req.headers.authorization);
+      if (!caller) return problem(401, 'Unauthorized');
+      return list === 'comments' ? history.comments(caller, historyOf, url) : history.activity(caller, historyOf, url);
+    }
     const taskId = TASK_PATH.exec(url.pathname)?.[1];
     const route = `${req.method ?? ''} ${taskId ? '/tasks/{id}' : url.pathname}`;
     if (!['GET /tasks/{id}', 'PATCH /tasks/{id}', 'GET /tasks', 'POST /tasks'].includes(route))
