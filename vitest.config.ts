@@ -39,14 +39,15 @@ const include = stress ? ['test/stress/**/*.test.ts', 'test/fuzz.test.ts'] : ['t
 // some packages (the AWS SDK's dist-es, with extensionless imports).
 const sourceConditions = ['@task-service/source', 'node', 'development|production'];
 
-// A worker of the waiting pool runs its files one after another in one module graph (isolate off),
-// so the service's modules load once per worker, not once per file (about 1.4 s of CPU a file).
-// These files change modules for the files after them (vi.mock, an environment variable read at
-// import): a fresh graph each.
+// A worker of the waiting pool runs its files one after another in one process and one module graph
+// (isolate off, in the project and in the pool: Vitest starts a process per file unless the root's
+// poolOptions.forks says otherwise), so the service's modules load once per worker, not once per
+// file (about 1.4 s of CPU a file). These files change modules for the files after them (vi.mock, an
+// environment variable read at import): a fresh graph each, in the threads pool, which isolates.
 const ISOLATED_FILES = ['attachments', 'attachments-s3'].map((name) => `test/${name}.test.ts`);
 
 /**
- * A database's projects: its waiting files in the forks pool (isolated ones apart) and (`cpu`) its
+ * A database's projects: its waiting files in the forks pool, the isolated ones and (`cpu`) its
  * CPU files in the threads pool.
  */
 function projectsOn(name: string, files: string[], cpu: boolean): TestProjectInlineConfiguration[] {
@@ -57,7 +58,18 @@ function projectsOn(name: string, files: string[], cpu: boolean): TestProjectInl
   return [
     { extends: true, test: { name, include: files, exclude: [...exclude, ...ISOLATED_FILES], env, isolate: false } },
     ...(isolated.length > 0
-      ? [{ extends: true as const, test: { name: `${name} (isolated)`, include: isolated, exclude, env } }]
+      ? [
+          {
+            extends: true as const,
+            test: {
+              name: `${name} (isolated)`,
+              include: isolated,
+              exclude,
+              pool: 'threads' as const,
+              env: { ...env, TEST_POOL: 'cpu' },
+            },
+          },
+        ]
       : []),
     ...(cpu
       ? [
@@ -125,7 +137,8 @@ export default defineConfig({
     sequence: { sequencer: LongestFirst },
     pool: 'forks',
     poolOptions: {
-      forks: { maxForks: maxWaiting, minForks: 1 },
+      // The pool's processes run file after file; Vitest still starts fresh ones between projects.
+      forks: { maxForks: maxWaiting, minForks: maxWaiting, isolate: false },
       threads: { maxThreads: maxCpu, minThreads: 1 },
     },
     exclude: [...configDefaults.exclude, ...excluded],
