@@ -73,6 +73,36 @@ function paramsOf(endpoint: Endpoint, parts: string[]): Record<string, string> |
   return params;
 }
 
+/**
+ * The endpoints a path may reach, in the order they were registered (the first that fits wins, as
+ * in Express): looked up by the path's number of segments and its first segment.
+ */
+function endpointTable() {
+  const byShape = new Map<number, { byFirst: Map<string, Endpoint[]>; paramFirst: Endpoint[] }>();
+  return {
+    add(endpoint: Endpoint): void {
+      const shape = byShape.get(endpoint.segments.length) ?? { byFirst: new Map<string, Endpoint[]>(), paramFirst: [] };
+      byShape.set(endpoint.segments.length, shape);
+      const first = endpoint.segments[0];
+      if (first && 'literal' in first) {
+        const list = shape.byFirst.get(first.literal) ?? [...shape.paramFirst];
+        list.push(endpoint);
+        shape.byFirst.set(first.literal, list);
+      } else {
+        // A parameter first fits every first segment: it joins every list, in its turn.
+        shape.paramFirst.push(endpoint);
+        for (const list of shape.byFirst.values()) list.push(endpoint);
+      }
+    },
+    candidates(parts: string[]): Endpoint[] | undefined {
+      const shape = byShape.get(parts.length);
+      if (!shape) return undefined;
+      const first = (parts[0] ?? '').toLowerCase();
+      return shape.byFirst.get(first) ?? shape.paramFirst;
+    },
+  };
+}
+
 /** Runs `steps` as an Express route does: in order, a thrown or rejected error passed on, `next('route')` leaves. */
 function run(steps: Step[], req: Request, res: Response, done: (err?: unknown) => void): void {
   let index = 0;
@@ -94,7 +124,7 @@ function run(steps: Step[], req: Request, res: Response, done: (err?: unknown) =
 /**
  * The contract's operations as one middleware: ts-rest builds each operation's chain (request
  * validation, the global and the route's middleware, the handler, response validation) as for
- * Express, and a request finds its operation by one lookup (method and number of path segments),
+ * Express, and a request finds its operation by one lookup (its path's length and first segment),
  * instead of Express trying every registered route's pattern in turn. Matching is Express's:
  * literal segments case-insensitive, one trailing slash allowed, parameters %-decoded (400 when
  * malformed, as soon as a route of any method fits the path), the first registered route wins and
@@ -112,7 +142,7 @@ export function contractEndpoints<T extends AppRouter>(
     ...options,
     requestValidationErrorHandler: (err, _req, _res, next) => next(err),
   });
-  const byShape = new Map<number, Endpoint[]>();
+  const table = endpointTable();
   for (const layer of registrar.stack) {
     const route = layer.route;
     if (!route) continue; // ts-rest's validation-error layer, which passes every error on
@@ -120,16 +150,12 @@ export function contractEndpoints<T extends AppRouter>(
     const method = route.stack[0]?.method;
     if (method === undefined || steps.some((step) => step.length > 3))
       throw new Error(`Unexpected handlers on the contract route ${route.path}`);
-    const segments = segmentsOf(route.path);
-    const endpoint: Endpoint = { route, method: method.toUpperCase(), segments, steps };
-    const shape = byShape.get(segments.length) ?? [];
-    shape.push(endpoint);
-    byShape.set(segments.length, shape);
+    table.add({ route, method: method.toUpperCase(), segments: segmentsOf(route.path), steps });
   }
 
   return (req, res, next) => {
     const parts = requestSegments(req.path);
-    const candidates = parts && byShape.get(parts.length);
+    const candidates = parts && table.candidates(parts);
     if (!parts || !candidates) return next();
     const method = req.method === 'HEAD' ? 'GET' : req.method;
     let index = 0;
