@@ -3,12 +3,13 @@
 // running, so that each workload with a bare twin is measured on it in turns with the service.
 import { publicKey } from './api.js';
 import { measureArgon2, type Argon2Result } from './baselines/argon2-run.js';
-import { STACK_CONFIG_VARIABLE, type StackConfig } from './baselines/stack-config.js';
+import { STACK_CONFIG_VARIABLE, type ServiceStatement, type StackConfig } from './baselines/stack-config.js';
 import { startBaseline, type RunningBaseline } from './baselines/start.js';
 import { measure, oddAnswers, type Measured, type Timing } from './measure.js';
 import type { Seeded } from './seed.js';
 import { AUDIENCE, ISSUER, MAX_TASKS_PER_USER } from './service.js';
 import type { Row } from './table.js';
+import { visibleTask } from '../server/tasks/store.js';
 import { taskReads } from './workloads.js';
 
 export interface Baselines {
@@ -37,6 +38,20 @@ export function baselineRow(name: string, m: Measured): Row {
   };
 }
 
+/** The service's read of one visible task for a caller of this kind, its parameters named by the values they carry. */
+function serviceTaskRead(kind: 'member' | 'all'): ServiceStatement {
+  const values = { taskId: 'the task id', userId: 'the user id' };
+  const { sql, parameters } = visibleTask(values, kind).compile();
+  return {
+    text: sql,
+    parameters: parameters.map((parameter) => {
+      if (parameter === values.taskId) return 'taskId';
+      if (parameter === values.userId) return 'userId';
+      throw new Error(`the service's task read takes a value the twin cannot give: ${String(parameter)}`);
+    }),
+  };
+}
+
 /** The bare handlers of the workloads, on the service's database and with its public key. */
 export async function startStackBaseline(
   serviceUrl: string,
@@ -50,6 +65,7 @@ export async function startStackBaseline(
     issuer: ISSUER,
     audience: AUDIENCE,
     storedAttachmentCount: seeded.storedAttachmentCount,
+    visibleTaskRead: { member: serviceTaskRead('member'), all: serviceTaskRead('all') },
     maxTasksPerUser: MAX_TASKS_PER_USER,
   };
   return startBaseline('stack-server.ts', { [STACK_CONFIG_VARIABLE]: JSON.stringify(config) });

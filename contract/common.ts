@@ -22,12 +22,10 @@ export const isPublicRoute = (route: AppRoute): boolean => {
 
 /**
  * A UUID (the service issues UUIDv7, lower-case). Any case is accepted and read as lower case;
- * malformed ids are 400, unknown ones 404.
+ * malformed ids are 400, unknown ones 404. Lower-cased by zod's string check, not a transform: a
+ * transform's wrapper made a path id's validation five times slower, and every request by id runs it.
  */
-export const IdSchema = z
-  .string()
-  .uuid()
-  .transform((id) => id.toLowerCase());
+export const IdSchema = z.string().toLowerCase().uuid();
 /** RFC 3339 timestamp; the service answers in UTC with milliseconds. */
 export const TimestampSchema = z.string().datetime({ offset: true, precision: 3 });
 /**

@@ -1,5 +1,4 @@
 import express, { type Express } from 'express';
-import { createExpressEndpoints } from '@ts-rest/express';
 import { contract } from '@task-service/client';
 import { activityRouter } from './activity/router.js';
 import { attachmentsRouter } from './attachments/router.js';
@@ -17,6 +16,7 @@ import { arrival } from './http/arrival.js';
 import { contractRules, identifyCaller, jsonBodies, rateLimit } from './http/middleware.js';
 import { warnUntrustedForwarding } from './http/proxy.js';
 import { idempotencyKeys } from './http/idempotency.js';
+import { contractEndpoints } from './http/dispatch.js';
 import { methodsByPath } from './http/routes.js';
 import { serveMetrics } from './metrics/endpoint.js';
 import { serveMcp } from './mcp/router.js';
@@ -80,12 +80,13 @@ export function buildApp(ctx: AppContext): Express {
     service: serviceRouter(ctx),
     docs: docsRouter(),
   };
-  createExpressEndpoints(contract, routers, app, {
-    logInitialization: false,
-    responseValidation: ctx.config.validateResponses,
-    globalMiddleware: [contractRules, idempotencyKeys(ctx)],
-    requestValidationErrorHandler: (err, _req, _res, next) => next(err),
-  });
+  app.use(
+    contractEndpoints(contract, routers, {
+      logInitialization: false,
+      responseValidation: ctx.config.validateResponses,
+      globalMiddleware: [contractRules, idempotencyKeys(ctx)],
+    }),
+  );
 
   serveDocsAssets(app);
   serveMetrics(app, ctx, metrics);

@@ -2,7 +2,7 @@
 // the table, with the same libraries (jose, pg) and nothing else. Every request is authenticated as
 // the service does it (stack-caller.ts: the token verified once and kept, the live session read),
 // then:
-//   GET /tasks/{id}    the visible task with its tags and attachment count (one statement);
+//   GET /tasks/{id}    the visible task as the API shows it: the service's own statement (stack-tasks.ts);
 //   GET /tasks         one page of the keyset list and its rows (one statement, stack-list.ts);
 //   POST /tasks        one round trip: the user's row shared, then in a subtransaction the quota
 //                      from the holdings counters, the task, its event, deliveries; the event placed;
@@ -20,7 +20,7 @@ import { stackDb } from './stack-db.js';
 import { taskHistory } from './stack-comments.js';
 import { json, problem, readJson, type Answer } from './stack-http.js';
 import { taskLists } from './stack-list.js';
-import { readVisibleTask, serializeTask } from './stack-tasks.js';
+import { readShownTask } from './stack-tasks.js';
 import { taskWrites } from './stack-writes.js';
 
 const config = StackConfigSchema.parse(JSON.parse(process.env[STACK_CONFIG_VARIABLE] ?? '{}'));
@@ -64,8 +64,8 @@ const server = createServer((req, res) => {
     if (!taskId) return problem(404, 'Not Found');
     if (route === 'PATCH /tasks/{id}')
       return writes.patch(caller, taskId, req.headers['if-match'], await readJson(req));
-    const task = await readVisibleTask(db, config, caller, taskId);
-    return task ? json(200, serializeTask(task), { etag: `"${task.version}"` }) : problem(404, 'Not Found');
+    const task = await readShownTask(db, config, caller, taskId);
+    return task ? json(200, task, { etag: `"${task.version}"` }) : problem(404, 'Not Found');
   })().then(send, () => send(problem(500, 'Internal Server Error')));
 });
 await listenAndReport(server);

@@ -2,7 +2,7 @@
 // read of one task the caller may see (GET /tasks/{id}): one statement, the visibility rule in it, as
 // the service's (server/tasks/store.ts readVisibleTask).
 import type { Caller } from './stack-caller.js';
-import type { StackConfig } from './stack-config.js';
+import type { ServiceStatement, StackConfig } from './stack-config.js';
 import type { StackDb } from './stack-db.js';
 
 export interface TaskRow {
@@ -54,6 +54,25 @@ export async function readVisibleTask(
         [taskId, caller.userId],
       );
   return rows[0];
+}
+
+/**
+ * The task as the API shows it, if the caller may see it (GET /tasks/{id}): the service's own
+ * statement (its visibility rule, project roles included, and its Task JSON built in SQL).
+ */
+export async function readShownTask(
+  db: StackDb,
+  config: StackConfig,
+  caller: Caller,
+  taskId: string,
+): Promise<{ version: number } | undefined> {
+  const statement: ServiceStatement = config.visibleTaskRead[isAdmin(caller) ? 'all' : 'member'];
+  const values = { taskId, userId: caller.userId };
+  const { rows } = await db.query<{ task: { version: number } }>(
+    statement.text,
+    statement.parameters.map((name) => values[name]),
+  );
+  return rows[0]?.task;
 }
 
 export const serializeTask = (t: TaskRow) => ({

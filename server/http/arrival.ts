@@ -27,7 +27,7 @@ export function arrival(parts: {
     const exchange = { startedMs: Date.now(), remoteAddress: req.socket.remoteAddress };
     req.id = requestId(req, res);
     // 'close' comes after 'finish', and alone when the client went away first.
-    res.once('close', () => {
+    res.on('close', () => {
       metrics.record(req, res, Number(process.hrtime.bigint() - startedAt) / 1e9);
       logRequest(logger, req, res, exchange);
     });

@@ -46,8 +46,8 @@ export function identifyCaller(authenticate: Authenticate, audienceOf: AudienceO
       .then((caller) => {
         req.caller = caller;
         req.principal = caller.principal;
-      })
-      .then(() => next(), next);
+        next();
+      }, next);
   };
 }
 
@@ -65,7 +65,8 @@ const authenticationRefusal: RouteRequest = (req) => {
 
 /** An operation that takes no query parameters rejects any, as those that take some reject unknown ones. */
 const unexpectedQueryRefusal: RouteRequest = (req) => {
-  if (req.tsRestRoute.query) return undefined;
+  // Without a `?` the query is empty: no need to parse it here.
+  if (req.tsRestRoute.query || !req.url.includes('?')) return undefined;
   const unexpected = Object.keys(req.query);
   if (unexpected.length === 0) return undefined;
   return validationFailed(
