@@ -33,7 +33,7 @@ describe.runIf(project === 'embedded')('dump and restore stopped midway, on the 
   let archives: string;
   const made: string[] = [];
   beforeAll(async () => {
-    source = await embeddedPlace('task-service-dump-');
+    source = await embeddedPlace('task-service-dump-', 'ready');
     archives = await archiveDir();
     made.push(source.dataDir, archives);
     const running = await startServiceProcess({ DATA_DIR: source.dataDir, ...serviceEnv(source) });
@@ -116,7 +116,8 @@ describe.runIf(project === 'embedded')('dump and restore stopped midway, on the 
    * the next restore has finished it.
    */
   async function interruptedRestore(file: string, signal: 'SIGTERM' | 'SIGINT', at: RegExp): Promise<void> {
-    const target = await embeddedPlace('task-service-restore-');
+    // A new data directory: a restore target must be empty, and the restore makes its cluster.
+    const target = await embeddedPlace('task-service-restore-', 'new');
     made.push(target.dataDir);
     const restore = spawnCli('restore', [file], target.dataDir, target.env, (line) => {
       if (at.test(line)) restore.child.kill(signal);
