@@ -1,6 +1,6 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -31,8 +31,45 @@ export async function postgresPid(dataDir: string): Promise<number | undefined> 
   return pid && isAlive(pid) ? pid : undefined;
 }
 
+// Linux lists each thread's children in /proc (a child belongs to the thread that forked it).
+// Reading a tree's own entries costs a fraction of a `ps` of every process, and tests ask ten
+// times a second while a tree runs.
+const procChildren = existsSync(`/proc/${process.pid}/task/${process.pid}/children`);
+
+/** The children of `pid` alive now, from /proc; none when it has ended meanwhile. */
+function childrenOf(pid: number): number[] {
+  const children: number[] = [];
+  let threads: string[] = [];
+  try {
+    threads = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    // ended
+  }
+  for (const thread of threads) {
+    try {
+      children.push(
+        ...readFileSync(`/proc/${pid}/task/${thread}/children`, 'utf8').split(' ').filter(Boolean).map(Number),
+      );
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return children;
+}
+
 /** Every descendant of `pid` alive now. */
 export async function descendants(pid: number): Promise<number[]> {
+  if (!procChildren) return descendantsByPs(pid);
+  const found: number[] = [];
+  for (let queue = [pid]; queue.length;) {
+    const next = childrenOf(queue.shift() ?? 0);
+    found.push(...next);
+    queue.push(...next);
+  }
+  return found;
+}
+
+async function descendantsByPs(pid: number): Promise<number[]> {
   const { stdout } = await run('ps', ['-e', '-o', 'pid=,ppid=']);
   const children = new Map<number, number[]>();
   for (const line of stdout.trim().split('\n')) {
