@@ -133,6 +133,8 @@ describe('ADMIN_EMAIL across restarts', () => {
 describe.runIf(process.env.TEST_DB === 'embedded')('npm run create-admin', () => {
   let dataDir: string;
   beforeAll(async () => {
+    // A new data directory, kept: create-admin may be an operator's first command, and makes the
+    // cluster and the schema itself.
     dataDir = await serverReachableTempDir('create-admin-');
   });
   afterAll(() => rm(dataDir, { recursive: true, force: true }));

@@ -36,8 +36,9 @@ describe.runIf(project === 'embedded')('dump and restore on the embedded default
   afterAll(() => Promise.all(made.map((dir) => rm(dir, { recursive: true, force: true }))));
 
   it('round-trips a running service into a new data directory: every row, every attachment byte, and the event feed goes on', async () => {
-    const source = await embeddedPlace('task-service-dump-');
-    const target = await embeddedPlace('task-service-restore-');
+    const source = await embeddedPlace('task-service-dump-', 'ready');
+    // A new data directory: a restore target must be empty, and the restore makes its cluster.
+    const target = await embeddedPlace('task-service-restore-', 'new');
     made.push(source.dataDir, target.dataDir);
     await roundTrip(source, target, path.join(source.dataDir, 'backup.tar.gz'));
   }, 300_000);
@@ -46,40 +47,42 @@ describe.runIf(project === 'embedded')('dump and restore on the embedded default
 describe.runIf(project === 'postgres')('moving between the embedded server and an external PostgreSQL', () => {
   const cleanups: (() => Promise<void>)[] = [];
   afterAll(() => Promise.all(cleanups.map((cleanup) => cleanup())));
-  const embedded = async (prefix: string) => {
-    const made = await embeddedPlace(prefix);
+  const embedded = async (prefix: string, from: 'new' | 'ready') => {
+    const made = await embeddedPlace(prefix, from);
     cleanups.push(() => rm(made.dataDir, { recursive: true, force: true }));
     return made;
   };
-  const external = async (prefix: string) => {
-    const made = await externalPlace(prefix);
+  const external = async (prefix: string, from: 'new' | 'ready') => {
+    const made = await externalPlace(prefix, from);
     cleanups.push(made.drop);
     return made;
   };
 
   it('embedded to external', async () => {
-    const source = await embedded('task-service-dump-');
-    await roundTrip(source, await external('task-service-restore-'), path.join(source.dataDir, 'backup.tar.gz'));
+    const source = await embedded('task-service-dump-', 'ready');
+    await roundTrip(source, await external('task-service-restore-', 'new'), path.join(source.dataDir, 'backup.tar.gz'));
   }, 300_000);
 
   it('external to embedded', async () => {
-    const source = await external('task-service-dump-');
-    await roundTrip(source, await embedded('task-service-restore-'), path.join(source.dataDir, 'backup.tar.gz'));
+    const source = await external('task-service-dump-', 'ready');
+    // A new data directory: the restore makes the embedded cluster.
+    await roundTrip(source, await embedded('task-service-restore-', 'new'), path.join(source.dataDir, 'backup.tar.gz'));
   }, 300_000);
 });
 
 describe('dump and restore with DATABASE_URL', () => {
   const places: { drop(): Promise<void> }[] = [];
   afterAll(() => Promise.all(places.map((place) => place.drop())));
-  const place = async (prefix: string, extra?: Record<string, string>) => {
-    const made = await externalPlace(prefix, extra);
+  // Sources are cloned from the migrated template; restore targets are empty databases.
+  const place = async (prefix: string, from: 'new' | 'ready', extra?: Record<string, string>) => {
+    const made = await externalPlace(prefix, from, extra);
     places.push(made);
     return made;
   };
 
   it('round-trips into an empty database and data directory', async () => {
-    const source = await place('task-service-dump-');
-    await roundTrip(source, await place('task-service-restore-'), path.join(source.dataDir, 'backup.tar.gz'));
+    const source = await place('task-service-dump-', 'ready');
+    await roundTrip(source, await place('task-service-restore-', 'new'), path.join(source.dataDir, 'backup.tar.gz'));
   }, 300_000);
 
   describe.runIf(project === 'embedded')('and S3 storage', () => {
@@ -92,8 +95,12 @@ describe('dump and restore with DATABASE_URL', () => {
     it('round-trips into an empty database and an empty bucket', async () => {
       const [from, to] = stores;
       if (!from || !to) throw new Error('no object stores');
-      const source = await place('task-service-dump-', from.env);
-      await roundTrip(source, await place('task-service-restore-', to.env), path.join(source.dataDir, 'backup.tar.gz'));
+      const source = await place('task-service-dump-', 'ready', from.env);
+      await roundTrip(
+        source,
+        await place('task-service-restore-', 'new', to.env),
+        path.join(source.dataDir, 'backup.tar.gz'),
+      );
     }, 300_000);
   });
 
@@ -101,7 +108,7 @@ describe('dump and restore with DATABASE_URL', () => {
     let source: Place;
     let archive: string;
     beforeAll(async () => {
-      source = await place('task-service-dump-');
+      source = await place('task-service-dump-', 'ready');
       const running = await startServiceProcess({ DATA_DIR: source.dataDir, ...serviceEnv(source) });
       try {
         await populate(running.url);
@@ -135,7 +142,7 @@ describe('dump and restore with DATABASE_URL', () => {
       const whole = await import('node:fs/promises').then((fs) => fs.readFile(archive));
       await writeFile(cut, whole.subarray(0, Math.floor(whole.length / 2)));
 
-      const target = await place('task-service-restore-');
+      const target = await place('task-service-restore-', 'new');
       for (const [file, message] of [
         [
           tampered,
@@ -268,9 +275,9 @@ describe('dump and restore with DATABASE_URL', () => {
           /^restore: The archive's manifest is out of range: nextTransactionId .*$/,
         ],
       ];
-      let target = await place('task-service-restore-');
+      let target: Place | undefined;
       for (const [name, craftedEntries, message] of crafted) {
-        target = await place('task-service-restore-');
+        target = await place('task-service-restore-', 'new');
         const file = path.join(source.dataDir, `${name}.tar.gz`);
         await writeArchive(file, craftedEntries);
         const { code, stderr } = await failure(runCli('restore', [file], target.dataDir, target.env));
@@ -278,6 +285,7 @@ describe('dump and restore with DATABASE_URL', () => {
         expectOneLineFailure('restore', stderr, message);
         await expectEmptyTarget(target);
       }
+      if (!target) throw new Error('no crafted archives');
       const good = await runCli('restore', [archive], target.dataDir, target.env);
       expect(good.stdout).toMatch(/^restored /m);
       expect(await dbView(target)).toEqual(await dbView(source));

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { loadConfig } from '../server/config.js';
 import { runningServerUrl, startEmbeddedPostgres } from '../server/db/embedded-postgres.js';
-import { serverReachableTempDir } from './support/databases.js';
+import { readyDataDir } from './support/databases.js';
 import { startServiceProcess } from './support/processes.js';
 
 // Processes run their own embedded PostgreSQL; once per run is enough, whatever the project.
@@ -36,7 +36,7 @@ describe('TEST_EMBEDDED_POSTGRES_NO_SYNC', () => {
     afterAll(() => Promise.all(made.map((dir) => rm(dir, { recursive: true, force: true }))));
 
     it("turns fsync off for a service process's server, and a start without it turns fsync back on", async () => {
-      const dataDir = await serverReachableTempDir('task-service-no-sync-');
+      const dataDir = await readyDataDir('task-service-no-sync-');
       made.push(dataDir);
       const service = await startServiceProcess({ DATA_DIR: dataDir, TEST_EMBEDDED_POSTGRES_NO_SYNC: 'true' });
       try {

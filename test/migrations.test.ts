@@ -12,11 +12,11 @@ const run = promisify(execFile);
 
 /** The SQL that creates exactly what prisma/schema.prisma describes, from Prisma's own differ. */
 async function sqlFromSchema(databaseUrl: string): Promise<string> {
+  // Prisma's CLI itself, not through npx, which adds npm's own start-up (0.4 s of CPU).
   const { stdout } = await run(
-    'npx',
+    process.execPath,
     [
-      '--no-install',
-      'prisma',
+      path.resolve(import.meta.dirname, '..', 'node_modules', 'prisma', 'build', 'index.js'),
       'migrate',
       'diff',
       '--from-empty',

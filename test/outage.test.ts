@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuthResultSchema } from '../contract/auth.js';
 import { ProblemSchema } from '../contract/common.js';
-import { serverReachableTempDir } from './support/databases.js';
+import { readyDataDir, serverReachableTempDir } from './support/databases.js';
 import { disposablePostgres } from './support/disposable-postgres.js';
 import { postgresPid } from './support/process-tree.js';
 import { startServiceProcess, type ServiceProcess } from './support/processes.js';
@@ -120,7 +120,7 @@ describe.runIf(process.env.TEST_DB === 'embedded')('the embedded PostgreSQL serv
   let dataDir: string;
   let service: ServiceProcess;
   beforeAll(async () => {
-    dataDir = await serverReachableTempDir('task-service-outage-');
+    dataDir = await readyDataDir('task-service-outage-');
     service = await startServiceProcess({
       DATA_DIR: dataDir,
       WEB_CONCURRENCY: '2',

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuthResultSchema } from '../contract/auth.js';
 import { TaskSchema } from '../contract/tasks.js';
-import { serverReachableTempDir } from './support/databases.js';
+import { readyDataDir, serverReachableTempDir } from './support/databases.js';
 import { descendants, isAlive } from './support/process-tree.js';
 import { runCli, spawnService, startServiceProcess, type SpawnedService } from './support/processes.js';
 
@@ -42,6 +42,8 @@ async function stopped(service: SpawnedService): Promise<number | null> {
 describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
   let dataDir: string;
   beforeAll(async () => {
+    // A new data directory, kept as the suite's one whole first start of a service process (initdb,
+    // the migrations, the first signing key); the tests after the first go on in it.
     dataDir = await serverReachableTempDir('task-service-process-');
   });
   afterAll(() => rm(dataDir, { recursive: true, force: true }));
@@ -205,7 +207,8 @@ describe.runIf(once)('the service process on its embedded PostgreSQL', () => {
 describe.runIf(once)('start-up failures', () => {
   let dataDir: string;
   beforeAll(async () => {
-    dataDir = await serverReachableTempDir('task-service-startup-');
+    // Some failures come once the database is open (the object store, Redis): no initdb first.
+    dataDir = await readyDataDir('task-service-startup-');
   });
   afterAll(() => rm(dataDir, { recursive: true, force: true }));
 
@@ -279,6 +282,7 @@ describe.runIf(once)('start-up failures', () => {
         [{ PORT: String(port) }, /Port \d+ on 127\.0\.0\.1 is in use/],
         [{ JWT_PRIVATE_KEY: 'not a key' }, /JWT_PRIVATE_KEY is not an Ed25519 private key/],
       ] as const) {
+        // A new data directory, kept: the test is that no initdb runs in it.
         const fresh = await serverReachableTempDir('task-service-precheck-');
         try {
           const started = spawnService({ DATA_DIR: fresh, ...env });

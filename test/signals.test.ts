@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { AuthResultSchema } from '../contract/auth.js';
-import { postgresUrl, serverReachableTempDir } from './support/databases.js';
+import { postgresUrl, readyDataDir, serverReachableTempDir } from './support/databases.js';
 import { exitWithin, isAlive, npmStart, postgresPid, type NpmStart } from './support/process-tree.js';
 
 const STOP_WITHIN_MS = 10_000;
@@ -112,11 +112,13 @@ function slowCreate(url: string, accessToken: string, overMs: number): Promise<n
 describe.runIf(embedded)('stop signals on the embedded PostgreSQL', () => {
   let dataDir: string;
   beforeAll(async () => {
-    dataDir = await serverReachableTempDir('task-service-signals-');
+    // Ready (initdb'd, migrated): these tests are about stops, not a first start (the first test's is).
+    dataDir = await readyDataDir('task-service-signals-');
   });
   afterAll(() => rm(dataDir, { recursive: true, force: true }));
 
   it('SIGTERM to the process group while the first start initialises the database stops everything and leaves nothing half made', async () => {
+    // A new data directory, kept: the signal must come while initdb runs.
     const fresh = await serverReachableTempDir('task-service-signals-initdb-');
     try {
       const started = npmStart({ DATA_DIR: fresh, WEB_CONCURRENCY: '2' });

@@ -13,7 +13,7 @@ import { ChangesPageSchema, type Event } from '../contract/events.js';
 import { TagSchema } from '../contract/tags.js';
 import { TaskSchema } from '../contract/tasks.js';
 import { CreatedWebhookSchema } from '../contract/webhooks.js';
-import { freshDatabase, serverReachableTempDir, type TestDatabase } from './support/databases.js';
+import { freshDatabase, readyDataDir, serverReachableTempDir, type TestDatabase } from './support/databases.js';
 import { startReceiver, type Receiver } from './support/receiver.js';
 import { killGroup, startServiceProcess, type ServiceProcess } from './support/processes.js';
 
@@ -43,8 +43,11 @@ let receiver: Receiver;
 const started: ServiceProcess[] = [];
 
 beforeEach(async () => {
-  dataDir = await serverReachableTempDir('task-service-write-faults-');
   if (process.env.TEST_DB === 'postgres') database = await freshDatabase();
+  // On the embedded default, a copy of the run's ready data directory: kills, not a first start, are the subject.
+  dataDir = database
+    ? await serverReachableTempDir('task-service-write-faults-')
+    : await readyDataDir('task-service-write-faults-');
   receiver = await startReceiver();
 });
 afterEach(async () => {

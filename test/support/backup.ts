@@ -14,7 +14,7 @@ import { expect } from 'vitest';
 import { z } from 'zod';
 import { AuthResultSchema } from '../../contract/auth.js';
 import { startEmbeddedPostgres } from '../../server/db/embedded-postgres.js';
-import { emptyDatabase, serverReachableTempDir } from './databases.js';
+import { emptyDatabase, freshDatabase, readyDataDir, serverReachableTempDir } from './databases.js';
 import { runCli, startServiceProcess, type ServiceProcess, type SpawnedService } from './processes.js';
 
 export const project = process.env.TEST_DB;
@@ -32,8 +32,13 @@ export interface Place {
   database(): Promise<{ url: string; release(): Promise<void> }>;
 }
 
-export async function embeddedPlace(prefix: string): Promise<Place> {
-  const dataDir = await serverReachableTempDir(prefix);
+/**
+ * The embedded default in a data directory of its own: `new` (empty: what a restore targets, its
+ * command makes the cluster), or `ready` (a copy of the run's ready data directory: a source whose
+ * service starts without initdb and migrations).
+ */
+export async function embeddedPlace(prefix: string, from: 'new' | 'ready'): Promise<Place> {
+  const dataDir = from === 'ready' ? await readyDataDir(prefix) : await serverReachableTempDir(prefix);
   return {
     dataDir,
     env: {},
@@ -44,12 +49,17 @@ export async function embeddedPlace(prefix: string): Promise<Place> {
   };
 }
 
+/**
+ * A DATABASE_URL: `new` (an empty database: what a restore targets), or `ready` (one cloned from the
+ * run's migrated template: a source whose service starts without migrating).
+ */
 export async function externalPlace(
   prefix: string,
+  from: 'new' | 'ready',
   extra: Record<string, string> = {},
 ): Promise<Place & { drop(): Promise<void> }> {
   const dataDir = await serverReachableTempDir(prefix);
-  const db = await emptyDatabase();
+  const db = from === 'ready' ? await freshDatabase() : await emptyDatabase();
   return {
     dataDir,
     env: { DATABASE_URL: db.url, ...extra },

@@ -1,13 +1,14 @@
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { prepareTemplates, removeTemplates } from './databases.js';
+import { prepareReadyDataDir, prepareTemplates, removeReadyDataDir, removeTemplates } from './databases.js';
 
 // Vitest calls global setup for the root and again for each project, in one process: the
 // templates are built once and shared, and so is the build.
 declare global {
   var taskServiceTemplates: Promise<void> | undefined;
   var taskServiceBuild: Promise<unknown> | undefined;
+  var taskServiceReadyDataDir: Promise<void> | undefined;
 }
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
@@ -17,6 +18,10 @@ export default async function setup(): Promise<() => Promise<void>> {
   // to date with the sources first (incremental: nothing is compiled when nothing changed).
   globalThis.taskServiceBuild ??= promisify(execFile)(process.execPath, ['scripts/build.mjs'], { cwd: ROOT });
   globalThis.taskServiceTemplates ??= prepareTemplates();
-  await Promise.all([globalThis.taskServiceBuild, globalThis.taskServiceTemplates]);
-  return removeTemplates;
+  // Made by the built `migrate` command, so it waits for the build.
+  globalThis.taskServiceReadyDataDir ??= globalThis.taskServiceBuild.then(prepareReadyDataDir);
+  await Promise.all([globalThis.taskServiceBuild, globalThis.taskServiceTemplates, globalThis.taskServiceReadyDataDir]);
+  return async () => {
+    await Promise.all([removeTemplates(), removeReadyDataDir()]);
+  };
 }

@@ -1,7 +1,7 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, readFileSync } from 'node:fs';
-import { readdir, readFile } from 'node:fs/promises';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
@@ -31,32 +31,44 @@ export async function postgresPid(dataDir: string): Promise<number | undefined> 
   return pid && isAlive(pid) ? pid : undefined;
 }
 
-/** The children of `pid`: what each of its threads started (Linux's /proc/<pid>/task/<tid>/children). */
-async function childrenOf(pid: number): Promise<number[]> {
-  const threads = await readdir(`/proc/${pid}/task`).catch(() => []);
-  const lists = await Promise.all(
-    threads.map((tid) => readFile(`/proc/${pid}/task/${tid}/children`, 'utf8').catch(() => '')),
-  );
-  return lists.flatMap((list) => list.split(' ').filter(Boolean).map(Number));
+// Linux lists each thread's children in /proc (a child belongs to the thread that forked it).
+// Reading a tree's own entries costs a fraction of a `ps` of every process, and tests ask ten
+// times a second while a tree runs.
+const procChildren = existsSync(`/proc/${process.pid}/task/${process.pid}/children`);
+
+/** The children of `pid` alive now, from /proc; none when it has ended meanwhile. */
+function childrenOf(pid: number): number[] {
+  const children: number[] = [];
+  let threads: string[] = [];
+  try {
+    threads = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    // ended
+  }
+  for (const thread of threads) {
+    try {
+      children.push(
+        ...readFileSync(`/proc/${pid}/task/${thread}/children`, 'utf8').split(' ').filter(Boolean).map(Number),
+      );
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return children;
 }
 
-/**
- * Every descendant of `pid` alive now. Read from /proc, not from `ps`: the watch in npmStart asks ten
- * times a second, and a `ps` each time (a fork of this large process, then a scan of every process on
- * the machine) cost more CPU than the services it watched.
- */
+/** Every descendant of `pid` alive now. */
 export async function descendants(pid: number): Promise<number[]> {
-  if (!existsSync(`/proc/${process.pid}/task/${process.pid}/children`)) return descendantsByPs(pid);
+  if (!procChildren) return descendantsByPs(pid);
   const found: number[] = [];
-  for (let queue = [pid]; queue.length > 0;) {
-    const next = (await Promise.all(queue.map(childrenOf))).flat();
+  for (let queue = [pid]; queue.length;) {
+    const next = childrenOf(queue.shift() ?? 0);
     found.push(...next);
-    queue = next;
+    queue.push(...next);
   }
   return found;
 }
 
-/** descendants() where /proc does not list children. */
 async function descendantsByPs(pid: number): Promise<number[]> {
   const { stdout } = await run('ps', ['-e', '-o', 'pid=,ppid=']);
   const children = new Map<number, number[]>();
