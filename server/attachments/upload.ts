@@ -1,5 +1,5 @@
-import type { NextFunction, Request, Response } from 'express';
-import multer from 'multer';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type multer from 'multer';
 import { attachmentsContract } from '@task-service/client';
 import type { AppContext } from '../context.js';
 import { AppError, invalidField, issuesOf, validationFailed } from '../http/errors.js';
@@ -83,9 +83,14 @@ function attachmentStorageEngine(ctx: AppContext): multer.StorageEngine {
   };
 }
 
-function uploadProblem(req: Request, error: unknown, maxBytes: number): AppError {
+function uploadProblem(
+  req: Request,
+  error: unknown,
+  maxBytes: number,
+  MulterError: typeof multer.MulterError,
+): AppError {
   if (error instanceof AppError) return error;
-  if (error instanceof multer.MulterError) {
+  if (error instanceof MulterError) {
     if (error.code === 'LIMIT_FILE_SIZE') return tooLarge(maxBytes);
     return filePartProblem(error.code.toLowerCase(), `Send exactly one part, a file named "${FILE_FIELD}"`);
   }
@@ -100,12 +105,19 @@ function uploadProblem(req: Request, error: unknown, maxBytes: number): AppError
  */
 export function uploadMiddleware(ctx: AppContext) {
   const { maxBytes } = ctx.config.attachments;
-  const parse = multer({
-    storage: attachmentStorageEngine(ctx),
-    limits: { fileSize: maxBytes, files: 1, parts: 1, headerPairs: 20 },
-    // Browsers send non-ASCII file names as raw UTF-8.
-    defParamCharset: 'utf8',
-  }).single(FILE_FIELD);
+  // multer (with busboy, some twenty modules) is loaded at the first upload, not at start; uploads
+  // that come meanwhile wait for the same load.
+  let parser: Promise<{ parse: RequestHandler; MulterError: typeof multer.MulterError }> | undefined;
+  const loadParser = () =>
+    (parser ??= import('multer').then(({ default: multer }) => ({
+      parse: multer({
+        storage: attachmentStorageEngine(ctx),
+        limits: { fileSize: maxBytes, files: 1, parts: 1, headerPairs: 20 },
+        // Browsers send non-ASCII file names as raw UTF-8.
+        defParamCharset: 'utf8',
+      }).single(FILE_FIELD),
+      MulterError: multer.MulterError,
+    })));
 
   const admit = (req: Request, res: Response, next: NextFunction): void => {
     const params = attachmentsContract.upload.pathParams.safeParse(req.params);
@@ -121,12 +133,14 @@ export function uploadMiddleware(ctx: AppContext) {
   };
 
   const receive = (req: Request, res: Response, next: NextFunction): void => {
-    parse(req, res, (error?: unknown) => {
-      if (error) return next(uploadProblem(req, error, maxBytes));
-      if (!received.has(req))
-        return next(filePartProblem('missing_file', `Send the file as a part named "${FILE_FIELD}"`));
-      next();
-    });
+    loadParser().then(({ parse, MulterError }) => {
+      parse(req, res, (error?: unknown) => {
+        if (error) return next(uploadProblem(req, error, maxBytes, MulterError));
+        if (!received.has(req))
+          return next(filePartProblem('missing_file', `Send the file as a part named "${FILE_FIELD}"`));
+        next();
+      });
+    }, next);
   };
 
   // Same upload: the same file name, declared type and bytes (a replay's stored copy is left to the orphan sweep).

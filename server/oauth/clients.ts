@@ -8,10 +8,7 @@ import {
   OAuthError,
   TemporarilyUnavailableError,
 } from '@modelcontextprotocol/sdk/server/auth/errors.js';
-import {
-  OAuthClientInformationFullSchema,
-  type OAuthClientInformationFull,
-} from '@modelcontextprotocol/sdk/shared/auth.js';
+import type { OAuthClientInformationFull } from '@modelcontextprotocol/sdk/shared/auth.js';
 import type { AppContext } from '../context.js';
 import { tables } from '../db/query.js';
 import { hashSecret } from './secrets.js';
@@ -105,6 +102,8 @@ export function clientsStore(ctx: AppContext): OAuthRegisteredClientsStore {
           .where('id', '=', clientId),
       );
       if (!row) return undefined;
+      // The SDK's schemas (zod 4) are loaded with its handlers, the only callers: not by housekeeping, which imports this file.
+      const { OAuthClientInformationFullSchema } = await import('@modelcontextprotocol/sdk/shared/auth.js');
       const parsed = OAuthClientInformationFullSchema.safeParse({
         ...(typeof row.metadata === 'object' ? row.metadata : {}),
         client_id: row.id,

@@ -2,17 +2,12 @@ import { hkdf } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import path from 'node:path';
-import {
-  calculateJwkThumbprint,
-  exportJWK,
-  exportPKCS8,
-  generateKeyPair,
-  importJWK,
-  importPKCS8,
-  type CryptoKey,
-  type JWK,
-  type KeyObject,
-} from 'jose';
+// jose's entry point loads all of it (JWE, JWKS, ...); its subpaths load what is used.
+import type { CryptoKey, JWK, KeyObject } from 'jose';
+import { calculateJwkThumbprint } from 'jose/jwk/thumbprint';
+import { exportJWK, exportPKCS8 } from 'jose/key/export';
+import { generateKeyPair } from 'jose/key/generate/keypair';
+import { importJWK, importPKCS8 } from 'jose/key/import';
 import { OperatorError } from '../operator-error.js';
 import type { SqlSession } from '../db/sql.js';
 import { tables } from '../db/query.js';

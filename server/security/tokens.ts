@@ -1,5 +1,8 @@
 import { randomBytes, createHash } from 'node:crypto';
-import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
+// jose's subpaths: its entry point would load all of it (JWE, JWKS, ...).
+import { JWTExpired } from 'jose/errors';
+import { SignJWT } from 'jose/jwt/sign';
+import { jwtVerify } from 'jose/jwt/verify';
 import { LRUCache } from 'lru-cache';
 import { v7 as uuidv7 } from 'uuid';
 import { z } from 'zod';
@@ -71,7 +74,7 @@ export function accessTokens(key: SigningKey, settings: AccessTokenSettings) {
       return { claims };
     } catch (error) {
       // jose checks the signature and the pinned header before the expiry: an expired token is otherwise genuine.
-      return { rejected: error instanceof joseErrors.JWTExpired ? 'expired' : 'invalid' };
+      return { rejected: error instanceof JWTExpired ? 'expired' : 'invalid' };
     }
   };
 
