@@ -1,6 +1,7 @@
 import type { Comment, CommentListQuery } from '@task-service/client';
 import type { AppContext } from '../context.js';
-import { tables } from '../db/query.js';
+import { sql } from 'kysely';
+import { preparedQuery, tables } from '../db/query.js';
 import { announceEvents } from '../events/signal.js';
 import { AppError, notFound } from '../http/errors.js';
 import { createdAfterId, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
@@ -32,15 +33,24 @@ export async function findVisibleComment(
  * A page of a task's comments after the comment `after` (if any), with one more to tell that a next
  * page exists: oldest first (ids are UUIDv7, so id order is creation order), along the index (task_id, id).
  */
-export const commentPage = (taskId: string, limit: number, after: string | undefined) => {
-  const page = tables
-    .selectFrom('comments')
-    .select(commentColumns)
-    .where('comments.task_id', '=', taskId)
-    .orderBy('comments.id')
-    .limit(limit + 1);
-  return after === undefined ? page : page.where('comments.id', '>', after);
-};
+export const commentPage = (taskId: string, limit: number, after: string | undefined) =>
+  after === undefined
+    ? builtCommentPage({ taskId, after: '', rows: String(limit + 1) }, 'first')
+    : builtCommentPage({ taskId, after, rows: String(limit + 1) }, 'after');
+
+/** commentPage's two statements, each built once: the page's values are only bound to it. */
+const builtCommentPage = preparedQuery(
+  (value: (key: 'taskId' | 'after' | 'rows') => string, shape: 'first' | 'after') => {
+    const page = tables
+      .selectFrom('comments')
+      .select(commentColumns)
+      .where('comments.task_id', '=', value('taskId'))
+      .orderBy('comments.id')
+      // The row count as a parameter, as a number would be (pg sends both as text).
+      .limit(sql<number>`${value('rows')}`);
+    return shape === 'first' ? page : page.where('comments.id', '>', value('after'));
+  },
+);
 
 export async function listComments(
   ctx: AppContext,

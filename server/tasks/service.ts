@@ -10,8 +10,8 @@ import { toPage, type ListExchange, type Page } from '../http/pagination.js';
 import type { Principal } from '../http/principal.js';
 import { taskCursor, taskPageQuery } from './list-query.js';
 import { MAX_TASK_DEPTH } from './hierarchy.js';
-import { taskVisibleTo, type TaskSet } from './queries.js';
-import { tables } from '../db/query.js';
+import { inTaskSet, visibleTasks, type TaskSet } from './queries.js';
+import { preparedQuery, tables } from '../db/query.js';
 import { insertTask, readTaskPage, readVisibleTask, removeTask, updateTask } from './store.js';
 
 /** The tasks of `set` (the caller's visibility already decided) matching the query, one page. */
@@ -33,19 +33,23 @@ export async function listTasks(
   );
 }
 
+/** findVisibleTaskRef's statement, built once per kind of caller (every comment and activity page runs it). */
+const visibleTaskRef = preparedQuery((value: (key: 'taskId' | 'userId') => string, kind: TaskSet['kind']) =>
+  tables
+    .selectFrom('tasks')
+    .select(['tasks.id', 'tasks.owner_id as ownerId', 'tasks.version'])
+    .where('tasks.id', '=', value('taskId'))
+    .where(inTaskSet(kind === 'all' ? { kind } : { kind, userId: value('userId') })),
+);
+
 /** The id and owner of a task the caller may see, or 404: for checks that need no more. */
 export async function findVisibleTaskRef(
   ctx: AppContext,
   principal: Principal,
   taskId: string,
 ): Promise<{ id: string; ownerId: string; version: number }> {
-  const row = await ctx.db.sql.first(
-    tables
-      .selectFrom('tasks')
-      .select(['tasks.id', 'tasks.owner_id as ownerId', 'tasks.version'])
-      .where('tasks.id', '=', taskId)
-      .where(taskVisibleTo(principal)),
-  );
+  const set = visibleTasks(principal);
+  const row = await ctx.db.sql.first(visibleTaskRef({ taskId, userId: principal.userId }, set.kind));
   if (!row) throw notFound('task');
   return row;
 }
