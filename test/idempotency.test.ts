@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { TaskSchema } from '../contract/tasks.js';
-import { serviceForFile, startService } from './support/app.js';
+import { serviceForFile, startService, type TestService } from './support/app.js';
 import { errorPaths, expectProblem } from './support/problems.js';
 import { tables } from '../server/db/query.js';
 import { countAttachments, countOf } from './support/rows.js';
@@ -15,6 +15,23 @@ const bob = userForFile(service);
 
 const postTask = (user: TestUser, key: string, body: Record<string, unknown>) =>
   service.http.post('/tasks').set('Authorization', user.auth).set('Idempotency-Key', key).send(body);
+
+/** What a process killed mid-request leaves behind: the user's claim on `key`, `ageMs` old, with no answer. */
+async function abandonedClaim(on: TestService, user: TestUser, key: string, ageMs: number): Promise<void> {
+  await on.ctx.db.sql.write(
+    tables.deleteFrom('idempotency_keys').where('user_id', '=', user.user.id).where('key', '=', key),
+  );
+  const createdAt = new Date(Date.now() - ageMs);
+  await on.ctx.db.sql.write(
+    tables.insertInto('idempotency_keys').values({
+      user_id: user.user.id,
+      key,
+      fingerprint: 'of a request that died',
+      created_at: createdAt,
+      expires_at: new Date(createdAt.getTime() + 24 * 3600 * 1000),
+    }),
+  );
+}
 
 const tasksTitled = async (title: string) =>
   countOf(service.ctx.db.sql, tables.selectFrom('tasks').where('title', '=', title));
@@ -101,22 +118,7 @@ describe('Idempotency-Key', () => {
 
   it('frees a key whose request died before committing after 60 s, never 24 hours', async () => {
     const key = freshKey();
-    // What a process killed mid-request leaves behind: the claim, with no answer.
-    const claimed = async (ageMs: number) => {
-      await service.ctx.db.sql.write(
-        tables.deleteFrom('idempotency_keys').where('user_id', '=', alice.user.id).where('key', '=', key),
-      );
-      const createdAt = new Date(Date.now() - ageMs);
-      await service.ctx.db.sql.write(
-        tables.insertInto('idempotency_keys').values({
-          user_id: alice.user.id,
-          key,
-          fingerprint: 'of a request that died',
-          created_at: createdAt,
-          expires_at: new Date(createdAt.getTime() + 24 * 3600 * 1000),
-        }),
-      );
-    };
+    const claimed = (ageMs: number) => abandonedClaim(service, alice, key, ageMs);
     await claimed(30_000);
     expectProblem(await postTask(alice, key, { title: 'after a crash' }), 422, 'idempotency_key_reused');
     await claimed(61_000);
@@ -132,21 +134,7 @@ describe('Idempotency-Key', () => {
     try {
       const dave = await registerUser(quick);
       const key = freshKey();
-      const claimed = async (ageMs: number) => {
-        await quick.ctx.db.sql.write(
-          tables.deleteFrom('idempotency_keys').where('user_id', '=', dave.user.id).where('key', '=', key),
-        );
-        const createdAt = new Date(Date.now() - ageMs);
-        await quick.ctx.db.sql.write(
-          tables.insertInto('idempotency_keys').values({
-            user_id: dave.user.id,
-            key,
-            fingerprint: 'of a request that died',
-            created_at: createdAt,
-            expires_at: new Date(createdAt.getTime() + 24 * 3600 * 1000),
-          }),
-        );
-      };
+      const claimed = (ageMs: number) => abandonedClaim(quick, dave, key, ageMs);
       const post = () =>
         quick.http.post('/tasks').set('Authorization', dave.auth).set('Idempotency-Key', key).send({ title: 'soon' });
       await claimed(3_000);
