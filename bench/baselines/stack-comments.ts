@@ -9,8 +9,8 @@ import { ActivityQuerySchema } from '../../contract/activity.js';
 import { CommentListQuerySchema } from '../../contract/comments.js';
 import type { Caller } from './stack-caller.js';
 import type { StackDb } from './stack-db.js';
-import { json, problem, type Answer } from './stack-http.js';
-import { cursorCodec } from './stack-list.js';
+import { problem, type Answer } from './stack-http.js';
+import { cursorCodec, pageAnswer } from './stack-list.js';
 import { isAdmin } from './stack-tasks.js';
 
 /** The task's reference if the caller may see it: an admin every task; others a personal task they own or are assigned, or one of their projects'. */
@@ -57,26 +57,6 @@ interface ActivityRow {
 /** The lists' orders, as their cursors name them (server/comments/service.ts, server/activity/service.ts). */
 const CREATION_ORDER = 'id';
 const ACTIVITY_ORDER = '-at';
-
-/** The page of `limit + 1` rows as the service answers it: the extra row only says a next page exists (Link too). */
-function pageAnswer<Row>(
-  url: URL,
-  rows: Row[],
-  limit: number,
-  cursorOf: (row: Row) => string,
-  shown: (row: Row) => unknown,
-) {
-  const pageRows = rows.slice(0, limit);
-  const last = pageRows[pageRows.length - 1];
-  const nextCursor = rows.length > limit && last ? cursorOf(last) : null;
-  const headers: Record<string, string> = {};
-  if (nextCursor) {
-    const next = new URL(url);
-    next.searchParams.set('cursor', nextCursor);
-    headers.link = `<${next.pathname}${next.search}>; rel="next"`;
-  }
-  return json(200, { items: pageRows.map(shown), nextCursor }, headers);
-}
 
 /** GET /tasks/{id}/comments and GET /tasks/{id}/activity for a caller. */
 export function taskHistory(db: StackDb) {

@@ -152,18 +152,32 @@ export function taskLists(db: StackDb, config: StackConfig) {
       ...(cursor ? [cursor.v, cursor.id] : []),
     ];
     const { rows } = await db.query<TaskRow>(statement(query.sort, everyTask, cursor !== undefined), params);
-    const pageRows = rows.slice(0, query.limit);
-    const last = pageRows[pageRows.length - 1];
-    const nextCursor =
-      rows.length > query.limit && last
-        ? cursors.encode({ s: query.sort, v: SORT_KEYS[sortOf(query.sort).field].value(last), id: last.id })
-        : null;
-    const headers: Record<string, string> = {};
-    if (nextCursor) {
-      const next = new URL(url);
-      next.searchParams.set('cursor', nextCursor);
-      headers.link = `<${next.pathname}${next.search}>; rel="next"`;
-    }
-    return json(200, { items: pageRows.map(serializeTask), nextCursor }, headers);
+    return pageAnswer(
+      url,
+      rows,
+      query.limit,
+      (last) => cursors.encode({ s: query.sort, v: SORT_KEYS[sortOf(query.sort).field].value(last), id: last.id }),
+      serializeTask,
+    );
   };
+}
+
+/** The page of `limit + 1` rows as the service answers it: the extra row only says a next page exists (Link too). */
+export function pageAnswer<Row>(
+  url: URL,
+  rows: Row[],
+  limit: number,
+  cursorOf: (row: Row) => string,
+  shown: (row: Row) => unknown,
+) {
+  const pageRows = rows.slice(0, limit);
+  const last = pageRows[pageRows.length - 1];
+  const nextCursor = rows.length > limit && last ? cursorOf(last) : null;
+  const headers: Record<string, string> = {};
+  if (nextCursor) {
+    const next = new URL(url);
+    next.searchParams.set('cursor', nextCursor);
+    headers.link = `<${next.pathname}${next.search}>; rel="next"`;
+  }
+  return json(200, { items: pageRows.map(shown), nextCursor }, headers);
 }
