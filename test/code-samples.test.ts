@@ -246,8 +246,10 @@ describe('the examples on /docs', () => {
   );
 
   it('type-check as calls of the typed client', { timeout: 240_000 }, async () => {
-    const dir = path.join(ROOT, '.test-data', `code-samples-${process.pid}`);
-    await mkdir(dir, { recursive: true });
+    // A directory of its own: the projects' CPU files run as threads of one process, so this test
+    // runs twice at once under one pid, and each removes its directory when done.
+    await mkdir(path.join(ROOT, '.test-data'), { recursive: true });
+    const dir = await mkdtemp(path.join(ROOT, '.test-data', 'code-samples-'));
     try {
       const files = await Promise.all(
         routes(contract).map(async ([name]) => {
