@@ -259,6 +259,9 @@ export async function freshDatabase(): Promise<TestDatabase> {
 export async function emptyDatabase(): Promise<{ url: string; sql: SqlDatabase; drop(): Promise<void> }> {
   const scratch = await scratchDatabase('task_service_scratch');
   const pool = new pg.Pool({ connectionString: scratch.url, max: 1 });
+  // drop() ends the pool, then drops the database WITH (FORCE): a session still closing is
+  // terminated by the server, which reaches the pool as an 'error' with nobody left to hear it.
+  pool.on('error', () => undefined);
   return {
     url: scratch.url,
     sql: pgSql(pool),
