@@ -10,7 +10,7 @@ import type { Statement } from '../db/sql.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { claimBounds, claimLock, holdsRoom, type ClaimBounds, type QuotaClaim } from '../quotas.js';
 import { taskVisibleTo, taskWritableBy } from '../tasks/queries.js';
-import { audience, iso, settleTaskEvents, touchTaskOf } from '../tasks/store.js';
+import { audience, iso, settleTaskEvents, touchTaskOf } from '../tasks/change-events.js';
 import { attachmentColumns, type AttachmentRow } from './serialize.js';
 
 /** Opens the subtransaction whose id places the write's events (settleTaskEvents ends it). */

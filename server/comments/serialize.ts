@@ -1,7 +1,7 @@
 import type { Comment } from '@task-service/client';
 import type { Selection } from 'kysely';
 import type { DB } from '../db/query.js';
-import { iso } from '../tasks/store.js';
+import { iso } from '../tasks/change-events.js';
 
 /** The columns a Comment is made of, for every query that reads one to show it. */
 export const commentColumns = [

@@ -11,7 +11,7 @@ import type { Statement } from '../db/sql.js';
 import { EVENT_WRITES } from '../events/outbox.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { projectRoleOf, taskVisibleTo, taskWritableBy } from '../tasks/queries.js';
-import { audience, settleTaskEvents, touchTaskOf } from '../tasks/store.js';
+import { audience, settleTaskEvents, touchTaskOf } from '../tasks/change-events.js';
 import { commentColumns, commentJson, type CommentRow } from './serialize.js';
 
 /** Opens the subtransaction whose id places the write's events (settleTaskEvents ends it). */

@@ -5,7 +5,7 @@ import { rawQuery, tables } from '../db/query.js';
 import type { SqlSession } from '../db/sql.js';
 import { EVENT_WRITES, PLACE_NEW_EVENTS, UUIDV7_SQL } from '../events/outbox.js';
 import { goneDeltas, ripple, rippleEvents } from '../tasks/hierarchy.js';
-import { audience, settleTaskStubs, taskEventStub } from '../tasks/store.js';
+import { audience, settleTaskStubs, taskEventStub } from '../tasks/change-events.js';
 import { tagJson } from '../tags/store.js';
 import { memberJson } from './serialize.js';
 import { NO_AUDIENCE } from './store.js';

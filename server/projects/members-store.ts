@@ -7,7 +7,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
 import { rawQuery, tables } from '../db/query.js';
 import { EVENT_WRITES, UUIDV7_SQL } from '../events/outbox.js';
-import { audience, settleTaskStubs, taskEventStub } from '../tasks/store.js';
+import { audience, settleTaskStubs, taskEventStub } from '../tasks/change-events.js';
 import type { Principal } from '../http/principal.js';
 import { memberJson, membersWithUsers, type MemberRow } from './serialize.js';
 import { BEGIN_WRITE, lockProject, manages, NO_AUDIENCE, sees, SETTLE_EVENTS } from './store.js';

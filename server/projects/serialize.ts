@@ -1,7 +1,7 @@
 import type { Member, Project } from '@task-service/client';
 import { sql, type InferResult, type Selection } from 'kysely';
 import { tables, type DB } from '../db/query.js';
-import { iso } from '../tasks/store.js';
+import { iso } from '../tasks/change-events.js';
 
 /**
  * The projects as a viewer sees them: `role` is the viewer's (null when they are not a member),

@@ -17,7 +17,7 @@ import { ifMatchVersions } from '../http/etags.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { claimBounds, claimLock, holdsRoom, type QuotaClaim } from '../quotas.js';
 import { goneDeltas, ripple, rippleEvents } from '../tasks/hierarchy.js';
-import { settleTaskStubs } from '../tasks/store.js';
+import { settleTaskStubs } from '../tasks/change-events.js';
 import { projectJson, projectsSeenBy, type ProjectRow } from './serialize.js';
 
 /** Opens the subtransaction whose id places the write's events. */

@@ -12,7 +12,7 @@ import { EVENT_WRITES } from '../events/outbox.js';
 import type { Principal } from '../http/principal.js';
 import { delta, ripple, rippleEvents } from '../tasks/hierarchy.js';
 import { taskVisibleTo, taskWritableBy } from '../tasks/queries.js';
-import { audience, settleTaskEvents } from '../tasks/store.js';
+import { audience, settleTaskEvents } from '../tasks/change-events.js';
 
 const visibleHere = (principal: Principal) => taskVisibleTo(principal)(expressionBuilder<DB, 'tasks'>());
 const writableHere = (principal: Principal) => taskWritableBy(principal)(expressionBuilder<DB, 'tasks'>());

@@ -14,7 +14,8 @@ import { EVENT_WRITES, UUIDV7_SQL } from '../events/outbox.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { claimBounds, claimLock, holdsRoom, type QuotaClaim } from '../quotas.js';
 import { taskVisibleTo, taskWritableBy } from '../tasks/queries.js';
-import { audience, iso, settleTaskEvents, tagFits, taskEventStub, touchTaskOf } from '../tasks/store.js';
+import { audience, iso, settleTaskEvents, taskEventStub, touchTaskOf } from '../tasks/change-events.js';
+import { tagFits } from '../tasks/store.js';
 import { tagVisibleTo, tagWritableBy } from './queries.js';
 import { tagColumns, type TagRow } from './serialize.js';
 

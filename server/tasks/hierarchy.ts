@@ -6,7 +6,7 @@
 // those events. Counters, never counted per read: a list stays an index scan (docs/api-guide.md).
 import { sql, type RawBuilder } from 'kysely';
 import { UUIDV7_SQL } from '../events/outbox.js';
-import { audience, taskEventStub } from './store.js';
+import { audience, taskEventStub } from './change-events.js';
 
 /** A task is at most this many levels deep: a top-level task is level 1. */
 export const MAX_TASK_DEPTH = 8;

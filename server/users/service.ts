@@ -16,7 +16,7 @@ import { AppError, invalidField, notFound } from '../http/errors.js';
 import { createdAfterId, creationCursor, toPage, type ListExchange, type Page } from '../http/pagination.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { goneDeltas, ripple, rippleEvents } from '../tasks/hierarchy.js';
-import { settleTaskStubs } from '../tasks/store.js';
+import { settleTaskStubs } from '../tasks/change-events.js';
 import { touchTasks } from '../tasks/versions.js';
 import { accountColumns, emailTaken, passwordAccepted, type AccountRow } from './accounts.js';
 import { filterUsers } from './queries.js';
