@@ -1,5 +1,5 @@
 import type { Compilable } from 'kysely';
-import type pg from 'pg';
+import pg from 'pg';
 import { answerKeeper, type AnswerKeeper, type OpenTransaction } from './answer-keeper.js';
 import { isTransactionConflict } from './errors.js';
 import { statementOf, type Statement } from './query.js';
@@ -235,9 +235,24 @@ const openOn = (client: pg.PoolClient): OpenTransaction => ({
   rollback: () => endOn(client, [client.query('ROLLBACK')]),
 });
 
+/**
+ * Queues `statements` on `client` as one write to the server: pg writes each statement's messages
+ * as it queues it, a system call each, so a pipeline of ten statements took ten; corked, they leave
+ * together (a pipelined client sends what it queues at once; another sends one at a time all the same).
+ */
+function sendTogether(client: pg.PoolClient, statements: (pg.QueryConfig | string)[]): Promise<pg.QueryResult>[] {
+  const stream = client instanceof pg.Client ? client.connection.stream : undefined;
+  stream?.cork();
+  try {
+    return statements.map((statement) => client.query(statement));
+  } finally {
+    stream?.uncork();
+  }
+}
+
 async function pipelineOnce(pool: pg.Pool, begin: string, statements: pg.QueryConfig[]): Promise<unknown[][]> {
   const client = await pool.connect();
-  const sent = [client.query(begin), ...statements.map((statement) => client.query(statement)), client.query('COMMIT')];
+  const sent = sendTogether(client, [begin, ...statements, 'COMMIT']);
   const settled = await Promise.allSettled(sent);
   const failed = settled.find((step): step is PromiseRejectedResult => step.status === 'rejected');
   // A failed statement aborts the transaction and its COMMIT answers ROLLBACK; a failed BEGIN
@@ -260,10 +275,7 @@ async function pipelineKept(
   keeper: AnswerKeeper,
 ): Promise<unknown[][]> {
   const client = await pool.connect();
-  const settled = await Promise.allSettled([
-    client.query(begin),
-    ...statements.map((statement) => client.query(statement)),
-  ]);
+  const settled = await Promise.allSettled(sendTogether(client, [begin, ...statements]));
   const [opened] = settled;
   const failed = settled.find((step): step is PromiseRejectedResult => step.status === 'rejected');
   if (opened?.status === 'rejected') {
