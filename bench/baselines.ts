@@ -9,6 +9,8 @@ import { measure, oddAnswers, type Measured, type Timing } from './measure.js';
 import type { Seeded } from './seed.js';
 import { AUDIENCE, ISSUER, MAX_TASKS_PER_USER } from './service.js';
 import type { Row } from './table.js';
+import { tables } from '../server/db/query.js';
+import { taskJson } from '../server/tasks/serialize.js';
 import { visibleTask } from '../server/tasks/store.js';
 import { taskReads } from './workloads.js';
 
@@ -52,6 +54,13 @@ function serviceTaskRead(kind: 'member' | 'all'): ServiceStatement {
   };
 }
 
+/** The service's Task JSON of the row `t`, as SQL text (it takes no parameters). */
+function serviceTaskJson(): string {
+  const { sql, parameters } = taskJson('t').compile(tables);
+  if (parameters.length > 0) throw new Error("the service's Task JSON takes parameters the twin cannot give");
+  return sql;
+}
+
 /** The bare handlers of the workloads, on the service's database and with its public key. */
 export async function startStackBaseline(
   serviceUrl: string,
@@ -66,6 +75,7 @@ export async function startStackBaseline(
     audience: AUDIENCE,
     storedAttachmentCount: seeded.storedAttachmentCount,
     visibleTaskRead: { member: serviceTaskRead('member'), all: serviceTaskRead('all') },
+    taskJson: serviceTaskJson(),
     maxTasksPerUser: MAX_TASKS_PER_USER,
   };
   return startBaseline('stack-server.ts', { [STACK_CONFIG_VARIABLE]: JSON.stringify(config) });

@@ -203,8 +203,8 @@ async function main(): Promise<{ rows: Row[]; workers: string }> {
     const versions = versionReader(versionsPool);
     const workloads = (
       await buildWorkloads({ service: service.url, bare: bare.url }, seeded, options, versions)
-    ).filter((w) => options.only === undefined || w.name.toLowerCase().includes(options.only));
-    if (workloads.length === 0) throw new Error(`no workload's name contains "${options.only ?? ''}"`);
+    ).filter((w) => options.only === undefined || options.only.some((name) => w.name.toLowerCase().includes(name)));
+    if (workloads.length === 0) throw new Error(`no workload's name contains "${options.only?.join('" or "') ?? ''}"`);
     log('workloads ready: the runtime baseline');
     const baselines = await measureBaselines(seeded, timing);
     rows.push(...baselines.rows);

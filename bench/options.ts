@@ -24,11 +24,14 @@ export interface BenchOptions {
   databaseUrl: string | undefined;
   /** Exit with 1 unless every row passed its target (CI chooses whether noise may fail it). */
   strict: boolean;
-  /** Only the workloads whose name contains this (case-insensitive), e.g. `login`; every workload when undefined. */
-  only: string | undefined;
+  /**
+   * Only the workloads whose name contains one of these (case-insensitive; `--only` takes them
+   * separated by `|`), e.g. `login` or `patch|post /tasks`; every workload when undefined.
+   */
+  only: string[] | undefined;
 }
 
-const USAGE = `npm run bench [-- --quick | --client] [--database-url URL] [--strict] [--json FILE] [--workers N] [--seconds S] [--warmup S] [--users N] [--tasks-per-user N] [--only NAME]`;
+const USAGE = `npm run bench [-- --quick | --client] [--database-url URL] [--strict] [--json FILE] [--workers N] [--seconds S] [--warmup S] [--users N] [--tasks-per-user N] [--only NAME[|NAME…]]`;
 
 export function parseOptions(argv: string[]): BenchOptions {
   const { values } = parseArgs({
@@ -84,6 +87,6 @@ export function parseOptions(argv: string[]): BenchOptions {
     json: values.json,
     databaseUrl: values['database-url'] ?? (process.env.DATABASE_URL || undefined),
     strict: values.strict,
-    only: values.only?.toLowerCase(),
+    only: values.only?.toLowerCase().split('|'),
   };
 }

@@ -17,6 +17,8 @@ export const StackConfigSchema = z.object({
    * (personal tasks and their projects' tasks) and an admin's.
    */
   visibleTaskRead: z.object({ member: ServiceStatementSchema, all: ServiceStatementSchema }),
+  /** The Task as the API shows it, of the task row `t`: the service's own JSON (server/tasks/serialize.ts), without parameters. */
+  taskJson: z.string(),
   /** The service's USER_MAX_TASKS, checked by POST /tasks. */
   maxTasksPerUser: z.number().int().positive(),
 });

@@ -4,9 +4,11 @@
 // - the lock the service takes first: the user's row shared (the quota claim far from its limit),
 //   or the task's row FOR NO KEY UPDATE;
 // - a subtransaction (SAVEPOINT) in which ONE statement of data-modifying CTEs makes the checks as
-//   conditions (the quota from the user's holdings counters, not a COUNT of their tasks; the
-//   visibility and If-Match), writes the task, its event with the task as the API shows it, and
-//   each receiving webhook's first delivery, and returns the task's JSON, which is the answer;
+//   conditions (the quota from the user's holdings counters, not a COUNT of their tasks; who may
+//   change the task, project roles included; If-Match), writes the task, its event with the task as
+//   the API shows it (the service's own Task JSON) and, for a change, the fields it changed with
+//   their values before (`previous`), the task's activity entry, and each receiving webhook's
+//   first delivery, and returns the task's JSON, which is the answer;
 // - the event placed at the subtransaction's id (as the service places events, server/events/outbox.ts);
 // then, after the commit, one coalesced NOTIFY for the event readers.
 import { v7 as uuidv7 } from 'uuid';
@@ -15,29 +17,34 @@ import type { Caller } from './stack-caller.js';
 import type { StackConfig } from './stack-config.js';
 import { commitAnnouncer, type StackDb, type Statement } from './stack-db.js';
 import { problem, type Answer } from './stack-http.js';
-import {
-  attachmentCountOfTask,
-  isAdmin,
-  readVisibleTask,
-  serializeTask,
-  TAGS_OF_TASK,
-  taskJson,
-} from './stack-tasks.js';
+import { isAdmin, readVisibleTask, serializeTask } from './stack-tasks.js';
 
 /** The service's EVENTS_CHANNEL (server/events/outbox.ts). */
 const EVENTS_CHANNEL = 'task_service_events';
 
+/** The fields a creation's activity entry shows when set (server/events/activity.ts). */
+const CREATED_FIELDS = `ARRAY['title', 'description', 'status', 'priority', 'assigneeId', 'dueAt', 'projectId', 'parentId', 'tags']`;
+
 /**
  * The rest of a write's statement after a CTE `task` returning (json, owner_id, assignee_id,
- * version): the event of `type` by actor $1 with id $2, the deliveries; then the task's JSON and version.
+ * project_id, version) and a CTE `changes` (the activity entry's changes, jsonb, and the event's
+ * data): the event of `type` by actor $1 with id $2, the task's activity entry, the deliveries;
+ * then the task's JSON and version.
  */
 const recordEvent = (type: 'task.created' | 'task.updated') => `,
   event AS (
-    INSERT INTO events (id, type, occurred_at, actor_id, data, audience)
-    SELECT $2::uuid, '${type}', statement_timestamp(), $1::uuid, jsonb_build_object('task', task.json),
-      array_remove(ARRAY[task.owner_id, NULLIF(task.assignee_id, task.owner_id)], NULL)
-    FROM task
-    RETURNING id, type, audience
+    INSERT INTO events (id, type, occurred_at, actor_id, data, audience, project_id)
+    SELECT $2::uuid, '${type}', statement_timestamp(), $1::uuid, changes.data,
+      CASE WHEN task.project_id IS NULL
+        THEN array_remove(ARRAY[task.owner_id, NULLIF(task.assignee_id, task.owner_id)], NULL) ELSE ARRAY[]::uuid[] END,
+      task.project_id
+    FROM task, changes
+    RETURNING id, type, audience, project_id, occurred_at
+  ),
+  activity AS (
+    INSERT INTO task_activity (task_id, at, id, actor_id, type, changes)
+    SELECT $3::uuid, e.occurred_at, e.id, $1::uuid, e.type, changes.entry
+    FROM event e, changes WHERE changes.entry <> '[]'::jsonb
   ),
   deliveries AS (
     INSERT INTO webhook_deliveries (id, webhook_id, event_id, event_type, attempt, state, next_attempt_at)
@@ -46,6 +53,7 @@ const recordEvent = (type: 'task.created' | 'task.updated') => `,
     JOIN webhooks w ON w.active AND (e.type = ANY(w.events) OR '*' = ANY(w.events))
     JOIN users u ON u.id = w.owner_id
     WHERE u.role = 'admin' OR w.owner_id = ANY(e.audience)
+      OR EXISTS (SELECT 1 FROM project_members pm WHERE pm.project_id = e.project_id AND pm.user_id = w.owner_id)
   )
   SELECT task.json::text AS json, task.version FROM task`;
 
@@ -54,19 +62,30 @@ const PLACE_EVENT = `UPDATE events SET txid = ((pg_current_xact_id()::text::bigi
    + CASE WHEN xmin::text::bigint < (pg_current_xact_id()::text::bigint & 4294967295) THEN 4294967296 ELSE 0 END
   WHERE id = $1`;
 
-// A new task has no tags and no attachments yet: nothing to read for them. The quota: the user's
-// holdings (kept by the triggers on tasks) leave room for $12 more, within $13.
-const CREATE = `
+// The quota: the user's holdings (kept by the triggers on tasks) leave room for $12 more, within $13.
+const createStatement = (config: StackConfig) => `
   WITH task AS (
     INSERT INTO tasks AS t (id, owner_id, title, description, status, priority, due_at, completed_at, version, created_at, updated_at)
     SELECT $3::uuid, $1::uuid, $4, $5, $6::"TaskStatus", $7::"TaskPriority", $8::timestamptz, $9::timestamptz, 1, $10::timestamptz, $10::timestamptz
     WHERE $11::boolean OR (SELECT coalesce(sum(tasks), 0) FROM user_holdings WHERE user_id = $1::uuid) + $12::bigint <= $13::bigint
-    RETURNING t.owner_id, t.assignee_id, t.version, ${taskJson(`'[]'::json`, '0')} AS json
+    RETURNING t.owner_id, t.assignee_id, t.project_id, t.version, ${config.taskJson} AS json
+  ),
+  changes AS (
+    SELECT jsonb_build_object('task', task.json) AS data,
+      (SELECT coalesce(jsonb_agg(jsonb_build_object('field', f.key, 'from', NULL, 'to', task.json::jsonb -> f.key) ORDER BY f.n), '[]'::jsonb)
+       FROM unnest(${CREATED_FIELDS}::text[]) WITH ORDINALITY AS f(key, n)
+       WHERE task.json::jsonb -> f.key NOT IN ('null'::jsonb, '""'::jsonb, '[]'::jsonb)) AS entry
+    FROM task
   )${recordEvent('task.created')}`;
 
-// Only the fields sent change (null: unchanged); a write that changes nothing matches no row, like a stale one.
+// Only the fields sent change (null: unchanged); a write that changes nothing matches no row, like a
+// stale one. Who may change it: an admin, the owner or assignee of a personal task, an editor or
+// admin of its project. `previous`: the fields of the task before that differ after.
 const patchStatement = (config: StackConfig) => `
-  WITH task AS (
+  WITH before AS (
+    SELECT ${config.taskJson}::jsonb AS json FROM tasks t WHERE t.id = $3::uuid
+  ),
+  task AS (
     UPDATE tasks t SET
       title = coalesce($6, t.title),
       description = coalesce($7, t.description),
@@ -76,11 +95,23 @@ const patchStatement = (config: StackConfig) => `
       version = t.version + 1,
       updated_at = $10::timestamptz
     WHERE t.id = $3::uuid
-      AND ($4::boolean OR t.owner_id = $1::uuid OR t.assignee_id = $1::uuid)
+      AND ($4::boolean OR (t.project_id IS NULL AND (t.owner_id = $1::uuid OR t.assignee_id = $1::uuid))
+        OR EXISTS (SELECT 1 FROM project_members pm WHERE pm.project_id = t.project_id AND pm.user_id = $1::uuid AND pm.role IN ('editor', 'admin')))
       AND ($5::int IS NULL OR t.version = $5::int)
       AND (t.title, t.description, t.status, t.priority)
         IS DISTINCT FROM (coalesce($6, t.title), coalesce($7, t.description), coalesce($8::"TaskStatus", t.status), coalesce($9::"TaskPriority", t.priority))
-    RETURNING t.owner_id, t.assignee_id, t.version, ${taskJson(TAGS_OF_TASK, attachmentCountOfTask(config))} AS json
+    RETURNING t.owner_id, t.assignee_id, t.project_id, t.version, ${config.taskJson} AS json
+  ),
+  previous AS (
+    SELECT coalesce(jsonb_object_agg(was.key, was.value), '{}'::jsonb) AS fields
+    FROM before, task, jsonb_each(before.json) AS was
+    WHERE was.key NOT IN ('version', 'updatedAt') AND was.value IS DISTINCT FROM task.json::jsonb -> was.key
+  ),
+  changes AS (
+    SELECT jsonb_build_object('task', task.json, 'previous', previous.fields) AS data,
+      (SELECT coalesce(jsonb_agg(jsonb_build_object('field', p.key, 'from', p.value, 'to', task.json::jsonb -> p.key) ORDER BY p.key), '[]'::jsonb)
+       FROM jsonb_each(previous.fields) AS p) AS entry
+    FROM task, previous
   )${recordEvent('task.updated')}`;
 
 interface Written {
@@ -111,6 +142,7 @@ function matchedVersion(ifMatch: string | undefined): number | null {
 }
 
 export async function taskWrites(db: StackDb, config: StackConfig) {
+  const create = createStatement(config);
   const patch = patchStatement(config);
   const announce = commitAnnouncer(db, EVENTS_CHANNEL);
   // The service's shared claim leaves room for every transaction the server may run at once.
@@ -118,7 +150,7 @@ export async function taskWrites(db: StackDb, config: StackConfig) {
   const room = String(rows[0]?.max_connections ?? 0);
 
   /** POST /tasks; the quota is the service's USER_MAX_TASKS (admins are exempt). */
-  const create = async (caller: Caller, body: unknown): Promise<Answer> => {
+  const created = async (caller: Caller, body: unknown): Promise<Answer> => {
     const input = TaskCreateSchema.safeParse(body);
     if (!input.success) return problem(400, 'Bad Request');
     const task = input.data;
@@ -128,7 +160,7 @@ export async function taskWrites(db: StackDb, config: StackConfig) {
     const now = new Date();
     const exempt = isAdmin(caller);
     const lock = exempt ? [] : [{ text: 'SELECT 1 FROM users WHERE id = $1 FOR SHARE', values: [caller.userId] }];
-    const row = await written(db, lock, CREATE, [
+    const row = await written(db, lock, create, [
       caller.userId,
       uuidv7(),
       id,
@@ -186,5 +218,5 @@ export async function taskWrites(db: StackDb, config: StackConfig) {
     return { status: 200, body: JSON.stringify(serializeTask(current)), headers: { etag } };
   };
 
-  return { create, patch: change };
+  return { create: created, patch: change };
 }
