@@ -4,6 +4,8 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import type pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
+import { z } from 'zod';
+import { checkedRows } from '../db/checked-rows.js';
 import { PROJECT_ROOT } from '../project-root.js';
 import type { AttachmentStorage } from '../storage/storage.js';
 import {
@@ -29,6 +31,9 @@ export async function serviceVersion(): Promise<string> {
 }
 
 type Table = Manifest['tables'][number];
+
+/** A row of `SELECT to_regclass(…) IS NOT NULL AS exists`. */
+const Exists = z.object({ exists: z.boolean() });
 
 const copyOut = (client: pg.Client, table: TableShape) =>
   client.query(copyTo(`COPY ${quoteIdent(table.name)} (${table.columns.map(quoteIdent).join(', ')}) TO STDOUT`));
@@ -58,19 +63,24 @@ async function addSnapshot(
     await client.query('SET LOCAL statement_timeout = 0');
     // Both readings of a table must see its rows in the same order: no scan joining another midway.
     await client.query('SET LOCAL synchronize_seqscans = off');
-    const { rows: history } = await client.query<{ exists: boolean }>(`SELECT to_regclass($1) IS NOT NULL AS exists`, [
+    const history = await checkedRows(client, Exists, 'SELECT to_regclass($1) IS NOT NULL AS exists', [
       quoteIdent(MIGRATIONS_TABLE),
     ]);
     if (!history[0]?.exists)
       throw new BackupError('The database has no schema of this service yet: there is nothing to dump');
-    const { rows: marked } = await client.query<{ exists: boolean }>(`SELECT to_regclass($1) IS NOT NULL AS exists`, [
+    const marked = await checkedRows(client, Exists, 'SELECT to_regclass($1) IS NOT NULL AS exists', [
       quoteIdent(RESTORE_MARKER_TABLE),
     ]);
     if (marked[0]?.exists) throw new UnfinishedRestoreError();
-    const { rows: migrations } = await client.query<{ name: string }>(
+    // The migration runner's own table, no model (server/db/migrate.ts).
+    const migrations = await checkedRows(
+      client,
+      z.object({ name: z.string() }),
       `SELECT name FROM ${quoteIdent(MIGRATIONS_TABLE)} ORDER BY name`,
     );
-    const { rows: meta } = await client.query<{ next: string; version: string }>(
+    const meta = await checkedRows(
+      client,
+      z.object({ next: z.string(), version: z.string() }),
       `SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS next, current_setting('server_version') AS version`,
     );
     const tables: Table[] = [];
