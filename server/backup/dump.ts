@@ -6,6 +6,8 @@ import type pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
 import { z } from 'zod';
 import { checkedRows } from '../db/checked-rows.js';
+import { tables } from '../db/query.js';
+import { clientSession } from '../db/sql.js';
 import { PROJECT_ROOT } from '../project-root.js';
 import type { AttachmentStorage } from '../storage/storage.js';
 import {
@@ -31,6 +33,12 @@ export async function serviceVersion(): Promise<string> {
 }
 
 type Table = Manifest['tables'][number];
+
+/** The attachments in the order of their entries, which a restore checks: by key, byte by byte. */
+const STORED_ATTACHMENTS = tables
+  .selectFrom('attachments')
+  .select(['storage_key as key', 'size', 'sha256'])
+  .orderBy('storage_key', (order) => order.collate('C'));
 
 /** A row of `SELECT to_regclass(…) IS NOT NULL AS exists`. */
 const Exists = z.object({ exists: z.boolean() });
@@ -83,13 +91,10 @@ async function addSnapshot(
       z.object({ next: z.string(), version: z.string() }),
       `SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS next, current_setting('server_version') AS version`,
     );
-    const tables: Table[] = [];
-    for (const table of await serviceTables(client)) tables.push(await addTable(archive, client, table));
+    const dumped: Table[] = [];
+    for (const table of await serviceTables(client)) dumped.push(await addTable(archive, client, table));
     const sequences = await sequenceStates(client);
-    const { rows: attachments } = await client.query<{ key: string; size: string; sha256: string }>(
-      // In the order of their entries, which a restore checks: by key, byte by byte.
-      'SELECT storage_key AS key, size::text AS size, sha256 FROM attachments ORDER BY storage_key COLLATE "C"',
-    );
+    const attachments = await clientSession(client).all(STORED_ATTACHMENTS);
     await client.query('COMMIT');
     return {
       format: FORMAT,
@@ -98,7 +103,7 @@ async function addSnapshot(
       postgresVersion: meta[0]?.version ?? 'unknown',
       migrations: migrations.map((m) => m.name),
       nextTransactionId: meta[0]?.next ?? '0',
-      tables,
+      tables: dumped,
       sequences,
       attachments: attachments.map((a) => ({ key: a.key, size: Number(a.size), sha256: a.sha256 })),
     };
