@@ -1,4 +1,6 @@
 import type pg from 'pg';
+import { z } from 'zod';
+import { checkedRows } from '../db/checked-rows.js';
 import { RESTORE_MARKER_TABLE } from './restore-marker.js';
 
 /** The migration history: not dumped as rows, a restore replays the migrations instead. */
@@ -21,7 +23,16 @@ export const quoteIdent = (name: string): string => `"${name.replace(/"/g, '""')
  * are included), parents before the tables whose foreign keys reference them.
  */
 export async function serviceTables(client: pg.ClientBase): Promise<TableShape[]> {
-  const { rows: tables } = await client.query<{ name: string; columns: string[] }>(
+  const tables = await checkedRows(
+    client,
+    z.object({
+      name: z.string(),
+      // array_agg answers null for a table without a column that takes values.
+      columns: z
+        .array(z.string())
+        .nullable()
+        .transform((columns) => columns ?? []),
+    }),
     `SELECT c.relname AS name,
             array_agg(a.attname::text ORDER BY a.attnum) FILTER (WHERE a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '') AS columns
        FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
@@ -29,7 +40,9 @@ export async function serviceTables(client: pg.ClientBase): Promise<TableShape[]
       GROUP BY c.relname ORDER BY c.relname`,
     [[...BOOKKEEPING_TABLES, ...DERIVED_TABLES]],
   );
-  const { rows: references } = await client.query<{ child: string; parent: string }>(
+  const references = await checkedRows(
+    client,
+    z.object({ child: z.string(), parent: z.string() }),
     `SELECT c.relname AS child, p.relname AS parent
        FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid JOIN pg_class p ON p.oid = k.confrelid
       WHERE k.contype = 'f' AND k.connamespace = current_schema()::regnamespace AND k.conrelid <> k.confrelid`,
@@ -59,12 +72,16 @@ export interface SequenceState {
 
 /** Every sequence of the schema (serial and identity columns' too) and where it stands. */
 export async function sequenceStates(client: pg.ClientBase): Promise<SequenceState[]> {
-  const { rows } = await client.query<{ name: string }>(
+  const rows = await checkedRows(
+    client,
+    z.object({ name: z.string() }),
     `SELECT relname AS name FROM pg_class WHERE relnamespace = current_schema()::regnamespace AND relkind = 'S' ORDER BY relname`,
   );
   const states: SequenceState[] = [];
   for (const { name } of rows) {
-    const { rows: state } = await client.query<{ last_value: string; is_called: boolean }>(
+    const state = await checkedRows(
+      client,
+      z.object({ last_value: z.string(), is_called: z.boolean() }),
       `SELECT last_value::text AS last_value, is_called FROM ${quoteIdent(name)}`,
     );
     if (state[0]) states.push({ name, lastValue: state[0].last_value, isCalled: state[0].is_called });
@@ -76,7 +93,9 @@ export async function sequenceStates(client: pg.ClientBase): Promise<SequenceSta
 export async function tablesWithRows(client: pg.ClientBase): Promise<string[]> {
   const filled: string[] = [];
   for (const table of await serviceTables(client)) {
-    const { rows } = await client.query<{ any: boolean }>(
+    const rows = await checkedRows(
+      client,
+      z.object({ any: z.boolean() }),
       `SELECT EXISTS (SELECT 1 FROM ${quoteIdent(table.name)}) AS any`,
     );
     if (rows[0]?.any) filled.push(table.name);

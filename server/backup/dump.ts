@@ -4,6 +4,10 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import type pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
+import { z } from 'zod';
+import { checkedRows } from '../db/checked-rows.js';
+import { tables } from '../db/query.js';
+import { clientSession } from '../db/sql.js';
 import { PROJECT_ROOT } from '../project-root.js';
 import type { AttachmentStorage } from '../storage/storage.js';
 import {
@@ -29,6 +33,15 @@ export async function serviceVersion(): Promise<string> {
 }
 
 type Table = Manifest['tables'][number];
+
+/** The attachments in the order of their entries, which a restore checks: by key, byte by byte. */
+const STORED_ATTACHMENTS = tables
+  .selectFrom('attachments')
+  .select(['storage_key as key', 'size', 'sha256'])
+  .orderBy('storage_key', (order) => order.collate('C'));
+
+/** A row of `SELECT to_regclass(…) IS NOT NULL AS exists`. */
+const Exists = z.object({ exists: z.boolean() });
 
 const copyOut = (client: pg.Client, table: TableShape) =>
   client.query(copyTo(`COPY ${quoteIdent(table.name)} (${table.columns.map(quoteIdent).join(', ')}) TO STDOUT`));
@@ -58,28 +71,30 @@ async function addSnapshot(
     await client.query('SET LOCAL statement_timeout = 0');
     // Both readings of a table must see its rows in the same order: no scan joining another midway.
     await client.query('SET LOCAL synchronize_seqscans = off');
-    const { rows: history } = await client.query<{ exists: boolean }>(`SELECT to_regclass($1) IS NOT NULL AS exists`, [
+    const history = await checkedRows(client, Exists, 'SELECT to_regclass($1) IS NOT NULL AS exists', [
       quoteIdent(MIGRATIONS_TABLE),
     ]);
     if (!history[0]?.exists)
       throw new BackupError('The database has no schema of this service yet: there is nothing to dump');
-    const { rows: marked } = await client.query<{ exists: boolean }>(`SELECT to_regclass($1) IS NOT NULL AS exists`, [
+    const marked = await checkedRows(client, Exists, 'SELECT to_regclass($1) IS NOT NULL AS exists', [
       quoteIdent(RESTORE_MARKER_TABLE),
     ]);
     if (marked[0]?.exists) throw new UnfinishedRestoreError();
-    const { rows: migrations } = await client.query<{ name: string }>(
+    // The migration runner's own table, no model (server/db/migrate.ts).
+    const migrations = await checkedRows(
+      client,
+      z.object({ name: z.string() }),
       `SELECT name FROM ${quoteIdent(MIGRATIONS_TABLE)} ORDER BY name`,
     );
-    const { rows: meta } = await client.query<{ next: string; version: string }>(
+    const meta = await checkedRows(
+      client,
+      z.object({ next: z.string(), version: z.string() }),
       `SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS next, current_setting('server_version') AS version`,
     );
-    const tables: Table[] = [];
-    for (const table of await serviceTables(client)) tables.push(await addTable(archive, client, table));
+    const dumped: Table[] = [];
+    for (const table of await serviceTables(client)) dumped.push(await addTable(archive, client, table));
     const sequences = await sequenceStates(client);
-    const { rows: attachments } = await client.query<{ key: string; size: string; sha256: string }>(
-      // In the order of their entries, which a restore checks: by key, byte by byte.
-      'SELECT storage_key AS key, size::text AS size, sha256 FROM attachments ORDER BY storage_key COLLATE "C"',
-    );
+    const attachments = await clientSession(client).all(STORED_ATTACHMENTS);
     await client.query('COMMIT');
     return {
       format: FORMAT,
@@ -88,7 +103,7 @@ async function addSnapshot(
       postgresVersion: meta[0]?.version ?? 'unknown',
       migrations: migrations.map((m) => m.name),
       nextTransactionId: meta[0]?.next ?? '0',
-      tables,
+      tables: dumped,
       sequences,
       attachments: attachments.map((a) => ({ key: a.key, size: Number(a.size), sha256: a.sha256 })),
     };

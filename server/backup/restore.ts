@@ -4,6 +4,8 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
+import { z } from 'zod';
+import { checkedRows } from '../db/checked-rows.js';
 import type { Database } from '../db/database.js';
 import { migrate, readMigrations, type Migration } from '../db/migrate.js';
 import { ObjectTooLargeError, type AttachmentStorage } from '../storage/storage.js';
@@ -186,14 +188,19 @@ interface Mark {
 }
 
 async function readMark(client: pg.Client): Promise<Mark | undefined> {
-  const { rows } = await client.query<{ marked: boolean }>('SELECT to_regclass($1) IS NOT NULL AS marked', [
-    quoteIdent(RESTORE_MARKER_TABLE),
-  ]);
-  if (!rows[0]?.marked) return undefined;
-  const mark = await client.query<{ archive: string; created_at: string; state: string }>(
+  const marked = await checkedRows(
+    client,
+    z.object({ marked: z.boolean() }),
+    'SELECT to_regclass($1) IS NOT NULL AS marked',
+    [quoteIdent(RESTORE_MARKER_TABLE)],
+  );
+  if (!marked[0]?.marked) return undefined;
+  // The marker is the restore's own table, no model: its columns are those restoreService creates.
+  const [row] = await checkedRows(
+    client,
+    z.object({ archive: z.string(), created_at: z.string(), state: z.string() }),
     `SELECT archive, created_at, state FROM ${quoteIdent(RESTORE_MARKER_TABLE)}`,
   );
-  const row = mark.rows[0];
   return {
     archive: row?.archive ?? '',
     createdAt: row?.created_at ?? '?',
@@ -224,9 +231,12 @@ export async function restoreService(
   let marked = false;
   try {
     return await withClient(db.url, stop, async (session) => {
-      const { rows } = await session.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [
-        RESTORE_LOCK_KEY,
-      ]);
+      const rows = await checkedRows(
+        session,
+        z.object({ locked: z.boolean() }),
+        'SELECT pg_try_advisory_lock($1) AS locked',
+        [RESTORE_LOCK_KEY],
+      );
       if (!rows[0]?.locked) throw new BackupError('Another restore is running into this database: let it finish');
       const mark = await readMark(session);
       marked = mark !== undefined;

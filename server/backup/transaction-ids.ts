@@ -1,3 +1,5 @@
+import { z } from 'zod';
+import { checkedRows } from '../db/checked-rows.js';
 import { BackupStopped, connect, disconnect, stoppedBy } from './stopping.js';
 
 // Small enough that a stop signal is not kept waiting on an external server (a fraction of a second).
@@ -20,8 +22,10 @@ export async function advanceTransactionIds(
   try {
     await client.query('SET synchronous_commit = off');
     await client.query('SET statement_timeout = 0');
-    const current = async () =>
-      BigInt((await client.query<{ id: string }>('SELECT pg_current_xact_id()::text AS id')).rows[0]?.id ?? '0');
+    const current = async () => {
+      const [row] = await checkedRows(client, z.object({ id: z.string() }), 'SELECT pg_current_xact_id()::text AS id');
+      return BigInt(row?.id ?? '0');
+    };
     const start = await current();
     if (start >= next) return 0n;
     log(`advancing transaction ids from ${start} to ${next} (the event log's positions)`);

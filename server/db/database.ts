@@ -1,6 +1,8 @@
 import pg from 'pg';
+import { z } from 'zod';
 import { StartAborted } from '../lifecycle.js';
 import { OperatorError } from '../operator-error.js';
+import { checkedRows } from './checked-rows.js';
 import { startEmbeddedPostgres, type EmbeddedPostgresOptions } from './embedded-postgres.js';
 import { pgSql, type SqlDatabase } from './sql.js';
 import { boundedPool, keptConnectionPool } from './statement-timeout.js';
@@ -133,6 +135,9 @@ export async function onDirectConnection<T>(db: Database, work: (sql: SqlDatabas
   }
 }
 
+/** A row of `SELECT pg_try_advisory_lock(…) AS locked`. */
+const Locked = z.object({ locked: z.boolean() });
+
 // Any constant: the session-level advisory lock that one service process holds on its data directory.
 const DATA_DIR_LOCK_KEY = 7_231_004_119;
 
@@ -146,19 +151,20 @@ export async function lockDataDir(url: string, dataDir: string): Promise<() => P
   await client.connect();
   // A killed predecessor's session may take a moment to end on the server.
   for (let attempt = 0; attempt < 10; attempt++) {
-    const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [
-      DATA_DIR_LOCK_KEY,
-    ]);
+    const rows = await checkedRows(client, Locked, 'SELECT pg_try_advisory_lock($1) AS locked', [DATA_DIR_LOCK_KEY]);
     if (rows[0]?.locked) return () => client.end();
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
-  const { rows } = await client.query<{ holder: string }>(
+  const rows = await checkedRows(
+    client,
+    // Only for the message: a holder the view shows as null goes unnamed.
+    z.object({ holder: z.string().nullable() }),
     `SELECT a.application_name AS holder FROM pg_locks l JOIN pg_stat_activity a USING (pid)
       WHERE l.locktype = 'advisory' AND l.granted AND ((l.classid::bigint << 32) | l.objid::bigint) = $1`,
     [DATA_DIR_LOCK_KEY],
   );
   await client.end();
-  throw new DataDirLockedError(dataDir, rows[0]?.holder);
+  throw new DataDirLockedError(dataDir, rows[0]?.holder ?? undefined);
 }
 
 export interface DatabaseConfig {

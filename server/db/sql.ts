@@ -116,7 +116,7 @@ function preparing(): Query {
 
 const unnamed: Query = ({ text, values }) => ({ text, values });
 
-function pgSession(client: pg.Pool | pg.PoolClient, query: Query): SqlSession {
+function pgSession(client: pg.Pool | pg.ClientBase, query: Query): SqlSession {
   // pg hands rows over as `any`: a built query's rows are what its select says (the types
   // generated from the models); a plain statement's are left unknown.
   const run = (statement: Statement) => client.query(query(statement));
@@ -130,6 +130,12 @@ function pgSession(client: pg.Pool | pg.PoolClient, query: Query): SqlSession {
     write: async (built) => (await run(statementOf(built))).rowCount ?? 0,
   };
 }
+
+/**
+ * Statements on a connection of the caller's own, such as a dump's, whose reads share one snapshot:
+ * unnamed, and without the pool's transactions or retries.
+ */
+export const clientSession = (client: pg.ClientBase): SqlSession => pgSession(client, unnamed);
 
 export interface SqlOptions {
   /** Bounds every transaction (see statement-timeout.ts). */

@@ -39,10 +39,13 @@ function ticketKey(ctx: AppContext): Promise<Uint8Array> {
   return key;
 }
 
+/** What a grant holds when none of the scopes asked for is known, or may be granted to the user. */
+const FALLBACK_SCOPE: Scope = 'tasks:read';
+
 /** The scopes asked for that this server knows; none asked (or none known) means tasks:read. */
 export function requestedScopes(asked: string[] | undefined): Scope[] {
   const known = SCOPES.filter((scope) => asked?.includes(scope));
-  return known.length > 0 ? known : ['tasks:read'];
+  return known.length > 0 ? known : [FALLBACK_SCOPE];
 }
 
 function cookieOf(req: Request, name: string): string | undefined {
@@ -198,7 +201,7 @@ export async function authorizationStep(
     const view = {
       appName,
       user,
-      scopes: granted.length > 0 ? granted : (['tasks:read'] as Scope[]),
+      scopes: granted.length > 0 ? granted : [FALLBACK_SCOPE],
       adminDropped: granted.length < scopes.length,
       mcpOnly: audience === mcpResourceOf(ctx.config),
       redirectHost: redirectHost(params.redirectUri),
@@ -230,7 +233,7 @@ export async function authorizationStep(
     userId: user.id,
     redirectUri: params.redirectUri,
     codeChallenge: params.codeChallenge,
-    scopes: scopes.length > 0 ? scopes : ['tasks:read'],
+    scopes: scopes.length > 0 ? scopes : [FALLBACK_SCOPE],
     resource: audience,
   });
   ctx.logger.info({ userId: user.id, clientId: client.client_id }, 'OAuth access approved');
