@@ -57,9 +57,12 @@ const PLACEHOLDER = '\u0000value:';
  * query's form: whatever decides the form is the `shape`, the key under which the compiled query
  * is kept (a handful of them per query, such as the caller's kind of visibility).
  */
-export function preparedQuery<K extends string, O, S extends string = ''>(
-  build: (value: (key: K) => string, shape: S) => Compilable<O>,
-): (values: Readonly<Record<K, string>>, shape: S) => Compilable<O> {
+export function preparedQuery<
+  K extends string,
+  O,
+  S extends string = '',
+  V extends Record<K, unknown> = Record<K, string>,
+>(build: (value: (key: K) => string, shape: S) => Compilable<O>): (values: Readonly<V>, shape: S) => Compilable<O> {
   const prepared = new Map<S, { compiled: CompiledQuery<O>; slots: (K | undefined)[] }>();
   const prepare = (shape: S) => {
     const keys = new Map<string, K>();

@@ -9,8 +9,11 @@ import { isAdmin, type Principal } from '../http/principal.js';
 export type TaskSet =
   { kind: 'all' } | { kind: 'member'; userId: string } | { kind: 'owner' | 'assignee' | 'either'; userId: string };
 
+/** Whose rights a read or write of tasks applies: an admin's (every task), or a user's. */
+export type Viewer = Extract<TaskSet, { kind: 'all' | 'member' }>;
+
 /** Who sees a task: admins every task, others their personal tasks and the tasks of their projects. */
-export const visibleTasks = (principal: Principal): TaskSet =>
+export const visibleTasks = (principal: Principal): Viewer =>
   isAdmin(principal) ? { kind: 'all' } : { kind: 'member', userId: principal.userId };
 
 /**
@@ -69,15 +72,18 @@ export const taskVisibleTo = (principal: Principal) => inTaskSet(visibleTasks(pr
  * Who may change a task they see (its fields, tags, attachments): an admin; the owner or assignee
  * of a personal task; an editor or admin of the task's project. A condition on the row `tasks`.
  */
-export const taskWritableBy =
-  (principal: Principal) =>
+export const taskWritableBy = (principal: Principal) => writableBy(visibleTasks(principal));
+
+/** taskWritableBy for a viewer (a statement prepared once per kind of viewer takes the user as a value). */
+export const writableBy =
+  (viewer: Viewer) =>
   (eb: ExpressionBuilder<DB, 'tasks'>): Expression<SqlBool> =>
-    isAdmin(principal)
+    viewer.kind === 'all'
       ? eb.lit(true)
       : eb.or([
           eb.and([
             eb('tasks.project_id', 'is', null),
-            eb.or([eb('tasks.owner_id', '=', principal.userId), eb('tasks.assignee_id', '=', principal.userId)]),
+            eb.or([eb('tasks.owner_id', '=', viewer.userId), eb('tasks.assignee_id', '=', viewer.userId)]),
           ]),
-          sql<SqlBool>`(${projectRoleOf(principal.userId)} IN ('editor', 'admin'))`,
+          sql<SqlBool>`(${projectRoleOf(viewer.userId)} IN ('editor', 'admin'))`,
         ]);

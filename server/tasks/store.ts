@@ -22,16 +22,16 @@ import { claimBounds, claimLock, holdsRoom, type QuotaClaim } from '../quotas.js
 import type { TaskPageQuery } from './list-query.js';
 import { audience, settleTaskEvents, taskEventStub } from './change-events.js';
 import { ancestors, delta, descendants, hierarchyLock, MAX_TASK_DEPTH, ripple, rippleEvents } from './hierarchy.js';
-import { inTaskSet, taskVisibleTo, taskWritableBy, visibleTasks, type TaskSet } from './queries.js';
+import { inTaskSet, visibleTasks, writableBy, type TaskSet, type Viewer } from './queries.js';
 import { taskJson } from './serialize.js';
 
 export { taskJson };
 
-/** taskVisibleTo as a condition on the row `tasks`, to place in SQL written with `sql`. NULL where false. */
-const visibleHere = (principal: Principal) => taskVisibleTo(principal)(expressionBuilder<DB, 'tasks'>());
+/** Who sees a task (queries.ts) as a condition on the row `tasks`, to place in SQL written with `sql`. NULL where false. */
+const visibleHere = (viewer: Viewer) => inTaskSet(viewer)(expressionBuilder<DB, 'tasks'>());
 
-/** taskWritableBy as a condition on the row `tasks`, likewise. */
-const writableHere = (principal: Principal) => taskWritableBy(principal)(expressionBuilder<DB, 'tasks'>());
+/** Who may change a task they see (queries.ts), likewise. */
+const writableHere = (viewer: Viewer) => writableBy(viewer)(expressionBuilder<DB, 'tasks'>());
 
 /** Tasks as the API shows them, each as `task`: the caller says which. */
 const shownTasks = () => tables.selectFrom('tasks').select(taskJson().as('task'));
@@ -123,8 +123,8 @@ export type CreateOutcome =
  * Whether the caller (`me`, SQL) may write tasks into the project whose id is the SQL `projectId`:
  * an editor or admin of it, or an app admin (the project must exist).
  */
-const writesInto = (principal: Principal, projectId: string, me: string) =>
-  isAdmin(principal)
+const writesInto = (admin: boolean, projectId: string, me: string) =>
+  admin
     ? `EXISTS (SELECT 1 FROM projects p WHERE p.id = ${projectId})`
     : `EXISTS (SELECT 1 FROM project_members pm WHERE pm.project_id = ${projectId} AND pm.user_id = ${me} AND pm.role IN ('editor', 'admin'))`;
 
@@ -146,12 +146,21 @@ export const tagFits = (tag: string, ownerId: string, projectId: string) =>
 const holdMemberships = (
   projects: { id: string | null } | { ofTask: string; movedTo?: string | null },
   userIds: (string | null)[],
+) =>
+  heldMemberships(
+    projects,
+    userIds.filter((id) => id !== null),
+  );
+
+/** holdMemberships of the users `users` (a uuid[] value). */
+const heldMemberships = (
+  projects: { id: string | null } | { ofTask: string; movedTo?: string | null },
+  users: unknown,
 ) => {
-  const users = sql<string>`ANY(${userIds.filter((id) => id !== null)}::uuid[])`;
   const held = tables
     .selectFrom('project_members')
     .select(sql.lit(1).as('held'))
-    .where('project_members.user_id', '=', users)
+    .where('project_members.user_id', '=', sql<string>`ANY(${users}::uuid[])`)
     .orderBy('project_members.project_id')
     .orderBy('project_members.user_id')
     .forShare();
@@ -237,14 +246,14 @@ export async function insertTask(
       ),
       project_ok AS (
         SELECT 1 FROM args
-        WHERE args.project_id IS NULL OR ${sql.raw(writesInto(principal, 'args.project_id', 'args.owner_id'))}
+        WHERE args.project_id IS NULL OR ${sql.raw(writesInto(isAdmin(principal), 'args.project_id', 'args.owner_id'))}
       ),
       assignee_ok AS (
         SELECT 1 FROM args
         WHERE args.project_id IS NULL OR args.assignee_id IS NULL OR ${sql.raw(isMemberOf('args.project_id', 'args.assignee_id'))}
       ),
       parent AS (
-        SELECT tasks.project_id, tasks.owner_id, (${visibleHere(principal)}) IS TRUE AS visible
+        SELECT tasks.project_id, tasks.owner_id, (${visibleHere(visibleTasks(principal))}) IS TRUE AS visible
         FROM tasks, args WHERE tasks.id = args.parent_id
       ),
       parent_ok AS (
@@ -357,71 +366,100 @@ const CHANGEABLE: [keyof TaskPatch, string, string][] = [
   ['parentId', 'parent_id', 'uuid'],
 ];
 
+/** The values a change's statements take (the rest decides their form: a ChangeShape). */
+type ChangeValue = 'taskId' | 'me' | 'patch' | 'versions' | 'now' | 'eventId' | 'parentId' | 'projectId' | 'members';
+
+interface ChangeValues extends Record<ChangeValue, unknown> {
+  taskId: string;
+  me: string;
+  /** The patch as JSON. */
+  patch: string;
+  versions: number[] | null;
+  now: Date;
+  eventId: string;
+  parentId: string | null;
+  /** The project the change moves the task to, if it names one. */
+  projectId: string | null;
+  /** The users whose memberships the change relies on. */
+  members: string[];
+}
+
 /**
- * Applies `change` to the task with its row locked: the checks (visible, writable, a move the
- * caller may make, may reassign, the assignee a member of the task's project, If-Match, changes
- * anything) on the row as it is then, the update, and its `task.updated` event, in one round trip.
- * Only the fields sent are written; `completedAt` follows the status; a move drops the tags that
- * do not fit the task's new project (tagFits), so the event is settled after the statement.
+ * What decides the form of a change's statements: whether an admin makes it, and whether it gives
+ * the task a new parent (`parent`), and with it a project (`parent+project`).
  */
-export async function updateTask(
-  ctx: AppContext,
-  principal: Principal,
-  taskId: string,
-  ifMatch: string | undefined,
-  change: TaskPatch,
-  now: Date,
-): Promise<ChangeOutcome> {
-  const eventId = uuidv7();
+type ChangeShape = `${'admin' | 'member'} ${'keeps parent' | 'parent' | 'parent+project'}`;
+
+const isAdminShape = (shape: ChangeShape) => shape.startsWith('admin');
+
+/** The task's row, locked against other writers. */
+const changeLock = preparedQuery<ChangeValue, { locked: number }, '', ChangeValues>((value) =>
+  lockTask(value('taskId'), false),
+);
+
+/** The memberships the change relies on, the caller's and the assignee's, in the task's project and the target. */
+const changeMemberships = preparedQuery<ChangeValue, { held: number }, '', ChangeValues>((value) => {
+  const [held] = heldMemberships({ ofTask: value('taskId'), movedTo: value('projectId') }, value('members'));
+  if (!held) throw new Error("a task's change holds the memberships of its projects");
+  return held;
+});
+
+/** Under a new parent: the hierarchy of the project the task ends up in (or its owner's), then the parent's row. */
+const changeAttachLock = (step: 0 | 1) =>
+  preparedQuery<ChangeValue, unknown, ChangeShape, ChangeValues>((value, shape) => {
+    const project = shape.endsWith('parent+project') ? sql`${value('projectId')}::uuid` : sql`tasks.project_id`;
+    const lock = attachLocks(
+      sql`(SELECT COALESCE(${project}, tasks.owner_id) FROM tasks WHERE tasks.id = ${value('taskId')})`,
+      value('parentId'),
+    )[step];
+    if (!lock) throw new Error('a parent is attached with two locks');
+    return lock;
+  });
+const changeAttachLocks = [changeAttachLock(0), changeAttachLock(1)];
+
+/** The task as the API shows it, whoever may see it. */
+const changedTask = preparedQuery<ChangeValue, { task: Task }, '', ChangeValues>((value) => shownTask(value('taskId')));
+
+/**
+ * The change itself: the checks on the row as it is once locked, the update, what it does to the
+ * tasks around it, and its events, in one statement (see updateTask).
+ */
+const changeStatement = preparedQuery<ChangeValue, Verdict, ChangeShape, ChangeValues>((value, shape) => {
+  const admin = isAdminShape(shape);
   // The patch is the CTE args' `patch` (jsonb): whether it sends a field, and the value it sends.
   const sent = (field: keyof TaskPatch) => sql`args.patch ? ${sql.lit(field)}`;
-  const value = (field: keyof TaskPatch) => sql`args.patch ->> ${sql.lit(field)}`;
+  const sentValue = (field: keyof TaskPatch) => sql`args.patch ->> ${sql.lit(field)}`;
   const each = (write: (field: keyof TaskPatch, column: string, type: string) => RawBuilder<unknown>) =>
     sql.join(CHANGEABLE.map(([field, column, type]) => write(field, column, type)));
   const reassigns = sql`(cur.next_assignee_id IS DISTINCT FROM cur.assignee_id)`;
   const moves = sql`(cur.next_project_id IS DISTINCT FROM cur.project_id)`;
-  const admin = isAdmin(principal);
   // On a personal task only its owner (or an admin) reassigns it; its assignee may hand it back.
   const mayReassign = admin
     ? sql`true`
     : sql`(cur.next_project_id IS NOT NULL OR cur.owner_id = args.me OR (cur.next_assignee_id IS NULL AND cur.assignee_id = args.me))`;
   // A project the caller cannot see is as unknown as one that does not exist (400, never 403).
   // A task moved to another project leaves its parent there, unless the change names a new one.
-  const leavesParent = sql`WHEN (CASE WHEN ${sent('projectId')} THEN (${value('projectId')})::uuid ELSE tasks.project_id END)
+  const leavesParent = sql`WHEN (CASE WHEN ${sent('projectId')} THEN (${sentValue('projectId')})::uuid ELSE tasks.project_id END)
     IS DISTINCT FROM tasks.project_id THEN NULL`;
   const newParent = sql`(cur.next_parent_id IS NOT NULL AND cur.next_parent_id IS DISTINCT FROM cur.parent_id)`;
   const targetSeen = admin
     ? sql`EXISTS (SELECT 1 FROM projects p WHERE p.id = cur.next_project_id)`
     : sql.raw(isMemberOf('cur.next_project_id', 'args.me'));
-  const { verdict, task } = await ctx.db.sql.pipeline({
-    lock: [
-      lockTask(taskId, false),
-      // The memberships the change relies on, the caller's and the assignee's in the target project.
-      ...holdMemberships({ ofTask: taskId, movedTo: change.projectId }, [principal.userId, change.assigneeId ?? null]),
-      // Under a new parent: the hierarchy of the project the task ends up in (or its owner's).
-      ...(change.parentId
-        ? attachLocks(
-            sql`(SELECT COALESCE(${change.projectId === undefined ? sql`tasks.project_id` : sql`${change.projectId}::uuid`}, tasks.owner_id)
-                 FROM tasks WHERE tasks.id = ${taskId})`,
-            change.parentId,
-          )
-        : []),
-    ],
-    savepoint: SAVEPOINT,
-    verdict: rawQuery(sql<Verdict>`
+  const viewer: Viewer = admin ? { kind: 'all' } : { kind: 'member', userId: value('me') };
+  return rawQuery(sql<Verdict>`
       WITH RECURSIVE args AS (
-        SELECT ${JSON.stringify(change)}::jsonb AS patch, ${principal.userId}::uuid AS me,
-               ${ifMatchVersions(ifMatch)}::int[] AS versions, ${now}::timestamptz AS now
+        SELECT ${value('patch')}::jsonb AS patch, ${value('me')}::uuid AS me,
+               ${value('versions')}::int[] AS versions, ${value('now')}::timestamptz AS now
       ),
       proposed AS (
-        SELECT tasks.*, (${visibleHere(principal)}) IS TRUE AS visible, (${writableHere(principal)}) IS TRUE AS writable,
-          ${each((field, column, type) => sql`CASE WHEN ${sent(field)} THEN (${value(field)})::${sql.raw(type)} ${field === 'parentId' ? leavesParent : sql``} ELSE tasks.${sql.raw(column)} END AS ${sql.raw(`next_${column}`)}`)}
-        FROM tasks, args WHERE tasks.id = ${taskId}
+        SELECT tasks.*, (${visibleHere(viewer)}) IS TRUE AS visible, (${writableHere(viewer)}) IS TRUE AS writable,
+          ${each((field, column, type) => sql`CASE WHEN ${sent(field)} THEN (${sentValue(field)})::${sql.raw(type)} ${field === 'parentId' ? leavesParent : sql``} ELSE tasks.${sql.raw(column)} END AS ${sql.raw(`next_${column}`)}`)}
+        FROM tasks, args WHERE tasks.id = ${value('taskId')}
       ),
       -- The new parent, when the change gives one: where it is, whether the caller sees it, its
       -- ancestors (a cycle if the task is among them), and how far the task's subtree reaches below it.
       parent AS (
-        SELECT tasks.id, tasks.project_id, tasks.owner_id, (${visibleHere(principal)}) IS TRUE AS visible
+        SELECT tasks.id, tasks.project_id, tasks.owner_id, (${visibleHere(viewer)}) IS TRUE AS visible
         FROM tasks, proposed cur
         WHERE tasks.id = cur.next_parent_id AND cur.next_parent_id IS DISTINCT FROM cur.parent_id
       ),
@@ -433,7 +471,7 @@ export async function updateTask(
             WHEN NOT cur.writable THEN 'read_only'
             WHEN ${moves} AND cur.next_project_id IS NOT NULL AND (${targetSeen}) IS NOT TRUE THEN 'unknown_project'
             WHEN ${moves} AND cur.next_project_id IS NOT NULL
-              AND (${sql.raw(writesInto(principal, 'cur.next_project_id', 'args.me'))}) IS NOT TRUE THEN 'forbidden_move'
+              AND (${sql.raw(writesInto(admin, 'cur.next_project_id', 'args.me'))}) IS NOT TRUE THEN 'forbidden_move'
             WHEN ${moves} AND (cur.project_id IS NULL OR cur.next_project_id IS NULL)
               AND ${sql.raw(admin ? 'false' : 'cur.owner_id <> args.me')} THEN 'forbidden_move'
             WHEN ${reassigns} AND ${mayReassign} IS NOT TRUE THEN 'forbidden'
@@ -490,7 +528,7 @@ export async function updateTask(
         WHERE tt.task_id = u.id AND tags.id = tt.tag_id AND NOT ${sql.raw(tagFits('tags', 'u.owner_id', 'u.project_id'))}
       ),
       ${oneEvent({
-        id: eventId,
+        id: value('eventId'),
         type: 'task.updated',
         data: sql.raw(taskEventStub('u')),
         row: 'u',
@@ -500,11 +538,49 @@ export async function updateTask(
         from: sql`updated u, args`,
         also: rippleEvents('(SELECT me FROM args)'),
       })}
-      SELECT outcome, version FROM verdict`),
+      SELECT outcome, version FROM verdict`);
+});
+
+/**
+ * Applies `change` to the task with its row locked: the checks (visible, writable, a move the
+ * caller may make, may reassign, the assignee a member of the task's project, If-Match, changes
+ * anything) on the row as it is then, the update, and its `task.updated` event, in one round trip.
+ * Only the fields sent are written; `completedAt` follows the status; a move drops the tags that
+ * do not fit the task's new project (tagFits), so the event is settled after the statement.
+ */
+export async function updateTask(
+  ctx: AppContext,
+  principal: Principal,
+  taskId: string,
+  ifMatch: string | undefined,
+  change: TaskPatch,
+  now: Date,
+): Promise<ChangeOutcome> {
+  const parent = !change.parentId ? 'keeps parent' : change.projectId === undefined ? 'parent' : 'parent+project';
+  const shape: ChangeShape = `${isAdmin(principal) ? 'admin' : 'member'} ${parent}`;
+  const values: ChangeValues = {
+    taskId,
+    me: principal.userId,
+    patch: JSON.stringify(change),
+    versions: ifMatchVersions(ifMatch),
+    now,
+    eventId: uuidv7(),
+    parentId: change.parentId ?? null,
+    projectId: change.projectId ?? null,
+    members: [principal.userId, change.assigneeId ?? null].filter((id) => id !== null),
+  };
+  const { verdict, task } = await ctx.db.sql.pipeline({
+    lock: [
+      changeLock(values, ''),
+      changeMemberships(values, ''),
+      ...(parent === 'keeps parent' ? [] : changeAttachLocks.map((lock) => lock(values, shape))),
+    ],
+    savepoint: SAVEPOINT,
+    verdict: changeStatement(values, shape),
     placed: settleTaskEvents,
     // Read back without the visibility rule: an assignee who just handed the task back made a
     // change that took, even though they no longer see the task.
-    task: shownTask(taskId),
+    task: changedTask(values, ''),
   });
   const [found] = verdict;
   const [row] = task;
@@ -535,7 +611,7 @@ export async function removeTask(
   // A personal task's owner, an editor or admin of the task's project, or an app admin.
   const mayDelete = isAdmin(principal)
     ? sql`true`
-    : sql`CASE WHEN tasks.project_id IS NULL THEN tasks.owner_id = args.me ELSE ${writableHere(principal)} END`;
+    : sql`CASE WHEN tasks.project_id IS NULL THEN tasks.owner_id = args.me ELSE ${writableHere(visibleTasks(principal))} END`;
   const { verdict } = await ctx.db.sql.pipeline({
     lock: [lockTask(taskId, true)],
     savepoint: SAVEPOINT,
@@ -543,7 +619,7 @@ export async function removeTask(
       WITH args AS (SELECT ${principal.userId}::uuid AS me, ${ifMatchVersions(ifMatch)}::int[] AS versions, ${new Date()}::timestamptz AS now),
       verdict AS (
         SELECT tasks.*, CASE
-            WHEN (${visibleHere(principal)}) IS NOT TRUE THEN 'not_found'
+            WHEN (${visibleHere(visibleTasks(principal))}) IS NOT TRUE THEN 'not_found'
             WHEN (${mayDelete}) IS NOT TRUE THEN 'forbidden'
             WHEN args.versions IS NOT NULL AND NOT (tasks.version = ANY(args.versions)) THEN 'stale'
             ELSE 'apply' END AS outcome
