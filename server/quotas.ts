@@ -142,8 +142,16 @@ export function claimBounds(claim: QuotaClaim, adding: bigint): ClaimBounds {
   return { room: (claim.kind === 'shared' ? claim.room : adding).toString(), limit: claim.limit };
 }
 
-/** SQL true when the holdings of `quota` of the user `userId` leave room within `bounds` (a null limit always has room). */
-export const holdsRoom = (quota: Quota, userId: string, { room, limit }: ClaimBounds): RawBuilder<boolean> =>
+/**
+ * SQL true when the holdings of `quota` of the user `userId` leave room within `bounds` (a null
+ * limit always has room). The three are values (parameters): a statement prepared once takes them
+ * as stand-ins (server/db/query.ts preparedQuery).
+ */
+export const holdsRoom = (
+  quota: Quota,
+  userId: string,
+  { room, limit }: { [K in keyof ClaimBounds]: ClaimBounds[K] | string },
+): RawBuilder<boolean> =>
   sql<boolean>`(${limit}::bigint IS NULL OR (SELECT coalesce(sum(${sql.ref(QUOTAS[quota].column)}), 0) FROM user_holdings WHERE user_id = ${userId}) + ${room}::bigint <= ${limit}::bigint)`;
 
 /** The claim that holds the user's row exclusively (admins are exempt): for a write that adds more than one of its quota. */

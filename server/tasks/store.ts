@@ -39,6 +39,9 @@ const shownTasks = () => tables.selectFrom('tasks').select(taskJson().as('task')
 /** The task with this id, whoever may see it. */
 const shownTask = (taskId: string) => shownTasks().where('tasks.id', '=', taskId);
 
+/** The task with this id as the API shows it, whoever may see it: built once. */
+const shownTaskById = preparedQuery((value: (key: 'taskId') => string) => shownTask(value('taskId')));
+
 /**
  * A page of tasks in one statement: `page` (list-query.ts) picks the ids in their order, and their
  * tasks are read in the same statement, in that order (test/list-plans.test.ts explains it).
@@ -140,19 +143,10 @@ export const tagFits = (tag: string, ownerId: string, projectId: string) =>
   `(CASE WHEN ${projectId} IS NULL THEN ${tag}.project_id IS NULL AND ${tag}.owner_id = ${ownerId} ELSE ${tag}.project_id IS NOT DISTINCT FROM ${projectId} END)`;
 
 /**
- * The memberships a write into a project relies on (the caller's, the assignee's), held shared until
- * commit: a removal or a change of role waits for the write, or the write for it (and then finds it).
+ * The memberships a write into a project relies on (the caller's, the assignee's: `users`, a uuid[]
+ * value), held shared until commit: a removal or a change of role waits for the write, or the write
+ * for it (and then finds it).
  */
-const holdMemberships = (
-  projects: { id: string | null } | { ofTask: string; movedTo?: string | null },
-  userIds: (string | null)[],
-) =>
-  heldMemberships(
-    projects,
-    userIds.filter((id) => id !== null),
-  );
-
-/** holdMemberships of the users `users` (a uuid[] value). */
 const heldMemberships = (
   projects: { id: string | null } | { ofTask: string; movedTo?: string | null },
   users: unknown,
@@ -191,6 +185,166 @@ const attachLocks = (key: RawBuilder<string | null>, parentId: string) => [
   tables.selectFrom('tasks').select(sql.lit(1).as('locked')).where('tasks.id', '=', parentId).forNoKeyUpdate(),
 ];
 
+/** The values a creation's statements take (the rest decides their form: a CreateShape). */
+type CreateValue =
+  | 'id'
+  | 'eventId'
+  | 'me'
+  | 'now'
+  | 'tagIds'
+  | 'room'
+  | 'limit'
+  | 'projectId'
+  | 'assigneeId'
+  | 'parentId'
+  | 'title'
+  | 'description'
+  | 'status'
+  | 'priority'
+  | 'dueAt'
+  | 'completedAt'
+  | 'members';
+
+interface CreateValues extends Record<CreateValue, unknown> {
+  id: string;
+  eventId: string;
+  me: string;
+  now: Date;
+  tagIds: string[];
+  room: string;
+  limit: number | null;
+  projectId: string | null;
+  assigneeId: string | null;
+  parentId: string | null;
+  title: string;
+  description: string;
+  status: TaskCreate['status'];
+  priority: TaskCreate['priority'];
+  dueAt: string | null;
+  completedAt: Date | null;
+  /** The users whose memberships the creation relies on. */
+  members: string[];
+}
+
+/** What decides the form of a creation's statements: whether an admin makes it, whether it is in a project, has tags, a parent. */
+type CreateShape = `${'admin' | 'member'} ${'personal' | 'project'} ${'tags' | 'no tags'} ${'parent' | 'no parent'}`;
+
+/** The memberships a creation in a project relies on (heldMemberships). */
+const createMemberships = preparedQuery<CreateValue, { held: number }, '', CreateValues>((value) => {
+  const [held] = heldMemberships({ id: value('projectId') }, value('members'));
+  if (!held) throw new Error('a creation in a project holds its memberships');
+  return held;
+});
+
+/**
+ * The tags shared, as a link shares them: a rename or delete of one waits for this create, or
+ * this create for it, so the task never carries (or its event names) a tag as it no longer is.
+ */
+const createTagLocks = preparedQuery<CreateValue, { locked: number }, '', CreateValues>((value) =>
+  tables
+    .selectFrom('tags')
+    .select(sql.lit(1).as('locked'))
+    .where('tags.id', '=', sql<string>`ANY(${value('tagIds')}::uuid[])`)
+    .orderBy('tags.id')
+    .forShare(),
+);
+
+/**
+ * Under a parent: its hierarchy (the depth is decided with no other attachment under way in it),
+ * then the parent's row, whose counts this create changes.
+ */
+const createAttachLock = (step: 0 | 1) =>
+  preparedQuery<CreateValue, unknown, '', CreateValues>((value) => {
+    const lock = attachLocks(sql`COALESCE(${value('projectId')}::uuid, ${value('me')}::uuid)`, value('parentId'))[step];
+    if (!lock) throw new Error('a parent is attached with two locks');
+    return lock;
+  });
+const createAttachLocks = [createAttachLock(0), createAttachLock(1)];
+
+/** The creation's checks and the insert, with its tag links (see insertTask). */
+const createStatement = preparedQuery<CreateValue, CreateChecks, CreateShape, CreateValues>((value, shape) => {
+  const admin = shape.startsWith('admin');
+  const viewer: Viewer = admin ? { kind: 'all' } : { kind: 'member', userId: value('me') };
+  return rawQuery(sql<CreateChecks>`
+      WITH RECURSIVE args AS (
+        SELECT ${value('me')}::uuid AS owner_id, ${value('tagIds')}::uuid[] AS tag_ids, ${value('now')}::timestamptz AS now,
+               ${value('room')}::bigint AS room, ${value('limit')}::bigint AS quota_limit, ${value('projectId')}::uuid AS project_id,
+               ${value('assigneeId')}::uuid AS assignee_id, ${value('parentId')}::uuid AS parent_id
+      ),
+      project_ok AS (
+        SELECT 1 FROM args
+        WHERE args.project_id IS NULL OR ${sql.raw(writesInto(admin, 'args.project_id', 'args.owner_id'))}
+      ),
+      assignee_ok AS (
+        SELECT 1 FROM args
+        WHERE args.project_id IS NULL OR args.assignee_id IS NULL OR ${sql.raw(isMemberOf('args.project_id', 'args.assignee_id'))}
+      ),
+      parent AS (
+        SELECT tasks.project_id, tasks.owner_id, (${visibleHere(viewer)}) IS TRUE AS visible
+        FROM tasks, args WHERE tasks.id = args.parent_id
+      ),
+      parent_ok AS (
+        SELECT 1 FROM args
+        WHERE args.parent_id IS NULL OR EXISTS (SELECT 1 FROM parent p WHERE p.visible AND ${sql.raw(sameHierarchy('p', 'args.project_id', 'args.owner_id'))})
+      ),
+      ${sql.raw(ancestors('chain', '(SELECT parent_id FROM args)'))},
+      depth_ok AS (
+        SELECT 1 FROM args WHERE args.parent_id IS NULL OR (SELECT max(level) FROM chain) + 1 <= ${MAX_TASK_DEPTH}
+      ),
+      allowed AS (SELECT 1 FROM args WHERE ${holdsRoom('tasks', value('me'), { room: value('room'), limit: value('limit') })}),
+      tags_ok AS (
+        SELECT 1 FROM args
+        WHERE (SELECT count(*) FROM tags WHERE id = ANY(args.tag_ids) AND ${sql.raw(tagFits('tags', 'args.owner_id', 'args.project_id'))})
+          = cardinality(args.tag_ids)
+      ),
+      task AS (
+        INSERT INTO tasks (id, owner_id, assignee_id, project_id, parent_id, title, description, status, priority, due_at, completed_at, created_at, updated_at)
+        SELECT ${value('id')}::uuid, args.owner_id, args.assignee_id, args.project_id, args.parent_id, ${value('title')}, ${value('description')},
+               ${value('status')}::"TaskStatus", ${value('priority')}::"TaskPriority", ${value('dueAt')}::timestamptz,
+               ${value('completedAt')}::timestamptz, args.now, args.now
+        FROM args, allowed, tags_ok, project_ok, assignee_ok, parent_ok, depth_ok
+        RETURNING id
+      ),
+      links AS (
+        INSERT INTO task_tags (task_id, tag_id, created_at)
+        SELECT task.id, tag_id, args.now FROM task, args, unnest(args.tag_ids) AS tag_id
+      )
+      SELECT (SELECT count(*) FROM allowed)::int AS allowed, (SELECT count(*) FROM tags_ok)::int AS tags_ok,
+             EXISTS (SELECT 1 FROM project_ok) AS project_ok, EXISTS (SELECT 1 FROM assignee_ok) AS assignee_ok,
+             EXISTS (SELECT 1 FROM parent_ok) AS parent_ok, EXISTS (SELECT 1 FROM depth_ok) AS depth_ok`);
+});
+
+interface CreateChecks {
+  allowed: number;
+  project_ok: boolean;
+  assignee_ok: boolean;
+  tags_ok: number;
+  parent_ok: boolean;
+  depth_ok: boolean;
+}
+
+/** The creation's event, and what it does to its parent (see insertTask). */
+const createEvent = preparedQuery<CreateValue, { count: string }, '', CreateValues>((value) =>
+  rawQuery(sql`
+        WITH args AS (SELECT ${value('now')}::timestamptz AS now, ${value('me')}::uuid AS me),
+        -- The parent gains a subtask (and a done one, when it is created done).
+        deltas AS (
+          SELECT ${sql.raw(delta('tasks.parent_id', { subtasks: '1', done: "tasks.status = 'done'" }))}
+          FROM tasks WHERE tasks.id = ${value('id')} AND tasks.parent_id IS NOT NULL
+        ),
+        ${sql.raw(ripple('(SELECT now FROM args)'))},
+        ${oneEvent({
+          id: value('eventId'),
+          type: 'task.created',
+          data: sql`jsonb_build_object('task', ${taskJson()})`,
+          row: 'tasks',
+          actorId: sql`args.me`,
+          from: sql`tasks, args WHERE tasks.id = ${value('id')}`,
+          also: rippleEvents('(SELECT me FROM args)'),
+        })}
+        SELECT count(*) FROM inserted`),
+);
+
 /**
  * Inserts a task with its tag links and its `task.created` event, in one round trip. The claim
  * locks the owner's row (shared far from the limit, else exclusively) and the insert happens only
@@ -204,110 +358,42 @@ export async function insertTask(
   now: Date,
   completedAt: Date | null,
 ): Promise<CreateOutcome> {
-  const id = uuidv7();
-  const eventId = uuidv7();
   const tagIds = [...new Set(input.tagIds)];
   const { room, limit } = claimBounds(claim, 1n);
-  const { parentId } = input;
+  const { parentId, projectId } = input;
+  const values: CreateValues = {
+    id: uuidv7(),
+    eventId: uuidv7(),
+    me: principal.userId,
+    now,
+    tagIds,
+    room,
+    limit,
+    projectId,
+    assigneeId: input.assigneeId,
+    parentId,
+    title: input.title,
+    description: input.description,
+    status: input.status,
+    priority: input.priority,
+    dueAt: input.dueAt,
+    completedAt,
+    members: [principal.userId, input.assigneeId].filter((id) => id !== null),
+  };
+  const shape: CreateShape = `${isAdmin(principal) ? 'admin' : 'member'} ${projectId === null ? 'personal' : 'project'} ${
+    tagIds.length === 0 ? 'no tags' : 'tags'
+  } ${parentId === null ? 'no parent' : 'parent'}`;
   const { checks, created } = await ctx.db.sql.pipeline({
     lock: [
       ...claimLock(claim, principal.userId),
-      ...holdMemberships({ id: input.projectId }, [principal.userId, input.assigneeId]),
-      // The tags shared, as a link shares them: a rename or delete of one waits for this create, or
-      // this create for it, so the task never carries (or its event names) a tag as it no longer is.
-      ...(tagIds.length === 0
-        ? []
-        : [
-            tables
-              .selectFrom('tags')
-              .select(sql.lit(1).as('locked'))
-              .where('tags.id', '=', sql<string>`ANY(${tagIds}::uuid[])`)
-              .orderBy('tags.id')
-              .forShare(),
-          ]),
-      // Under a parent: its hierarchy (the depth is decided with no other attachment under way in
-      // it), then the parent's row, whose counts this create changes.
-      ...(parentId === null
-        ? []
-        : attachLocks(sql`COALESCE(${input.projectId}::uuid, ${principal.userId}::uuid)`, parentId)),
+      ...(projectId === null ? [] : [createMemberships(values, '')]),
+      ...(tagIds.length === 0 ? [] : [createTagLocks(values, '')]),
+      ...(parentId === null ? [] : createAttachLocks.map((lock) => lock(values, ''))),
     ],
-    checks: rawQuery(sql<{
-      allowed: number;
-      project_ok: boolean;
-      assignee_ok: boolean;
-      tags_ok: number;
-      parent_ok: boolean;
-      depth_ok: boolean;
-    }>`
-      WITH RECURSIVE args AS (
-        SELECT ${principal.userId}::uuid AS owner_id, ${tagIds}::uuid[] AS tag_ids, ${now}::timestamptz AS now,
-               ${room}::bigint AS room, ${limit}::bigint AS quota_limit, ${input.projectId}::uuid AS project_id,
-               ${input.assigneeId}::uuid AS assignee_id, ${parentId}::uuid AS parent_id
-      ),
-      project_ok AS (
-        SELECT 1 FROM args
-        WHERE args.project_id IS NULL OR ${sql.raw(writesInto(isAdmin(principal), 'args.project_id', 'args.owner_id'))}
-      ),
-      assignee_ok AS (
-        SELECT 1 FROM args
-        WHERE args.project_id IS NULL OR args.assignee_id IS NULL OR ${sql.raw(isMemberOf('args.project_id', 'args.assignee_id'))}
-      ),
-      parent AS (
-        SELECT tasks.project_id, tasks.owner_id, (${visibleHere(visibleTasks(principal))}) IS TRUE AS visible
-        FROM tasks, args WHERE tasks.id = args.parent_id
-      ),
-      parent_ok AS (
-        SELECT 1 FROM args
-        WHERE args.parent_id IS NULL OR EXISTS (SELECT 1 FROM parent p WHERE p.visible AND ${sql.raw(sameHierarchy('p', 'args.project_id', 'args.owner_id'))})
-      ),
-      ${sql.raw(ancestors('chain', '(SELECT parent_id FROM args)'))},
-      depth_ok AS (
-        SELECT 1 FROM args WHERE args.parent_id IS NULL OR (SELECT max(level) FROM chain) + 1 <= ${MAX_TASK_DEPTH}
-      ),
-      allowed AS (SELECT 1 FROM args WHERE ${holdsRoom('tasks', principal.userId, { room, limit })}),
-      tags_ok AS (
-        SELECT 1 FROM args
-        WHERE (SELECT count(*) FROM tags WHERE id = ANY(args.tag_ids) AND ${sql.raw(tagFits('tags', 'args.owner_id', 'args.project_id'))})
-          = cardinality(args.tag_ids)
-      ),
-      task AS (
-        INSERT INTO tasks (id, owner_id, assignee_id, project_id, parent_id, title, description, status, priority, due_at, completed_at, created_at, updated_at)
-        SELECT ${id}::uuid, args.owner_id, args.assignee_id, args.project_id, args.parent_id, ${input.title}, ${input.description},
-               ${input.status}::"TaskStatus", ${input.priority}::"TaskPriority", ${input.dueAt}::timestamptz,
-               ${completedAt}::timestamptz, args.now, args.now
-        FROM args, allowed, tags_ok, project_ok, assignee_ok, parent_ok, depth_ok
-        RETURNING id
-      ),
-      links AS (
-        INSERT INTO task_tags (task_id, tag_id, created_at)
-        SELECT task.id, tag_id, args.now FROM task, args, unnest(args.tag_ids) AS tag_id
-      )
-      SELECT (SELECT count(*) FROM allowed)::int AS allowed, (SELECT count(*) FROM tags_ok)::int AS tags_ok,
-             EXISTS (SELECT 1 FROM project_ok) AS project_ok, EXISTS (SELECT 1 FROM assignee_ok) AS assignee_ok,
-             EXISTS (SELECT 1 FROM parent_ok) AS parent_ok, EXISTS (SELECT 1 FROM depth_ok) AS depth_ok`),
+    checks: createStatement(values, shape),
     savepoint: SAVEPOINT,
-    event: [
-      rawQuery(sql`
-        WITH args AS (SELECT ${now}::timestamptz AS now, ${principal.userId}::uuid AS me),
-        -- The parent gains a subtask (and a done one, when it is created done).
-        deltas AS (
-          SELECT ${sql.raw(delta('tasks.parent_id', { subtasks: '1', done: "tasks.status = 'done'" }))}
-          FROM tasks WHERE tasks.id = ${id} AND tasks.parent_id IS NOT NULL
-        ),
-        ${sql.raw(ripple('(SELECT now FROM args)'))},
-        ${oneEvent({
-          id: eventId,
-          type: 'task.created',
-          data: sql`jsonb_build_object('task', ${taskJson()})`,
-          row: 'tasks',
-          actorId: principal.userId,
-          from: sql`tasks WHERE tasks.id = ${id}`,
-          also: rippleEvents('(SELECT me FROM args)'),
-        })}
-        SELECT count(*) FROM inserted`),
-      ...settleTaskEvents,
-    ],
-    created: shownTask(id),
+    event: [createEvent(values, ''), ...settleTaskEvents],
+    created: shownTaskById({ taskId: values.id }, ''),
   });
   const [check] = checks;
   const [row] = created;
@@ -416,9 +502,6 @@ const changeAttachLock = (step: 0 | 1) =>
     return lock;
   });
 const changeAttachLocks = [changeAttachLock(0), changeAttachLock(1)];
-
-/** The task as the API shows it, whoever may see it. */
-const changedTask = preparedQuery<ChangeValue, { task: Task }, '', ChangeValues>((value) => shownTask(value('taskId')));
 
 /**
  * The change itself: the checks on the row as it is once locked, the update, what it does to the
@@ -580,7 +663,7 @@ export async function updateTask(
     placed: settleTaskEvents,
     // Read back without the visibility rule: an assignee who just handed the task back made a
     // change that took, even though they no longer see the task.
-    task: changedTask(values, ''),
+    task: shownTaskById({ taskId }, ''),
   });
   const [found] = verdict;
   const [row] = task;
