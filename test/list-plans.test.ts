@@ -5,7 +5,7 @@ import { TaskListQuerySchema, TaskSortSchema, type TaskSort } from '../contract/
 import type { Cursor } from '../server/http/pagination.js';
 import { rawQuery, statementOf, tables } from '../server/db/query.js';
 import { sortOf, taskPageQuery, type TaskSet } from '../server/tasks/list-query.js';
-import { taskPage } from '../server/tasks/store.js';
+import { taskPageStatement } from '../server/tasks/store.js';
 import { bulkLoad, freshDatabase, type TestDatabase } from './support/databases.js';
 import { storedTask } from './support/rows.js';
 import { planNodes, type PlanNode } from './support/plans.js';
@@ -100,7 +100,7 @@ async function cursorAt(
   filters: Record<string, string> = {},
 ): Promise<Cursor> {
   const rows = await database.db.sql.all(
-    rawQuery(taskPageQuery(set, TaskListQuerySchema.parse({ sort, ...filters }), undefined, depth)),
+    taskPageQuery(set, TaskListQuerySchema.parse({ sort, ...filters }), undefined, depth),
   );
   const last = rows[rows.length - 1];
   if (rows.length !== depth || !last) throw new Error(`the list is ${rows.length} rows long, not the ${depth} needed`);
@@ -149,9 +149,7 @@ async function plan(
   cursor: Cursor | undefined,
 ): Promise<PlanNode[]> {
   // The statement GET /tasks runs: the page's ids and their rows (each by its primary key).
-  const query = statementOf(
-    taskPage(taskPageQuery(set, TaskListQuerySchema.parse({ sort, ...filters }), cursor, LIMIT + 1)),
-  );
+  const query = statementOf(taskPageStatement(set, TaskListQuerySchema.parse({ sort, ...filters }), cursor, LIMIT + 1));
   return explain(query.text, query.values);
 }
 

@@ -46,6 +46,9 @@ export function statementOf(built: Compilable<unknown>): Statement {
  */
 export const rawQuery = <O>(raw: RawBuilder<O>): Compilable<O> => ({ compile: () => raw.compile(tables) });
 
+/** The most shapes a prepared query keeps built. */
+const MAX_SHAPES = 500;
+
 /** What stands for a value while a prepared query is built: a NUL, which no SQL text or real value holds. */
 const PLACEHOLDER = '\u0000value:';
 
@@ -57,13 +60,12 @@ const PLACEHOLDER = '\u0000value:';
  * query's form: whatever decides the form is the `shape`, the key under which the compiled query
  * is kept (a handful of them per query, such as the caller's kind of visibility).
  */
-export function preparedQuery<
-  K extends string,
-  O,
-  S extends string = '',
-  V extends Record<K, unknown> = Record<K, string>,
->(build: (value: (key: K) => string, shape: S) => Compilable<O>): (values: Readonly<V>, shape: S) => Compilable<O> {
-  const prepared = new Map<S, { compiled: CompiledQuery<O>; slots: (K | undefined)[] }>();
+export function preparedQuery<K extends string, O, S = '', V extends Partial<Record<K, unknown>> = Record<K, string>>(
+  build: (value: (key: K) => string, shape: S) => Compilable<O>,
+  /** The key a shape's statement is kept under: the shape itself when it is a string. */
+  keyOf: (shape: S) => string = String,
+): (values: Readonly<V>, shape: S) => Compilable<O> {
+  const prepared = new Map<string, { compiled: CompiledQuery<O>; slots: (K | undefined)[] }>();
   const prepare = (shape: S) => {
     const keys = new Map<string, K>();
     const value = (key: K) => {
@@ -80,17 +82,21 @@ export function preparedQuery<
       compiled.parameters.some((p, i) => slots[i] === undefined && typeof p === 'string' && p.includes(PLACEHOLDER));
     if (misused) throw new Error(`a prepared query must take its values as parameters, unchanged: ${compiled.sql}`);
     const entry = { compiled, slots };
-    prepared.set(shape, entry);
+    // Shapes a client chooses (a list's filters) are many: past this many, the rest are built per call.
+    if (prepared.size < MAX_SHAPES) prepared.set(keyOf(shape), entry);
     return entry;
   };
   return (values, shape) => ({
     compile: () => {
-      const { compiled, slots } = prepared.get(shape) ?? prepare(shape);
+      const { compiled, slots } = prepared.get(keyOf(shape)) ?? prepare(shape);
       return {
         ...compiled,
         parameters: compiled.parameters.map((parameter, i) => {
           const key = slots[i];
-          return key === undefined ? parameter : values[key];
+          if (key === undefined) return parameter;
+          // A shape whose statement takes a value the call does not give is a bug, never a NULL.
+          if (values[key] === undefined) throw new Error(`a prepared query was given no value for ${key}`);
+          return values[key];
         }),
       };
     },

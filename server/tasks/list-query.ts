@@ -1,8 +1,8 @@
-import { sql, type Expression, type ExpressionBuilder, type RawBuilder, type SqlBool } from 'kysely';
+import { sql, type Compilable, type Expression, type ExpressionBuilder, type RawBuilder, type SqlBool } from 'kysely';
 import { z } from 'zod';
 import { TimestampInputSchema } from '@task-service/client';
 import { TaskPrioritySchema, type Task, type TaskListQuery, type TaskSort } from '@task-service/client';
-import { tables, type DB } from '../db/query.js';
+import { preparedQuery, rawQuery, tables, type DB } from '../db/query.js';
 import { containsPattern } from '../db/search.js';
 import { invalidCursor, type Cursor } from '../http/pagination.js';
 import { inTaskSet, projectRoleOf, type TaskSet } from './queries.js';
@@ -21,8 +21,10 @@ type SortField = 'createdAt' | 'updatedAt' | 'dueAt' | 'priority' | 'title';
 interface SortKey {
   /** The indexed expression the list is ordered by (see the task indexes in the migrations). */
   expression: RawBuilder<unknown>;
-  /** A cursor's value as a parameter of the expression's type; anything else is a forged cursor. */
-  parameter(value: unknown): RawBuilder<unknown>;
+  /** A cursor's value (a parameter) as the expression's type. */
+  parameter(value: string): RawBuilder<unknown>;
+  /** A cursor's value as the parameter takes it; anything else is a forged cursor. */
+  checked(value: unknown): string;
 }
 
 const CursorTimestamp = TimestampInputSchema;
@@ -35,7 +37,8 @@ function parsed<T extends z.ZodTypeAny>(schema: T, value: unknown): z.infer<T> {
 
 const timestampKey = (column: 'tasks.created_at' | 'tasks.updated_at'): SortKey => ({
   expression: sql.ref(column),
-  parameter: (value) => sql`${parsed(CursorTimestamp, value)}::timestamptz`,
+  parameter: (value) => sql`${value}::timestamptz`,
+  checked: (value) => parsed(CursorTimestamp, value),
 });
 
 // Tasks without a due date sort after those with one ascending and before them descending: as if
@@ -47,15 +50,18 @@ const SORT_KEYS: Record<SortField, SortKey> = {
   updatedAt: timestampKey('tasks.updated_at'),
   dueAt: {
     expression: sql`COALESCE(tasks.due_at, 'infinity'::timestamptz)`,
-    parameter: (value) => sql`${parsed(CursorTimestamp.nullable(), value) ?? NO_DUE_DATE}::timestamptz`,
+    parameter: (value) => sql`${value}::timestamptz`,
+    checked: (value) => parsed(CursorTimestamp.nullable(), value) ?? NO_DUE_DATE,
   },
   priority: {
     expression: sql.ref('tasks.priority'),
-    parameter: (value) => sql`${parsed(TaskPrioritySchema, value)}::"TaskPriority"`,
+    parameter: (value) => sql`${value}::"TaskPriority"`,
+    checked: (value) => parsed(TaskPrioritySchema, value),
   },
   title: {
     expression: sql.ref('tasks.title'),
-    parameter: (value) => sql`${parsed(z.string(), value)}`,
+    parameter: (value) => sql`${value}`,
+    checked: (value) => parsed(z.string(), value),
   },
 };
 
@@ -79,40 +85,84 @@ const timestamp = (value: string) => sql<Date>`${value}::timestamptz`;
 
 type Condition = (eb: ExpressionBuilder<DB, 'tasks'>) => Expression<SqlBool>;
 
+/**
+ * What decides the form of a page's statement (every value it takes is a parameter: PageValues):
+ * whose tasks, the sort, whether after a cursor, and which filters the query sets.
+ */
+export interface PageShape {
+  set: TaskSet['kind'];
+  sort: TaskSort;
+  cursor: boolean;
+  status: boolean;
+  priority: boolean;
+  /** How many tagId filters (each a condition of its own). */
+  tags: number;
+  assignee: boolean;
+  owner: boolean;
+  /** Which tasks by project: any, personal ones (`none`), or one project's. */
+  project: 'any' | 'none' | 'one';
+  parent: boolean;
+  dueAfter: boolean;
+  dueBefore: boolean;
+  updatedSince: boolean;
+  blocked: boolean | undefined;
+  q: boolean;
+}
+
+/** The values a page's statement takes, by name. */
+type PageKey =
+  | 'userId'
+  | 'status'
+  | 'priority'
+  | `tag${number}`
+  | 'assigneeId'
+  | 'ownerId'
+  | 'projectId'
+  | 'parentId'
+  | 'dueAfter'
+  | 'dueBefore'
+  | 'updatedSince'
+  | 'pattern'
+  | 'cursorValue'
+  | 'cursorId'
+  | 'limit';
+
+type PageValues = Partial<Record<PageKey, unknown>>;
+
+/** A value of the statement: a parameter (or, while a statement is prepared, its stand-in). */
+type Value = (key: PageKey) => string;
+
 /** The filters of GET /tasks as SQL conditions. dueAfter is inclusive, dueBefore exclusive. */
-function filterConditions(query: TaskListQuery): Condition[] {
+function filterConditions(shape: PageShape, value: Value): Condition[] {
   const conditions: Condition[] = [];
-  const { status, priority, assigneeId, ownerId, dueAfter, dueBefore, updatedSince, q } = query;
-  if (status) conditions.push((eb) => eb('tasks.status', 'in', status));
-  if (priority) conditions.push((eb) => eb('tasks.priority', 'in', priority));
-  for (const tagId of query.tagId ?? []) {
+  // A list of values as one array parameter: one statement for any number of them.
+  if (shape.status) conditions.push(() => sql<SqlBool>`tasks.status = ANY(${value('status')}::"TaskStatus"[])`);
+  if (shape.priority) conditions.push(() => sql<SqlBool>`tasks.priority = ANY(${value('priority')}::"TaskPriority"[])`);
+  for (let i = 0; i < shape.tags; i++) {
     conditions.push((eb) =>
       eb.exists(
         eb
           .selectFrom('task_tags')
           .select(sql.lit(1).as('one'))
           .whereRef('task_tags.task_id', '=', 'tasks.id')
-          .where('task_tags.tag_id', '=', tagId),
+          .where('task_tags.tag_id', '=', value(`tag${i}`)),
       ),
     );
   }
-  if (assigneeId) conditions.push((eb) => eb('tasks.assignee_id', '=', assigneeId));
-  if (query.projectId === 'none') conditions.push(personal);
-  else if (query.projectId) {
-    const { projectId } = query;
-    conditions.push((eb) => eb('tasks.project_id', '=', projectId));
-  }
-  if (ownerId) conditions.push((eb) => eb('tasks.owner_id', '=', ownerId));
-  if (dueAfter) conditions.push((eb) => eb('tasks.due_at', '>=', timestamp(dueAfter)));
-  if (dueBefore) conditions.push((eb) => eb('tasks.due_at', '<', timestamp(dueBefore)));
+  if (shape.assignee) conditions.push((eb) => eb('tasks.assignee_id', '=', value('assigneeId')));
+  if (shape.project === 'none') conditions.push(personal);
+  else if (shape.project === 'one') conditions.push((eb) => eb('tasks.project_id', '=', value('projectId')));
+  if (shape.owner) conditions.push((eb) => eb('tasks.owner_id', '=', value('ownerId')));
+  if (shape.dueAfter) conditions.push((eb) => eb('tasks.due_at', '>=', timestamp(value('dueAfter'))));
+  if (shape.dueBefore) conditions.push((eb) => eb('tasks.due_at', '<', timestamp(value('dueBefore'))));
   // Blocked tasks are few: `true` pages them along the partial indexes of the blocked tasks (per
   // branch and sort key, migration 20261128140000_blocked_task_indexes), whose predicate the
   // condition must state as they do, a constant (a parameter proves nothing to a generic plan).
-  if (query.blocked === true) conditions.push(() => sql<SqlBool>`tasks.open_blockers > 0`);
-  if (query.blocked === false) conditions.push(() => sql<SqlBool>`tasks.open_blockers = 0`);
-  if (updatedSince) conditions.push((eb) => eb('tasks.updated_at', '>=', timestamp(updatedSince)));
-  if (q) {
-    const pattern = containsPattern(q);
+  if (shape.blocked === true) conditions.push(() => sql<SqlBool>`tasks.open_blockers > 0`);
+  if (shape.blocked === false) conditions.push(() => sql<SqlBool>`tasks.open_blockers = 0`);
+  if (shape.updatedSince) conditions.push((eb) => eb('tasks.updated_at', '>=', timestamp(value('updatedSince'))));
+  if (shape.q) {
+    const pattern = value('pattern');
     conditions.push((eb) => eb.or([eb('tasks.title', 'ilike', pattern), eb('tasks.description', 'ilike', pattern)]));
   }
   return conditions;
@@ -137,9 +187,6 @@ interface Branch {
   perProjectOf?: string;
 }
 
-/** Which tasks by project: GET /tasks?projectId= (an id, or `none` for personal tasks). */
-type ProjectFilter = string | undefined;
-
 const personal: Condition = (eb) => eb('tasks.project_id', 'is', null);
 
 /**
@@ -147,8 +194,9 @@ const personal: Condition = (eb) => eb('tasks.project_id', 'is', null);
  * by others. A parent's subtasks are one scan of the parent's index whatever the set: they share its
  * project (or its owner), so the set is a condition on each of those few rows.
  */
-function branches(set: TaskSet, project: ProjectFilter, parentId?: string): Branch[] {
-  if (parentId !== undefined)
+function branches(set: TaskSet, project: PageShape['project'], value: Value, parent: boolean): Branch[] {
+  if (parent) {
+    const parentId = value('parentId');
     return [
       {
         // The set as a filter of the parent's rows only: wrapped, so that the planner does not
@@ -160,14 +208,15 @@ function branches(set: TaskSet, project: ProjectFilter, parentId?: string): Bran
         party: { column: 'tasks.parent_id', userId: parentId },
       },
     ];
+  }
   switch (set.kind) {
     case 'all':
-      return project === undefined || project === 'none'
-        ? [{ conditions: [] }]
-        : [{ conditions: [], party: { column: 'tasks.project_id', userId: project } }];
+      return project === 'one'
+        ? [{ conditions: [], party: { column: 'tasks.project_id', userId: value('projectId') } }]
+        : [{ conditions: [] }];
     case 'member': {
       const { userId } = set;
-      if (project === undefined || project === 'none') {
+      if (project !== 'one') {
         const own: Branch[] = [
           {
             conditions: [personal, (eb) => eb('tasks.owner_id', '=', userId)],
@@ -188,7 +237,7 @@ function branches(set: TaskSet, project: ProjectFilter, parentId?: string): Bran
       return [
         {
           conditions: [() => sql<SqlBool>`(${projectRoleOf(userId)} IS NOT NULL)`],
-          party: { column: 'tasks.project_id', userId: project },
+          party: { column: 'tasks.project_id', userId: value('projectId') },
         },
       ];
     }
@@ -199,7 +248,7 @@ function branches(set: TaskSet, project: ProjectFilter, parentId?: string): Bran
     case 'either': {
       const { userId } = set;
       return [
-        ...branches({ kind: 'owner', userId }, project),
+        ...branches({ kind: 'owner', userId }, project, value, false),
         // A user's assigned tasks are few beside the global index: the planner takes theirs unaided.
         {
           conditions: [inTaskSet({ kind: 'assignee', userId }), (eb) => eb('tasks.owner_id', '<>', userId)],
@@ -212,25 +261,74 @@ function branches(set: TaskSet, project: ProjectFilter, parentId?: string): Bran
 /** A page's task ids in order; a single branch also gives its sort key. */
 export type TaskPageQuery = RawBuilder<{ id: string }>;
 
-/** The ids of one page of tasks, in order (`limit` rows; the caller asks one more to know of a next page). */
-export function taskPageQuery(
+/** The shape of a page of `set` for `query` (after `cursor`), and the values its statement takes (`limit` rows). */
+export function pageOf(
   set: TaskSet,
   query: TaskListQuery,
   cursor: Cursor | undefined,
   limit: number,
-): TaskPageQuery {
-  const { field, descending } = sortOf(query.sort);
+): { shape: PageShape; values: PageValues } {
+  const { status, priority, assigneeId, ownerId, dueAfter, dueBefore, updatedSince, q, projectId, parentId } = query;
+  const tagIds = query.tagId ?? [];
+  const shape: PageShape = {
+    set: set.kind,
+    sort: query.sort,
+    cursor: cursor !== undefined,
+    status: status !== undefined && status.length > 0,
+    priority: priority !== undefined && priority.length > 0,
+    tags: tagIds.length,
+    assignee: Boolean(assigneeId),
+    owner: Boolean(ownerId),
+    project: projectId === undefined ? 'any' : projectId === 'none' ? 'none' : 'one',
+    parent: parentId !== undefined,
+    dueAfter: Boolean(dueAfter),
+    dueBefore: Boolean(dueBefore),
+    updatedSince: Boolean(updatedSince),
+    blocked: query.blocked,
+    q: Boolean(q),
+  };
+  const values: PageValues = {
+    ...(set.kind !== 'all' && { userId: set.userId }),
+    status,
+    priority,
+    ...Object.fromEntries(tagIds.map((tagId, i) => [`tag${i}`, tagId])),
+    assigneeId,
+    ownerId,
+    ...(shape.project === 'one' && { projectId }),
+    parentId,
+    dueAfter,
+    dueBefore,
+    updatedSince,
+    ...(q && { pattern: containsPattern(q) }),
+    ...(cursor && { cursorValue: SORT_KEYS[sortOf(query.sort).field].checked(cursor.v), cursorId: cursor.id }),
+    limit,
+  };
+  return { shape, values };
+}
+
+/** The key a page's statement is kept under: its shape, every field in a fixed order. */
+export const pageShapeKey = (shape: PageShape): string => JSON.stringify(shape);
+
+/** The ids of one page of tasks of `shape`, in order, taking its values by `value`. */
+export function pageIds(shape: PageShape, value: Value): TaskPageQuery {
+  const { field, descending } = sortOf(shape.sort);
   const key = SORT_KEYS[field];
   const direction = descending ? 'desc' : 'asc';
-  const filters = filterConditions(query);
-  const selects = branches(set, query.projectId, query.parentId).map(({ conditions, party, perProjectOf }) => {
+  const limit = sql<number>`${value('limit')}`;
+  const set: TaskSet = shape.set === 'all' ? { kind: 'all' } : { kind: shape.set, userId: value('userId') };
+  const filters = filterConditions(shape, value);
+  const selects = branches(set, shape.project, value, shape.parent).map(({ conditions, party, perProjectOf }) => {
     const partyColumn = perProjectOf ? 'tasks.project_id' : party?.column;
     const partyValue = perProjectOf ? sql.ref('memberships.project_id') : party && sql`${party.userId}::uuid`;
-    const after: Condition[] = cursor
+    const after: Condition[] = shape.cursor
       ? [
           () =>
             sql<SqlBool>`(${sql.join([...(partyColumn ? [sql.ref(partyColumn)] : []), key.expression, sql.ref('tasks.id')])}) ${sql.raw(descending ? '<' : '>')} (${sql.join(
-              [...(partyValue ? [partyValue] : []), key.parameter(cursor.v), sql`${cursor.id}::uuid`],
+              [
+                ...(partyValue ? [partyValue] : []),
+                key.parameter(value('cursorValue')),
+                sql`${value('cursorId')}::uuid`,
+              ],
             )})`,
         ]
       : [];
@@ -254,4 +352,23 @@ export function taskPageQuery(
     sql` UNION ALL `,
   )}) AS page
     ORDER BY sort_key ${sql.raw(direction)}, id ${sql.raw(direction)} LIMIT ${limit}`;
+}
+
+const preparedPageIds = preparedQuery<PageKey, { id: string }, PageShape, PageValues>(
+  (value, shape) => rawQuery(pageIds(shape, value)),
+  pageShapeKey,
+);
+
+/**
+ * The ids of one page of tasks, in order (`limit` rows; the caller asks one more to know of a next
+ * page): its statement built once per shape (PageShape), its values bound to it.
+ */
+export function taskPageQuery(
+  set: TaskSet,
+  query: TaskListQuery,
+  cursor: Cursor | undefined,
+  limit: number,
+): Compilable<{ id: string }> {
+  const { shape, values } = pageOf(set, query, cursor, limit);
+  return preparedPageIds(values, shape);
 }

@@ -8,7 +8,7 @@ import { AppError, invalidField, notFound } from '../http/errors.js';
 import { entityTag } from '../http/etags.js';
 import { toPage, type ListExchange, type Page } from '../http/pagination.js';
 import type { Principal } from '../http/principal.js';
-import { taskCursor, taskPageQuery } from './list-query.js';
+import { taskCursor } from './list-query.js';
 import { MAX_TASK_DEPTH } from './hierarchy.js';
 import { inTaskSet, visibleTasks, type TaskSet } from './queries.js';
 import { preparedQuery, tables } from '../db/query.js';
@@ -22,7 +22,7 @@ export async function listTasks(
   http: ListExchange,
 ): Promise<Page<Task>> {
   const cursor = ctx.cursors.decode(query.cursor, query.sort);
-  const tasks = await readTaskPage(ctx, taskPageQuery(set, query, cursor, query.limit + 1));
+  const tasks = await readTaskPage(ctx, set, query, cursor, query.limit + 1);
   return toPage(
     ctx.cursors,
     http,

@@ -9,8 +9,9 @@
 // Who sees a task is the rule of queries.ts: every read and write here applies taskVisibleTo (a
 // list, its TaskSet as index scans, list-query.ts). What a task shows is taskJson (serialize.ts),
 // for answers and event payloads alike.
-import type { Task, TaskCreate, TaskPatch } from '@task-service/client';
-import { expressionBuilder, sql, type RawBuilder } from 'kysely';
+import type { Task, TaskCreate, TaskListQuery, TaskPatch } from '@task-service/client';
+import type { Cursor } from '../http/pagination.js';
+import { expressionBuilder, sql, type Compilable, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
 import { preparedQuery, rawQuery, tables, type DB, type Statement } from '../db/query.js';
@@ -19,7 +20,7 @@ import { EVENT_WRITES } from '../events/outbox.js';
 import { ifMatchVersions } from '../http/etags.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { claimBounds, claimLock, holdsRoom, type QuotaClaim } from '../quotas.js';
-import type { TaskPageQuery } from './list-query.js';
+import { pageIds, pageOf, pageShapeKey, type PageShape, type TaskPageQuery } from './list-query.js';
 import { audience, settleTaskEvents, taskEventStub } from './change-events.js';
 import { ancestors, delta, descendants, hierarchyLock, MAX_TASK_DEPTH, ripple, rippleEvents } from './hierarchy.js';
 import { inTaskSet, visibleTasks, writableBy, type TaskSet, type Viewer } from './queries.js';
@@ -46,12 +47,35 @@ const shownTaskById = preparedQuery((value: (key: 'taskId') => string) => shownT
  * A page of tasks in one statement: `page` (list-query.ts) picks the ids in their order, and their
  * tasks are read in the same statement, in that order (test/list-plans.test.ts explains it).
  */
-export const taskPage = (page: TaskPageQuery) =>
+const taskPage = (page: TaskPageQuery) =>
   rawQuery(sql<{ task: Task }>`WITH page AS (SELECT id, row_number() OVER () AS position FROM (${page}) AS picked)
     SELECT ${taskJson()} AS task FROM tasks JOIN page ON page.id = tasks.id ORDER BY page.position`);
 
-export async function readTaskPage(ctx: AppContext, page: TaskPageQuery): Promise<Task[]> {
-  return (await ctx.db.sql.all(taskPage(page))).map((row) => row.task);
+/** taskPage of each shape of page, built once (a list's build and compile cost more than its database work). */
+const preparedTaskPage = preparedQuery<string, { task: Task }, PageShape, Readonly<Record<string, unknown>>>(
+  (value, shape) => taskPage(pageIds(shape, value)),
+  pageShapeKey,
+);
+
+/** The statement of a page of tasks of `set` for `query` after `cursor`: `limit` tasks at most, in the list's order. */
+export function taskPageStatement(
+  set: TaskSet,
+  query: TaskListQuery,
+  cursor: Cursor | undefined,
+  limit: number,
+): Compilable<{ task: Task }> {
+  const { shape, values } = pageOf(set, query, cursor, limit);
+  return preparedTaskPage(values, shape);
+}
+
+export async function readTaskPage(
+  ctx: AppContext,
+  set: TaskSet,
+  query: TaskListQuery,
+  cursor: Cursor | undefined,
+  limit: number,
+): Promise<Task[]> {
+  return (await ctx.db.sql.all(taskPageStatement(set, query, cursor, limit))).map((row) => row.task);
 }
 
 /**
