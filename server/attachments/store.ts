@@ -9,7 +9,7 @@ import { rawQuery, tables, type DB } from '../db/query.js';
 import type { Statement } from '../db/sql.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { claimBounds, claimLock, holdsRoom, type ClaimBounds, type QuotaClaim } from '../quotas.js';
-import { taskVisibleTo, taskWritableBy } from '../tasks/queries.js';
+import { visibleHere, visibleTasks, writableHere } from '../tasks/queries.js';
 import { audience, iso, settleTaskEvents, touchTaskOf } from '../tasks/change-events.js';
 import { attachmentColumns, type AttachmentRow } from './serialize.js';
 
@@ -20,10 +20,6 @@ const BEGIN_WRITE: Statement = { text: 'SAVEPOINT write' };
 const attachmentJson = (a: string) => `jsonb_build_object(
     'id', ${a}.id, 'taskId', ${a}.task_id, 'filename', ${a}.filename, 'contentType', ${a}.content_type, 'size', ${a}.size,
     'sha256', ${a}.sha256, 'uploadedBy', ${a}.uploaded_by, 'createdAt', ${iso(`${a}.created_at`)})`;
-
-/** Whether the caller may see the row of `tasks` in scope. */
-const taskVisible = (principal: Principal) => taskVisibleTo(principal)(expressionBuilder<DB, 'tasks'>());
-const taskWritable = (principal: Principal) => taskWritableBy(principal)(expressionBuilder<DB, 'tasks'>());
 
 /** Locks the task's row against its other writers only: links and other references to it may still be made. */
 const lockTask = (taskId: string) => tables.selectFrom('tasks').select('id').where('id', '=', taskId).forNoKeyUpdate();
@@ -49,8 +45,8 @@ const FROM_ARGS = {
  */
 const uploadVerdict = (principal: Principal, maxPerTask: number, bounds: ClaimBounds): RawBuilder<UploadVerdict> =>
   sql<UploadVerdict>`CASE
-    WHEN (${taskVisible(principal)}) IS NOT TRUE THEN 'no_task'
-    WHEN (${taskWritable(principal)}) IS NOT TRUE THEN 'read_only'
+    WHEN (${visibleHere(visibleTasks(principal))}) IS NOT TRUE THEN 'no_task'
+    WHEN (${writableHere(visibleTasks(principal))}) IS NOT TRUE THEN 'read_only'
     WHEN (SELECT count(*) FROM attachments WHERE attachments.task_id = tasks.id) >= ${maxPerTask} THEN 'full'
     WHEN NOT ${holdsRoom('storageBytes', principal.userId, bounds)} THEN 'no_room'
     ELSE 'admitted' END`;
@@ -144,7 +140,7 @@ const mayDelete = (principal: Principal) => {
           eb('tasks.project_id', 'is', null),
           eb.or([eb('tasks.owner_id', '=', principal.userId), eb('attachments.uploaded_by', '=', principal.userId)]),
         ]),
-        eb.and([eb('tasks.project_id', 'is not', null), taskWritable(principal)]),
+        eb.and([eb('tasks.project_id', 'is not', null), writableHere(visibleTasks(principal))]),
       ]);
 };
 
@@ -169,7 +165,7 @@ export async function removeAttachment(
       WITH ${touchArgs(principal.userId, new Date())},
       verdict AS (
         SELECT attachments.id, attachments.storage_key, CASE
-            WHEN (${taskVisible(principal)}) IS NOT TRUE THEN 'not_found'
+            WHEN (${visibleHere(visibleTasks(principal))}) IS NOT TRUE THEN 'not_found'
             WHEN (${mayDelete(principal)}) IS NOT TRUE THEN 'forbidden'
             ELSE 'apply' END AS outcome
         FROM attachments JOIN tasks ON tasks.id = attachments.task_id WHERE attachments.id = ${attachmentId}

@@ -10,16 +10,12 @@ import { rawQuery, tables, type DB } from '../db/query.js';
 import type { Statement } from '../db/sql.js';
 import { EVENT_WRITES } from '../events/outbox.js';
 import { isAdmin, type Principal } from '../http/principal.js';
-import { projectRoleOf, taskVisibleTo, taskWritableBy } from '../tasks/queries.js';
+import { projectRoleOf, visibleHere, visibleTasks, writableHere } from '../tasks/queries.js';
 import { audience, settleTaskEvents, touchTaskOf } from '../tasks/change-events.js';
 import { commentColumns, commentJson, type CommentRow } from './serialize.js';
 
 /** Opens the subtransaction whose id places the write's events (settleTaskEvents ends it). */
 const BEGIN_WRITE: Statement = { text: 'SAVEPOINT write' };
-
-/** Whether the caller may see, or change, the row of `tasks` in scope. */
-const taskVisible = (principal: Principal) => taskVisibleTo(principal)(expressionBuilder<DB, 'tasks'>());
-const taskWritable = (principal: Principal) => taskWritableBy(principal)(expressionBuilder<DB, 'tasks'>());
 
 /** Locks the task's row against its other writers (not against references to it). */
 const lockTask = (taskId: string | RawBuilder<string>) =>
@@ -63,8 +59,8 @@ export async function insertComment(
       WITH ${touchArgs(principal.userId, now)},
       verdict AS (
         SELECT tasks.id, CASE
-            WHEN (${taskVisible(principal)}) IS NOT TRUE THEN 'no_task'
-            WHEN (${taskWritable(principal)}) IS NOT TRUE THEN 'read_only'
+            WHEN (${visibleHere(visibleTasks(principal))}) IS NOT TRUE THEN 'no_task'
+            WHEN (${writableHere(visibleTasks(principal))}) IS NOT TRUE THEN 'read_only'
             WHEN tasks.comment_count >= ${ctx.config.taskMaxComments} THEN 'full'
             ELSE 'admitted' END AS outcome
         FROM tasks WHERE tasks.id = ${taskId}
@@ -117,8 +113,8 @@ export async function updateComment(
       WITH args AS (SELECT ${principal.userId}::uuid AS me, ${now}::timestamptz AS written_at),
       verdict AS (
         SELECT comments.id, CASE
-            WHEN (${taskVisible(principal)}) IS NOT TRUE THEN 'not_found'
-            WHEN comments.author_id IS DISTINCT FROM args.me OR (${taskWritable(principal)}) IS NOT TRUE THEN 'forbidden'
+            WHEN (${visibleHere(visibleTasks(principal))}) IS NOT TRUE THEN 'not_found'
+            WHEN comments.author_id IS DISTINCT FROM args.me OR (${writableHere(visibleTasks(principal))}) IS NOT TRUE THEN 'forbidden'
             ELSE 'apply' END AS outcome
         FROM comments JOIN tasks ON tasks.id = comments.task_id, args WHERE comments.id = ${commentId}
       ),
@@ -153,7 +149,7 @@ const mayDelete = (principal: Principal) => {
   return isAdmin(principal)
     ? eb.lit(true)
     : eb.or([
-        eb.and([eb('comments.author_id', '=', principal.userId), taskWritable(principal)]),
+        eb.and([eb('comments.author_id', '=', principal.userId), writableHere(visibleTasks(principal))]),
         eb.and([eb('tasks.project_id', 'is not', null), sql<boolean>`${projectRoleOf(principal.userId)} = 'admin'`]),
         eb.and([eb('tasks.project_id', 'is', null), eb('tasks.owner_id', '=', principal.userId)]),
       ]);
@@ -176,7 +172,7 @@ export async function removeComment(
       WITH ${touchArgs(principal.userId, now)},
       verdict AS (
         SELECT comments.id, CASE
-            WHEN (${taskVisible(principal)}) IS NOT TRUE THEN 'not_found'
+            WHEN (${visibleHere(visibleTasks(principal))}) IS NOT TRUE THEN 'not_found'
             WHEN (${mayDelete(principal)}) IS NOT TRUE THEN 'forbidden'
             ELSE 'apply' END AS outcome
         FROM comments JOIN tasks ON tasks.id = comments.task_id WHERE comments.id = ${commentId}

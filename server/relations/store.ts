@@ -4,18 +4,15 @@
 // version and its `task.updated`), and the events settled in the same round trip.
 import type { RelationCreate, RelationType, RelationView } from '@task-service/client';
 import { MAX_RELATIONS_PER_TASK } from '@task-service/client';
-import { expressionBuilder, sql } from 'kysely';
+import { sql } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
-import { rawQuery, tables, type DB } from '../db/query.js';
+import { rawQuery, tables } from '../db/query.js';
 import { EVENT_WRITES } from '../events/outbox.js';
 import type { Principal } from '../http/principal.js';
 import { delta, ripple, rippleEvents } from '../tasks/hierarchy.js';
-import { taskVisibleTo, taskWritableBy } from '../tasks/queries.js';
+import { visibleHere, visibleTasks, writableHere } from '../tasks/queries.js';
 import { audience, settleTaskEvents } from '../tasks/change-events.js';
-
-const visibleHere = (principal: Principal) => taskVisibleTo(principal)(expressionBuilder<DB, 'tasks'>());
-const writableHere = (principal: Principal) => taskWritableBy(principal)(expressionBuilder<DB, 'tasks'>());
 
 /**
  * Locks both tasks' rows against their other writers, in id order (so two relations between the
@@ -84,10 +81,10 @@ export async function insertRelation(
                ${taskId}::uuid AS task_id, ${otherId}::uuid AS other_id
       ),
       first AS (
-        SELECT tasks.*, (${visibleHere(principal)}) IS TRUE AS visible, (${writableHere(principal)}) IS TRUE AS writable
+        SELECT tasks.*, (${visibleHere(visibleTasks(principal))}) IS TRUE AS visible, (${writableHere(visibleTasks(principal))}) IS TRUE AS writable
         FROM tasks, args WHERE tasks.id = args.task_id
       ),
-      other AS (SELECT tasks.id, (${visibleHere(principal)}) IS TRUE AS visible FROM tasks, args WHERE tasks.id = args.other_id),
+      other AS (SELECT tasks.id, (${visibleHere(visibleTasks(principal))}) IS TRUE AS visible FROM tasks, args WHERE tasks.id = args.other_id),
       made_before AS (
         SELECT 1 FROM task_relations r, args
         WHERE (r.task_id = args.task_id AND r.type = args.type AND r.other_task_id = args.other_id)
@@ -191,10 +188,10 @@ export async function deleteRelation(
                ${taskId}::uuid AS task_id, ${otherId}::uuid AS other_id, ${view}::text AS view
       ),
       first AS (
-        SELECT tasks.*, (${visibleHere(principal)}) IS TRUE AS visible, (${writableHere(principal)}) IS TRUE AS writable
+        SELECT tasks.*, (${visibleHere(visibleTasks(principal))}) IS TRUE AS visible, (${writableHere(visibleTasks(principal))}) IS TRUE AS writable
         FROM tasks, args WHERE tasks.id = args.task_id
       ),
-      other AS (SELECT tasks.id, (${visibleHere(principal)}) IS TRUE AS visible FROM tasks, args WHERE tasks.id = args.other_id),
+      other AS (SELECT tasks.id, (${visibleHere(visibleTasks(principal))}) IS TRUE AS visible FROM tasks, args WHERE tasks.id = args.other_id),
       verdict AS (
         SELECT CASE
             WHEN NOT EXISTS (SELECT 1 FROM first WHERE visible) THEN 'not_found'
@@ -249,7 +246,7 @@ export async function readRelations(
                r.task_id, r.created_at
         FROM task_relations r WHERE r.other_task_id = ${taskId}
       ) rel JOIN tasks ON tasks.id = rel.other_id
-      WHERE ${visibleHere(principal)}
+      WHERE ${visibleHere(visibleTasks(principal))}
       ORDER BY rel.created_at, tasks.id, rel.type`),
   );
   return rows.map((row) => ({ type: row.type, task: { id: row.id, title: row.title, status: row.status } }));

@@ -13,7 +13,7 @@ import type { Statement } from '../db/sql.js';
 import { EVENT_WRITES, UUIDV7_SQL } from '../events/outbox.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { claimBounds, claimLock, holdsRoom, type QuotaClaim } from '../quotas.js';
-import { taskVisibleTo, taskWritableBy } from '../tasks/queries.js';
+import { visibleHere, visibleTasks, writableHere } from '../tasks/queries.js';
 import { audience, iso, settleTaskEvents, taskEventStub, touchTaskOf } from '../tasks/change-events.js';
 import { tagFits } from '../tasks/store.js';
 import { tagVisibleTo, tagWritableBy } from './queries.js';
@@ -37,12 +37,6 @@ const tagVisible = (principal: Principal) => tagVisibleTo(principal)(expressionB
 
 /** Whether the caller may change the row of `tags` in scope. */
 const tagWritable = (principal: Principal) => tagWritableBy(principal)(expressionBuilder<DB, 'tags'>());
-
-/** Whether the caller may see the row of `tasks` in scope. */
-const taskVisible = (principal: Principal) => taskVisibleTo(principal)(expressionBuilder<DB, 'tasks'>());
-
-/** Whether the caller may change the row of `tasks` in scope (its tags among the rest). */
-const taskWritable = (principal: Principal) => taskWritableBy(principal)(expressionBuilder<DB, 'tasks'>());
 
 /** The tag with this id, read back in the write's transaction. */
 const tagById = (tagId: string) => tables.selectFrom('tags').select(tagColumns).where('tags.id', '=', tagId);
@@ -270,8 +264,8 @@ export async function linkTag(
       WITH ${touchArgs(principal.userId, now, uuidv7())},
       verdict AS (
         SELECT tasks.id, CASE
-            WHEN (${taskVisible(principal)}) IS NOT TRUE THEN 'no_task'
-            WHEN (${taskWritable(principal)}) IS NOT TRUE THEN 'read_only'
+            WHEN (${visibleHere(visibleTasks(principal))}) IS NOT TRUE THEN 'no_task'
+            WHEN (${writableHere(visibleTasks(principal))}) IS NOT TRUE THEN 'read_only'
             WHEN EXISTS (
               SELECT 1 FROM tags g WHERE g.id = ${tagId} AND ${sql.raw(tagFits('g', 'tasks.owner_id', 'tasks.project_id'))}
             ) THEN 'apply'
@@ -312,7 +306,7 @@ export async function unlinkTag(
     verdict: rawQuery(sql<{ visible: boolean; writable: boolean; changed: number }>`
       WITH ${touchArgs(principal.userId, new Date(), uuidv7())},
       verdict AS (
-        SELECT tasks.id, (${taskVisible(principal)}) IS TRUE AS visible, (${taskWritable(principal)}) IS TRUE AS writable
+        SELECT tasks.id, (${visibleHere(visibleTasks(principal))}) IS TRUE AS visible, (${writableHere(visibleTasks(principal))}) IS TRUE AS writable
         FROM tasks WHERE tasks.id = ${taskId}
       ),
       unlinked AS (

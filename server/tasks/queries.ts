@@ -1,4 +1,4 @@
-import { sql, type Expression, type ExpressionBuilder, type SqlBool } from 'kysely';
+import { expressionBuilder, sql, type Expression, type ExpressionBuilder, type SqlBool } from 'kysely';
 import type { DB } from '../db/query.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 
@@ -87,3 +87,9 @@ export const writableBy =
           ]),
           sql<SqlBool>`(${projectRoleOf(viewer.userId)} IN ('editor', 'admin'))`,
         ]);
+
+/** Who sees a task (inTaskSet of a viewer) as a condition on the row `tasks`, for SQL written with `sql`. NULL where false. */
+export const visibleHere = (viewer: Viewer) => inTaskSet(viewer)(expressionBuilder<DB, 'tasks'>());
+
+/** Who may change a task they see (writableBy), likewise. */
+export const writableHere = (viewer: Viewer) => writableBy(viewer)(expressionBuilder<DB, 'tasks'>());

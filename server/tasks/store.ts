@@ -11,10 +11,10 @@
 // for answers and event payloads alike.
 import type { Task, TaskCreate, TaskListQuery, TaskPatch } from '@task-service/client';
 import type { Cursor } from '../http/pagination.js';
-import { expressionBuilder, sql, type Compilable, type RawBuilder } from 'kysely';
+import { sql, type Compilable, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
-import { preparedQuery, rawQuery, tables, type DB, type Statement } from '../db/query.js';
+import { preparedQuery, rawQuery, tables, type Statement } from '../db/query.js';
 import type { SqlSession } from '../db/sql.js';
 import { EVENT_WRITES } from '../events/outbox.js';
 import { ifMatchVersions } from '../http/etags.js';
@@ -23,16 +23,10 @@ import { claimBounds, claimLock, holdsRoom, type QuotaClaim } from '../quotas.js
 import { pageIds, pageOf, pageShapeKey, type PageShape, type TaskPageQuery } from './list-query.js';
 import { audience, settleTaskEvents, taskEventStub } from './change-events.js';
 import { ancestors, delta, descendants, hierarchyLock, MAX_TASK_DEPTH, ripple, rippleEvents } from './hierarchy.js';
-import { inTaskSet, visibleTasks, writableBy, type TaskSet, type Viewer } from './queries.js';
+import { inTaskSet, visibleHere, visibleTasks, writableHere, type TaskSet, type Viewer } from './queries.js';
 import { taskJson } from './serialize.js';
 
 export { taskJson };
-
-/** Who sees a task (queries.ts) as a condition on the row `tasks`, to place in SQL written with `sql`. NULL where false. */
-const visibleHere = (viewer: Viewer) => inTaskSet(viewer)(expressionBuilder<DB, 'tasks'>());
-
-/** Who may change a task they see (queries.ts), likewise. */
-const writableHere = (viewer: Viewer) => writableBy(viewer)(expressionBuilder<DB, 'tasks'>());
 
 /** Tasks as the API shows them, each as `task`: the caller says which. */
 const shownTasks = () => tables.selectFrom('tasks').select(taskJson().as('task'));
