@@ -262,7 +262,7 @@ function branches(set: TaskSet, project: PageShape['project'], value: Value, par
 export type TaskPageQuery = RawBuilder<{ id: string }>;
 
 /** The shape of a page of `set` for `query` (after `cursor`), and the values its statement takes (`limit` rows). */
-export function pageOf(
+function pageOf(
   set: TaskSet,
   query: TaskListQuery,
   cursor: Cursor | undefined,
@@ -307,10 +307,10 @@ export function pageOf(
 }
 
 /** The key a page's statement is kept under: its shape, every field in a fixed order. */
-export const pageShapeKey = (shape: PageShape): string => JSON.stringify(shape);
+const pageShapeKey = (shape: PageShape): string => JSON.stringify(shape);
 
 /** The ids of one page of tasks of `shape`, in order, taking its values by `value`. */
-export function pageIds(shape: PageShape, value: Value): TaskPageQuery {
+function pageIds(shape: PageShape, value: Value): TaskPageQuery {
   const { field, descending } = sortOf(shape.sort);
   const key = SORT_KEYS[field];
   const direction = descending ? 'desc' : 'asc';
@@ -354,21 +354,20 @@ export function pageIds(shape: PageShape, value: Value): TaskPageQuery {
     ORDER BY sort_key ${sql.raw(direction)}, id ${sql.raw(direction)} LIMIT ${limit}`;
 }
 
-const preparedPageIds = preparedQuery<PageKey, { id: string }, PageShape, PageValues>(
-  (value, shape) => rawQuery(pageIds(shape, value)),
-  pageShapeKey,
-);
-
 /**
- * The ids of one page of tasks, in order (`limit` rows; the caller asks one more to know of a next
- * page): its statement built once per shape (PageShape), its values bound to it.
+ * A statement of one page of tasks made by `build` from the page's ids, in order (`limit` rows; the
+ * caller asks one more to know of a next page): built once per shape (PageShape), its values bound to it.
  */
-export function taskPageQuery(
-  set: TaskSet,
-  query: TaskListQuery,
-  cursor: Cursor | undefined,
-  limit: number,
-): Compilable<{ id: string }> {
-  const { shape, values } = pageOf(set, query, cursor, limit);
-  return preparedPageIds(values, shape);
+export function pageStatement<O>(build: (ids: TaskPageQuery) => Compilable<O>) {
+  const prepared = preparedQuery<PageKey, O, PageShape, PageValues>(
+    (value, shape) => build(pageIds(shape, value)),
+    pageShapeKey,
+  );
+  return (set: TaskSet, query: TaskListQuery, cursor: Cursor | undefined, limit: number): Compilable<O> => {
+    const { shape, values } = pageOf(set, query, cursor, limit);
+    return prepared(values, shape);
+  };
 }
+
+/** The ids of one page of tasks, in order. */
+export const taskPageQuery = pageStatement((ids) => rawQuery(ids));

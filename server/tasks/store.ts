@@ -11,7 +11,7 @@
 // for answers and event payloads alike.
 import type { Task, TaskCreate, TaskListQuery, TaskPatch } from '@task-service/client';
 import type { Cursor } from '../http/pagination.js';
-import { sql, type Compilable, type RawBuilder } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
 import { preparedQuery, rawQuery, tables, type Statement } from '../db/query.js';
@@ -20,7 +20,7 @@ import { EVENT_WRITES } from '../events/outbox.js';
 import { ifMatchVersions } from '../http/etags.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { claimBounds, claimLock, holdsRoom, type QuotaClaim } from '../quotas.js';
-import { pageIds, pageOf, pageShapeKey, type PageShape, type TaskPageQuery } from './list-query.js';
+import { pageStatement, type TaskPageQuery } from './list-query.js';
 import { audience, settleTaskEvents, taskEventStub } from './change-events.js';
 import { ancestors, delta, descendants, hierarchyLock, MAX_TASK_DEPTH, ripple, rippleEvents } from './hierarchy.js';
 import { inTaskSet, visibleHere, visibleTasks, writableHere, type TaskSet, type Viewer } from './queries.js';
@@ -45,22 +45,12 @@ const taskPage = (page: TaskPageQuery) =>
   rawQuery(sql<{ task: Task }>`WITH page AS (SELECT id, row_number() OVER () AS position FROM (${page}) AS picked)
     SELECT ${taskJson()} AS task FROM tasks JOIN page ON page.id = tasks.id ORDER BY page.position`);
 
-/** taskPage of each shape of page, built once (a list's build and compile cost more than its database work). */
-const preparedTaskPage = preparedQuery<string, { task: Task }, PageShape, Readonly<Record<string, unknown>>>(
-  (value, shape) => taskPage(pageIds(shape, value)),
-  pageShapeKey,
-);
-
-/** The statement of a page of tasks of `set` for `query` after `cursor`: `limit` tasks at most, in the list's order. */
-export function taskPageStatement(
-  set: TaskSet,
-  query: TaskListQuery,
-  cursor: Cursor | undefined,
-  limit: number,
-): Compilable<{ task: Task }> {
-  const { shape, values } = pageOf(set, query, cursor, limit);
-  return preparedTaskPage(values, shape);
-}
+/**
+ * The statement of a page of tasks of `set` for `query` after `cursor`, `limit` tasks at most in
+ * the list's order: built once per shape of page (a list's build and compile cost more than its
+ * database work).
+ */
+export const taskPageStatement = pageStatement(taskPage);
 
 export async function readTaskPage(
   ctx: AppContext,
