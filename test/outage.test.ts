@@ -11,7 +11,7 @@ import { AuthResultSchema } from '../contract/auth.js';
 import { ProblemSchema } from '../contract/common.js';
 import { readyDataDir, serverReachableTempDir } from './support/databases.js';
 import { disposablePostgres } from './support/disposable-postgres.js';
-import { postgresPid } from './support/process-tree.js';
+import { isAlive, postgresPid } from './support/process-tree.js';
 import { startServiceProcess, type ServiceProcess } from './support/processes.js';
 
 const run = promisify(execFile);
@@ -165,7 +165,12 @@ describe.runIf(process.env.TEST_DB === 'embedded')('the embedded PostgreSQL serv
     await survives(
       service,
       async () => {
-        await run(pgCtl, ['stop', '-D', path.join(dataDir, 'postgres'), '-m', 'fast', '-w'], asPostgres);
+        // Not `-w`: pg_ctl would wait for postmaster.pid to go, but the service starts the server
+        // again as soon as it is down, and on a busy machine the new server's pid file can come
+        // before pg_ctl looks again; it then waits on the new server and gives up after 60 s
+        // ("server does not shut down"). The stop is over when the old postmaster is.
+        await run(pgCtl, ['stop', '-D', path.join(dataDir, 'postgres'), '-m', 'fast', '-W'], asPostgres);
+        while (before !== undefined && isAlive(before)) await new Promise((resolve) => setTimeout(resolve, 20));
       },
       async () => undefined,
     );
