@@ -1,7 +1,7 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { Config } from './config.js';
 import type { AppContext } from './context.js';
-import { rawQuery, statementOf, tables } from './db/query.js';
+import { preparedQuery, rawQuery, statementOf, tables } from './db/query.js';
 import type { SqlSession, Statement } from './db/sql.js';
 import { AppError } from './http/errors.js';
 import { isAdmin, type Principal } from './http/principal.js';
@@ -127,7 +127,12 @@ export async function quotaClaims(ctx: AppContext, principal: Principal, quota: 
 
 /** The lock a claim takes on the user's row before its write: shared, exclusive, or none for the exempt. */
 export const claimLock = (claim: QuotaClaim, userId: string): Statement[] =>
-  claim.kind === 'exempt' ? [] : [statementOf(userLock(userId, claim.kind))];
+  claim.kind === 'exempt' ? [] : [statementOf(preparedUserLock({ userId }, claim.kind))];
+
+/** userLock built once per mode: every create of a task, tag or project takes it. */
+const preparedUserLock = preparedQuery((value: (key: 'userId') => string, mode: 'shared' | 'exclusive') =>
+  userLock(value('userId'), mode),
+);
 
 /** What a claim's check must find room for, and the limit it must stay within. */
 export interface ClaimBounds {

@@ -10,14 +10,14 @@
 // list, its TaskSet as index scans, list-query.ts). What a task shows is taskJson (serialize.ts),
 // for answers and event payloads alike.
 import type { Task, TaskCreate, TaskListQuery, TaskPatch } from '@task-service/client';
-import type { Cursor } from '../http/pagination.js';
-import { sql, type RawBuilder } from 'kysely';
+import { sql, type Expression, type ExpressionBuilder, type RawBuilder, type SqlBool } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { AppContext } from '../context.js';
-import { preparedQuery, rawQuery, tables, type Statement } from '../db/query.js';
+import { preparedQuery, rawQuery, tables, type DB, type Statement } from '../db/query.js';
 import type { SqlSession } from '../db/sql.js';
 import { EVENT_WRITES } from '../events/outbox.js';
 import { ifMatchVersions } from '../http/etags.js';
+import type { Cursor } from '../http/pagination.js';
 import { isAdmin, type Principal } from '../http/principal.js';
 import { claimBounds, claimLock, holdsRoom, type QuotaClaim } from '../quotas.js';
 import { pageStatement, type TaskPageQuery } from './list-query.js';
@@ -156,28 +156,17 @@ export const tagFits = (tag: string, ownerId: string, projectId: string) =>
  * for it (and then finds it).
  */
 const heldMemberships = (
-  projects: { id: string | null } | { ofTask: string; movedTo?: string | null },
   users: unknown,
-) => {
-  const held = tables
+  inProjects: (eb: ExpressionBuilder<DB, 'project_members'>) => Expression<SqlBool>,
+) =>
+  tables
     .selectFrom('project_members')
     .select(sql.lit(1).as('held'))
     .where('project_members.user_id', '=', sql<string>`ANY(${users}::uuid[])`)
+    .where(inProjects)
     .orderBy('project_members.project_id')
     .orderBy('project_members.user_id')
     .forShare();
-  if ('id' in projects) return projects.id === null ? [] : [held.where('project_members.project_id', '=', projects.id)];
-  // A change of a task: in its project (read once the task is locked) and in the one it moves to.
-  const current = tables.selectFrom('tasks').select('tasks.project_id').where('tasks.id', '=', projects.ofTask);
-  return [
-    held.where((eb) =>
-      eb.or([
-        eb('project_members.project_id', '=', current),
-        eb('project_members.project_id', '=', projects.movedTo ?? null),
-      ]),
-    ),
-  ];
-};
 
 /**
  * Whether the task row `p` may be the parent of a task in project `projectId` owned by `ownerId`
@@ -187,11 +176,12 @@ const sameHierarchy = (p: string, projectId: string, ownerId: string) =>
   `(CASE WHEN ${projectId} IS NULL THEN ${p}.project_id IS NULL AND ${p}.owner_id = ${ownerId}
      ELSE ${p}.project_id IS NOT DISTINCT FROM ${projectId} END)`;
 
-/** The locks of a write that puts a task under `parentId`: the hierarchy `key` (hierarchy.ts), then the parent's row. */
-const attachLocks = (key: RawBuilder<string | null>, parentId: string) => [
-  rawQuery(sql`SELECT ${hierarchyLock(key)} AS locked`),
-  tables.selectFrom('tasks').select(sql.lit(1).as('locked')).where('tasks.id', '=', parentId).forNoKeyUpdate(),
-];
+/** The first lock of a write that puts a task under a parent: the hierarchy `key` (hierarchy.ts). */
+const attachHierarchyLock = (key: RawBuilder<string | null>) => rawQuery(sql`SELECT ${hierarchyLock(key)} AS locked`);
+
+/** The second: the parent's row, whose counts the write changes. */
+const parentRowLock = (parentId: string) =>
+  tables.selectFrom('tasks').select(sql.lit(1).as('locked')).where('tasks.id', '=', parentId).forNoKeyUpdate();
 
 /** The values a creation's statements take (the rest decides their form: a CreateShape). */
 type CreateValue =
@@ -234,15 +224,13 @@ interface CreateValues extends Record<CreateValue, unknown> {
   members: string[];
 }
 
-/** What decides the form of a creation's statements: whether an admin makes it, whether it is in a project, has tags, a parent. */
-type CreateShape = `${'admin' | 'member'} ${'personal' | 'project'} ${'tags' | 'no tags'} ${'parent' | 'no parent'}`;
+/** Who makes a write, which decides the form of its statement (an admin's checks read no membership). */
+type Writer = 'admin' | 'member';
 
 /** The memberships a creation in a project relies on (heldMemberships). */
-const createMemberships = preparedQuery<CreateValue, { held: number }, '', CreateValues>((value) => {
-  const [held] = heldMemberships({ id: value('projectId') }, value('members'));
-  if (!held) throw new Error('a creation in a project holds its memberships');
-  return held;
-});
+const createMemberships = preparedQuery<CreateValue, { held: number }, '', CreateValues>((value) =>
+  heldMemberships(value('members'), (eb) => eb('project_members.project_id', '=', value('projectId'))),
+);
 
 /**
  * The tags shared, as a link shares them: a rename or delete of one waits for this create, or
@@ -261,17 +249,16 @@ const createTagLocks = preparedQuery<CreateValue, { locked: number }, '', Create
  * Under a parent: its hierarchy (the depth is decided with no other attachment under way in it),
  * then the parent's row, whose counts this create changes.
  */
-const createAttachLock = (step: 0 | 1) =>
-  preparedQuery<CreateValue, unknown, '', CreateValues>((value) => {
-    const lock = attachLocks(sql`COALESCE(${value('projectId')}::uuid, ${value('me')}::uuid)`, value('parentId'))[step];
-    if (!lock) throw new Error('a parent is attached with two locks');
-    return lock;
-  });
-const createAttachLocks = [createAttachLock(0), createAttachLock(1)];
+const createAttachLocks = [
+  preparedQuery<CreateValue, { locked: unknown }, '', CreateValues>((value) =>
+    attachHierarchyLock(sql`COALESCE(${value('projectId')}::uuid, ${value('me')}::uuid)`),
+  ),
+  preparedQuery<CreateValue, { locked: number }, '', CreateValues>((value) => parentRowLock(value('parentId'))),
+];
 
 /** The creation's checks and the insert, with its tag links (see insertTask). */
-const createStatement = preparedQuery<CreateValue, CreateChecks, CreateShape, CreateValues>((value, shape) => {
-  const admin = shape.startsWith('admin');
+const createStatement = preparedQuery<CreateValue, CreateChecks, Writer, CreateValues>((value, writer) => {
+  const admin = writer === 'admin';
   const viewer: Viewer = admin ? { kind: 'all' } : { kind: 'member', userId: value('me') };
   return rawQuery(sql<CreateChecks>`
       WITH RECURSIVE args AS (
@@ -388,9 +375,6 @@ export async function insertTask(
     completedAt,
     members: [principal.userId, input.assigneeId].filter((id) => id !== null),
   };
-  const shape: CreateShape = `${isAdmin(principal) ? 'admin' : 'member'} ${projectId === null ? 'personal' : 'project'} ${
-    tagIds.length === 0 ? 'no tags' : 'tags'
-  } ${parentId === null ? 'no parent' : 'parent'}`;
   const { checks, created } = await ctx.db.sql.pipeline({
     lock: [
       ...claimLock(claim, principal.userId),
@@ -398,7 +382,7 @@ export async function insertTask(
       ...(tagIds.length === 0 ? [] : [createTagLocks(values, '')]),
       ...(parentId === null ? [] : createAttachLocks.map((lock) => lock(values, ''))),
     ],
-    checks: createStatement(values, shape),
+    checks: createStatement(values, isAdmin(principal) ? 'admin' : 'member'),
     savepoint: SAVEPOINT,
     event: [createEvent(values, ''), ...settleTaskEvents],
     created: shownTaskById({ taskId: values.id }, ''),
@@ -478,13 +462,8 @@ interface ChangeValues extends Record<ChangeValue, unknown> {
   members: string[];
 }
 
-/**
- * What decides the form of a change's statements: whether an admin makes it, and whether it gives
- * the task a new parent (`parent`), and with it a project (`parent+project`).
- */
-type ChangeShape = `${'admin' | 'member'} ${'keeps parent' | 'parent' | 'parent+project'}`;
-
-const isAdminShape = (shape: ChangeShape) => shape.startsWith('admin');
+/** Where a task put under a new parent ends up: in its own project (or none), or in the one the change names. */
+type ParentIn = 'task project' | 'named project';
 
 /** The task's row, locked against other writers. */
 const changeLock = preparedQuery<ChangeValue, { locked: number }, '', ChangeValues>((value) =>
@@ -493,30 +472,32 @@ const changeLock = preparedQuery<ChangeValue, { locked: number }, '', ChangeValu
 
 /** The memberships the change relies on, the caller's and the assignee's, in the task's project and the target. */
 const changeMemberships = preparedQuery<ChangeValue, { held: number }, '', ChangeValues>((value) => {
-  const [held] = heldMemberships({ ofTask: value('taskId'), movedTo: value('projectId') }, value('members'));
-  if (!held) throw new Error("a task's change holds the memberships of its projects");
-  return held;
+  // In the task's project (read once the task is locked) and in the one it moves to.
+  const current = tables.selectFrom('tasks').select('tasks.project_id').where('tasks.id', '=', value('taskId'));
+  return heldMemberships(value('members'), (eb) =>
+    eb.or([eb('project_members.project_id', '=', current), eb('project_members.project_id', '=', value('projectId'))]),
+  );
 });
 
 /** Under a new parent: the hierarchy of the project the task ends up in (or its owner's), then the parent's row. */
-const changeAttachLock = (step: 0 | 1) =>
-  preparedQuery<ChangeValue, unknown, ChangeShape, ChangeValues>((value, shape) => {
-    const project = shape.endsWith('parent+project') ? sql`${value('projectId')}::uuid` : sql`tasks.project_id`;
-    const lock = attachLocks(
+const changeHierarchyLock = preparedQuery<ChangeValue, { locked: unknown }, ParentIn, ChangeValues>(
+  (value, parentIn) => {
+    const project = parentIn === 'named project' ? sql`${value('projectId')}::uuid` : sql`tasks.project_id`;
+    return attachHierarchyLock(
       sql`(SELECT COALESCE(${project}, tasks.owner_id) FROM tasks WHERE tasks.id = ${value('taskId')})`,
-      value('parentId'),
-    )[step];
-    if (!lock) throw new Error('a parent is attached with two locks');
-    return lock;
-  });
-const changeAttachLocks = [changeAttachLock(0), changeAttachLock(1)];
+    );
+  },
+);
+const changeParentLock = preparedQuery<ChangeValue, { locked: number }, '', ChangeValues>((value) =>
+  parentRowLock(value('parentId')),
+);
 
 /**
  * The change itself: the checks on the row as it is once locked, the update, what it does to the
  * tasks around it, and its events, in one statement (see updateTask).
  */
-const changeStatement = preparedQuery<ChangeValue, Verdict, ChangeShape, ChangeValues>((value, shape) => {
-  const admin = isAdminShape(shape);
+const changeStatement = preparedQuery<ChangeValue, Verdict, Writer, ChangeValues>((value, writer) => {
+  const admin = writer === 'admin';
   // The patch is the CTE args' `patch` (jsonb): whether it sends a field, and the value it sends.
   const sent = (field: keyof TaskPatch) => sql`args.patch ? ${sql.lit(field)}`;
   const sentValue = (field: keyof TaskPatch) => sql`args.patch ->> ${sql.lit(field)}`;
@@ -647,8 +628,11 @@ export async function updateTask(
   change: TaskPatch,
   now: Date,
 ): Promise<ChangeOutcome> {
-  const parent = !change.parentId ? 'keeps parent' : change.projectId === undefined ? 'parent' : 'parent+project';
-  const shape: ChangeShape = `${isAdmin(principal) ? 'admin' : 'member'} ${parent}`;
+  const parentIn: ParentIn | undefined = !change.parentId
+    ? undefined
+    : change.projectId === undefined
+      ? 'task project'
+      : 'named project';
   const values: ChangeValues = {
     taskId,
     me: principal.userId,
@@ -664,10 +648,10 @@ export async function updateTask(
     lock: [
       changeLock(values, ''),
       changeMemberships(values, ''),
-      ...(parent === 'keeps parent' ? [] : changeAttachLocks.map((lock) => lock(values, shape))),
+      ...(parentIn === undefined ? [] : [changeHierarchyLock(values, parentIn), changeParentLock(values, '')]),
     ],
     savepoint: SAVEPOINT,
-    verdict: changeStatement(values, shape),
+    verdict: changeStatement(values, isAdmin(principal) ? 'admin' : 'member'),
     placed: settleTaskEvents,
     // Read back without the visibility rule: an assignee who just handed the task back made a
     // change that took, even though they no longer see the task.
