@@ -57,8 +57,8 @@ const PLACEHOLDER = '\u0000value:';
  * building and compiling a query tree on every call was a sixth of a small read's CPU (the session
  * check of every request, a task's read). `build` gets `value(key)`, a stand-in for the call's
  * value, and must pass it into the query as a value (a parameter) and never let it decide the
- * query's form: whatever decides the form is the `shape`, the key under which the compiled query
- * is kept (a handful of them per query, such as the caller's kind of visibility).
+ * query's form: whatever decides the form is the `shape` (the caller's kind of visibility, or a
+ * list's sort and filters), under whose key (`keyOf`) the compiled query is kept.
  */
 export function preparedQuery<K extends string, O, S = '', V extends Partial<Record<K, unknown>> = Record<K, string>>(
   build: (value: (key: K) => string, shape: S) => Compilable<O>,
