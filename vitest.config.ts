@@ -1,3 +1,4 @@
+import { chmodSync, existsSync, mkdtempSync, statfsSync } from 'node:fs';
 import path from 'node:path';
 import { configDefaults, defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
@@ -13,6 +14,26 @@ const pooler = postgres ? process.env.TEST_POOLER_URL : undefined;
 const POOLER_FILES = ['instances', 'event-stream', 'migrations', 'pooler'].map((name) => `test/${name}.test.ts`);
 // `npm run test:stress`: process faults, sustained load and heavier fuzzing (test/stress, FUZZ_RUNS).
 const stress = process.env.TEST_STRESS === '1';
+
+// Tests make PostgreSQL clusters, copies of them, databases and attachments: files by the thousand,
+// each of which costs about a millisecond of system time on a disk's filesystem and a tenth of that
+// in memory. So the run's temporary files (TMPDIR, which node, PostgreSQL's tools and every process
+// the tests start follow) go to a directory of its own on /dev/shm when the machine has one with room,
+// removed after the run (test/support/global-setup.ts). An explicit TMPDIR is left as it is.
+const RAM_DIR = '/dev/shm';
+const RAM_NEEDED_BYTES = 4 * 1024 ** 3;
+function ramBacked(): boolean {
+  if (!existsSync(RAM_DIR)) return false;
+  const { bavail, bsize } = statfsSync(RAM_DIR);
+  return bavail * bsize >= RAM_NEEDED_BYTES;
+}
+if (!process.env.TMPDIR && ramBacked()) {
+  const dir = mkdtempSync(path.join(RAM_DIR, 'task-service-test-'));
+  // PostgreSQL runs as its own account when tests run as root: it must reach the clusters below.
+  chmodSync(dir, 0o711);
+  process.env.TMPDIR = dir;
+  process.env.TEST_RUN_TMPDIR = dir;
+}
 
 // What every test file and every service it starts runs with: password hashing at a test-only cost
 // (0.5 ms a hash instead of 16; the configuration refuses it outside NODE_ENV=test), and an embedded

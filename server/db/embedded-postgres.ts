@@ -48,7 +48,8 @@ export interface EmbeddedPostgresOptions {
   /** Extra server settings (tests turn durability off for speed; the service never does). */
   settings?: Record<string, string>;
   /**
-   * Test only (TEST_EMBEDDED_POSTGRES_NO_SYNC): initdb without syncing its files, and fsync off. A
+   * Test only (TEST_EMBEDDED_POSTGRES_NO_SYNC): initdb without syncing its files (and with 1 MB WAL
+   * segments, as tests copy clusters by the dozen), and fsync off. A
    * killed process loses nothing of what was committed (the writes are in the kernel's cache); only
    * a crash of the machine could.
    */
@@ -245,7 +246,7 @@ async function initialise(
         '--builtin-locale=C.UTF-8',
         '--locale=C',
         '--no-instructions',
-        ...(noSync ? ['--no-sync'] : []),
+        ...(noSync ? ['--no-sync', '--wal-segsize=1'] : []),
       ],
       signal,
     );

@@ -48,6 +48,10 @@ function workersServer(servers: string | undefined): string | undefined {
   return urls[worker % Math.max(urls.length, 1)];
 }
 
+/** Whether this project's server is one the run started for itself (durability off), not TEST_DATABASE_URL's. */
+const onRunsOwnServer = (): boolean =>
+  process.env.TEST_DB === 'embedded' || (process.env.TEST_DB === 'postgres' && Boolean(process.env.TEST_POSTGRES_URLS));
+
 /** Project "pgbouncer": the service reaches TEST_DATABASE_URL's server through TEST_POOLER_URL, a PgBouncer in transaction mode. */
 export const throughPooler = (): boolean => process.env.TEST_DB === 'pgbouncer';
 
@@ -130,7 +134,7 @@ let clusters: DisposablePostgres[] = [];
 
 // Test databases are thrown away: durability off makes cloning and committing cheap.
 const startTestServer = (dir: string) =>
-  startEmbeddedPostgres(dir, { settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' } });
+  startEmbeddedPostgres(dir, { noSync: true, settings: { synchronous_commit: 'off', full_page_writes: 'off' } });
 
 /**
  * `count` embedded servers, each with the migrated template. initdb and the migrations run once (a
@@ -233,7 +237,11 @@ export interface TestDatabase {
 async function scratchDatabase(prefix: string, template?: string): Promise<{ url: string; drop(): Promise<void> }> {
   const server = postgresUrl();
   const name = `${prefix}_${randomUUID().replace(/-/g, '')}`;
-  await onServer(server, (admin) => admin.query(`CREATE DATABASE ${name}${template ? ` TEMPLATE ${template}` : ''}`));
+  // On the run's own servers (durability off), the template's files copied as they are: a third
+  // less CPU a clone than writing them again through the WAL page by page, the default since
+  // PostgreSQL 15, which a durable server (TEST_DATABASE_URL's) keeps, as it spares a checkpoint.
+  const clone = template ? ` TEMPLATE ${template}${onRunsOwnServer() ? ' STRATEGY FILE_COPY' : ''}` : '';
+  await onServer(server, (admin) => admin.query(`CREATE DATABASE ${name}${clone}`));
   return {
     url: serviceUrl(name),
     drop: () =>
