@@ -1,5 +1,5 @@
 // The service under test, started as users start it: `npm start` (which checks the build and runs
-// dist/server/main.js) in a process group of its own, on a scratch DATA_DIR with its own embedded
+// dist/bundle/server/main.js) in a process group of its own, on a scratch DATA_DIR with its own embedded
 // PostgreSQL, or on a fresh database of a given server.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';

@@ -1,12 +1,14 @@
-// `npm run build`: the contract package, then the service, compiled to dist/. Incremental: a build
-// whose inputs are unchanged since the last one does nothing (so `npm start` on a built checkout
-// starts at once), and no output is ever deleted (a running service loads them).
+// `npm run build`: the contract package, then the service, compiled to dist/ and bundled into
+// dist/bundle/, which is what processes run. Incremental: a build whose inputs are unchanged since the
+// last one does nothing (so `npm start` on a built checkout starts at once), and no output is ever
+// deleted (a running service loads them).
 import console from 'node:console';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import process from 'node:process';
 import { fileURLToPath } from 'node:url';
+import { build as esbuild } from 'esbuild';
 import { buildContract, fingerprint, tsc } from '../contract/build.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -32,14 +34,53 @@ function inputs() {
   ];
 }
 
+/** What a process runs (`node dist/bundle/<entry>.js`, `node scripts/run.mjs <entry>`). */
+export const ENTRIES = [
+  'server/main',
+  'server/cli/create-admin',
+  'server/cli/dump',
+  'server/cli/migrate',
+  'server/cli/restore',
+];
+
+// Packages of ES modules only, made of many small files (kysely alone is 263 modules), bundled with
+// the service's own modules: a start then resolves and compiles a few dozen files instead of about
+// 450, a quarter less CPU (0.23 s a start). The other packages stay in node_modules: they are loaded
+// at first use (S3, Redis, MCP, uploads), hold native code, or must be the one copy the contract
+// package uses too (zod, whose classes are checked with instanceof).
+const BUNDLED = new Set(['kysely', 'jose', 'uuid']);
+
+/** The entries from tsc's output, each one file plus the chunks they share (dist/bundle/chunks/). */
+async function bundle() {
+  const { dependencies } = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
+  const external = Object.keys(dependencies)
+    .filter((name) => !BUNDLED.has(name))
+    .flatMap((name) => [name, `${name}/*`]);
+  await esbuild({
+    entryPoints: Object.fromEntries(ENTRIES.map((entry) => [entry, path.join(root, 'dist', `${entry}.js`)])),
+    outdir: path.join(root, 'dist', 'bundle'),
+    // Named by content: a rebuild adds chunks beside those a running service may still load.
+    chunkNames: 'chunks/[name]-[hash]',
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    external: [...external, '@task-service/client'],
+    sourcemap: true,
+    logLevel: 'warning',
+  });
+}
+
 /** Builds what changed; returns whether anything was compiled. */
 export async function build() {
   const contractBuilt = await buildContract();
   const stamp = fingerprint(inputs());
-  const main = path.join(root, 'dist', 'server', 'main.js');
+  const main = path.join(root, 'dist', 'bundle', 'server', 'main.js');
   if (!contractBuilt && existsSync(main) && existsSync(stampFile) && readFileSync(stampFile, 'utf8') === stamp)
     return false;
   await tsc(['-p', path.join(root, 'tsconfig.build.json')]);
+  await bundle();
   writeFileSync(stampFile, stamp);
   return true;
 }

@@ -39,7 +39,7 @@ const hold = (signal) => held.push(signal);
 process.on('SIGTERM', hold);
 process.on('SIGINT', hold);
 // The entry sees the command line it would see run directly (cluster workers re-run argv[1]).
-const file = path.join(root, 'dist', `${entry}.js`);
+const file = path.join(root, 'dist', 'bundle', `${entry}.js`);
 process.argv.splice(1, process.argv.length - 1, file, ...args);
 try {
   await import(pathToFileURL(file).href);

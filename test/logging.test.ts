@@ -119,7 +119,7 @@ describe('the service log on a terminal and off it', () => {
       WEB_CONCURRENCY: '1',
       LOG_LEVEL: 'info',
     };
-    const child = spawn('script', ['-qfec', `${process.execPath} dist/server/main.js`, '/dev/null'], {
+    const child = spawn('script', ['-qfec', `${process.execPath} dist/bundle/server/main.js`, '/dev/null'], {
       cwd: ROOT,
       env,
       detached: true,

@@ -4,7 +4,7 @@ import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 
 // The service as an operator runs it, in a process of its own: the production build (`npm start`
-// runs dist/server/main.js), which global setup brings up to date with the sources before any test.
+// runs dist/bundle/server/main.js), which global setup brings up to date with the sources before any test.
 export const ROOT = path.resolve(import.meta.dirname, '..', '..');
 const run = promisify(execFile);
 
@@ -45,9 +45,9 @@ export interface SpawnOptions {
   ownGroup?: boolean;
 }
 
-/** `node dist/server/main.js` with `env` (DATA_DIR at least); does not wait for it to listen. */
+/** `node dist/bundle/server/main.js` with `env` (DATA_DIR at least); does not wait for it to listen. */
 export function spawnService(env: Record<string, string>, { ownGroup = false }: SpawnOptions = {}): SpawnedService {
-  const child = spawn(process.execPath, ['dist/server/main.js'], {
+  const child = spawn(process.execPath, ['dist/bundle/server/main.js'], {
     cwd: ROOT,
     env: environment(env),
     detached: ownGroup,
@@ -97,7 +97,7 @@ export function killIfRunning(service: SpawnedService | undefined): void {
 
 /** Runs one of the built CLI commands (`migrate`, `create-admin`) to completion. */
 export function runCli(command: string, args: string[], dataDir: string, env: Record<string, string> = {}) {
-  return run(process.execPath, [`dist/server/cli/${command}.js`, ...args], {
+  return run(process.execPath, [`dist/bundle/server/cli/${command}.js`, ...args], {
     cwd: ROOT,
     env: environment({ DATA_DIR: dataDir, ...env }),
   });
@@ -111,7 +111,7 @@ export function spawnCli(
   env: Record<string, string> = {},
   lines: (line: string) => void = () => undefined,
 ) {
-  const child = spawn(process.execPath, [`dist/server/cli/${command}.js`, ...args], {
+  const child = spawn(process.execPath, [`dist/bundle/server/cli/${command}.js`, ...args], {
     cwd: ROOT,
     env: environment({ DATA_DIR: dataDir, ...env }),
     stdio: ['ignore', 'pipe', 'pipe'],
