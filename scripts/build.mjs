@@ -3,7 +3,7 @@
 // last one does nothing (so `npm start` on a built checkout starts at once), and no output is ever
 // deleted (a running service loads them).
 import console from 'node:console';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import process from 'node:process';
@@ -49,6 +49,7 @@ export const ENTRIES = [
 // at first use (S3, Redis, MCP, uploads), hold native code, or must be the one copy the contract
 // package uses too (zod, whose classes are checked with instanceof).
 const BUNDLED = new Set(['kysely', 'jose', 'uuid']);
+const CHUNKS = `${path.sep}chunks${path.sep}`;
 
 /** The entries from tsc's output, each one file plus the chunks they share (dist/bundle/chunks/). */
 async function bundle() {
@@ -56,7 +57,7 @@ async function bundle() {
   const external = Object.keys(dependencies)
     .filter((name) => !BUNDLED.has(name))
     .flatMap((name) => [name, `${name}/*`]);
-  await esbuild({
+  const result = await esbuild({
     entryPoints: Object.fromEntries(ENTRIES.map((entry) => [entry, path.join(root, 'dist', `${entry}.js`)])),
     outdir: path.join(root, 'dist', 'bundle'),
     // Named by content: a rebuild adds chunks beside those a running service may still load.
@@ -69,7 +70,21 @@ async function bundle() {
     external: [...external, '@task-service/client'],
     sourcemap: true,
     logLevel: 'warning',
+    write: false,
   });
+  // A running service loads chunks as it goes, and processes start at any moment: a file whose
+  // content is unchanged is left alone, a changed one replaced whole (written beside it, then
+  // renamed over it), and the chunks land before the entries that import them.
+  const chunksFirst = result.outputFiles.sort(
+    (a, b) => Number(!a.path.includes(CHUNKS)) - Number(!b.path.includes(CHUNKS)),
+  );
+  for (const { path: file, contents } of chunksFirst) {
+    if (existsSync(file) && readFileSync(file).equals(contents)) continue;
+    mkdirSync(path.dirname(file), { recursive: true });
+    const partial = `${file}.${process.pid}.partial`;
+    writeFileSync(partial, contents);
+    renameSync(partial, file);
+  }
 }
 
 /** Builds what changed; returns whether anything was compiled. */
