@@ -307,6 +307,8 @@ const READY_POLL_MS = 10;
 const SHARED_MEMORY_FREED_WITHIN_MS = 5_000;
 /** A stop signal during start-up: the server's own fast shutdown, then an immediate one. */
 const STOPS_WITHIN_MS = 5_000;
+/** pg_ctl stop runs again when a signal ended it: a few stop signals in a row may reach it. */
+const STOP_ATTEMPTS = 5;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -455,9 +457,13 @@ export async function startEmbeddedPostgres(
   throwIfStopping();
 
   const stop = async () => {
-    const stopped = await runAs(account, bin.pg_ctl, ['stop', '-D', pgData, '-m', 'fast', '-w', '-t', '60', '-s']);
-    if (stopped.code !== 0 && (await isRunning(pgData))) {
-      throw new EmbeddedPostgresError(`The embedded PostgreSQL did not stop: ${lastLine(stopped.output)}`);
+    for (let attempt = 1; ; attempt++) {
+      const stopped = await runAs(account, bin.pg_ctl, ['stop', '-D', pgData, '-m', 'fast', '-w', '-t', '60', '-s']);
+      if (stopped.code === 0 || !(await isRunning(pgData))) return;
+      // pg_ctl is in the service's process group: a stop signal repeated to the group (SIGTERM twice)
+      // can end it before it has told the server to stop, and the server would outlive the service.
+      if (stopped.signal === undefined || attempt === STOP_ATTEMPTS)
+        throw new EmbeddedPostgresError(`The embedded PostgreSQL did not stop: ${lastLine(stopped.output)}`);
     }
   };
   /** pg_ctl stop, waiting at most `seconds`; whether the server stopped. */
