@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdtempSync, statfsSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync, statfsSync } from 'node:fs';
 import path from 'node:path';
 import { configDefaults, defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
@@ -19,7 +19,8 @@ const stress = process.env.TEST_STRESS === '1';
 // each of which costs about a millisecond of system time on a disk's filesystem and a tenth of that
 // in memory. So the run's temporary files (TMPDIR, which node, PostgreSQL's tools and every process
 // the tests start follow) go to a directory of its own on /dev/shm when the machine has one with room,
-// removed after the run (test/support/global-setup.ts). An explicit TMPDIR is left as it is.
+// removed after the run (test/support/global-setup.ts), or by the next run when this one was killed
+// (the directory's name holds the run's PID). An explicit TMPDIR is left as it is.
 const RAM_DIR = '/dev/shm';
 const RAM_NEEDED_BYTES = 4 * 1024 ** 3;
 function ramBacked(): boolean {
@@ -27,8 +28,27 @@ function ramBacked(): boolean {
   const { bavail, bsize } = statfsSync(RAM_DIR);
   return bavail * bsize >= RAM_NEEDED_BYTES;
 }
+const RUN_DIR_PREFIX = 'task-service-test-';
+/** Whether process `pid` runs (signal 0 only checks; EPERM means it runs as someone else). */
+function runs(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return error instanceof Error && 'code' in error && error.code === 'EPERM';
+  }
+}
+/** The directories of runs whose process is gone (killed, say): memory that nothing would free. */
+function removeAbandonedRunDirs(): void {
+  for (const name of readdirSync(RAM_DIR)) {
+    const pid = Number(new RegExp(`^${RUN_DIR_PREFIX}(\\d+)-`).exec(name)?.[1] ?? 0);
+    if (pid > 0 && pid !== process.pid && !runs(pid))
+      rmSync(path.join(RAM_DIR, name), { recursive: true, force: true });
+  }
+}
 if (!process.env.TMPDIR && ramBacked()) {
-  const dir = mkdtempSync(path.join(RAM_DIR, 'task-service-test-'));
+  removeAbandonedRunDirs();
+  const dir = mkdtempSync(path.join(RAM_DIR, `${RUN_DIR_PREFIX}${process.pid}-`));
   // PostgreSQL runs as its own account when tests run as root: it must reach the clusters below.
   chmodSync(dir, 0o711);
   process.env.TMPDIR = dir;
