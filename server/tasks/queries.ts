@@ -70,11 +70,10 @@ export const taskVisibleTo = (principal: Principal) => inTaskSet(visibleTasks(pr
 
 /**
  * Who may change a task they see (its fields, tags, attachments): an admin; the owner or assignee
- * of a personal task; an editor or admin of the task's project. A condition on the row `tasks`.
+ * of a personal task; an editor or admin of the task's project. A condition on the row `tasks`, for
+ * a viewer (visibleTasks of a principal; a statement prepared once per kind of viewer takes the
+ * user as a value).
  */
-export const taskWritableBy = (principal: Principal) => writableBy(visibleTasks(principal));
-
-/** taskWritableBy for a viewer (a statement prepared once per kind of viewer takes the user as a value). */
 export const writableBy =
   (viewer: Viewer) =>
   (eb: ExpressionBuilder<DB, 'tasks'>): Expression<SqlBool> =>
