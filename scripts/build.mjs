@@ -34,7 +34,12 @@ function inputs() {
   ];
 }
 
-/** What a process runs (`node dist/bundle/<entry>.js`, `node scripts/run.mjs <entry>`). */
+const bundleDir = path.join(root, 'dist', 'bundle');
+
+/** The file a process runs for `entry` (e.g. `server/main`): `node scripts/run.mjs <entry>` runs it after a build. */
+export const bundledEntry = (entry) => path.join(bundleDir, `${entry}.js`);
+
+/** What a process runs (bundledEntry). */
 export const ENTRIES = [
   'server/main',
   'server/cli/create-admin',
@@ -59,7 +64,7 @@ async function bundle() {
     .flatMap((name) => [name, `${name}/*`]);
   const result = await esbuild({
     entryPoints: Object.fromEntries(ENTRIES.map((entry) => [entry, path.join(root, 'dist', `${entry}.js`)])),
-    outdir: path.join(root, 'dist', 'bundle'),
+    outdir: bundleDir,
     // Named by content: a rebuild adds chunks beside those a running service may still load.
     chunkNames: 'chunks/[name]-[hash]',
     bundle: true,
@@ -91,7 +96,7 @@ async function bundle() {
 export async function build() {
   const contractBuilt = await buildContract();
   const stamp = fingerprint(inputs());
-  const main = path.join(root, 'dist', 'bundle', 'server', 'main.js');
+  const main = bundledEntry('server/main');
   if (!contractBuilt && existsSync(main) && existsSync(stampFile) && readFileSync(stampFile, 'utf8') === stamp)
     return false;
   await tsc(['-p', path.join(root, 'tsconfig.build.json')]);

@@ -3,13 +3,11 @@
 // npm's signals reach one process at every moment: during the build, a signal stops the compiler
 // and exits; during the service's start-up and after, the service's own handlers take over.
 import console from 'node:console';
-import path from 'node:path';
 import process from 'node:process';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
 import { compilers } from '../contract/build.mjs';
-import { build } from './build.mjs';
+import { build, bundledEntry } from './build.mjs';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const [entry, ...args] = process.argv.slice(2);
 if (!entry) {
   console.error('usage: node scripts/run.mjs <entry, e.g. server/main> [arguments]');
@@ -39,7 +37,7 @@ const hold = (signal) => held.push(signal);
 process.on('SIGTERM', hold);
 process.on('SIGINT', hold);
 // The entry sees the command line it would see run directly (cluster workers re-run argv[1]).
-const file = path.join(root, 'dist', 'bundle', `${entry}.js`);
+const file = bundledEntry(entry);
 process.argv.splice(1, process.argv.length - 1, file, ...args);
 try {
   await import(pathToFileURL(file).href);

@@ -9,7 +9,7 @@ import { UserSchema } from '../contract/users.js';
 import { ensureAdmin } from '../server/users/accounts.js';
 import { serviceForFile } from './support/app.js';
 import { freshDatabase, serverReachableTempDir, type TestDatabase } from './support/databases.js';
-import { ROOT, runCli, startServiceProcess, type ServiceProcess } from './support/processes.js';
+import { builtEntry, ROOT, runCli, startServiceProcess, type ServiceProcess } from './support/processes.js';
 import { login, registerUser, uniqueEmail } from './support/users.js';
 
 describe('the configured administrator', () => {
@@ -150,7 +150,7 @@ describe.runIf(process.env.TEST_DB === 'embedded')('npm run create-admin', () =>
 
   it('reads a password typed on a terminal without echoing it', async () => {
     // `script` gives the command a terminal (a pseudo-terminal), as an operator's shell would.
-    const command = `${process.execPath} dist/bundle/server/cli/create-admin.js typist@example.test`;
+    const command = `${process.execPath} ${builtEntry('server/cli/create-admin')} typist@example.test`;
     const typed = spawn('script', ['-qfec', command, '/dev/null'], {
       cwd: ROOT,
       env: { ...process.env, DATA_DIR: dataDir, DATABASE_URL: '', ADMIN_PASSWORD: '' },

@@ -10,7 +10,7 @@ import { registrationNotice } from '../server/processes/primary.js';
 import { serviceForFile } from './support/app.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
 import { expectProblem } from './support/problems.js';
-import { killIfRunning, startServiceProcess } from './support/processes.js';
+import { builtEntry, killIfRunning, startServiceProcess } from './support/processes.js';
 import { userForFile } from './support/users.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -119,7 +119,7 @@ describe('the service log on a terminal and off it', () => {
       WEB_CONCURRENCY: '1',
       LOG_LEVEL: 'info',
     };
-    const child = spawn('script', ['-qfec', `${process.execPath} dist/bundle/server/main.js`, '/dev/null'], {
+    const child = spawn('script', ['-qfec', `${process.execPath} ${builtEntry('server/main')}`, '/dev/null'], {
       cwd: ROOT,
       env,
       detached: true,

@@ -45,9 +45,12 @@ export interface SpawnOptions {
   ownGroup?: boolean;
 }
 
+/** The built file of `entry` (`server/main`, `server/cli/migrate`…), relative to ROOT: what `npm start` and the commands run. */
+export const builtEntry = (entry: string) => `dist/bundle/${entry}.js`;
+
 /** `node dist/bundle/server/main.js` with `env` (DATA_DIR at least); does not wait for it to listen. */
 export function spawnService(env: Record<string, string>, { ownGroup = false }: SpawnOptions = {}): SpawnedService {
-  const child = spawn(process.execPath, ['dist/bundle/server/main.js'], {
+  const child = spawn(process.execPath, [builtEntry('server/main')], {
     cwd: ROOT,
     env: environment(env),
     detached: ownGroup,
@@ -97,7 +100,7 @@ export function killIfRunning(service: SpawnedService | undefined): void {
 
 /** Runs one of the built CLI commands (`migrate`, `create-admin`) to completion. */
 export function runCli(command: string, args: string[], dataDir: string, env: Record<string, string> = {}) {
-  return run(process.execPath, [`dist/bundle/server/cli/${command}.js`, ...args], {
+  return run(process.execPath, [builtEntry(`server/cli/${command}`), ...args], {
     cwd: ROOT,
     env: environment({ DATA_DIR: dataDir, ...env }),
   });
@@ -111,7 +114,7 @@ export function spawnCli(
   env: Record<string, string> = {},
   lines: (line: string) => void = () => undefined,
 ) {
-  const child = spawn(process.execPath, [`dist/bundle/server/cli/${command}.js`, ...args], {
+  const child = spawn(process.execPath, [builtEntry(`server/cli/${command}`), ...args], {
     cwd: ROOT,
     env: environment({ DATA_DIR: dataDir, ...env }),
     stdio: ['ignore', 'pipe', 'pipe'],
