@@ -2,6 +2,7 @@ import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync, statfsSync } f
 import path from 'node:path';
 import { configDefaults, defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
+import { isAlive } from './test/support/process-tree.js';
 
 // The suite runs against the embedded PostgreSQL always, and against another PostgreSQL server too
 // when TEST_DATABASE_URL names one (CI runs Debian's PostgreSQL 15 there; see .ci/run).
@@ -29,20 +30,11 @@ function ramBacked(): boolean {
   return bavail * bsize >= RAM_NEEDED_BYTES;
 }
 const RUN_DIR_PREFIX = 'task-service-test-';
-/** Whether process `pid` runs (signal 0 only checks; EPERM means it runs as someone else). */
-function runs(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return error instanceof Error && 'code' in error && error.code === 'EPERM';
-  }
-}
 /** The directories of runs whose process is gone (killed, say): memory that nothing would free. */
 function removeAbandonedRunDirs(): void {
   for (const name of readdirSync(RAM_DIR)) {
     const pid = Number(new RegExp(`^${RUN_DIR_PREFIX}(\\d+)-`).exec(name)?.[1] ?? 0);
-    if (pid > 0 && pid !== process.pid && !runs(pid))
+    if (pid > 0 && pid !== process.pid && !isAlive(pid))
       rmSync(path.join(RAM_DIR, name), { recursive: true, force: true });
   }
 }
