@@ -3,11 +3,9 @@
 // files rather than before all of them. The document is built here by the function the script's
 // first step calls (this worker has the service's modules loaded already: tsx would compile them
 // all again), and checked by the script's own Spectral command, read from package.json.
-import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { buildOpenApiDocument } from '../server/openapi/document.js';
