@@ -71,7 +71,8 @@ const EXTERNAL = [
   'typescript',
 ];
 // Bundled CommonJS modules call require() for node's own modules, which an ES module does not have.
-const REQUIRE_BANNER = "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);";
+const REQUIRE_BANNER =
+  "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);";
 const CHUNKS = `${path.sep}chunks${path.sep}`;
 
 /** The entries from tsc's output, each one file plus the chunks they share (dist/bundle/chunks/). */

@@ -56,8 +56,7 @@ async function expectAllGone(started: NpmStart, signalledAt: number, dataDir?: s
  * the service's exit: its line is printed just before).
  */
 function expectStoppedWhileStarting(started: NpmStart, repeated = false): void {
-  if (!(repeated && started.child.signalCode === 'SIGTERM'))
-    expect(started.child.exitCode, started.output()).toBe(0);
+  if (!(repeated && started.child.signalCode === 'SIGTERM')) expect(started.child.exitCode, started.output()).toBe(0);
   expect(started.output()).toMatch(/stopped while starting/);
   expect(started.output()).not.toMatch(/unexpected failure|listening on/);
 }
