@@ -8,6 +8,7 @@ import { readdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
+import { z } from 'zod';
 import { AuthResultSchema } from '../contract/auth.js';
 import { postgresUrl, readyDataDir, serverReachableTempDir } from './support/databases.js';
 import { exitWithin, isAlive, npmStart, postgresPid, type NpmStart } from './support/process-tree.js';
@@ -165,6 +166,22 @@ describe.runIf(embedded)('stop signals on the embedded PostgreSQL', () => {
     signal(started, 'npm', 'SIGTERM');
     await expectAllGone(started, signalledAt, dataDir);
     expectStoppedWhileStarting(started);
+  }, 60_000);
+
+  it("runs the service with glibc's malloc arenas capped at 2 (MALLOC_ARENA_MAX), unless the environment says otherwise", async () => {
+    // Empty is unset to the shell, as to glibc.
+    for (const [given, expected] of [
+      ['', '2'],
+      ['4', '4'],
+    ]) {
+      const started = npmStart({ DATA_DIR: dataDir, MALLOC_ARENA_MAX: given ?? '' });
+      const { pid } = z.object({ pid: z.number() }).parse(JSON.parse(await started.line(/listening on/)));
+      const environment = (await readFile(`/proc/${pid}/environ`, 'utf8')).split('\0');
+      const signalledAt = Date.now();
+      signal(started, 'group', 'SIGTERM');
+      await expectAllGone(started, signalledAt, dataDir);
+      expect(environment).toContain(`MALLOC_ARENA_MAX=${expected}`);
+    }
   }, 60_000);
 
   it('SIGTERM to the process group, repeated, lets a request in flight finish and stops PostgreSQL cleanly', async () => {
