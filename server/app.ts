@@ -61,7 +61,6 @@ export function buildApp(ctx: AppContext): Express {
     ),
   );
 
-  if (ctx.config.oauth.enabled) serveOAuth(app, ctx);
   serveProblemPages(app);
   const routers = {
     auth: authRouter(ctx),
@@ -88,6 +87,9 @@ export function buildApp(ctx: AppContext): Express {
     }),
   );
 
+  // After the operations, which most requests are for: each layer above them costs every request
+  // its turn through the router, and no operation's path is one of these.
+  if (ctx.config.oauth.enabled) serveOAuth(app, ctx);
   serveDocsAssets(app);
   serveMetrics(app, ctx, metrics);
   if (ctx.config.mcpEnabled) serveMcp(app, ctx);

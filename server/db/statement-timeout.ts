@@ -51,17 +51,31 @@ export const toError = (reason: unknown): Error => (reason instanceof Error ? re
  * is dropped all the same (pg-pool drops one that can no longer take queries).
  */
 export function keptConnectionPool(pool: pg.Pool): pg.Pool {
-  const query = async (text: QueryText, values?: unknown[]): Promise<pg.QueryResult> => {
-    const client = await pool.connect();
-    try {
-      const result = await client.query(text, values);
-      client.release();
-      return result;
-    } catch (error) {
-      client.release(error instanceof pg.DatabaseError ? undefined : toError(error));
-      throw error;
-    }
-  };
+  // pg's callbacks, not its promises: this runs for every statement outside a transaction, and each
+  // promise pg makes (and awaits here) cost as much as the rest of this function.
+  const query = (text: QueryText, values?: unknown[]): Promise<pg.QueryResult> =>
+    new Promise((resolve, reject) => {
+      pool.connect((connectError, client, release) => {
+        if (connectError || !client) return reject(connectError ?? new Error('The pool gave no connection'));
+        const done = (error: Error | undefined, result: pg.QueryResult) => {
+          if (!error) {
+            release();
+            return resolve(result);
+          }
+          release(error instanceof pg.DatabaseError ? undefined : error);
+          reject(error);
+        };
+        try {
+          if (values === undefined) client.query(text, done);
+          else if (typeof text === 'string') client.query(text, values, done);
+          else client.query({ ...text, values }, done);
+        } catch (error) {
+          // Thrown before it was sent (pg reports most such errors to the callback).
+          release(toError(error));
+          reject(toError(error));
+        }
+      });
+    });
   return new Proxy(pool, {
     get: (target, property, receiver) => (property === 'query' ? query : Reflect.get(target, property, receiver)),
   });

@@ -139,8 +139,11 @@ export const jsonBodies =
 const SERVICE_PROBES = new Set(['/healthz', '/readyz', '/metrics']);
 
 /** The health probes and the metrics scrape: never rate limited, logged at debug (docs/operations.md). */
-export const isServiceProbe = (req: { url?: string }): boolean =>
-  SERVICE_PROBES.has((req.url ?? '').split('?')[0] ?? '');
+export const isServiceProbe = (req: { url?: string }): boolean => {
+  const url = req.url ?? '';
+  const query = url.indexOf('?');
+  return SERVICE_PROBES.has(query === -1 ? url : url.slice(0, query));
+};
 
 /**
  * A general request budget per user (or per address without a valid token), counted where the

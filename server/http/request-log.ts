@@ -34,6 +34,8 @@ export function logRequest(
   res: Response,
   exchange: { startedMs: number; remoteAddress: string | undefined },
 ): void {
+  // A success's line is at info or debug: with info off (LOG_LEVEL=warn), nothing more to decide.
+  if (res.statusCode < 400 && res.err === undefined && !logger.isLevelEnabled('info')) return;
   const aborted = !res.writableFinished;
   const err = res.err ?? (res.statusCode >= 500 ? new Error(`failed with status code ${res.statusCode}`) : undefined);
   const level = levelOf(req.url, res.statusCode, err);
