@@ -32,6 +32,23 @@ describe('the operation a path reaches', () => {
     expect(res.text ?? '').toBe('');
   });
 
+  it("answers JSON as Express's res.json did: UTF-8 declared, the length in bytes, and HEAD the same headers", async () => {
+    const task = await createTask(service, alice, { title: 'naïve café ✓ 😀' });
+    const got = await service.http.get(`/tasks/${task.id}`).set('Authorization', alice.auth);
+    expect(got.status).toBe(200);
+    expect(got.headers['content-type']).toBe('application/json; charset=utf-8');
+    expect(Number(got.headers['content-length'])).toBe(Buffer.byteLength(got.text));
+    expect(Buffer.byteLength(got.text)).toBeGreaterThan(got.text.length);
+    expect(TaskSchema.parse(JSON.parse(got.text)).title).toBe('naïve café ✓ 😀');
+    const head = await service.http.head(`/tasks/${task.id}`).set('Authorization', alice.auth);
+    expect(head.headers['content-type']).toBe(got.headers['content-type']);
+    expect(head.headers['content-length']).toBe(got.headers['content-length']);
+    const created = await service.http.post('/tasks').set('Authorization', alice.auth).send({ title: 'ü' });
+    expect(created.status).toBe(201);
+    expect(created.headers['content-type']).toBe('application/json; charset=utf-8');
+    expect(Number(created.headers['content-length'])).toBe(Buffer.byteLength(created.text));
+  });
+
   it('hands the parameter decoded to validation: an escaped slash is a malformed id', async () => {
     const res = await service.http.get('/tasks/a%2Fb').set('Authorization', alice.auth);
     expectProblem(res, 400, 'validation_failed', '/tasks/a%2Fb');
