@@ -49,6 +49,9 @@ async function expectAllGone(started: NpmStart, signalledAt: number, dataDir?: s
   const ms = Date.now() - signalledAt;
   expect(await alive(), started.output()).toEqual([]);
   expect(ms, started.output()).toBeLessThan(STOP_WITHIN_MS);
+  // Everyone has gone, but what the last of them wrote may still be on its way through the pipe
+  // (the service outlives npm when a repeated signal ends npm first).
+  await Promise.race([started.closed, sleep(5_000)]);
 }
 
 /**

@@ -90,6 +90,11 @@ export interface NpmStart {
   pid: number;
   /** Resolves once npm has exited. */
   exited: Promise<unknown>;
+  /**
+   * Resolves once npm's output has ended: every process writing to it (npm and what it started,
+   * which outlive npm when a signal ends it first) has exited, and what they wrote has been read.
+   */
+  closed: Promise<unknown>;
   /** Resolves with the first line of output matching `pattern`. */
   line(pattern: RegExp): Promise<string>;
   /** Every process of the tree seen so far (npm, node, workers, compilers). */
@@ -119,6 +124,7 @@ export function npmStart(env: Record<string, string>): NpmStart {
     });
   }
   const exited = once(child, 'exit');
+  const closed = once(child, 'close');
   const tree = new Set<number>([pid]);
   const watch = setInterval(
     () =>
@@ -133,6 +139,7 @@ export function npmStart(env: Record<string, string>): NpmStart {
     child,
     pid,
     exited,
+    closed,
     line: (pattern) =>
       new Promise((resolve, reject) => {
         waiting.push({ pattern, resolve });
