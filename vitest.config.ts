@@ -112,10 +112,6 @@ function projectsOn(name: string, files: string[], cpu: boolean): TestProjectInl
               name: `${name} (cpu)`,
               include: CPU_FILES,
               pool: 'threads' as const,
-              // A thread runs its CPU files in one module graph too, as a waiting worker does: about 5 s
-              // of CPU a run, the graph loaded twice instead of once per file.
-              isolate: false,
-              poolOptions: { threads: { isolate: false } },
               env: { ...env, TEST_POOL: 'cpu' },
             },
           },
