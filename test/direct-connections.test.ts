@@ -75,6 +75,19 @@ describe.skipIf(throughPooler())('a direct pool', () => {
     });
     expect(await backend()).toBe(before);
   });
+
+  it("gives a failed statement's error the stack of the code that awaited it", async () => {
+    const db = open(database.url);
+    async function readingTheImpossible() {
+      return await db.sql.rows('SELECT 1 / $1::int AS never', [0]);
+    }
+    const failure = await readingTheImpossible().then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(failure).toMatchObject({ code: '22012' });
+    expect(failure instanceof Error ? failure.stack : undefined).toMatch(/readingTheImpossible/);
+  });
 });
 
 // The login throttle's transactions (server/security/throttle.ts): every login from one address locks

@@ -50,8 +50,15 @@ async function expectAllGone(started: NpmStart, signalledAt: number, dataDir?: s
   expect(await alive(), started.output()).toEqual([]);
   expect(ms, started.output()).toBeLessThan(STOP_WITHIN_MS);
   // Everyone has gone, but what the last of them wrote may still be on its way through the pipe
-  // (the service outlives npm when a repeated signal ends npm first).
-  await Promise.race([started.closed, sleep(5_000)]);
+  // (the service outlives npm when a repeated signal ends npm first). A pipe still open means a
+  // process outside the tree seen holds it.
+  let timer: NodeJS.Timeout | undefined;
+  const closed = await Promise.race([
+    started.closed.then(() => true),
+    new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), 5_000))),
+  ]);
+  clearTimeout(timer);
+  expect(closed, `npm's output still open: ${started.output()}`).toBe(true);
 }
 
 /**

@@ -44,6 +44,16 @@ export function boundedPool(pool: pg.Pool, timeoutMs: number): pg.Pool {
 export const toError = (reason: unknown): Error => (reason instanceof Error ? reason : new Error(String(reason)));
 
 /**
+ * Rethrows a failed statement's error with the stack of whoever awaited it, as pg's own promises
+ * do: a callback's stack ends in the socket's code, and the request log's 5xx lines would lose the
+ * statement's caller.
+ */
+function withCallersStack(error: unknown): never {
+  if (error instanceof Error) Error.captureStackTrace(error);
+  throw error;
+}
+
+/**
  * `pool` whose `query()` (a statement alone, on a direct connection) keeps its connection when the
  * statement fails in the server (a timeout, a unique violation): pg.Pool's own `query()` closes a
  * connection released with any error, and with it every statement prepared there, which would cost
@@ -54,16 +64,23 @@ export function keptConnectionPool(pool: pg.Pool): pg.Pool {
   // pg's callbacks, not its promises: this runs for every statement outside a transaction, and each
   // promise pg makes (and awaits here) cost as much as the rest of this function.
   const query = (text: QueryText, values?: unknown[]): Promise<pg.QueryResult> =>
-    new Promise((resolve, reject) => {
+    new Promise<pg.QueryResult>((resolve, reject) => {
       pool.connect((connectError, client, release) => {
         if (connectError || !client) return reject(connectError ?? new Error('The pool gave no connection'));
-        const done = (error: Error | undefined, result: pg.QueryResult) => {
-          if (!error) {
-            release();
-            return resolve(result);
-          }
+        // Once only: a connection that ends errors the statements it still holds, this one included.
+        let released = false;
+        const fail = (error: Error) => {
+          if (released) return;
+          released = true;
           release(error instanceof pg.DatabaseError ? undefined : error);
           reject(error);
+        };
+        const done = (error: Error | undefined, result: pg.QueryResult) => {
+          if (error) return fail(error);
+          if (released) return;
+          released = true;
+          release();
+          resolve(result);
         };
         try {
           if (values === undefined) client.query(text, done);
@@ -71,11 +88,10 @@ export function keptConnectionPool(pool: pg.Pool): pg.Pool {
           else client.query({ ...text, values }, done);
         } catch (error) {
           // Thrown before it was sent (pg reports most such errors to the callback).
-          release(toError(error));
-          reject(toError(error));
+          fail(toError(error));
         }
       });
-    });
+    }).catch(withCallersStack);
   return new Proxy(pool, {
     get: (target, property, receiver) => (property === 'query' ? query : Reflect.get(target, property, receiver)),
   });

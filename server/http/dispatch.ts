@@ -111,7 +111,8 @@ const NO_BODY_STATUSES = new Set([204, 205, 304]);
  * Express's parses and formats the Content-Type again on every call, a fortieth of a small read's
  * CPU. The rarer answers still go its way: no body, a Content-Type already set, HEAD, a fresh
  * conditional GET, and one whose res.send is watched (the Idempotency-Key's keeper wraps it to
- * keep the answer with its change).
+ * keep the answer with its change). It reads none of Express's JSON settings (replacer, spaces,
+ * escape) nor its ETag setting: the app sets none of them (app.ts turns ETags off).
  */
 function operationJson(this: Response, body: unknown): Response {
   const { req } = this;
@@ -124,7 +125,9 @@ function operationJson(this: Response, body: unknown): Response {
     req.fresh
   )
     return express.response.json.call(this, body);
-  const text = JSON.stringify(body);
+  const text: unknown = JSON.stringify(body);
+  // JSON.stringify answers undefined for what JSON cannot hold (a function): Express's way then.
+  if (typeof text !== 'string') return express.response.json.call(this, body);
   this.setHeader('Content-Type', 'application/json; charset=utf-8');
   this.setHeader('Content-Length', Buffer.byteLength(text));
   this.end(text);
