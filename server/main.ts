@@ -2,7 +2,7 @@ import cluster from 'node:cluster';
 import { runCommand } from './cli/run.js';
 import { loadConfig } from './config.js';
 import { listenForStopSignals, StartAborted } from './lifecycle.js';
-import { createLogger } from './logger.js';
+import { createLogger, exitOnceLogged } from './logger.js';
 import { HTTP_WORKER_ENV } from './processes/messages.js';
 
 // From the first moment: a signal during start-up stops the start (and the embedded server).
@@ -20,6 +20,6 @@ runCommand('task-service', async () => {
     if (!(error instanceof StartAborted || stops.signal.aborted)) throw error;
     const signal = error instanceof StartAborted ? error.signal : String(stops.signal.reason);
     logger.info({ signal, ...(error instanceof StartAborted ? {} : { err: error }) }, 'stopped while starting');
-    process.exit(0);
+    exitOnceLogged(logger, 0);
   }
 });

@@ -7,6 +7,7 @@ import type { AppContext } from '../context.js';
 import type { Database } from '../db/database.js';
 import { checkPortFree } from '../http/listen.js';
 import { whenStopping, type StopSignals } from '../lifecycle.js';
+import { exitOnceLogged } from '../logger.js';
 import { OperatorError } from '../operator-error.js';
 import { AwaitingDatabaseSchema, HTTP_WORKER_ENV, StartupFailureSchema, type MainProcessMessage } from './messages.js';
 
@@ -104,7 +105,7 @@ export async function runMain(config: Config, logger: Logger, stops: StopSignals
     logger.info({ signal }, 'shutting down');
     void stopWorkers()
       .then(() => closeAll(logger, stopMaintenance, ctx))
-      .then(() => process.exit());
+      .then(() => exitOnceLogged(logger));
   });
 }
 
@@ -125,7 +126,7 @@ async function serveAlone(config: Config, logger: Logger, stops: StopSignals): P
       void serving
         .close(stops.requestGraceMs())
         .then(() => closeAll(logger, stopMaintenance, ctx))
-        .then(() => process.exit());
+        .then(() => exitOnceLogged(logger));
     });
   } catch (error) {
     await stopMaintenance();
@@ -134,8 +135,11 @@ async function serveAlone(config: Config, logger: Logger, stops: StopSignals): P
   }
 }
 
+// A worker that has exited stays in cluster.workers until its channel has closed too: waiting for
+// its 'exit' again would wait for ever, and with nothing else left to wait on, this process would
+// end there, with 0 and without a word (a stop signal to the process group ends the workers too).
 const liveWorkers = () =>
-  Object.values(cluster.workers ?? {}).filter((worker): worker is Worker => worker !== undefined);
+  Object.values(cluster.workers ?? {}).filter((worker): worker is Worker => worker !== undefined && !worker.isDead());
 
 /** Asks every worker to stop (each lets its requests finish) and waits until all have exited. */
 function stopWorkers(): Promise<void> {
