@@ -1,7 +1,9 @@
-// `npm run build`: the contract package, then the service, compiled to dist/ and bundled into
-// dist/bundle/, which is what processes run. Incremental: a build whose inputs are unchanged since the
-// last one does nothing (so `npm start` on a built checkout starts at once), and no output is ever
-// deleted (a running service loads them).
+// `npm run build`: the contract package, then the service, bundled from its TypeScript sources into
+// dist/bundle/, which is what processes run. esbuild only strips the types: `npm run lint` checks
+// them (tsc --noEmit), so a start after a change waits a second, not a type-check of the whole
+// service. Incremental: a build whose inputs are unchanged since the last one does nothing (so
+// `npm start` on a built checkout starts at once), and no output is ever deleted (a running service
+// loads them).
 import console from 'node:console';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -9,7 +11,7 @@ import path from 'node:path';
 import process from 'node:process';
 import { fileURLToPath } from 'node:url';
 import { build as esbuild } from 'esbuild';
-import { buildContract, fingerprint, tsc } from '../contract/build.mjs';
+import { buildContract, fingerprint } from '../contract/build.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const stampFile = path.join(root, 'dist', '.build-stamp');
@@ -21,7 +23,7 @@ function filesUnder(dir, keep) {
     .map((entry) => path.join(entry.parentPath, entry.name));
 }
 
-/** What the service's build reads: its sources and the contract's, the compiler settings, the compiler, this script. */
+/** What the service's build reads: its sources and the contract's, the compiler settings, the bundler, this script. */
 function inputs() {
   const ts = (name) => name.endsWith('.ts');
   return [
@@ -29,8 +31,8 @@ function inputs() {
     ...readdirSync(path.join(root, 'contract'))
       .filter(ts)
       .map((name) => path.join(root, 'contract', name)),
-    ...['tsconfig.json', 'tsconfig.build.json', 'package.json'].map((name) => path.join(root, name)),
-    createRequire(import.meta.url).resolve('typescript/package.json'),
+    ...['tsconfig.json', 'package.json'].map((name) => path.join(root, name)),
+    createRequire(import.meta.url).resolve('esbuild/package.json'),
     fileURLToPath(import.meta.url),
   ];
 }
@@ -78,10 +80,11 @@ const REQUIRE_BANNER =
   "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);";
 const CHUNKS = `${path.sep}chunks${path.sep}`;
 
-/** The entries from tsc's output, each one file plus the chunks they share (dist/bundle/chunks/). */
+/** The entries from their sources, each one file plus the chunks they share (dist/bundle/chunks/). */
 async function bundle() {
   const result = await esbuild({
-    entryPoints: Object.fromEntries(ENTRIES.map((entry) => [entry, path.join(root, 'dist', `${entry}.js`)])),
+    entryPoints: Object.fromEntries(ENTRIES.map((entry) => [entry, path.join(root, `${entry}.ts`)])),
+    tsconfig: path.join(root, 'tsconfig.json'),
     outdir: bundleDir,
     // Named by content: a rebuild adds chunks beside those a running service may still load.
     chunkNames: 'chunks/[name]-[hash]',
@@ -118,7 +121,6 @@ export async function build() {
   const main = bundledEntry('server/main');
   if (!contractBuilt && existsSync(main) && existsSync(stampFile) && readFileSync(stampFile, 'utf8') === stamp)
     return false;
-  await tsc(['-p', path.join(root, 'tsconfig.build.json')]);
   await bundle();
   writeFileSync(stampFile, stamp);
   return true;
