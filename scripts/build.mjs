@@ -48,6 +48,7 @@ export const ENTRIES = [
   'server/cli/create-admin',
   'server/cli/dump',
   'server/cli/migrate',
+  'server/cli/openapi',
   'server/cli/restore',
 ];
 

@@ -237,7 +237,7 @@ describe('GET /openapi.json', () => {
 
   it('is what `npm run openapi` writes', async () => {
     const target = path.join(workDir, 'written', 'openapi.json');
-    await promisify(execFile)(process.execPath, ['--import', 'tsx', 'server/openapi/write.ts', target], { cwd: ROOT });
+    await promisify(execFile)(process.execPath, ['scripts/run.mjs', 'server/cli/openapi', target], { cwd: ROOT });
     // Written for http://localhost:3000, as served to a request that reached the service there.
     const local = await service.http.get('/openapi.json').set('Host', 'localhost:3000').expect(200);
     expect(JSON.parse(await readFile(target, 'utf8'))).toEqual(local.body);
