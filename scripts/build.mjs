@@ -10,7 +10,6 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import process from 'node:process';
 import { fileURLToPath } from 'node:url';
-import { build as esbuild } from 'esbuild';
 import { buildContract, fingerprint } from '../contract/build.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -83,6 +82,8 @@ const CHUNKS = `${path.sep}chunks${path.sep}`;
 
 /** The entries from their sources, each one file plus the chunks they share (dist/bundle/chunks/). */
 async function bundle() {
+  // Loaded only when there is something to build: a start on a built checkout skips its 50 ms.
+  const { build: esbuild } = await import('esbuild');
   const result = await esbuild({
     entryPoints: Object.fromEntries(ENTRIES.map((entry) => [entry, path.join(root, `${entry}.ts`)])),
     tsconfig: path.join(root, 'tsconfig.json'),
