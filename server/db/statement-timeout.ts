@@ -69,16 +69,13 @@ export function keptConnectionPool(pool: pg.Pool): pg.Pool {
         if (connectError || !client) return reject(connectError ?? new Error('The pool gave no connection'));
         // Once only: a connection that ends errors the statements it still holds, this one included.
         let released = false;
-        const fail = (error: Error) => {
+        const done = (error: Error | undefined, result?: pg.QueryResult) => {
           if (released) return;
           released = true;
-          release(error instanceof pg.DatabaseError ? undefined : error);
-          reject(error);
-        };
-        const done = (error: Error | undefined, result: pg.QueryResult) => {
-          if (error) return fail(error);
-          if (released) return;
-          released = true;
+          if (error || !result) {
+            release(error instanceof pg.DatabaseError ? undefined : error);
+            return reject(error ?? new Error('The statement gave no result'));
+          }
           release();
           resolve(result);
         };
@@ -88,7 +85,7 @@ export function keptConnectionPool(pool: pg.Pool): pg.Pool {
           else client.query({ ...text, values }, done);
         } catch (error) {
           // Thrown before it was sent (pg reports most such errors to the callback).
-          fail(toError(error));
+          done(toError(error));
         }
       });
     }).catch(withCallersStack);
