@@ -30,17 +30,18 @@ const LAYERS = ['app', 'bootstrap'];
 // Inside the project, so that the packages they import resolve from its node_modules.
 mkdirSync(path.join(ROOT, 'dist'), { recursive: true });
 const layers = mkdtempSync(path.join(ROOT, 'dist', 'memory-probe-'));
-await build({
-  entryPoints: Object.fromEntries(LAYERS.map((layer) => [layer, path.join(ROOT, 'server', `${layer}.ts`)])),
-  outdir: layers,
-  bundle: true,
-  splitting: true,
-  format: 'esm',
-  platform: 'node',
-  target: 'node20',
-  packages: 'external',
-  logLevel: 'warning',
-});
+const bundleLayers = () =>
+  build({
+    entryPoints: Object.fromEntries(LAYERS.map((layer) => [layer, path.join(ROOT, 'server', `${layer}.ts`)])),
+    outdir: layers,
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    packages: 'external',
+    logLevel: 'warning',
+  });
 const specifier = (step: string) =>
   LAYERS.includes(step) ? pathToFileURL(path.join(layers, `${step}.js`)).href : step;
 
@@ -51,8 +52,13 @@ row('node');
 for (const [label, specifier] of ${JSON.stringify(STEPS.map(([label, step]) => [label, specifier(step)]))}) { await import(specifier); row(label); }
 `;
 
-const output = execFileSync(process.execPath, ['--input-type=module', '-e', probe], { cwd: ROOT, encoding: 'utf8' });
-rmSync(layers, { recursive: true, force: true });
+let output: string;
+try {
+  await bundleLayers();
+  output = execFileSync(process.execPath, ['--input-type=module', '-e', probe], { cwd: ROOT, encoding: 'utf8' });
+} finally {
+  rmSync(layers, { recursive: true, force: true });
+}
 const rows = output
   .trim()
   .split('\n')
