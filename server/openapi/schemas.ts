@@ -37,17 +37,19 @@ export type JsonSchema = Exclude<SchemaObject, { $ref: string }>;
 const probeContract = initContract();
 
 const INT32 = { minimum: -(2 ** 31), maximum: 2 ** 31 - 1 };
+const UnformattedIntegerSchema = z
+  .object({
+    type: z.literal('integer'),
+    format: z.undefined(),
+    minimum: z.number().optional(),
+    maximum: z.number().optional(),
+  })
+  .passthrough();
 /** A JSON.parse reviver that gives integers the format their bounds allow (int64 when unbounded). */
 function withIntegerFormat(_key: string, value: unknown): unknown {
-  const integer = z
-    .object({
-      type: z.literal('integer'),
-      format: z.undefined(),
-      minimum: z.number().optional(),
-      maximum: z.number().optional(),
-    })
-    .passthrough()
-    .safeParse(value);
+  // Called for every value of the document: the others are passed over without zod's failed parse.
+  if (typeof value !== 'object' || value === null || !('type' in value) || value.type !== 'integer') return value;
+  const integer = UnformattedIntegerSchema.safeParse(value);
   if (!integer.success) return value;
   const { minimum = -Infinity, maximum = Infinity } = integer.data;
   return { ...integer.data, format: minimum >= INT32.minimum && maximum <= INT32.maximum ? 'int32' : 'int64' };
