@@ -1,5 +1,6 @@
-// The reference page's files, compressed once (brotli and gzip) and served under a path that names
-// their content, so browsers may keep them for a year: a new Swagger UI or script is a new path.
+// The reference page's files, each compressed once per coding a client asks for (brotli, gzip), and
+// served under a path that names their content, so browsers may keep them for a year: a new Swagger
+// UI or script is a new path.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -7,12 +8,14 @@ import path from 'node:path';
 import { brotliCompressSync, constants, gzipSync } from 'node:zlib';
 import { REFERENCE_SCRIPT, REFERENCE_STYLES } from './reference-page.js';
 
+export type Coding = 'br' | 'gzip' | 'identity';
+
 export interface Asset {
   type: string;
-  /** The bytes as they are, and compressed. */
+  /** The bytes as they are. */
   identity: Buffer;
-  br: Buffer;
-  gzip: Buffer;
+  /** The bytes in `coding` (`identity` itself when compressing would not shrink them). */
+  encoded(coding: Coding): Buffer;
 }
 
 // Swagger UI's files come from the installed package: the page needs no network beyond the service.
@@ -32,16 +35,31 @@ const SOURCES: Record<string, { type: string; read: () => Buffer }> = {
   'reference.css': { type: 'text/css; charset=utf-8', read: () => Buffer.from(REFERENCE_STYLES) },
 };
 
+const compress: Record<Exclude<Coding, 'identity'>, (bytes: Buffer) => Buffer> = {
+  br: (bytes) =>
+    brotliCompressSync(bytes, {
+      params: { [constants.BROTLI_PARAM_QUALITY]: 9, [constants.BROTLI_PARAM_SIZE_HINT]: bytes.length },
+    }),
+  gzip: (bytes) => gzipSync(bytes, { level: 9 }),
+};
+
+// Compressed at the first request that accepts the coding: a browser asks for brotli only, and
+// brotli and gzip of Swagger UI's bundle take about a CPU second together.
 function compressed(type: string, identity: Buffer): Asset {
   // A PNG is compressed already; text shrinks to about a quarter.
-  if (type.startsWith('image/')) return { type, identity, br: identity, gzip: identity };
+  if (type.startsWith('image/')) return { type, identity, encoded: () => identity };
+  const made = new Map<Coding, Buffer>([['identity', identity]]);
   return {
     type,
     identity,
-    br: brotliCompressSync(identity, {
-      params: { [constants.BROTLI_PARAM_QUALITY]: 9, [constants.BROTLI_PARAM_SIZE_HINT]: identity.length },
-    }),
-    gzip: gzipSync(identity, { level: 9 }),
+    encoded(coding) {
+      let bytes = made.get(coding);
+      if (!bytes) {
+        bytes = coding === 'identity' ? identity : compress[coding](identity);
+        made.set(coding, bytes);
+      }
+      return bytes;
+    },
   };
 }
 
@@ -58,7 +76,7 @@ export function loadDocsAssets(): { version: string; assets: Map<string, Asset> 
 }
 
 /** The coding to send for an Accept-Encoding header: brotli, else gzip, else none. */
-export function preferredEncoding(acceptEncoding: string | undefined): 'br' | 'gzip' | 'identity' {
+export function preferredEncoding(acceptEncoding: string | undefined): Coding {
   const accepted = new Map(
     (acceptEncoding ?? '').split(',').map((part) => {
       const [coding = '', ...params] = part.trim().toLowerCase().split(';');

@@ -58,8 +58,9 @@ const serveAsset: RequestHandler = (req, res, next) => {
   res.setHeader('Cache-Control', `public, max-age=${ONE_YEAR_SECONDS}, immutable`);
   res.setHeader('Vary', 'Accept-Encoding');
   res.setHeader('Content-Type', asset.type);
-  if (encoding !== 'identity' && asset[encoding] !== asset.identity) res.setHeader('Content-Encoding', encoding);
-  res.send(asset[encoding]);
+  const body = asset.encoded(encoding);
+  if (body !== asset.identity) res.setHeader('Content-Encoding', encoding);
+  res.send(body);
 };
 
 /** The reference page's scripts and styles, served locally under /docs/assets/<version>/. */
