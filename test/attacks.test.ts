@@ -231,7 +231,13 @@ describe('database work past the statement timeout (weakness 3)', () => {
     'answers 503 unavailable with Retry-After, and the same request succeeds once the work can finish (%s)',
     async (_, direct) => {
       const url = service.databaseUrl ?? '';
-      const bounded = openPostgres(url, { poolSize: 2, statementTimeoutMs: 300, directUrl: direct ? url : undefined });
+      // A second: short enough to see the locked update cut, long enough that no statement of the
+      // retry outlasts it on a loaded two-core machine (300 ms once did, on a CI run).
+      const bounded = openPostgres(url, {
+        poolSize: 2,
+        statementTimeoutMs: 1_000,
+        directUrl: direct ? url : undefined,
+      });
       const holder = new pg.Client({ connectionString: url });
       await holder.connect();
       try {
