@@ -1,8 +1,11 @@
 // Connections that hold a descriptor without using it are closed (found by an attack: 500 of 500
 // silent sockets were still open after 130 s; slow bodies were cut only after 300 s).
 import { once } from 'node:events';
+import { mkdtemp, rm } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { AttachmentSchema } from '../contract/attachments.js';
 import { ProblemSchema } from '../contract/common.js';
@@ -204,18 +207,22 @@ describe('connections per client address', () => {
 // The process as an operator starts it, so main.ts is proven to apply the policy.
 describe('connection timeouts in the service process', () => {
   let database: TestDatabase;
+  let dataDir: string;
   let service: ServiceProcess | undefined;
   beforeAll(async () => {
     database = await freshDatabase();
+    dataDir = await mkdtemp(path.join(tmpdir(), 'task-service-conn-'));
     service = await startServiceProcess({
       DATABASE_URL: database.url,
       HTTP_IDLE_TIMEOUT_MS: String(IDLE_MS),
-      DATA_DIR: `/tmp/task-service-conn-${process.pid}`,
+      DATA_DIR: dataDir,
     });
   }, 60_000);
   afterAll(async () => {
     killIfRunning(service);
+    await service?.exited;
     await database.drop();
+    await rm(dataDir, { recursive: true, force: true });
   });
 
   it('closes silent connections after HTTP_IDLE_TIMEOUT_MS', async () => {

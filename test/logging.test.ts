@@ -1,4 +1,6 @@
 import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { stripVTControlCharacters } from 'node:util';
@@ -103,17 +105,22 @@ describe('the request log', () => {
 
 describe('the service log on a terminal and off it', () => {
   let database: TestDatabase;
+  let dataDir: string;
   beforeAll(async () => {
     database = await freshDatabase();
+    dataDir = await mkdtemp(path.join(tmpdir(), 'task-service-log-'));
   });
-  afterAll(() => database.drop());
+  afterAll(async () => {
+    await database.drop();
+    await rm(dataDir, { recursive: true, force: true });
+  });
 
   /** The service under `script`, which gives it a pseudo-terminal, until it says where it listens. */
   async function onTerminal(): Promise<string> {
     const env = {
       ...process.env,
       DATABASE_URL: database.url,
-      DATA_DIR: `/tmp/task-service-tty-${process.pid}`,
+      DATA_DIR: path.join(dataDir, 'tty'),
       PORT: '0',
       HOST: '127.0.0.1',
       WEB_CONCURRENCY: '1',
@@ -150,7 +157,7 @@ describe('the service log on a terminal and off it', () => {
   it('is one JSON object per line otherwise', async () => {
     const service = await startServiceProcess({
       DATABASE_URL: database.url,
-      DATA_DIR: `/tmp/task-service-json-${process.pid}`,
+      DATA_DIR: path.join(dataDir, 'json'),
     });
     try {
       const lines = service.stdout().trim().split('\n');
@@ -164,10 +171,15 @@ describe('the service log on a terminal and off it', () => {
 
 describe('where the service listens, and who may register', () => {
   let database: TestDatabase;
+  let dataDir: string;
   beforeAll(async () => {
     database = await freshDatabase();
+    dataDir = await mkdtemp(path.join(tmpdir(), 'task-service-registration-'));
   });
-  afterAll(() => database.drop());
+  afterAll(async () => {
+    await database.drop();
+    await rm(dataDir, { recursive: true, force: true });
+  });
 
   it('listens on 127.0.0.1 unless HOST says otherwise', () => {
     expect(loadConfig({}).host).toBe('127.0.0.1');
@@ -178,7 +190,7 @@ describe('where the service listens, and who may register', () => {
   async function registrationLines(env: Record<string, string>): Promise<Line[]> {
     const service = await startServiceProcess({
       DATABASE_URL: database.url,
-      DATA_DIR: `/tmp/task-service-registration-${process.pid}`,
+      DATA_DIR: dataDir,
       ...env,
     });
     try {

@@ -1,4 +1,7 @@
+import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuthResultSchema } from '../contract/auth.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
@@ -34,6 +37,7 @@ function send(
 }
 
 let database: TestDatabase;
+let dataDir: string;
 let receiver: Receiver;
 let service: ServiceProcess | undefined;
 
@@ -46,9 +50,10 @@ const scrape = async (): Promise<Sample[]> => {
 beforeAll(async () => {
   database = await freshDatabase();
   receiver = await startReceiver();
+  dataDir = await mkdtemp(path.join(tmpdir(), 'task-service-metrics-'));
   service = await startServiceProcess({
     DATABASE_URL: database.url,
-    DATA_DIR: `/tmp/task-service-metrics-${process.pid}`,
+    DATA_DIR: dataDir,
     WEB_CONCURRENCY: '2',
     DATABASE_POOL_SIZE: '4',
     METRICS_TOKEN,
@@ -57,8 +62,10 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(async () => {
   killIfRunning(service);
+  await service?.exited;
   await receiver.close();
   await database.drop();
+  await rm(dataDir, { recursive: true, force: true });
 });
 
 describe('/metrics with two HTTP workers', () => {
