@@ -48,14 +48,15 @@ const compress: Record<Exclude<Coding, 'identity'>, (bytes: Buffer) => Buffer> =
 function compressed(type: string, identity: Buffer): Asset {
   // A PNG is compressed already; text shrinks to about a quarter.
   if (type.startsWith('image/')) return { type, identity, encoded: () => identity };
-  const made = new Map<Coding, Buffer>([['identity', identity]]);
+  const made = new Map<Exclude<Coding, 'identity'>, Buffer>();
   return {
     type,
     identity,
     encoded(coding) {
+      if (coding === 'identity') return identity;
       let bytes = made.get(coding);
       if (!bytes) {
-        bytes = coding === 'identity' ? identity : compress[coding](identity);
+        bytes = compress[coding](identity);
         made.set(coding, bytes);
       }
       return bytes;
