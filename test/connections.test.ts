@@ -1,11 +1,9 @@
 // Connections that hold a descriptor without using it are closed (found by an attack: 500 of 500
 // silent sockets were still open after 130 s; slow bodies were cut only after 300 s).
 import { once } from 'node:events';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { AttachmentSchema } from '../contract/attachments.js';
 import { ProblemSchema } from '../contract/common.js';
@@ -14,7 +12,7 @@ import { loadConfig } from '../server/config.js';
 import { applyConnectionTimeouts } from '../server/http/timeouts.js';
 import { createHttpServer } from '../server/serve.js';
 import { serviceForFile, startService, type TestService } from './support/app.js';
-import { freshDatabase, type TestDatabase } from './support/databases.js';
+import { freshDatabase, serverReachableTempDir, type TestDatabase } from './support/databases.js';
 import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/processes.js';
 import { createTask } from './support/tasks.js';
 import { registerUser, type TestUser } from './support/users.js';
@@ -211,7 +209,7 @@ describe('connection timeouts in the service process', () => {
   let service: ServiceProcess | undefined;
   beforeAll(async () => {
     database = await freshDatabase();
-    dataDir = await mkdtemp(path.join(tmpdir(), 'task-service-conn-'));
+    dataDir = await serverReachableTempDir('task-service-conn-');
     service = await startServiceProcess({
       DATABASE_URL: database.url,
       HTTP_IDLE_TIMEOUT_MS: String(IDLE_MS),

@@ -1,6 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { stripVTControlCharacters } from 'node:util';
@@ -10,7 +9,7 @@ import { z } from 'zod';
 import { loadConfig } from '../server/config.js';
 import { registrationNotice } from '../server/processes/primary.js';
 import { serviceForFile } from './support/app.js';
-import { freshDatabase, type TestDatabase } from './support/databases.js';
+import { freshDatabase, serverReachableTempDir, type TestDatabase } from './support/databases.js';
 import { expectProblem } from './support/problems.js';
 import { builtEntry, killIfRunning, startServiceProcess } from './support/processes.js';
 import { userForFile } from './support/users.js';
@@ -108,7 +107,7 @@ describe('the service log on a terminal and off it', () => {
   let dataDir: string;
   beforeAll(async () => {
     database = await freshDatabase();
-    dataDir = await mkdtemp(path.join(tmpdir(), 'task-service-log-'));
+    dataDir = await serverReachableTempDir('task-service-log-');
   });
   afterAll(async () => {
     await database.drop();
@@ -174,7 +173,7 @@ describe('where the service listens, and who may register', () => {
   let dataDir: string;
   beforeAll(async () => {
     database = await freshDatabase();
-    dataDir = await mkdtemp(path.join(tmpdir(), 'task-service-registration-'));
+    dataDir = await serverReachableTempDir('task-service-registration-');
   });
   afterAll(async () => {
     await database.drop();

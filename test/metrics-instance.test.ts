@@ -1,10 +1,8 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import http from 'node:http';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuthResultSchema } from '../contract/auth.js';
-import { freshDatabase, type TestDatabase } from './support/databases.js';
+import { freshDatabase, serverReachableTempDir, type TestDatabase } from './support/databases.js';
 import { samplesOf, valueOf, type Sample } from './support/metrics.js';
 import { startReceiver, type Receiver } from './support/receiver.js';
 import { killIfRunning, startServiceProcess, type ServiceProcess } from './support/processes.js';
@@ -50,7 +48,7 @@ const scrape = async (): Promise<Sample[]> => {
 beforeAll(async () => {
   database = await freshDatabase();
   receiver = await startReceiver();
-  dataDir = await mkdtemp(path.join(tmpdir(), 'task-service-metrics-'));
+  dataDir = await serverReachableTempDir('task-service-metrics-');
   service = await startServiceProcess({
     DATABASE_URL: database.url,
     DATA_DIR: dataDir,
