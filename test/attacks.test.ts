@@ -232,7 +232,7 @@ describe('database work past the statement timeout (weakness 3)', () => {
     async (_, direct) => {
       const url = service.databaseUrl ?? '';
       // A second: short enough to see the locked update cut, long enough that no statement of the
-      // retry outlasts it on a loaded two-core machine (300 ms once did, on a CI run).
+      // retry outlasts it on a loaded two-core machine (300 ms once did, in a run of .ci/run).
       const bounded = openPostgres(url, {
         poolSize: 2,
         statementTimeoutMs: 1_000,
